@@ -1,0 +1,98 @@
+import type { ModelToolSpec } from "../tools/types.ts";
+
+/** A message in OpenAI Chat Completions shape: what `session.messages()` returns. */
+export type ChatMessage =
+  | { role: "system"; content: string }
+  | { role: "user"; content: string }
+  | {
+      role: "assistant";
+      content: string | null;
+      tool_calls?: ChatToolCall[];
+    }
+  | { role: "tool"; tool_call_id: string; content: string };
+
+export interface ChatToolCall {
+  id: string;
+  type: "function";
+  function: { name: string; arguments: string };
+}
+
+export type FinishReason = "stop" | "tool_calls" | "length" | "content_filter";
+
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+}
+
+/**
+ * The normalised stream every model adapter emits. Tool-call events are keyed by `index`
+ * (the provider's position of the call in the message); `id` and `name` may arrive on
+ * `call.start` or on any delta, or never (the assembler copes).
+ */
+export type ModelEvent =
+  | { type: "text.delta"; text: string }
+  | { type: "call.start"; index: number; id?: string; name?: string }
+  | { type: "call.delta"; index: number; argumentsDelta: string; id?: string; name?: string }
+  | { type: "call.end"; index: number }
+  | { type: "usage"; usage: Usage }
+  | { type: "finish"; reason: FinishReason };
+
+export interface ModelRequest {
+  messages: readonly ChatMessage[];
+  tools: readonly ModelToolSpec[];
+  /** Aborted on interrupt or timeout; adapters must stop reading and reject promptly. */
+  signal: AbortSignal;
+  attemptId: string;
+}
+
+/**
+ * A model provider.
+ * Contract: `stream` yields normalised events and ends after a `finish` event; any failure
+ * (HTTP status, network, timeout, abort) is thrown as a `ModelError` from the iterator.
+ */
+export interface Model {
+  readonly name: string;
+  stream(request: ModelRequest): AsyncIterable<ModelEvent>;
+}
+
+/** What kind of failure a `ModelError` is, as far as the transport knows. */
+export type ModelErrorKind =
+  | "http"
+  | "network"
+  | "first_chunk_timeout"
+  | "idle_timeout"
+  | "stream_cut"
+  | "aborted"
+  | "protocol";
+
+/** A model request failure, as data the retry classifier reads. */
+export class ModelError extends Error {
+  override readonly name = "ModelError";
+  readonly kind: ModelErrorKind;
+  readonly status?: number;
+  readonly headers: Record<string, string>;
+  readonly code?: string;
+  readonly type?: string;
+  readonly body?: unknown;
+
+  constructor(
+    message: string,
+    options: {
+      kind: ModelErrorKind;
+      status?: number;
+      headers?: Record<string, string>;
+      code?: string;
+      type?: string;
+      body?: unknown;
+      cause?: unknown;
+    },
+  ) {
+    super(message, { cause: options.cause });
+    this.kind = options.kind;
+    this.status = options.status;
+    this.headers = options.headers ?? {};
+    this.code = options.code;
+    this.type = options.type;
+    this.body = options.body;
+  }
+}

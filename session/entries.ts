@@ -1,0 +1,75 @@
+import type { ChatToolCall, FinishReason, Usage } from "../actors/model.ts";
+import type { ToolResult } from "../tools/types.ts";
+
+/** Fields every log entry has. `parentId` links the branch; `seq` orders the whole log. */
+export interface EntryBase {
+  id: string;
+  parentId: string | null;
+  seq: number;
+  /** Clock milliseconds at append. */
+  at: number;
+}
+
+export type TurnStatus = "completed" | "cancelled" | "failed" | "budget_exhausted";
+export type AttemptStatus = "completed" | "interrupted" | "failed";
+/** How a call ended. `not_executed`: it never started (cancelled while queued, gated, invalid). */
+export type CallOutcome = "completed" | "failed" | "cancelled" | "unknown" | "not_executed";
+export type InboxLane = "interrupt" | "next-step" | "next-turn";
+export type InboxSource = "user" | "tool" | "job" | "system";
+
+/** The payload of each entry type, keyed by `type`. */
+export interface EntryPayloads {
+  user_message: { text: string; turnId?: string; inboxId?: string };
+  turn_start: { turnId: string };
+  attempt_start: { turnId: string; attemptId: string; step: number };
+  /** An attempt's end. Interrupted/failed attempts keep their partial output here, never in the projection. */
+  attempt_end: {
+    attemptId: string;
+    status: AttemptStatus;
+    partialText?: string;
+    partialCalls?: ChatToolCall[];
+    error?: string;
+  };
+  assistant_message: {
+    turnId: string;
+    attemptId: string;
+    text: string;
+    toolCalls: ChatToolCall[];
+    finishReason: FinishReason;
+    usage?: Usage;
+  };
+  /** Written, and made durable, before the tool's `execute` is called (write-ahead). */
+  call_started: {
+    callId: string;
+    name: string;
+    args: unknown;
+    idempotencyKey: string;
+    idempotent: boolean;
+  };
+  call_result: { callId: string; name: string; outcome: CallOutcome; result: ToolResult };
+  context_edit: { targetId: string; replacement: string | null };
+  compaction: { summary: string; firstKeptId: string };
+  settings: { settings: Record<string, unknown> };
+  inbox: { inboxId: string; source: InboxSource; lane: InboxLane; body: string };
+  inbox_consumed: { inboxId: string };
+  turn_end: { turnId: string; status: TurnStatus; reason?: string };
+  /** Where a cut turn stopped; the next turn's context carries it as a note to the model. */
+  turn_aborted: { turnId: string; where: string };
+  /** The active leaf moved (fork, rollback, switch). */
+  leaf: { leafId: string | null; reason: string };
+  note: { text: string };
+}
+
+export type EntryType = keyof EntryPayloads;
+
+/** One append-only log entry: a discriminated union on `type`. */
+export type LogEntry = {
+  [K in EntryType]: EntryBase & { type: K } & EntryPayloads[K];
+}[EntryType];
+
+export type EntryOf<K extends EntryType> = Extract<LogEntry, { type: K }>;
+
+/** What callers pass to `append`: the log fills in id, parentId, seq and at. */
+export type EntryInput = {
+  [K in EntryType]: { type: K } & EntryPayloads[K];
+}[EntryType];

@@ -1,0 +1,25 @@
+import type { LogEntry } from "./entries.ts";
+
+export interface SessionSummary {
+  sessionId: string;
+  entries: number;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/**
+ * Where session logs live. Implementations: memory (tests), SQLite (embedded default),
+ * Postgres (many processes). One conformance suite runs against each.
+ */
+export interface SessionStore {
+  readonly kind: string;
+  /**
+   * Contract: appends in order; resolves only once the entries are durable to the store's
+   * durability level; rejects (and writes nothing of the batch) on failure.
+   */
+  append(sessionId: string, entries: readonly LogEntry[]): Promise<void>;
+  /** Contract: every entry of the session in `seq` order; [] for an unknown session. */
+  load(sessionId: string): Promise<LogEntry[]>;
+  list(): Promise<SessionSummary[]>;
+  close(): Promise<void>;
+}

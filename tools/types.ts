@@ -1,0 +1,147 @@
+import type { Logger } from "pino";
+import type { z } from "zod";
+
+/** How much damage a tool can do; read by the permission policy. Missing → "high". */
+export type Risk = "low" | "medium" | "high";
+
+/** What happens to output over `maxBytes`: cut with a continuation, or written to a file. */
+export interface OutputBudget {
+  maxBytes: number;
+  overflow: "truncate" | "spill";
+}
+
+/**
+ * Declared behaviour of a tool. Every trait is optional; a missing or unknown value is read
+ * conservatively: not read-only, not concurrency-safe, not idempotent, not cancellable,
+ * risk high, parallel execution mode, no resource key (see `resolveTraits`).
+ */
+export interface ToolTraits<Args = unknown> {
+  readOnly?: boolean;
+  concurrencySafe?: boolean;
+  idempotent?: boolean;
+  cancellable?: boolean;
+  risk?: Risk;
+  outputBudget?: OutputBudget;
+  /** "sequential" makes the whole batch it appears in run in call order, one at a time. */
+  executionMode?: "parallel" | "sequential";
+  /** Calls with the same key never overlap (e.g. the real path of a file being written). */
+  resourceKey?: (args: Args) => string | undefined;
+}
+
+/** Traits with every default filled in. */
+export interface ResolvedTraits {
+  readOnly: boolean;
+  concurrencySafe: boolean;
+  idempotent: boolean;
+  cancellable: boolean;
+  risk: Risk;
+  outputBudget: OutputBudget;
+  executionMode: "parallel" | "sequential";
+}
+
+/** Stable machine-readable codes of failed tool results. */
+export type ToolErrorCode =
+  | "UNKNOWN_TOOL"
+  | "INVALID_ARGS"
+  | "TRUNCATED_CALL"
+  | "EXECUTION_FAILED"
+  | "CANCELLED"
+  | "OUTCOME_UNKNOWN"
+  | "DENIED"
+  | "DEPENDENCY_FAILED"
+  | "PATH_OUTSIDE_WORKSPACE"
+  | "PARAMETER_MISMATCH"
+  | "NOT_FOUND"
+  | "TIMEOUT"
+  | "NO_RESULT_RECORDED";
+
+/** How the model can fetch the rest of a truncated output: call `tool` with `args`. */
+export interface Continuation {
+  tool: string;
+  args: Record<string, unknown>;
+  /** Where spilled output was written (path under the workspace), when `overflow: "spill"`. */
+  path?: string;
+}
+
+export interface ToolSuccess {
+  ok: true;
+  content: string;
+  truncated?: boolean;
+  continuation?: Continuation;
+}
+
+export interface ToolFailure {
+  ok: false;
+  code: ToolErrorCode;
+  message: string;
+  retryable: boolean;
+}
+
+/** The one result shape every tool call ends with. */
+export type ToolResult = ToolSuccess | ToolFailure;
+
+/** What a tool's `execute` may return: a plain string is read as `{ ok: true, content }`. */
+export type ToolOutput = string | ToolResult;
+
+export interface ToolContext {
+  callId: string;
+  /** Aborted when the call is cancelled (interrupt, stop deadline). */
+  signal: AbortSignal;
+  /** Stable per logical operation: the same across retries and crash recovery. */
+  idempotencyKey: string;
+  /** Progress for the UI. Ignored once the call has settled. */
+  onUpdate: (progress: unknown) => void;
+  log: Logger;
+}
+
+export interface ToolExample {
+  description?: string;
+  args: Record<string, unknown>;
+}
+
+export interface ToolDefinition<Args = any> {
+  name: string;
+  description: string;
+  parameters: z.ZodType<Args>;
+  examples?: ToolExample[];
+  traits?: ToolTraits<Args>;
+  /**
+   * Contract: may throw or reject; a throw becomes an `EXECUTION_FAILED` result with the
+   * error's message and a short stack summary. Should honour `ctx.signal` when `cancellable`.
+   */
+  execute: (args: Args, ctx: ToolContext) => Promise<ToolOutput> | ToolOutput;
+}
+
+/** The model-facing description of a tool (OpenAI Chat Completions `tools[]` item). */
+export interface ModelToolSpec {
+  type: "function";
+  function: { name: string; description: string; parameters: Record<string, unknown> };
+}
+
+/** A raw tool call as the model emitted it. */
+export interface RawToolCall {
+  id: string;
+  name: string;
+  argumentsText: string;
+}
+
+/** A call that passed preparation: resolved tool, validated arguments. */
+export interface PreparedCall {
+  id: string;
+  /** The registered tool name (after alias resolution). */
+  name: string;
+  /** The name the model used. */
+  requestedName: string;
+  args: unknown;
+  argumentsText: string;
+  tool: ToolDefinition;
+  traits: ResolvedTraits;
+  /** `traits.resourceKey(args)`, computed once at preparation. */
+  resourceKey?: string;
+  /** Repairs applied (e.g. "took the first of 2 concatenated objects"). */
+  warnings: string[];
+}
+
+export type PrepareOutcome =
+  | { ok: true; call: PreparedCall }
+  | { ok: false; id: string; name: string; argumentsText: string; error: ToolFailure };
