@@ -1,0 +1,147 @@
+import pino, { type Logger } from "pino";
+import type { DrainMode } from "../machines/inbox.ts";
+import type { RetryPolicy } from "../machines/retry-policy.ts";
+import type { TurnLimits } from "../machines/turn.machine.ts";
+import { memoryStore } from "../session/memory-store.ts";
+import { SessionLog } from "../session/log.ts";
+import type { SessionStore, SessionSummary } from "../session/store.ts";
+import { createRegistry, type Registry } from "../tools/registry.ts";
+import type { ToolDefinition } from "../tools/types.ts";
+import { type Clock, systemClock } from "./clock.ts";
+import type { InspectSink } from "./events.ts";
+import { createIds, type IdGenerator } from "./ids.ts";
+import type { Model } from "./model.ts";
+import type { RetryBudget } from "./retry-budget.ts";
+import { Session } from "./session-runtime.ts";
+
+export interface AgentOptions {
+  model: Model;
+  /** Tools the model may call, or a registry to share and change at runtime. */
+  tools?: readonly ToolDefinition[] | Registry;
+  /** Where session logs live. Default: in memory (lost on exit). */
+  store?: SessionStore;
+  limits?: Partial<TurnLimits>;
+  /** Default 8. */
+  maxParallelToolCalls?: number;
+  /** How long a cancelled tool may keep running before its outcome is unknown. Default 5 000 ms. */
+  stopDeadlineMs?: number;
+  /** Bound on the end-of-turn finalizer (persist, settle). Default 10 000 ms. */
+  finalizeDeadlineMs?: number;
+  retry?: Partial<RetryPolicy>;
+  /** Shared across sessions of one provider: bounds extra attempts when many fail at once. */
+  retryBudget?: RetryBudget;
+  /** How steering and follow-ups are read. Default: steer "all", followUp "one-at-a-time". */
+  drain?: { steer?: DrainMode; followUp?: DrainMode };
+  /** Inputs that make a session deterministic in tests (see `keel/testing`). */
+  clock?: Clock;
+  ids?: IdGenerator;
+  random?: () => number;
+  /** A pino logger; default: quiet unless `KEEL_LOG` names a level. */
+  logger?: Logger;
+  /** The inspector (or any sink): sees every actor's events and every session event. */
+  inspect?: InspectSink;
+}
+
+export interface Agent {
+  /** Opens (or creates) a session; `await session.ready` before reading its log. */
+  session(id?: string): Session;
+  listSessions(): Promise<SessionSummary[]>;
+  readonly registry: Registry;
+  readonly store: SessionStore;
+  /** Interrupts running turns, waits for them to settle and flushes every log. */
+  close(): Promise<void>;
+}
+
+export const DEFAULT_LIMITS: TurnLimits = { maxSteps: 50, maxTokens: 0, deadlineMs: 0 };
+
+function defaultLogger(): Logger {
+  const level = process.env.KEEL_LOG || "silent";
+  return pino({ level, base: undefined }, pino.destination(2));
+}
+
+/**
+ * Creates an agent: the model, the tools and the store shared by its sessions.
+ * Bad options throw a `TypeError` saying which option and what is expected.
+ */
+export function createAgent(options: AgentOptions): Agent {
+  if (!options || typeof options.model?.stream !== "function") {
+    throw new TypeError(
+      "createAgent: `model` must be a Model with a stream() method, e.g. scriptedModel([...]) or openaiModel({ model: 'gpt-4o-mini' })",
+    );
+  }
+  const positive = (name: string, value: number | undefined) => {
+    if (value !== undefined && !(Number.isFinite(value) && value > 0)) {
+      throw new TypeError(`createAgent: \`${name}\` must be a positive number, got ${String(value)}`);
+    }
+  };
+  positive("maxParallelToolCalls", options.maxParallelToolCalls);
+  positive("stopDeadlineMs", options.stopDeadlineMs);
+  positive("finalizeDeadlineMs", options.finalizeDeadlineMs);
+  positive("limits.maxSteps", options.limits?.maxSteps);
+  const registry =
+    options.tools && "resolve" in options.tools
+      ? (options.tools as Registry)
+      : createRegistry((options.tools as ToolDefinition[] | undefined) ?? []);
+  const store = options.store ?? memoryStore();
+  const clock = options.clock ?? systemClock;
+  const ids = options.ids ?? createIds();
+  const random = options.random ?? Math.random;
+  const logger = options.logger ?? defaultLogger();
+  const limits = { ...DEFAULT_LIMITS, ...options.limits };
+  const sessions = new Map<string, Session>();
+  const inspect = options.inspect;
+
+  const agent: Agent = {
+    registry,
+    store,
+    session(id) {
+      const sessionId = id ?? ids("s");
+      const existing = sessions.get(sessionId);
+      if (existing) return existing;
+      const sessionLogger = logger.child({ sessionId });
+      const session = new Session({
+        sessionId,
+        logger: sessionLogger,
+        now: () => clock.now(),
+        ids,
+        drain: {
+          steer: options.drain?.steer ?? "all",
+          followUp: options.drain?.followUp ?? "one-at-a-time",
+        },
+        openLog: () => SessionLog.open({ sessionId, store, clock, ids }),
+        deps: (log, emit, drainSteer) => ({
+          sessionId,
+          log,
+          model: options.model,
+          registry,
+          clock,
+          ids,
+          logger: sessionLogger,
+          emit: inspect
+            ? (e) => {
+                emit(e);
+                inspect.publish({ ...e, sessionId, at: clock.now() } as never);
+              }
+            : emit,
+          retry: options.retry ?? {},
+          retryBudget: options.retryBudget,
+          random,
+          limits,
+          maxParallelToolCalls: options.maxParallelToolCalls ?? 8,
+          stopDeadlineMs: options.stopDeadlineMs ?? 5000,
+          finalizeDeadlineMs: options.finalizeDeadlineMs ?? 10_000,
+          inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
+          drainSteer,
+        }),
+      });
+      sessions.set(sessionId, session);
+      return session;
+    },
+    listSessions: () => store.list(),
+    async close() {
+      await Promise.all([...sessions.values()].map((s) => s.close()));
+      sessions.clear();
+    },
+  };
+  return agent;
+}

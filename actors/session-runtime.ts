@@ -1,0 +1,256 @@
+import type { Logger } from "pino";
+import type { WakeScope } from "../machines/coordinator.machine.ts";
+import {
+  clear,
+  type DrainMode,
+  drain,
+  emptyInbox,
+  type Inbox,
+  type InboxEvent,
+  inboxFromEntries,
+  queued,
+  receive,
+} from "../machines/inbox.ts";
+import type { TurnOutput } from "../machines/turn.machine.ts";
+import type { InboxLane, InboxSource, LogEntry } from "../session/entries.ts";
+import { SessionLog } from "../session/log.ts";
+import { type Coordinator, createCoordinator } from "./coordinator.ts";
+import type { AgentEvent } from "./events.ts";
+import type { ChatMessage } from "./model.ts";
+import { type EventBody, type TurnDeps, TurnRun } from "./turn-runner.ts";
+
+/** What `session.prompt()` resolves to. */
+export type PromptResult = TurnOutput;
+
+export interface InboxOptions {
+  id?: string;
+  source?: InboxSource;
+}
+
+export interface SessionOptions {
+  sessionId: string;
+  /** Builds the per-turn dependencies once the log is open. */
+  deps: (log: SessionLog, emit: (e: EventBody) => void, drainSteer: () => number) => TurnDeps;
+  openLog: () => Promise<SessionLog>;
+  logger: Logger;
+  now: () => number;
+  ids: (prefix?: string) => string;
+  drain: { steer: DrainMode; followUp: DrainMode };
+}
+
+/**
+ * One conversation: its log, its inbox and the coordinator that runs one turn at a time.
+ *
+ * Inputs are inbox events (DESIGN §3.5), persisted before they are acknowledged:
+ * - `prompt` / `followUp` go to the `next-turn` lane: each starts a turn when no turn is
+ *   running, else waits for the current turn to end (a prompt resolves when ITS turn ends);
+ * - `steer` goes to `next-step`: read after the current batch commits, before the next model
+ *   call, or at a natural end (it then continues the turn); with no turn running it starts one;
+ * - `interrupt` cancels the current turn at once. Inputs queued before the interrupt stay
+ *   queued (never dropped: `queued()` shows them) but do not start by themselves; the next
+ *   input, `resume()`, or `clearQueue()` decides. An input submitted after the interrupt runs.
+ */
+export class Session {
+  readonly id: string;
+  /** Resolves once the log is loaded from the store. */
+  readonly ready: Promise<void>;
+  private readonly options: SessionOptions;
+  private log!: SessionLog;
+  private deps!: TurnDeps;
+  private inbox: Inbox = emptyInbox();
+  private listeners = new Set<(event: AgentEvent) => void>();
+  private waiters = new Map<string, (result: PromptResult) => void>();
+  private coordinator: Coordinator;
+  private current: TurnRun | undefined;
+  /** Inbox seq at the last interrupt: older queued inputs wait for an explicit wake. */
+  private interruptedAt = -1;
+  private inboxSeq = 0;
+
+  constructor(options: SessionOptions) {
+    this.id = options.sessionId;
+    this.options = options;
+    this.coordinator = createCoordinator({
+      run: (scope, signal) => this.run(scope, signal),
+      cleanup: () => this.log.flush().catch(() => {}),
+      pending: () => (this.hasRunnable() ? "input" : null),
+    });
+    this.ready = options.openLog().then((log) => {
+      this.log = log;
+      this.inbox = inboxFromEntries(log.entries());
+      this.inboxSeq = log.entries().length;
+      this.interruptedAt = this.inboxSeq; // restored inputs wait for resume() or a new input
+      this.deps = options.deps(log, (e) => this.emit(e), () => this.drainSteer());
+    });
+  }
+
+  /** Submits a prompt; resolves when the turn that consumes it ends. */
+  async prompt(text: string, options: InboxOptions = {}): Promise<PromptResult> {
+    const id = await this.submit("next-turn", text, options);
+    return new Promise((resolve) => {
+      this.waiters.set(id, resolve);
+      this.coordinator.wake("input");
+    });
+  }
+
+  /** Queues a follow-up: read when the current turn would otherwise end; starts the next turn. */
+  async followUp(text: string, options: InboxOptions = {}): Promise<string> {
+    const id = await this.submit("next-turn", text, options);
+    this.coordinator.wake("input");
+    return id;
+  }
+
+  /** Queues steering: read at the next safe point of the running turn (or starts one). */
+  async steer(text: string, options: InboxOptions = {}): Promise<string> {
+    const id = await this.submit("next-step", text, options);
+    this.coordinator.wake("steer");
+    return id;
+  }
+
+  /** Cancels the running turn (if any). Queued inputs stay queued. */
+  interrupt(reason = "interrupted by the user"): void {
+    this.interruptedAt = this.inboxSeq;
+    this.coordinator.interrupt();
+    this.current?.interrupt(reason);
+  }
+
+  /** Starts turns for inputs left queued by an interrupt or a restart. */
+  resume(): void {
+    this.interruptedAt = -1;
+    if (this.hasRunnable()) this.coordinator.wake("input");
+  }
+
+  /** The queued, not yet consumed inputs. */
+  queued(lane?: InboxLane): readonly InboxEvent[] {
+    return queued(this.inbox, lane);
+  }
+
+  /** Removes queued inputs (of one lane, or all); their prompts resolve as cancelled. */
+  clearQueue(lane?: InboxLane): InboxEvent[] {
+    const { cleared, inbox } = clear(this.inbox, lane);
+    this.inbox = inbox;
+    for (const event of cleared) {
+      this.log.append({ type: "inbox_consumed", inboxId: event.id });
+      this.waiters.get(event.id)?.({ status: "cancelled", reason: "removed from the queue" });
+      this.waiters.delete(event.id);
+    }
+    void this.log.flush().catch(() => {});
+    return cleared;
+  }
+
+  subscribe(listener: (event: AgentEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** The model's view of the active branch (OpenAI Chat Completions shape). */
+  messages(): readonly ChatMessage[] {
+    return this.log ? this.log.messages() : [];
+  }
+
+  entries(): readonly LogEntry[] {
+    return this.log ? this.log.entries() : [];
+  }
+
+  /** The log, for branches, export and recovery. */
+  get sessionLog(): SessionLog {
+    return this.log;
+  }
+
+  /** Resolves when the current execution has finished. */
+  awaitSettlement(): Promise<void> {
+    return this.coordinator.awaitSettlement();
+  }
+
+  /** Resolves when no turn runs and none is about to start. */
+  awaitIdle(): Promise<void> {
+    return this.coordinator.awaitIdle();
+  }
+
+  /** The running turn, if any (inspection, tests). */
+  get currentTurn(): TurnRun | undefined {
+    return this.current;
+  }
+
+  async close(): Promise<void> {
+    this.interrupt("session closed");
+    await this.coordinator.awaitSettlement().catch(() => {});
+    this.coordinator.stop();
+    if (this.log) await this.log.flush();
+  }
+
+  private emit(body: EventBody): void {
+    if (this.listeners.size === 0) return;
+    const event = { ...body, sessionId: this.id, at: this.options.now() } as AgentEvent;
+    for (const listener of this.listeners) {
+      try {
+        listener(event);
+      } catch (err) {
+        this.options.logger.warn({ err }, "a session listener threw");
+      }
+    }
+  }
+
+  private async submit(lane: InboxLane, body: string, options: InboxOptions): Promise<string> {
+    if (typeof body !== "string" || body.length === 0) {
+      throw new TypeError(`${lane} input must be a non-empty string, got ${JSON.stringify(body)}`);
+    }
+    await this.ready;
+    const id = options.id ?? this.options.ids("in");
+    const source = options.source ?? "user";
+    const seq = ++this.inboxSeq;
+    const received = receive(this.inbox, { id, source, lane, body, seq });
+    if (received.type === "invalid") throw new TypeError(received.reason);
+    if (received.type === "duplicate") return id;
+    this.inbox = received.inbox;
+    this.log.append({ type: "inbox", inboxId: id, source, lane, body });
+    this.emit({ type: "inbox.received", inboxId: id, lane, source });
+    await this.log.flush(); // persisted before acknowledged
+    return id;
+  }
+
+  private hasRunnable(): boolean {
+    return this.inbox.queue.some((e) => e.lane !== "interrupt" && e.seq > this.interruptedAt);
+  }
+
+  /** Steering at a safe point: each pending steer becomes a user message of the running turn. */
+  private drainSteer(): number {
+    const { events, inbox } = drain(this.inbox, "next-step", this.options.drain.steer);
+    if (events.length === 0) return 0;
+    this.inbox = inbox;
+    for (const event of events) this.consume(event, true);
+    return events.length;
+  }
+
+  private consume(event: InboxEvent, asMessage: boolean): void {
+    this.log.append({ type: "inbox_consumed", inboxId: event.id });
+    if (asMessage) {
+      this.log.append({
+        type: "user_message",
+        text: event.body,
+        inboxId: event.id,
+        turnId: this.current?.turnId,
+      });
+    }
+    this.emit({ type: "inbox.consumed", inboxId: event.id, lane: event.lane });
+  }
+
+  /** One execution of the coordinator: run turns while runnable inputs are queued. */
+  private async run(_scope: WakeScope, signal: AbortSignal): Promise<void> {
+    await this.ready;
+    while (!signal.aborted && this.hasRunnable()) {
+      const lane = queued(this.inbox, "next-turn").length > 0 ? "next-turn" : "next-step";
+      const mode = lane === "next-turn" ? this.options.drain.followUp : this.options.drain.steer;
+      const { events, inbox } = drain(this.inbox, lane, mode);
+      this.inbox = inbox;
+      const turn = new TurnRun(this.deps);
+      this.current = turn;
+      for (const event of events) this.consume(event, false);
+      const output = await turn.start(events.map((e) => ({ text: e.body, inboxId: e.id })));
+      this.current = undefined;
+      for (const event of events) {
+        this.waiters.get(event.id)?.(output);
+        this.waiters.delete(event.id);
+      }
+    }
+  }
+}

@@ -1,0 +1,487 @@
+import type { Logger } from "pino";
+import { type AnyActorRef, createActor, type InspectionEvent } from "xstate";
+import { batchMachine } from "../machines/batch.machine.ts";
+import { decideRetry, initialRetryState, type RetryPolicy, type RetryState } from "../machines/retry-policy.ts";
+import { toolCallMachine } from "../machines/tool-call.machine.ts";
+import {
+  attemptIdOf,
+  type TurnCallSpec,
+  type TurnLimits,
+  type TurnOutput,
+  turnMachine,
+} from "../machines/turn.machine.ts";
+import type { CallOutcome, EntryOf, TurnStatus } from "../session/entries.ts";
+import type { SessionLog } from "../session/log.ts";
+import { prepareCall, truncatedCallResult } from "../tools/prepare-call.ts";
+import type { Registry } from "../tools/registry.ts";
+import { applyOutputBudget, errorToResult, toToolResult } from "../tools/tool-output.ts";
+import type { PrepareOutcome, ToolFailure, ToolResult } from "../tools/types.ts";
+import type { Clock } from "./clock.ts";
+import type { AgentEvent } from "./events.ts";
+import type { IdGenerator } from "./ids.ts";
+import type { ChatToolCall, Model } from "./model.ts";
+import type { RetryBudget } from "./retry-budget.ts";
+import { createAssembler } from "./stream-assembler.ts";
+
+/** Distributes an event without `sessionId`/`at`; the session stamps them. */
+type DistributiveOmit<T, K extends keyof any> = T extends unknown ? Omit<T, K> : never;
+export type EventBody = DistributiveOmit<AgentEvent, "sessionId" | "at">;
+
+/** Everything a turn needs from its session. Built once per session. */
+export interface TurnDeps {
+  sessionId: string;
+  log: SessionLog;
+  model: Model;
+  registry: Registry;
+  clock: Clock;
+  ids: IdGenerator;
+  logger: Logger;
+  emit: (event: EventBody) => void;
+  retry: Partial<RetryPolicy>;
+  retryBudget?: RetryBudget;
+  random: () => number;
+  limits: TurnLimits;
+  maxParallelToolCalls: number;
+  stopDeadlineMs: number;
+  finalizeDeadlineMs: number;
+  inspect?: (event: InspectionEvent) => void;
+  /**
+   * Consumes the next-step (steer) inbox lane: appends each pending steer as a user message.
+   * Contract: synchronous, must not throw; returns how many were consumed.
+   */
+  drainSteer: () => number;
+}
+
+interface CallRecord {
+  outcome: CallOutcome;
+  result: ToolResult;
+}
+
+const cancelledResult: ToolFailure = {
+  ok: false,
+  code: "CANCELLED",
+  message: "not executed: the turn was cancelled before this call started",
+  retryable: false,
+};
+
+/**
+ * Runs one turn: hosts the turn statechart and performs the effects it names.
+ *
+ * Lifecycle: `start(text)` appends the user message and starts the turn actor; the promise
+ * resolves with the turn's output once `done` is reached (after `finalize`, which makes the
+ * log durable). `interrupt(reason)` sends `turn.interrupt`. Model streams and tool executions
+ * are promises run here; they report to the statecharts by events (no promise actor per call).
+ */
+export class TurnRun {
+  readonly turnId: string;
+  private readonly deps: TurnDeps;
+  private actor!: ReturnType<typeof createActor<typeof turnMachine>>;
+  private attemptCtl: AbortController | undefined;
+  private retryState: RetryState | undefined;
+  private lastCalls: ChatToolCall[] = [];
+  private prepared = new Map<string, PrepareOutcome>();
+  private records = new Map<string, CallRecord>();
+  private callCtl = new Map<string, AbortController>();
+  private phase = "before the first model request";
+  private flushing: Promise<void> | undefined;
+  private readonly done: Promise<TurnOutput>;
+  private resolveDone!: (output: TurnOutput) => void;
+
+  constructor(deps: TurnDeps) {
+    this.deps = deps;
+    this.turnId = deps.ids("turn");
+    this.done = new Promise((resolve) => {
+      this.resolveDone = resolve;
+    });
+  }
+
+  /** Starts the turn with `inputs` as the user's messages (none: continue from the log). */
+  start(inputs: readonly { text: string; inboxId?: string }[]): Promise<TurnOutput> {
+    const { log, emit } = this.deps;
+    log.append({ type: "turn_start", turnId: this.turnId });
+    for (const { text, inboxId } of inputs) {
+      log.append({ type: "user_message", text, turnId: this.turnId, inboxId });
+    }
+    emit({ type: "turn.started", turnId: this.turnId, input: inputs.map((i) => i.text).join("\n") });
+    this.actor = createActor(this.machine(), {
+      id: this.turnId,
+      input: {
+        turnId: this.turnId,
+        limits: this.deps.limits,
+        maxParallelToolCalls: this.deps.maxParallelToolCalls,
+        stopDeadlineMs: this.deps.stopDeadlineMs,
+        finalizeDeadlineMs: this.deps.finalizeDeadlineMs,
+      },
+      clock: this.deps.clock,
+      inspect: this.deps.inspect,
+    });
+    this.actor.subscribe({
+      complete: () => this.resolveDone(this.actor.getSnapshot().output!),
+      error: (err) => {
+        this.deps.logger.error({ err }, "turn actor failed");
+        this.resolveDone({ status: "failed", reason: `internal error: ${String(err)}` });
+      },
+    });
+    this.actor.start();
+    return this.done;
+  }
+
+  interrupt(reason: string, status?: TurnStatus): void {
+    this.actor?.send({ type: "turn.interrupt", reason, status });
+  }
+
+  /** The turn actor (for inspection and tests). */
+  get ref(): AnyActorRef {
+    return this.actor;
+  }
+
+  /** Writes queued entries once per microtask burst: calls starting together share one flush. */
+  private flushSoon(): Promise<void> {
+    if (!this.flushing) {
+      this.flushing = Promise.resolve().then(() => {
+        this.flushing = undefined;
+        return this.deps.log.flush();
+      });
+    }
+    return this.flushing;
+  }
+
+  private machine() {
+    const run = this;
+    const toolCall = toolCallMachine.provide({
+      actions: {
+        recordStart: ({ self }, { callId }) => run.recordStart(self._parent!, callId),
+        execute: ({ self }, { callId }) => run.execute(self._parent!, callId),
+        abort: (_, { callId }) => run.callCtl.get(callId)?.abort(new Error("cancelled")),
+      },
+    });
+    const batch = batchMachine.provide({
+      actors: { toolCall },
+      actions: {
+        callSettled: (_, { callId, name, outcome, result }) =>
+          run.settle(callId, name, outcome, result),
+      },
+    });
+    return turnMachine.provide({
+      actors: { batch },
+      actions: {
+        prepare: ({ self }) => {
+          run.deps.drainSteer();
+          self.send({ type: "prepare.done" });
+        },
+        startAttempt: ({ self }, { attempt, step }) => {
+          run.phase = `while waiting for model response ${step + 1}`;
+          void run.runAttempt(self, attempt, step);
+        },
+        pollAtEnd: ({ self }) => {
+          run.phase = "after the model's final answer";
+          self.send({ type: run.deps.drainSteer() > 0 ? "end.steered" : "end.none" });
+        },
+        abortAttempt: () => run.attemptCtl?.abort(new Error("interrupted")),
+        refuseCalls: ({ self }) => {
+          for (const call of run.lastCalls) {
+            run.settle(call.id, call.function.name, "not_executed", truncatedCallResult(call));
+          }
+          self.send({ type: "gate.done" });
+        },
+        rejectInvalid: () => {
+          run.phase = "while tool calls were running";
+          for (const outcome of run.prepared.values()) {
+            if (!outcome.ok) run.settle(outcome.id, outcome.name, "not_executed", outcome.error);
+          }
+        },
+        commitBatch: ({ self }) => {
+          run.deps.emit({
+            type: "batch.committed",
+            turnId: run.turnId,
+            calls: run.lastCalls.map((c) => {
+              const r = run.records.get(c.id)!;
+              return { callId: c.id, name: c.function.name, outcome: r.outcome, result: r.result };
+            }),
+          });
+          run.phase = "after the tool results were committed";
+          run.flushSoon().then(
+            () => self.send({ type: "commit.done" }),
+            (err) => run.storeFailed(self, err),
+          );
+        },
+        retryScheduled: (_, { delayMs, attempt }) =>
+          run.deps.emit({
+            type: "retry.scheduled",
+            turnId: run.turnId,
+            attemptId: attemptIdOf(run.turnId, attempt),
+            retry: run.retryState?.retries ?? 0,
+            delayMs,
+            readyAt: run.deps.clock.now() + delayMs,
+            reason: run.lastFailure,
+            mode: run.lastMode,
+          }),
+        cancelAcknowledged: (_, { reason }) =>
+          run.deps.emit({ type: "turn.cancel_acknowledged", turnId: run.turnId, reason }),
+        executionStopped: () => run.deps.emit({ type: "turn.execution_stopped", turnId: run.turnId }),
+        finalize: ({ self }, params) => {
+          void run.finalize(self, params);
+        },
+        ended: (_, { status, reason }) =>
+          run.deps.emit({ type: "turn.ended", turnId: run.turnId, status, reason }),
+      },
+    });
+  }
+
+  private lastFailure = "";
+  private lastMode: "retry" | "continue" = "retry";
+
+  private async runAttempt(self: AnyActorRef, attempt: number, step: number): Promise<void> {
+    const { log, model, registry, emit, ids, clock } = this.deps;
+    const attemptId = attemptIdOf(this.turnId, attempt);
+    const ctl = new AbortController();
+    this.attemptCtl = ctl;
+    this.retryState ??= initialRetryState(this.deps.retry, clock.now());
+    log.append({ type: "attempt_start", turnId: this.turnId, attemptId, step });
+    emit({ type: "attempt.started", turnId: this.turnId, attemptId, step });
+    const assembler = createAssembler({ ids });
+    try {
+      const stream = model.stream({
+        messages: log.messages(),
+        tools: registry.modelTools(),
+        signal: ctl.signal,
+        attemptId,
+      });
+      for await (const event of stream) {
+        if (ctl.signal.aborted) break;
+        assembler.push(event);
+        if (event.type === "text.delta") emit({ type: "text.delta", attemptId, text: event.text });
+      }
+      if (ctl.signal.aborted) throw ctl.signal.reason;
+      const message = assembler.finish();
+      if (message.finishReason === undefined) {
+        throw Object.assign(new Error("the model stream ended without a finish reason"), {
+          kind: "stream_cut",
+        });
+      }
+      this.commitMessage(self, attempt, attemptId, message);
+    } catch (error) {
+      this.failAttempt(self, attempt, attemptId, error, assembler, ctl.signal.aborted);
+    } finally {
+      if (this.attemptCtl === ctl) this.attemptCtl = undefined;
+    }
+  }
+
+  private commitMessage(
+    self: AnyActorRef,
+    attempt: number,
+    attemptId: string,
+    message: ReturnType<ReturnType<typeof createAssembler>["finish"]>,
+  ): void {
+    const { log, registry, emit } = this.deps;
+    const toolCalls: ChatToolCall[] = message.toolCalls.map((c) => ({
+      id: c.id,
+      type: "function",
+      function: { name: c.name, arguments: c.argumentsText },
+    }));
+    log.append({
+      type: "assistant_message",
+      turnId: this.turnId,
+      attemptId,
+      text: message.text,
+      toolCalls,
+      finishReason: message.finishReason!,
+      usage: message.usage,
+    });
+    log.append({ type: "attempt_end", attemptId, status: "completed" });
+    emit({ type: "attempt.ended", attemptId, status: "completed" });
+    emit({
+      type: "message.committed",
+      turnId: this.turnId,
+      attemptId,
+      text: message.text,
+      toolCalls,
+      usage: message.usage,
+    });
+    this.retryState = undefined;
+    this.lastCalls = toolCalls;
+    this.prepared.clear();
+    this.records.clear();
+    const specs: TurnCallSpec[] = [];
+    for (const c of message.toolCalls) {
+      const outcome = prepareCall({ id: c.id, name: c.name, argumentsText: c.argumentsText }, registry);
+      this.prepared.set(c.id, outcome);
+      if (!outcome.ok) continue;
+      const { call } = outcome;
+      specs.push({
+        callId: call.id,
+        name: call.name,
+        concurrencySafe: call.traits.concurrencySafe,
+        cancellable: call.traits.cancellable,
+        executionMode: call.traits.executionMode,
+        resourceKey: call.resourceKey,
+      });
+      emit({ type: "call.queued", turnId: this.turnId, callId: call.id, name: call.name });
+    }
+    const usage = message.usage;
+    self.send({
+      type: "attempt.done",
+      attempt,
+      finishReason: message.finishReason!,
+      callCount: toolCalls.length,
+      calls: specs,
+      tokens: usage ? usage.inputTokens + usage.outputTokens : 0,
+    });
+  }
+
+  private failAttempt(
+    self: AnyActorRef,
+    attempt: number,
+    attemptId: string,
+    error: unknown,
+    assembler: ReturnType<typeof createAssembler>,
+    aborted: boolean,
+  ): void {
+    const { log, emit, clock } = this.deps;
+    const partial = assembler.partial();
+    const hasOutput = assembler.hasOutput();
+    const message = error instanceof Error ? error.message : String(error);
+    log.append({
+      type: "attempt_end",
+      attemptId,
+      status: hasOutput || aborted ? "interrupted" : "failed",
+      partialText: partial.text || undefined,
+      partialCalls: partial.toolCalls.length
+        ? partial.toolCalls.map((c) => ({
+            id: c.id,
+            type: "function" as const,
+            function: { name: c.name, arguments: c.argumentsText },
+          }))
+        : undefined,
+      error: message,
+    });
+    emit({
+      type: "attempt.ended",
+      attemptId,
+      status: hasOutput || aborted ? "interrupted" : "failed",
+      error: message,
+    });
+    if (aborted) {
+      self.send({ type: "attempt.failed", attempt, status: "cancelled", reason: "interrupted" });
+      return;
+    }
+    const budget = this.deps.retryBudget;
+    const decision = decideRetry(this.retryState!, {
+      error,
+      now: clock.now(),
+      wallNow: Date.now(),
+      random: this.deps.random,
+      hasOutput,
+      budgetAllows: budget ? () => budget.tryAcquire(this.deps.model.name) : undefined,
+    });
+    if (decision.action === "stop") {
+      self.send({
+        type: "attempt.failed",
+        attempt,
+        status: decision.status,
+        reason: decision.reason,
+      });
+      return;
+    }
+    this.retryState = decision.state;
+    this.lastFailure = decision.reason;
+    this.lastMode = decision.action;
+    self.send({ type: "attempt.failed", attempt, retry: { delayMs: decision.delayMs }, status: "failed", reason: decision.reason });
+  }
+
+  private recordStart(batch: AnyActorRef, callId: string): void {
+    const outcome = this.prepared.get(callId);
+    if (!outcome?.ok) return;
+    const { call } = outcome;
+    this.deps.log.append({
+      type: "call_started",
+      callId,
+      name: call.name,
+      args: call.args,
+      idempotencyKey: this.idempotencyKey(callId),
+      idempotent: call.traits.idempotent,
+    });
+    this.flushSoon().then(
+      () => batch.send({ type: "call.recorded", callId }),
+      // The tool must not run without its start record: end the turn; the call settles as
+      // not executed when the batch cancels it.
+      (err) => this.storeFailed(this.actor, err),
+    );
+  }
+
+  private idempotencyKey(callId: string): string {
+    return `${this.deps.sessionId}:${callId}`;
+  }
+
+  private execute(batch: AnyActorRef, callId: string): void {
+    const outcome = this.prepared.get(callId);
+    if (!outcome?.ok) return;
+    const { call } = outcome;
+    const { emit, logger } = this.deps;
+    const ctl = new AbortController();
+    this.callCtl.set(callId, ctl);
+    let settled = false;
+    emit({ type: "call.started", turnId: this.turnId, callId, name: call.name, args: call.args });
+    const ctx = {
+      callId,
+      signal: ctl.signal,
+      idempotencyKey: this.idempotencyKey(callId),
+      onUpdate: (progress: unknown) => {
+        if (!settled) emit({ type: "call.update", callId, progress });
+      },
+      log: logger.child({ callId, tool: call.name }),
+    };
+    const report = (event: { type: "call.complete" | "call.fail"; result: ToolResult } | { type: "call.aborted" }) => {
+      settled = true;
+      this.callCtl.delete(callId);
+      batch.send({ ...event, callId });
+    };
+    new Promise<unknown>((resolve) => resolve(call.tool.execute(call.args, ctx)))
+      .then(async (output) => {
+        const result = await applyOutputBudget(toToolResult(output), call.traits.outputBudget, {
+          toolName: call.name,
+          args: call.args,
+        });
+        report({ type: result.ok ? "call.complete" : "call.fail", result });
+      })
+      .catch((err) => {
+        if (ctl.signal.aborted) report({ type: "call.aborted" });
+        else report({ type: "call.fail", result: errorToResult(err) });
+      });
+  }
+
+  private settle(callId: string, name: string, outcome: CallOutcome, result: ToolResult): void {
+    if (this.records.has(callId)) return;
+    this.records.set(callId, { outcome, result });
+    this.deps.log.append({ type: "call_result", callId, name, outcome, result });
+    this.deps.emit({ type: "call.settled", turnId: this.turnId, callId, name, outcome, result });
+  }
+
+  private storeFailed(self: AnyActorRef, err: unknown): void {
+    this.deps.logger.error({ err }, "the session store failed");
+    self.send({ type: "turn.interrupt", reason: `the session store failed: ${String(err)}`, status: "failed" });
+  }
+
+  private async finalize(
+    self: AnyActorRef,
+    params: { status: TurnStatus; reason: string | undefined; cancelled: boolean },
+  ): Promise<void> {
+    const { log } = this.deps;
+    // Every call of the last response gets exactly one result, even if it never started.
+    for (const call of this.lastCalls) {
+      if (!this.records.has(call.id)) this.settle(call.id, call.function.name, "not_executed", cancelledResult);
+    }
+    if (params.cancelled) {
+      log.append({ type: "turn_aborted", turnId: this.turnId, where: `${this.phase} (${params.reason ?? "interrupted"})` });
+    }
+    log.append({ type: "turn_end", turnId: this.turnId, status: params.status, reason: params.reason });
+    try {
+      await log.flush();
+    } catch (err) {
+      this.deps.logger.error({ err }, "could not write the end of the turn");
+    }
+    self.send({ type: "finalize.done" });
+  }
+}
+
+export type { EntryOf };

@@ -1,0 +1,422 @@
+import { assertEvent, assign, not, raise, sendTo, setup } from "xstate";
+import type { TurnStatus } from "../session/entries.ts";
+import { batchMachine } from "./batch.machine.ts";
+
+/** What the batch needs to know about one valid call (mirrors the batch machine's input). */
+export interface TurnCallSpec {
+  callId: string;
+  name: string;
+  concurrencySafe: boolean;
+  cancellable: boolean;
+  executionMode: "parallel" | "sequential";
+  resourceKey?: string;
+  dependsOn?: string[];
+}
+
+export interface TurnLimits {
+  /** Model responses per turn (retries of one response count once). */
+  maxSteps: number;
+  /** Input + output tokens per turn, from provider usage. */
+  maxTokens: number;
+  /** Wall-clock budget of the whole turn, ms; 0 = none. */
+  deadlineMs: number;
+}
+
+export interface TurnInput {
+  turnId: string;
+  limits: TurnLimits;
+  maxParallelToolCalls: number;
+  stopDeadlineMs: number;
+  finalizeDeadlineMs: number;
+}
+
+export interface TurnContext extends TurnInput {
+  /** Model responses committed so far. */
+  step: number;
+  /** Attempts started so far; attempt k's id is `${turnId}.a${k}`. Stale attempt events are ignored. */
+  attemptSeq: number;
+  tokens: number;
+  calls: TurnCallSpec[];
+  retryDelayMs: number;
+  cancelRequested: boolean;
+  status: TurnStatus;
+  reason: string | undefined;
+}
+
+export type TurnEvent =
+  | { type: "prepare.done" }
+  | {
+      type: "attempt.done";
+      attempt: number;
+      finishReason: "stop" | "tool_calls" | "length" | "content_filter";
+      /** Every call of the message, valid or not. */
+      callCount: number;
+      /** The calls that passed preparation. */
+      calls: TurnCallSpec[];
+      tokens: number;
+    }
+  | {
+      type: "attempt.failed";
+      attempt: number;
+      /** Present when the retry policy allows another attempt. */
+      retry?: { delayMs: number };
+      status: TurnStatus;
+      reason: string;
+    }
+  | { type: "gate.done" }
+  | { type: "end.steered" }
+  | { type: "end.none" }
+  | { type: "commit.done" }
+  | { type: "finalize.done" }
+  | { type: "turn.interrupt"; reason: string; status?: TurnStatus };
+
+export interface TurnOutput {
+  status: TurnStatus;
+  reason?: string;
+}
+
+/** The attempt id of attempt number `seq` in turn `turnId` (pure, so the machine can derive it). */
+export const attemptIdOf = (turnId: string, seq: number) => `${turnId}.a${seq}`;
+
+/**
+ * One prompt → many steps until done, cancelled, failed or out of budget.
+ *
+ * `running`: preparing → sampling → (refusing | executing) → committing → deciding → preparing …
+ * A response with no tool calls ends the turn `completed`. Every terminal path goes through
+ * `finalizing` (persist, settle leftovers; bounded by its own deadline, not cancellable) to the
+ * final `done`.
+ *
+ * Invariants made structural here:
+ * - a response that ended by length never reaches `executing` (invariant 3): `refusing` only
+ *   gives each call a TRUNCATED_CALL result;
+ * - an interrupt while a batch runs stays inside `executing` until the batch is done, so the
+ *   batch's calls all settle before finalizing (invariant 1);
+ * - events of an older attempt are ignored (`isCurrentAttempt`);
+ * - leaving `waiting` cancels the retry timer, so an interrupt ends a backoff at once.
+ *
+ * Effects are named actions provided by the runtime (`actors/turn-runner.ts`); each one that
+ * starts async work answers with the event named in its comment.
+ */
+export const turnMachine = setup({
+  types: {
+    context: {} as TurnContext,
+    events: {} as TurnEvent,
+    input: {} as TurnInput,
+    output: {} as TurnOutput,
+  },
+  actions: {
+    /** Drain steering, compact if needed. Answers `prepare.done`. */
+    prepare: () => {},
+    /** Start model attempt `attempt`. Answers `attempt.done` or `attempt.failed`. */
+    startAttempt: (_, _params: { attempt: number; step: number }) => {},
+    /** Abort the running attempt's request. */
+    abortAttempt: (_, _params: { attempt: number }) => {},
+    /** Natural end: drain steering. Answers `end.steered` (some consumed) or `end.none`. */
+    pollAtEnd: () => {},
+    /** Give every call of the last response a TRUNCATED_CALL result. Answers `gate.done`. */
+    refuseCalls: () => {},
+    /** Give every call that failed preparation its error result (before the batch starts). */
+    rejectInvalid: () => {},
+    /** Emit `batch.committed` in call order and make results durable. Answers `commit.done`. */
+    commitBatch: () => {},
+    /** Emit `retry.scheduled`. */
+    retryScheduled: (_, _params: { delayMs: number; attempt: number }) => {},
+    /** Moment 1: the interrupt was received. */
+    cancelAcknowledged: (_, _params: { reason: string }) => {},
+    /** Moment 2: no model request or tool is running any more. */
+    executionStopped: () => {},
+    /** Settle leftovers, write turn end, flush. Answers `finalize.done`. */
+    finalize: (
+      _,
+      _params: { status: TurnStatus; reason: string | undefined; cancelled: boolean },
+    ) => {},
+    /** Moment 3 (after `finalize`): the turn has ended; emit `turn.ended`. */
+    ended: (_, _params: { status: TurnStatus; reason: string | undefined }) => {},
+    markCancelled: assign(({ context, event }) => {
+      assertEvent(event, "turn.interrupt");
+      return {
+        cancelRequested: true,
+        status: event.status ?? "cancelled",
+        reason: event.reason,
+        stopDeadlineMs: context.stopDeadlineMs,
+      };
+    }),
+    countStep: assign(({ context, event }) => {
+      assertEvent(event, "attempt.done");
+      return { step: context.step + 1, tokens: context.tokens + event.tokens };
+    }),
+    storeCalls: assign(({ event }) => {
+      assertEvent(event, "attempt.done");
+      return { calls: event.calls };
+    }),
+    completeNaturally: assign({ status: "completed" as TurnStatus, reason: undefined }),
+    failWithReason: assign(({ event }) => {
+      assertEvent(event, "attempt.failed");
+      return { status: event.status, reason: event.reason };
+    }),
+    exhaustSteps: assign(({ context }) => ({
+      status: "budget_exhausted" as TurnStatus,
+      reason: `maxSteps (${context.limits.maxSteps}) reached`,
+    })),
+    exhaustTokens: assign(({ context }) => ({
+      status: "budget_exhausted" as TurnStatus,
+      reason: `maxTokens (${context.limits.maxTokens}) reached: ${context.tokens} tokens used`,
+    })),
+  },
+  actors: {
+    /** The batch machine, provided by the runtime (children are the tool-call statecharts). */
+    batch: batchMachine,
+  },
+  guards: {
+    isCurrentAttempt: ({ context, event }) =>
+      (event as { attempt?: number }).attempt === context.attemptSeq,
+    cancelRequested: ({ context }) => context.cancelRequested,
+    lengthWithCalls: ({ event }) => {
+      assertEvent(event, "attempt.done");
+      return event.finishReason === "length" && event.callCount > 0;
+    },
+    noCalls: ({ event }) => {
+      assertEvent(event, "attempt.done");
+      return event.callCount === 0;
+    },
+    canRetry: ({ event }) => {
+      assertEvent(event, "attempt.failed");
+      return event.retry !== undefined;
+    },
+    stepsExhausted: ({ context }) => context.step >= context.limits.maxSteps,
+    tokensExhausted: ({ context }) =>
+      context.limits.maxTokens > 0 && context.tokens >= context.limits.maxTokens,
+    hasDeadline: ({ context }) => context.limits.deadlineMs > 0,
+  },
+  delays: {
+    retryDelay: ({ context }) => context.retryDelayMs,
+    stopDeadline: ({ context }) => context.stopDeadlineMs,
+    finalizeDeadline: ({ context }) => context.finalizeDeadlineMs,
+    // A turn without a deadline still arms a (guarded, never-taken) timer: keep it finite.
+    turnDeadline: ({ context }) =>
+      context.limits.deadlineMs > 0 ? context.limits.deadlineMs : 2_147_483_647,
+  },
+}).createMachine({
+  id: "turn",
+  context: ({ input }) => ({
+    ...input,
+    step: 0,
+    attemptSeq: 0,
+    tokens: 0,
+    calls: [],
+    retryDelayMs: 0,
+    cancelRequested: false,
+    status: "completed",
+    reason: undefined,
+  }),
+  initial: "running",
+  states: {
+    running: {
+      initial: "preparing",
+      after: {
+        turnDeadline: {
+          guard: "hasDeadline",
+          actions: raise({
+            type: "turn.interrupt",
+            reason: "turn deadline reached",
+            status: "budget_exhausted",
+          }),
+        },
+      },
+      on: {
+        // Default for phases with nothing running: acknowledge and finalize at once.
+        "turn.interrupt": {
+          target: "finalizing",
+          actions: [
+            "markCancelled",
+            { type: "cancelAcknowledged", params: ({ event }) => ({ reason: event.reason }) },
+            "executionStopped",
+          ],
+        },
+      },
+      states: {
+        preparing: {
+          entry: "prepare",
+          on: { "prepare.done": "sampling" },
+        },
+        sampling: {
+          entry: [
+            assign({ attemptSeq: ({ context }) => context.attemptSeq + 1 }),
+            {
+              type: "startAttempt",
+              params: ({ context }) => ({ attempt: context.attemptSeq, step: context.step }),
+            },
+          ],
+          initial: "streaming",
+          states: {
+            streaming: {
+              on: {
+                "turn.interrupt": {
+                  target: "stopping",
+                  actions: [
+                    "markCancelled",
+                    {
+                      type: "cancelAcknowledged",
+                      params: ({ event }) => ({ reason: event.reason }),
+                    },
+                    {
+                      type: "abortAttempt",
+                      params: ({ context }) => ({ attempt: context.attemptSeq }),
+                    },
+                  ],
+                },
+              },
+            },
+            // Cancel acknowledged; waiting for the aborted attempt to report.
+            stopping: { on: { "turn.interrupt": {} } },
+          },
+          on: {
+            "attempt.done": [
+              { guard: not("isCurrentAttempt") },
+              {
+                guard: "cancelRequested",
+                target: "#turn.finalizing",
+                actions: ["countStep", "executionStopped"],
+              },
+              { guard: "lengthWithCalls", target: "refusing", actions: "countStep" },
+              { guard: "noCalls", target: "ending", actions: "countStep" },
+              { target: "executing", actions: ["countStep", "storeCalls"] },
+            ],
+            "attempt.failed": [
+              { guard: not("isCurrentAttempt") },
+              {
+                guard: "cancelRequested",
+                target: "#turn.finalizing",
+                actions: "executionStopped",
+              },
+              {
+                guard: "canRetry",
+                target: "waiting",
+                actions: [
+                  assign({
+                    retryDelayMs: ({ event }) => {
+                      assertEvent(event, "attempt.failed");
+                      return event.retry!.delayMs;
+                    },
+                  }),
+                  {
+                    type: "retryScheduled",
+                    params: ({ context, event }) => ({
+                      delayMs: (event as { retry: { delayMs: number } }).retry.delayMs,
+                      attempt: context.attemptSeq,
+                    }),
+                  },
+                ],
+              },
+              { target: "#turn.finalizing", actions: "failWithReason" },
+            ],
+          },
+        },
+        // A natural end: steering that arrived meanwhile continues the turn; otherwise it ends.
+        ending: {
+          entry: "pollAtEnd",
+          on: {
+            "end.steered": "deciding",
+            "end.none": { target: "#turn.finalizing", actions: "completeNaturally" },
+          },
+        },
+        // A retry wait: leaving this state (interrupt, deadline) cancels the timer.
+        waiting: {
+          after: { retryDelay: "sampling" },
+        },
+        // Length-truncated response: no call of it ever executes (invariant 3).
+        refusing: {
+          entry: "refuseCalls",
+          on: { "gate.done": "committing" },
+        },
+        executing: {
+          entry: "rejectInvalid",
+          invoke: {
+            id: "batch",
+            src: "batch",
+            input: ({ context }) => ({
+              calls: context.calls,
+              maxParallelToolCalls: context.maxParallelToolCalls,
+              stopDeadlineMs: context.stopDeadlineMs,
+            }),
+            onDone: [
+              {
+                guard: "cancelRequested",
+                target: "#turn.finalizing",
+                actions: "executionStopped",
+              },
+              { target: "committing" },
+            ],
+          },
+          initial: "running",
+          states: {
+            running: {
+              on: {
+                "turn.interrupt": {
+                  target: "stopping",
+                  actions: [
+                    "markCancelled",
+                    {
+                      type: "cancelAcknowledged",
+                      params: ({ event }) => ({ reason: event.reason }),
+                    },
+                    sendTo("batch", ({ event }) => ({
+                      type: "batch.cancel",
+                      reason: event.reason,
+                    })),
+                  ],
+                },
+              },
+            },
+            // Every call is being cancelled; the batch ends once each has settled or gone unknown.
+            stopping: { on: { "turn.interrupt": {} } },
+          },
+        },
+        committing: {
+          entry: "commitBatch",
+          on: { "commit.done": "deciding" },
+        },
+        deciding: {
+          always: [
+            { guard: "stepsExhausted", target: "#turn.finalizing", actions: "exhaustSteps" },
+            {
+              guard: "tokensExhausted",
+              target: "#turn.finalizing",
+              actions: "exhaustTokens",
+            },
+            { target: "preparing" },
+          ],
+        },
+      },
+    },
+    // Bounded and not cancellable: no `turn.interrupt` handler here.
+    finalizing: {
+      entry: {
+        type: "finalize",
+        params: ({ context }) => ({
+          status: context.status,
+          reason: context.reason,
+          cancelled: context.cancelRequested,
+        }),
+      },
+      on: { "finalize.done": "done" },
+      after: {
+        finalizeDeadline: {
+          target: "done",
+          actions: assign({
+            reason: ({ context }) =>
+              `${context.reason ? `${context.reason}; ` : ""}finalizer deadline passed before the log was flushed`,
+          }),
+        },
+      },
+    },
+    done: {
+      type: "final",
+      entry: {
+        type: "ended",
+        params: ({ context }) => ({ status: context.status, reason: context.reason }),
+      },
+    },
+  },
+  output: ({ context }) => ({ status: context.status, reason: context.reason }),
+});

@@ -1,0 +1,80 @@
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { createAgent } from "../actors/agent.ts";
+import type { AgentEvent } from "../actors/events.ts";
+import { scriptedModel } from "../actors/scripted-model.ts";
+import { defineTool } from "../tools/define-tool.ts";
+
+function deferred<T = void>() {
+  let resolve!: (v: T) => void;
+  const promise = new Promise<T>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
+const echo = defineTool({
+  name: "echo",
+  description: "Echoes its text.",
+  parameters: z.object({ text: z.string() }),
+  traits: { readOnly: true, concurrencySafe: true, idempotent: true, cancellable: true, risk: "low" },
+  execute: ({ text }) => `echo: ${text}`,
+});
+
+describe("turn end to end with the scripted model", () => {
+  it("runs a tool call and feeds its result back to the model", async () => {
+    const model = scriptedModel([
+      { toolCalls: [{ id: "c1", name: "echo", arguments: '{"text":"hi"}' }] },
+      { text: "done" },
+    ]);
+    const agent = createAgent({ model, tools: [echo] });
+    const session = agent.session("s1");
+    const out = await session.prompt("say hi");
+    expect(out).toEqual({ status: "completed", reason: undefined });
+    const msgs = session.messages();
+    expect(msgs.map((m) => m.role)).toEqual(["user", "assistant", "tool", "assistant"]);
+    expect(msgs[2]).toMatchObject({ role: "tool", tool_call_id: "c1", content: "echo: hi" });
+    expect(model.requests[1].messages.at(-1)).toMatchObject({ role: "tool", content: "echo: hi" });
+  });
+
+  it("completion order B, A gives call.settled B then A, and committed results A, B", async () => {
+    const gates = { a: deferred(), b: deferred() };
+    const slow = defineTool({
+      name: "slow",
+      description: "Waits for its gate.",
+      parameters: z.object({ gate: z.enum(["a", "b"]) }),
+      traits: { concurrencySafe: true },
+      execute: async ({ gate }) => {
+        await gates[gate as "a" | "b"].promise;
+        return `done ${gate}`;
+      },
+    });
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { id: "A", name: "slow", arguments: '{"gate":"a"}' },
+          { id: "B", name: "slow", arguments: '{"gate":"b"}' },
+        ],
+      },
+      { text: "ok" },
+    ]);
+    const agent = createAgent({ model, tools: [slow] });
+    const session = agent.session();
+    const events: AgentEvent[] = [];
+    session.subscribe((e) => {
+      events.push(e);
+      if (e.type === "call.started" && e.callId === "B") {
+        queueMicrotask(() => gates.b.resolve());
+      }
+      if (e.type === "call.settled" && e.callId === "B") gates.a.resolve();
+    });
+    const out = await session.prompt("go");
+    expect(out.status).toBe("completed");
+    const settled = events.filter((e) => e.type === "call.settled").map((e) => (e as { callId: string }).callId);
+    expect(settled).toEqual(["B", "A"]);
+    const committed = events.find((e) => e.type === "batch.committed") as Extract<AgentEvent, { type: "batch.committed" }>;
+    expect(committed.calls.map((c) => c.callId)).toEqual(["A", "B"]);
+    const tools = session.messages().filter((m) => m.role === "tool");
+    expect(tools.map((m) => (m as { tool_call_id: string }).tool_call_id)).toEqual(["A", "B"]);
+  });
+});
