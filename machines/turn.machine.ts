@@ -179,6 +179,10 @@ export const turnMachine = setup({
       assertEvent(event, "attempt.done");
       return event.callCount === 0;
     },
+    noValidCalls: ({ event }) => {
+      assertEvent(event, "attempt.done");
+      return event.calls.length === 0;
+    },
     canRetry: ({ event }) => {
       assertEvent(event, "attempt.failed");
       return event.retry !== undefined;
@@ -280,6 +284,12 @@ export const turnMachine = setup({
               },
               { guard: "lengthWithCalls", target: "refusing", actions: "countStep" },
               { guard: "noCalls", target: "ending", actions: "countStep" },
+              // Every call failed preparation: their error results are the whole batch.
+              {
+                guard: "noValidCalls",
+                target: "committing",
+                actions: ["countStep", "storeCalls", "rejectInvalid"],
+              },
               { target: "executing", actions: ["countStep", "storeCalls"] },
             ],
             "attempt.failed": [

@@ -1,0 +1,42 @@
+// The public API of Keel. Re-exports only.
+export { type Agent, type AgentOptions, createAgent, DEFAULT_LIMITS } from "./actors/agent.ts";
+export { type Clock, sleep, systemClock } from "./actors/clock.ts";
+export type { AgentEvent, AgentEventOf, AgentEventType, InspectSink } from "./actors/events.ts";
+export { createIds, type IdGenerator, randomIds, seededIds } from "./actors/ids.ts";
+export {
+  type ChatMessage,
+  type ChatToolCall,
+  type FinishReason,
+  type Model,
+  ModelError,
+  type ModelErrorKind,
+  type ModelEvent,
+  type ModelRequest,
+  type Usage,
+} from "./actors/model.ts";
+export { type OpenAIModelOptions, openaiModel } from "./actors/openai-model.ts";
+export { type RetryBudget, tokenBucketBudget, unlimitedRetryBudget } from "./actors/retry-budget.ts";
+export {
+  type Script,
+  type ScriptStep,
+  type ScriptedModel,
+  type ScriptedModelOptions,
+  scriptedModel,
+} from "./actors/scripted-model.ts";
+export { type InboxOptions, type PromptResult, Session } from "./actors/session-runtime.ts";
+export {
+  classifyModelError,
+  DEFAULT_RETRY_POLICY,
+  decideRetry,
+  parseRetryAfter,
+  type RetryPolicy,
+} from "./machines/retry-policy.ts";
+export type { TurnLimits, TurnOutput } from "./machines/turn.machine.ts";
+export type * from "./session/entries.ts";
+export { SessionLog } from "./session/log.ts";
+export { memoryStore } from "./session/memory-store.ts";
+export type { SessionStore, SessionSummary } from "./session/store.ts";
+export { defineTool, type Tool, ToolDefinitionError } from "./tools/define-tool.ts";
+export { prepareCall } from "./tools/prepare-call.ts";
+export { createRegistry, type Registry } from "./tools/registry.ts";
+export type * from "./tools/types.ts";

@@ -1,0 +1,10 @@
+// `keel/testing`: what makes a whole session deterministic in users' own tests.
+export { SimulatedClock } from "xstate";
+export { seededIds } from "./actors/ids.ts";
+export {
+  type RecordedRequest,
+  type Script,
+  type ScriptStep,
+  type ScriptedModel,
+  scriptedModel,
+} from "./actors/scripted-model.ts";
