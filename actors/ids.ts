@@ -1,11 +1,11 @@
-import { customRandom, urlAlphabet } from "nanoid";
+import { customRandom, nanoid, urlAlphabet } from "nanoid";
 
 /** Returns a fresh id, optionally with a readable prefix (`call_…`, `turn_…`). */
 export type IdGenerator = (prefix?: string) => string;
 
-/** Ids from nanoid's secure random source. */
+/** Ids from nanoid's secure random source (pooled: one crypto call per many ids). */
 export function createIds(size = 16): IdGenerator {
-  return randomIds((bytes) => crypto.getRandomValues(new Uint8Array(bytes)), size);
+  return (prefix) => (prefix ? `${prefix}_${nanoid(size)}` : nanoid(size));
 }
 
 /** Ids from an injected byte source (nanoid `customRandom`). */
