@@ -1,0 +1,135 @@
+import type { CallOutcome } from "../session/entries.ts";
+
+/** The scheduling traits of one call of a batch. */
+export interface BatchCallSpec {
+  callId: string;
+  name: string;
+  /** Safe to run beside other calls. Missing traits must already be read as `false`. */
+  concurrencySafe: boolean;
+  cancellable: boolean;
+  /** "sequential" on any call makes the whole batch run one at a time in call order. */
+  executionMode: "parallel" | "sequential";
+  /** Calls with the same key never overlap and start in call order. */
+  resourceKey?: string;
+  /** Ids of EARLIER calls of the same batch that must complete before this one starts. */
+  dependsOn?: string[];
+}
+
+/** Where a call is, as the scheduler sees it. */
+export type CallPhase = "pending" | "running" | "settled";
+
+/** What the scheduler reads: the calls, their phases and the outcomes of settled calls. */
+export interface ScheduleState {
+  calls: readonly BatchCallSpec[];
+  phases: readonly CallPhase[];
+  /** `outcomes[i]` is set when `phases[i] === "settled"`. */
+  outcomes: readonly (CallOutcome | undefined)[];
+  maxParallel: number;
+  /** True once any call is `executionMode: "sequential"` (precomputed by the batch). */
+  sequential: boolean;
+}
+
+/** A pending call that will never run because a dependency did not complete. */
+export interface DependencySkip {
+  index: number;
+  dependency: string;
+}
+
+/** One scheduling decision: call indexes to start now (call order) and calls to skip. */
+export interface SchedulePlan {
+  start: number[];
+  skip: DependencySkip[];
+}
+
+/** A scheduling policy: pure, deterministic, never mutates its argument. */
+export type Scheduler = (state: ScheduleState) => SchedulePlan;
+
+/**
+ * Decides which pending calls start now. This is a pure function.
+ *
+ * Rules (DESIGN §3.2, invariant 5):
+ * - a pending call whose dependency settled with anything but `completed` is skipped (and
+ *   skips cascade within one plan); a call waits while a dependency is unsettled;
+ * - a sequential batch runs one call at a time, in call order;
+ * - never more than `maxParallel` running;
+ * - an unsafe call starts only when nothing runs and every earlier call has settled, and
+ *   nothing starts while it runs or while it waits (no later call overtakes it);
+ * - a call never starts while an earlier unsettled call has its resource key;
+ * - otherwise calls start in call order, as many as the rules allow.
+ */
+export const scheduleBatch: Scheduler = ({ calls, phases, outcomes, maxParallel, sequential }) => {
+  const phase = [...phases];
+  const outcome = [...outcomes];
+  const index = new Map(calls.map((c, i) => [c.callId, i]));
+  const plan: SchedulePlan = { start: [], skip: [] };
+  let running = 0;
+  let unsafeRunning = false;
+  for (let i = 0; i < calls.length; i++) {
+    if (phase[i] === "running") {
+      running++;
+      if (!calls[i].concurrencySafe) unsafeRunning = true;
+    }
+  }
+  const busyKeys = new Set<string>();
+  let earlierUnsettled = false;
+  for (let i = 0; i < calls.length; i++) {
+    const call = calls[i];
+    if (phase[i] === "pending") {
+      const deps = call.dependsOn ?? [];
+      const failed = deps.find((d) => {
+        const j = index.get(d)!;
+        return phase[j] === "settled" && outcome[j] !== "completed";
+      });
+      if (failed !== undefined) {
+        plan.skip.push({ index: i, dependency: failed });
+        phase[i] = "settled";
+        outcome[i] = "not_executed";
+        continue;
+      }
+      const ready = deps.every((d) => phase[index.get(d)!] === "settled");
+      const keyFree = call.resourceKey === undefined || !busyKeys.has(call.resourceKey);
+      const fits = sequential || !call.concurrencySafe ? running === 0 : running < maxParallel;
+      const ordered = sequential || !call.concurrencySafe ? !earlierUnsettled : true;
+      if (ready && keyFree && fits && ordered && !unsafeRunning) {
+        plan.start.push(i);
+        phase[i] = "running";
+        running++;
+        if (!call.concurrencySafe) unsafeRunning = true;
+      }
+    }
+    if (phase[i] !== "settled") {
+      earlierUnsettled = true;
+      if (call.resourceKey !== undefined) busyKeys.add(call.resourceKey);
+      // Barriers: nothing after a pending unsafe call, or any call of a sequential batch.
+      if (phase[i] === "pending" && (sequential || !call.concurrencySafe)) break;
+    }
+  }
+  return plan;
+};
+
+/**
+ * Problems with a batch's calls, as sentences; empty when the batch is valid.
+ * Checks: at least one call, unique ids, dependencies only on earlier calls of the batch,
+ * `maxParallel` a positive integer.
+ */
+export function checkBatchCalls(calls: readonly BatchCallSpec[], maxParallel: number): string[] {
+  const problems: string[] = [];
+  if (calls.length === 0) problems.push("a batch needs at least one call");
+  if (!Number.isInteger(maxParallel) || maxParallel < 1) {
+    problems.push(`maxParallelToolCalls must be a positive integer, got ${maxParallel}`);
+  }
+  const seen = new Set<string>();
+  for (const call of calls) {
+    if (seen.has(call.callId)) problems.push(`call id "${call.callId}" appears twice`);
+    for (const dep of call.dependsOn ?? []) {
+      if (!seen.has(dep)) {
+        problems.push(
+          `call "${call.callId}" depends on "${dep}", which is not an earlier call of this ` +
+            "batch; a call may only depend on calls before it",
+        );
+      }
+    }
+    seen.add(call.callId);
+  }
+  return problems;
+}

@@ -1,0 +1,292 @@
+import {
+  assertEvent,
+  type DoneActorEvent,
+  type ErrorActorEvent,
+  enqueueActions,
+  setup,
+} from "xstate";
+import type { CallOutcome } from "../session/entries.ts";
+import type { ToolFailure, ToolResult } from "../tools/types.ts";
+import {
+  type BatchCallSpec,
+  type CallPhase,
+  checkBatchCalls,
+  type Scheduler,
+  scheduleBatch,
+} from "./batch-schedule.ts";
+import { cancelledBeforeStart, type ToolCallOutput, toolCallMachine } from "./tool-call.machine.ts";
+
+export type { BatchCallSpec, CallPhase } from "./batch-schedule.ts";
+
+/** The calls of one assistant message, in call order. */
+export interface BatchInput {
+  calls: BatchCallSpec[];
+  /** At most this many calls run at once. Default 8. */
+  maxParallelToolCalls?: number;
+  /** Passed to every call: how long a cancelled call may keep running. */
+  stopDeadlineMs: number;
+}
+
+/** One call's final record. */
+export interface BatchCallResult {
+  callId: string;
+  name: string;
+  outcome: CallOutcome;
+  result: ToolResult;
+}
+
+/** The batch's output: every call's result, in CALL order. */
+export interface BatchOutput {
+  results: BatchCallResult[];
+}
+
+/** Events the batch accepts; `call.*` are forwarded to the running call with that id. */
+export type BatchEvent =
+  | { type: "call.recorded"; callId: string }
+  | { type: "call.complete"; callId: string; result: ToolResult }
+  | { type: "call.fail"; callId: string; result: ToolResult }
+  | { type: "call.aborted"; callId: string }
+  | { type: "batch.cancel"; reason: string };
+
+type ChildEvent = DoneActorEvent<ToolCallOutput> | ErrorActorEvent;
+
+/** Batch state; per-call arrays are indexed like `calls` and replaced, never mutated. */
+export interface BatchContext {
+  calls: BatchCallSpec[];
+  index: Record<string, number>;
+  phases: CallPhase[];
+  outcomes: (CallOutcome | undefined)[];
+  results: (ToolResult | undefined)[];
+  /** Call indexes in the order they settled. */
+  completionOrder: number[];
+  maxParallel: number;
+  sequential: boolean;
+  stopDeadlineMs: number;
+  cancelled: boolean;
+}
+
+/** Pluggable pure policies; the defaults implement DESIGN §3.2. */
+export interface BatchPolicy {
+  schedule: Scheduler;
+  /** Call indexes in the order results are committed (default: call order). */
+  commitOrder: (context: BatchContext) => number[];
+}
+
+/** Synthetic result of a call skipped because a call it depends on did not complete. */
+export function dependencyFailed(dependency: string): ToolFailure {
+  return {
+    ok: false,
+    code: "DEPENDENCY_FAILED",
+    message: `not executed: dependency ${dependency} failed`,
+    retryable: false,
+  };
+}
+
+function runtimeFailed(error: unknown): ToolFailure {
+  return {
+    ok: false,
+    code: "OUTCOME_UNKNOWN",
+    message:
+      `the runtime failed while running this call (${String(error)}); whether the tool ran ` +
+      "is unknown. Check the current state before retrying.",
+    retryable: false,
+  };
+}
+
+type Settle = { index: number; outcome: CallOutcome; result: ToolResult };
+
+/** The `callSettled` action for one settle. */
+function settledAction(context: BatchContext, { index, outcome, result }: Settle) {
+  const { callId, name } = context.calls[index];
+  return { type: "callSettled" as const, params: { callId, name, outcome, result } };
+}
+
+/** A copy of `context` with the given calls settled, in the order given. */
+function settleAll(context: BatchContext, settles: Settle[]): Partial<BatchContext> {
+  const phases = [...context.phases];
+  const outcomes = [...context.outcomes];
+  const results = [...context.results];
+  const completionOrder = [...context.completionOrder];
+  for (const s of settles) {
+    phases[s.index] = "settled";
+    outcomes[s.index] = s.outcome;
+    results[s.index] = s.result;
+    completionOrder.push(s.index);
+  }
+  return { phases, outcomes, results, completionOrder };
+}
+
+/**
+ * Builds a batch machine with the given policies. Use `batchMachine` unless you are testing
+ * that the invariant checks catch a broken policy.
+ */
+export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
+  const schedule = policy.schedule ?? scheduleBatch;
+  const commitOrder = policy.commitOrder ?? ((c: BatchContext) => c.calls.map((_, i) => i));
+  return setup({
+    types: {
+      context: {} as BatchContext,
+      events: {} as BatchEvent | ChildEvent,
+      input: {} as BatchInput,
+      output: {} as BatchOutput,
+    },
+    actors: { toolCall: toolCallMachine },
+    actions: {
+      /** Contract: emit `call.settled` for the call; runs in completion order. Must not throw. */
+      callSettled: (_: unknown, _params: BatchCallResult) => {},
+      forward: enqueueActions(({ enqueue, event }) => {
+        assertEvent(event, ["call.recorded", "call.complete", "call.fail", "call.aborted"]);
+        enqueue.sendTo(event.callId, event);
+      }),
+      childSettled: enqueueActions(({ enqueue, context, event }) => {
+        assertEvent(event, "xstate.done.actor.*");
+        const { callId, outcome, result } = event.output;
+        const index = context.index[callId];
+        if (context.phases[index] !== "running") return;
+        enqueue.assign(settleAll(context, [{ index, outcome, result }]));
+        enqueue.stopChild(callId);
+        enqueue(settledAction(context, { index, outcome, result }));
+      }),
+      childErrored: enqueueActions(({ enqueue, context, event }) => {
+        assertEvent(event, "xstate.error.actor.*");
+        const callId = event.actorId;
+        const index = context.index[callId];
+        if (index === undefined || context.phases[index] !== "running") return;
+        const settle: Settle = { index, outcome: "unknown", result: runtimeFailed(event.error) };
+        enqueue.assign(settleAll(context, [settle]));
+        enqueue.stopChild(callId);
+        enqueue(settledAction(context, settle));
+      }),
+      schedule: enqueueActions(({ enqueue, context }) => {
+        if (context.cancelled) return;
+        const plan = schedule({
+          calls: context.calls,
+          phases: context.phases,
+          outcomes: context.outcomes,
+          maxParallel: context.maxParallel,
+          sequential: context.sequential,
+        });
+        if (plan.start.length === 0 && plan.skip.length === 0) return;
+        const skips = plan.skip.map((s) => ({
+          index: s.index,
+          outcome: "not_executed" as const,
+          result: dependencyFailed(s.dependency),
+        }));
+        const next = settleAll(context, skips);
+        const phases = next.phases!;
+        for (const i of plan.start) phases[i] = "running";
+        enqueue.assign(next);
+        for (const s of skips) enqueue(settledAction(context, s));
+        for (const i of plan.start) {
+          const call = context.calls[i];
+          enqueue.spawnChild("toolCall", {
+            id: call.callId,
+            input: {
+              callId: call.callId,
+              name: call.name,
+              cancellable: call.cancellable,
+              stopDeadlineMs: context.stopDeadlineMs,
+            },
+          });
+          enqueue.sendTo(call.callId, { type: "call.start" });
+        }
+      }),
+      cancel: enqueueActions(({ enqueue, context, event }) => {
+        assertEvent(event, "batch.cancel");
+        if (context.cancelled) return;
+        const pending: Settle[] = [];
+        context.phases.forEach((p, index) => {
+          if (p === "pending") {
+            pending.push({ index, outcome: "not_executed", result: cancelledBeforeStart });
+          }
+        });
+        enqueue.assign({ ...settleAll(context, pending), cancelled: true });
+        for (const s of pending) enqueue(settledAction(context, s));
+        context.phases.forEach((p, i) => {
+          if (p === "running") {
+            enqueue.sendTo(context.calls[i].callId, { type: "call.cancel", reason: event.reason });
+          }
+        });
+      }),
+    },
+    guards: {
+      isRunning: ({ context, event }) =>
+        "callId" in event && context.phases[context.index[event.callId]] === "running",
+      allSettled: ({ context }) => context.phases.every((p) => p === "settled"),
+    },
+  }).createMachine({
+    id: "batch",
+    context: ({ input }) => {
+      const maxParallel = input.maxParallelToolCalls ?? 8;
+      const problems = checkBatchCalls(input.calls, maxParallel);
+      if (problems.length > 0) throw new Error(`invalid batch: ${problems.join("; ")}`);
+      const n = input.calls.length;
+      return {
+        calls: input.calls,
+        index: Object.fromEntries(input.calls.map((c, i) => [c.callId, i])),
+        phases: new Array<CallPhase>(n).fill("pending"),
+        outcomes: new Array<CallOutcome | undefined>(n).fill(undefined),
+        results: new Array<ToolResult | undefined>(n).fill(undefined),
+        completionOrder: [],
+        maxParallel,
+        sequential: input.calls.some((c) => c.executionMode === "sequential"),
+        stopDeadlineMs: input.stopDeadlineMs,
+        cancelled: false,
+      };
+    },
+    initial: "running",
+    states: {
+      running: {
+        entry: "schedule",
+        always: { guard: "allSettled", target: "done" },
+        on: {
+          "call.recorded": { guard: "isRunning", actions: "forward" },
+          "call.complete": { guard: "isRunning", actions: "forward" },
+          "call.fail": { guard: "isRunning", actions: "forward" },
+          "call.aborted": { guard: "isRunning", actions: "forward" },
+          "xstate.done.actor.*": { actions: ["childSettled", "schedule"] },
+          "xstate.error.actor.*": { actions: ["childErrored", "schedule"] },
+          "batch.cancel": { actions: "cancel" },
+        },
+      },
+      // Final: every call has exactly one result; later events are ignored.
+      done: { type: "final" },
+    },
+    output: ({ context }) => ({
+      results: commitOrder(context).map((i) => ({
+        callId: context.calls[i].callId,
+        name: context.calls[i].name,
+        outcome: context.outcomes[i]!,
+        result: context.results[i]!,
+      })),
+    }),
+  });
+}
+
+/**
+ * The calls of one assistant message: parallel execution, ordered commit (DESIGN §3.2).
+ *
+ * Lifecycle: `running` (schedule, forward, collect) → `done` (final, output in call order).
+ * Each started call is a spawned `toolCall` actor with id = callId, created from the
+ * `toolCall` actor implementation, so the runtime reaches the calls' effects with
+ * `batchMachine.provide({ actors: { toolCall: toolCallMachine.provide({ actions }) },
+ * actions: { callSettled } })`. The runtime sends `call.recorded/complete/fail/aborted
+ * {callId}` and `batch.cancel {reason}` to the batch; call events for a call that is not
+ * running (late, or unknown id) are dropped.
+ *
+ * Per-call phases (`pending → running → settled`) live in context and are the only thing the
+ * scheduler reads; a call becomes `settled` when its actor reaches a final state (done event),
+ * or directly from `pending` when the batch is cancelled or a dependency failed — those calls
+ * never get an actor.
+ *
+ * Invariants (DESIGN §10):
+ * - 1: every call settles exactly once, also after `batch.cancel` at any point; a child
+ *   that errors (a provided action threw) settles as `unknown`, never silently;
+ * - 4: `callSettled` fires in completion order; the output lists results in call order;
+ * - 5: the scheduling rules of `scheduleBatch`;
+ * - after `batch.cancel` no call starts; every running call receives `call.cancel`.
+ */
+export const batchMachine = createBatchMachine();
+
+/** The actor logic type of a batch. */
+export type BatchMachine = typeof batchMachine;

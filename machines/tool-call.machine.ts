@@ -1,0 +1,188 @@
+import { assertEvent, assign, enqueueActions, setup } from "xstate";
+import type { CallOutcome } from "../session/entries.ts";
+import type { ToolFailure, ToolResult } from "../tools/types.ts";
+
+/** What the caller knows about one call when it is created. */
+export interface ToolCallInput {
+  callId: string;
+  /** The registered tool name. */
+  name: string;
+  /** Whether the tool honours its AbortSignal; only cancellable calls get `abort`. */
+  cancellable: boolean;
+  /** How long a cancelled call may keep running before its outcome is declared unknown. */
+  stopDeadlineMs: number;
+}
+
+/** The one result a call ends with (the actor's output). */
+export interface ToolCallOutput {
+  callId: string;
+  outcome: CallOutcome;
+  result: ToolResult;
+}
+
+/**
+ * Events of one tool call. `callId` is optional so the batch can forward its own events
+ * (which carry the id) unchanged; the call itself ignores it.
+ */
+export type ToolCallEvent =
+  | { type: "call.start"; callId?: string }
+  | { type: "call.recorded"; callId?: string }
+  | { type: "call.complete"; callId?: string; result: ToolResult }
+  | { type: "call.fail"; callId?: string; result: ToolResult }
+  | { type: "call.cancel"; callId?: string; reason?: string }
+  | { type: "call.aborted"; callId?: string };
+
+interface ToolCallContext extends ToolCallInput {
+  /** Set exactly once, on the transition into `settled` or `unknown`. */
+  outcome?: CallOutcome;
+  result?: ToolResult;
+}
+
+/** Synthetic result of a call cancelled before its tool ran. */
+export const cancelledBeforeStart: ToolFailure = {
+  ok: false,
+  code: "CANCELLED",
+  message: "not executed: cancelled before start",
+  retryable: false,
+};
+
+/** Synthetic result of a call whose tool honoured the abort. */
+export const cancelledWhileRunning: ToolFailure = {
+  ok: false,
+  code: "CANCELLED",
+  message: "cancelled while running",
+  retryable: false,
+};
+
+/** Synthetic result of a call that did not stop within its deadline after a cancel. */
+export function outcomeUnknown(stopDeadlineMs: number): ToolFailure {
+  return {
+    ok: false,
+    code: "OUTCOME_UNKNOWN",
+    message:
+      `the tool did not stop within ${stopDeadlineMs} ms of being cancelled; its effects are ` +
+      "unknown (it may have finished, partly run, or still be running). Check the current " +
+      "state before retrying.",
+    retryable: false,
+  };
+}
+
+/** Params of the effect actions; every action receives the call it is about. */
+export interface CallRef {
+  callId: string;
+  name: string;
+}
+
+/**
+ * One tool call: `queued → recording → started → (stopping) → settled | unknown`.
+ *
+ * Effects are named actions, declared here as no-ops and provided by the runtime with
+ * `toolCallMachine.provide({ actions: { recordStart, execute, abort } })`:
+ * - `recordStart` — Contract: write the `call_started` entry, make it durable, then send
+ *   `call.recorded` (to the batch, which forwards it). Must not throw.
+ * - `execute` — Contract: run the tool with an AbortSignal and report exactly one of
+ *   `call.complete {result}` / `call.fail {result}` / `call.aborted`. Must not throw.
+ * - `abort` — Contract: signal the call's AbortSignal. Only run for cancellable tools.
+ *
+ * Invariants (DESIGN §10, 1 and 2):
+ * - write-ahead is structural: `execute` is only the entry action of `started`, and
+ *   `started` is only reachable through `call.recorded` after `recordStart` ran;
+ * - `settled` and `unknown` are final: the outcome and result are assigned once, on the
+ *   transition into them, and a late `call.complete` / `call.cancel` changes nothing;
+ * - in `stopping`, a real result that arrives before the deadline wins over the cancel.
+ *
+ * Completion order is reported by the batch (`callSettled`), not by this machine: the batch
+ * also settles calls that never got a tool-call actor (cancelled or dependency failed).
+ */
+export const toolCallMachine = setup({
+  types: {
+    context: {} as ToolCallContext,
+    events: {} as ToolCallEvent,
+    input: {} as ToolCallInput,
+    output: {} as ToolCallOutput,
+  },
+  actions: {
+    recordStart: (_: unknown, _params: CallRef) => {},
+    execute: (_: unknown, _params: CallRef) => {},
+    abort: (_: unknown, _params: CallRef) => {},
+    settleNotExecuted: assign({ outcome: "not_executed", result: cancelledBeforeStart }),
+    settleCompleted: assign(({ event }) => {
+      assertEvent(event, "call.complete");
+      return { outcome: "completed" as const, result: event.result };
+    }),
+    settleFailed: assign(({ event }) => {
+      assertEvent(event, "call.fail");
+      return { outcome: "failed" as const, result: event.result };
+    }),
+    settleCancelled: assign({ outcome: "cancelled", result: cancelledWhileRunning }),
+    settleUnknown: assign(({ context }) => ({
+      outcome: "unknown" as const,
+      result: outcomeUnknown(context.stopDeadlineMs),
+    })),
+  },
+  guards: {
+    isCancellable: ({ context }) => context.cancellable,
+  },
+  delays: {
+    stopDeadline: ({ context }) => context.stopDeadlineMs,
+  },
+}).createMachine({
+  id: "toolCall",
+  context: ({ input }) => ({ ...input }),
+  initial: "queued",
+  states: {
+    queued: {
+      on: {
+        "call.start": "recording",
+        "call.cancel": { target: "settled", actions: "settleNotExecuted" },
+      },
+    },
+    recording: {
+      entry: {
+        type: "recordStart",
+        params: ({ context }) => ({ callId: context.callId, name: context.name }),
+      },
+      on: {
+        "call.recorded": "started",
+        // The start record may be durable, but the tool never ran.
+        "call.cancel": { target: "settled", actions: "settleNotExecuted" },
+      },
+    },
+    started: {
+      entry: {
+        type: "execute",
+        params: ({ context }) => ({ callId: context.callId, name: context.name }),
+      },
+      on: {
+        "call.complete": { target: "settled", actions: "settleCompleted" },
+        "call.fail": { target: "settled", actions: "settleFailed" },
+        "call.cancel": "stopping",
+      },
+    },
+    stopping: {
+      entry: enqueueActions(({ enqueue, check, context }) => {
+        if (check({ type: "isCancellable" })) {
+          enqueue({ type: "abort", params: { callId: context.callId, name: context.name } });
+        }
+      }),
+      after: { stopDeadline: { target: "unknown", actions: "settleUnknown" } },
+      on: {
+        "call.complete": { target: "settled", actions: "settleCompleted" },
+        "call.fail": { target: "settled", actions: "settleFailed" },
+        "call.aborted": { target: "settled", actions: "settleCancelled" },
+      },
+    },
+    // Final: outcome and result were assigned on the way in and can never change.
+    settled: { type: "final" },
+    // Final: the tool may still be running; the outcome is never invented or replaced.
+    unknown: { type: "final" },
+  },
+  output: ({ context }) => ({
+    callId: context.callId,
+    outcome: context.outcome!,
+    result: context.result!,
+  }),
+});
+
+/** The actor logic type of a tool call (also of `toolCallMachine.provide(...)`). */
+export type ToolCallMachine = typeof toolCallMachine;

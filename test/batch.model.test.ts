@@ -1,0 +1,230 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { type AnyStateMachine, initialTransition, transition } from "xstate";
+import { type BatchCallSpec, type BatchInput, batchMachine } from "../machines/batch.machine.ts";
+import type { CallOutcome } from "../session/entries.ts";
+import type { ToolResult } from "../tools/types.ts";
+import { batchMutants } from "./support/mutants/batch.mutants.ts";
+
+// biome-ignore lint/suspicious/noExplicitAny: snapshots of real and mutant batches alike
+type Snap = any;
+type Action = { type: string; params?: Snap };
+
+/** What the checks know, read only from the actions the batch asks for (not its context). */
+interface Trace {
+  started: string[];
+  settled: Record<string, { outcome: CallOutcome; result: ToolResult }>;
+  cancelled: boolean;
+  cancelSent: string[];
+}
+
+const resultFor = (id: string, outcome: CallOutcome): ToolResult =>
+  outcome === "completed"
+    ? { ok: true, content: `${id} done` }
+    : { ok: false, code: "EXECUTION_FAILED", message: `${id} ${outcome}`, retryable: false };
+
+/** Everything that can happen next: a running call reaches a final state, or a cancel. */
+function nextEvents(t: Trace, withErrors: boolean) {
+  const events: Snap[] = [{ type: "batch.cancel", reason: "user interrupt" }];
+  for (const id of t.started.filter((s) => !t.settled[s])) {
+    const outcomes: CallOutcome[] = ["completed", "failed", "unknown"];
+    if (t.cancelSent.includes(id)) outcomes.push("cancelled", "not_executed");
+    for (const outcome of outcomes) {
+      const output = { callId: id, outcome, result: resultFor(id, outcome) };
+      events.push({ type: `xstate.done.actor.${id}`, actorId: id, output });
+    }
+    if (withErrors) events.push({ type: `xstate.error.actor.${id}`, actorId: id, error: "boom" });
+  }
+  return events;
+}
+
+/** Checks one step against invariants 1, 4 and 5; returns a problem sentence or undefined. */
+function step(input: BatchInput, t: Trace, event: Snap, snap: Snap, actions: Action[]) {
+  const calls = input.calls;
+  const at = (id: string) => calls.findIndex((c) => c.callId === id);
+  const settledNow: string[] = [];
+  for (const a of actions) {
+    if (a.type === "callSettled") {
+      const { callId, outcome, result } = a.params;
+      if (t.settled[callId]) return `call ${callId} settled twice`;
+      t.settled[callId] = { outcome, result };
+      settledNow.push(callId);
+    }
+    if (a.type === "xstate.sendTo" && a.params.event.type === "call.start") {
+      const id: string = a.params.to.id;
+      const i = at(id);
+      if (t.cancelled) return `call ${id} started after batch.cancel`;
+      if (t.started.includes(id) || t.settled[id]) return `call ${id} started twice`;
+      for (const dep of calls[i].dependsOn ?? []) {
+        if (t.settled[dep]?.outcome !== "completed")
+          return `call ${id} started before ${dep} completed`;
+      }
+      const earlierOpen = calls.slice(0, i).some((c) => !t.settled[c.callId]);
+      const sequential = calls.some((c) => c.executionMode === "sequential");
+      if (earlierOpen && sequential) return `sequential batch started ${id} out of call order`;
+      if (earlierOpen && !calls[i].concurrencySafe)
+        return `unsafe ${id} started before earlier calls settled`;
+      t.started.push(id);
+    }
+    if (a.type === "xstate.sendTo" && a.params.event.type === "call.cancel") {
+      t.cancelSent.push(a.params.to.id);
+    }
+  }
+  if (event.type === "batch.cancel" && !t.cancelled) {
+    t.cancelled = true;
+    for (const id of t.started) {
+      if (!t.settled[id] && !t.cancelSent.includes(id)) return `running ${id} was not cancelled`;
+    }
+  }
+  if (event.type.startsWith("xstate.done.actor.") && settledNow[0] !== event.actorId) {
+    return `callSettled out of completion order: ${event.actorId} finished, got ${settledNow}`;
+  }
+  const running = t.started.filter((id) => !t.settled[id]).map((id) => calls[at(id)]);
+  if (running.length > (input.maxParallelToolCalls ?? 8)) return "more than maxParallel running";
+  if (running.length > 1 && running.some((c) => !c.concurrencySafe)) {
+    return `an unsafe call overlaps: ${running.map((c) => c.callId)}`;
+  }
+  const keys = running.flatMap((c) => (c.resourceKey ? [c.resourceKey] : []));
+  if (new Set(keys).size !== keys.length) return `two running calls share a resource key`;
+  const phases: string[] = snap.context.phases;
+  if (running.some((c) => phases[at(c.callId)] !== "running")) return "context phases disagree";
+  if (snap.status === "active" && running.length === 0) return "stalled: nothing runs, not done";
+  if (snap.status === "done") {
+    if (Object.keys(t.settled).length !== calls.length) return "done before every call settled";
+    const expected = calls.map((c) => ({ callId: c.callId, name: c.name, ...t.settled[c.callId] }));
+    if (JSON.stringify(snap.output.results) !== JSON.stringify(expected)) {
+      return "output is not every result in call order";
+    }
+  }
+  return undefined;
+}
+
+/** Exhaustive search over every completion order and cancel point of one batch. */
+function searchBatch(machine: AnyStateMachine, input: BatchInput, withErrors = false) {
+  const seen = new Set<string>();
+  const visit = (snap: Snap, t: Trace, path: string[]): string | undefined => {
+    if (snap.status === "done") return undefined;
+    const key = JSON.stringify([
+      snap.context.phases,
+      snap.context.outcomes,
+      snap.context.cancelled,
+      snap.context.completionOrder,
+      t,
+    ]);
+    if (seen.has(key)) return undefined;
+    seen.add(key);
+    for (const event of nextEvents(t, withErrors)) {
+      const [next, actions] = transition(machine, snap, event);
+      const t2: Trace = {
+        ...t,
+        started: [...t.started],
+        settled: { ...t.settled },
+        cancelSent: [...t.cancelSent],
+      };
+      const p = [...path, event.type];
+      const problem = step(input, t2, event, next, actions as Action[]);
+      if (problem) return `${problem} after ${p.join(" → ")}`;
+      const found = visit(next, t2, p);
+      if (found) return found;
+    }
+    return undefined;
+  };
+  const [initial, actions] = initialTransition(machine, input);
+  const t0: Trace = { started: [], settled: {}, cancelled: false, cancelSent: [] };
+  const problem = step(input, t0, { type: "xstate.init" }, initial, actions as Action[]);
+  return problem ?? visit(initial, t0, []);
+}
+
+const spec = (callId: string, traits: Partial<BatchCallSpec> = {}): BatchCallSpec => ({
+  callId,
+  name: `tool-${callId}`,
+  concurrencySafe: true,
+  cancellable: true,
+  executionMode: "parallel",
+  ...traits,
+});
+
+/** Random batches of 1–4 calls with random traits (dependencies only on earlier calls). */
+const batchArb = fc
+  .array(
+    fc.record({
+      concurrencySafe: fc.boolean(),
+      resourceKey: fc.constantFrom(undefined, "k1", "k2"),
+      depends: fc.boolean(),
+    }),
+    { minLength: 1, maxLength: 4 },
+  )
+  .chain((traits) =>
+    fc.record({
+      maxParallel: fc.integer({ min: 1, max: 3 }),
+      /** Index of the one sequential call; past the end means none. */
+      sequential: fc.integer({ min: 0, max: 5 }),
+      traits: fc.constant(traits),
+      deps: fc.array(fc.nat(), { minLength: traits.length, maxLength: traits.length }),
+    }),
+  )
+  .map(
+    ({ maxParallel, sequential, traits, deps }): BatchInput => ({
+      maxParallelToolCalls: maxParallel,
+      stopDeadlineMs: 1000,
+      calls: traits.map((tr, i) =>
+        spec(`c${i}`, {
+          concurrencySafe: tr.concurrencySafe,
+          executionMode: sequential === i ? "sequential" : "parallel",
+          resourceKey: tr.resourceKey,
+          dependsOn: tr.depends && i > 0 ? [`c${deps[i] % i}`] : undefined,
+        }),
+      ),
+    }),
+  );
+
+const fixed: Record<string, BatchInput> = {
+  "two safe calls": { stopDeadlineMs: 1000, calls: [spec("a"), spec("b")] },
+  "safe, unsafe, safe": {
+    stopDeadlineMs: 1000,
+    calls: [spec("a"), spec("w", { concurrencySafe: false }), spec("b")],
+  },
+  "same resource key": {
+    stopDeadlineMs: 1000,
+    calls: [spec("a", { resourceKey: "/f" }), spec("b", { resourceKey: "/f" }), spec("c")],
+  },
+  "sequential batch": {
+    stopDeadlineMs: 1000,
+    calls: [spec("a"), spec("b", { executionMode: "sequential" }), spec("c")],
+  },
+  "dependency chain": {
+    stopDeadlineMs: 1000,
+    maxParallelToolCalls: 2,
+    calls: [spec("a"), spec("b", { dependsOn: ["a"] }), spec("c", { dependsOn: ["b"] }), spec("d")],
+  },
+};
+
+describe("batch: exhaustive search over completion orders and cancel points", () => {
+  for (const [name, input] of Object.entries(fixed)) {
+    it(`every call settles once, in completion order, committed in call order, never overlapping unsafely (${name})`, () => {
+      expect(searchBatch(batchMachine, input, true)).toBeUndefined();
+    });
+  }
+
+  it("the invariants hold for random batches of 1–4 calls with random traits", () => {
+    fc.assert(
+      fc.property(batchArb, (input) => searchBatch(batchMachine, input) === undefined),
+      {
+        numRuns: 60,
+        seed: 7,
+      },
+    );
+  });
+
+  const catches: [keyof typeof batchMutants, string, RegExp][] = [
+    ["ignoresResourceKeys", "same resource key", /share a resource key/],
+    ["unsafeRunsBesideOthers", "safe, unsafe, safe", /unsafe/],
+    ["ignoresSequential", "sequential batch", /sequential|out of call order/],
+    ["commitsInCompletionOrder", "two safe calls", /call order/],
+  ];
+  for (const [mutant, config, message] of catches) {
+    it(`the search catches the mutant batch that ${mutant}`, () => {
+      expect(searchBatch(batchMutants[mutant], fixed[config])).toMatch(message);
+    });
+  }
+});

@@ -1,0 +1,142 @@
+import { describe, expect, it } from "vitest";
+import { createActor } from "xstate";
+import { batchMachine } from "../machines/batch.machine.ts";
+import {
+  type BatchCallSpec,
+  type CallPhase,
+  checkBatchCalls,
+  scheduleBatch,
+} from "../machines/batch-schedule.ts";
+import { cancelledBeforeStart, toolCallMachine } from "../machines/tool-call.machine.ts";
+import type { CallOutcome } from "../session/entries.ts";
+
+function call(callId: string, traits: Partial<BatchCallSpec> = {}): BatchCallSpec {
+  return {
+    callId,
+    name: "t",
+    concurrencySafe: true,
+    cancellable: true,
+    executionMode: "parallel",
+    ...traits,
+  };
+}
+
+function plan(
+  calls: BatchCallSpec[],
+  phases: CallPhase[] = calls.map(() => "pending"),
+  outcomes: (CallOutcome | undefined)[] = calls.map(() => undefined),
+  maxParallel = 8,
+) {
+  const sequential = calls.some((c) => c.executionMode === "sequential");
+  return scheduleBatch({ calls, phases, outcomes, maxParallel, sequential });
+}
+
+describe("scheduleBatch", () => {
+  it("starts safe calls in call order up to maxParallel", () => {
+    const calls = ["a", "b", "c", "d"].map((id) => call(id));
+    expect(plan(calls, undefined, undefined, 3)).toEqual({ start: [0, 1, 2], skip: [] });
+  });
+
+  it("an unsafe call waits for every earlier call and nothing after it overtakes it", () => {
+    const calls = [call("a"), call("w", { concurrencySafe: false }), call("c")];
+    expect(plan(calls)).toEqual({ start: [0], skip: [] });
+    expect(plan(calls, ["settled", "pending", "pending"], ["completed"])).toEqual({
+      start: [1],
+      skip: [],
+    });
+    expect(plan(calls, ["settled", "running", "pending"], ["completed"]).start).toEqual([]);
+  });
+
+  it("two calls with one resource key never overlap and start in call order", () => {
+    const calls = [call("a", { resourceKey: "/f" }), call("b", { resourceKey: "/f" }), call("c")];
+    expect(plan(calls).start).toEqual([0, 2]);
+    expect(plan(calls, ["settled", "pending", "running"], ["completed"]).start).toEqual([1]);
+  });
+
+  it("one sequential call makes the whole batch run one at a time in call order", () => {
+    const calls = [call("a"), call("b", { executionMode: "sequential" }), call("c")];
+    expect(plan(calls).start).toEqual([0]);
+    expect(plan(calls, ["settled", "pending", "pending"], ["failed"]).start).toEqual([1]);
+  });
+
+  it("a call whose dependency did not complete is skipped, and skips cascade", () => {
+    const calls = [call("a"), call("b", { dependsOn: ["a"] }), call("c", { dependsOn: ["b"] })];
+    expect(plan(calls).start).toEqual([0]);
+    expect(plan(calls, ["settled", "pending", "pending"], ["failed"])).toEqual({
+      start: [],
+      skip: [
+        { index: 1, dependency: "a" },
+        { index: 2, dependency: "b" },
+      ],
+    });
+    expect(plan(calls, ["settled", "pending", "pending"], ["completed"]).start).toEqual([1]);
+  });
+
+  it("rejects dependencies on unknown or later calls, duplicate ids and a bad maxParallel", () => {
+    expect(checkBatchCalls([call("a", { dependsOn: ["b"] }), call("b")], 8)).toEqual([
+      'call "a" depends on "b", which is not an earlier call of this batch; a call may only depend on calls before it',
+    ]);
+    expect(checkBatchCalls([call("a"), call("a")], 0)).toHaveLength(2);
+    expect(checkBatchCalls([], 8)).toEqual(["a batch needs at least one call"]);
+    expect(checkBatchCalls([call("a"), call("b", { dependsOn: ["a"] })], 1)).toEqual([]);
+  });
+});
+
+describe("batch machine edge cases", () => {
+  const input = { stopDeadlineMs: 1000, calls: [call("a"), call("b")] };
+
+  it("a provided action that throws settles its call as unknown instead of losing it", () => {
+    const settled: string[] = [];
+    const toolCall = toolCallMachine.provide({
+      actions: {
+        execute: () => {
+          throw new Error("runtime bug");
+        },
+      },
+    });
+    const logic = batchMachine.provide({
+      actors: { toolCall },
+      actions: { callSettled: (_, p) => settled.push(`${p.callId}:${p.outcome}`) },
+    });
+    const batch = createActor(logic, { input }).start();
+    batch.send({ type: "call.recorded", callId: "a" });
+    batch.send({ type: "call.recorded", callId: "b" });
+    const snap = batch.getSnapshot();
+    expect(settled).toEqual(["a:unknown", "b:unknown"]);
+    expect(snap.status).toBe("done");
+    expect(snap.output?.results[0].result).toMatchObject({
+      code: "OUTCOME_UNKNOWN",
+      message: expect.stringMatching(/runtime bug/),
+    });
+  });
+
+  it("events for unknown or already settled call ids are dropped", () => {
+    const batch = createActor(batchMachine, { input }).start();
+    const result = { ok: true as const, content: "x" };
+    batch.send({ type: "call.complete", callId: "nope", result });
+    batch.send({ type: "call.recorded", callId: "a" });
+    batch.send({ type: "call.complete", callId: "a", result });
+    batch.send({ type: "call.complete", callId: "a", result: { ok: true, content: "late" } });
+    expect(batch.getSnapshot().context.results[0]).toEqual(result);
+    expect(batch.getSnapshot().status).toBe("active");
+  });
+
+  it("a cancel before anything was recorded settles every call as not executed", () => {
+    const batch = createActor(batchMachine, { input }).start();
+    batch.send({ type: "batch.cancel", reason: "user" });
+    const out = batch.getSnapshot().output!;
+    expect(out.results.map((r) => [r.callId, r.outcome, r.result])).toEqual([
+      ["a", "not_executed", cancelledBeforeStart],
+      ["b", "not_executed", cancelledBeforeStart],
+    ]);
+  });
+
+  it("a batch with a bad dependency fails to start with a message that says how to fix it", () => {
+    const bad = { stopDeadlineMs: 1000, calls: [call("a", { dependsOn: ["z"] })] };
+    const actor = createActor(batchMachine, { input: bad });
+    let error: unknown;
+    actor.subscribe({ error: (e) => (error = e) });
+    actor.start();
+    expect(String(error)).toMatch(/depends on "z", which is not an earlier call/);
+  });
+});

@@ -1,0 +1,23 @@
+import { createBatchMachine } from "../../../machines/batch.machine.ts";
+import { type Scheduler, scheduleBatch } from "../../../machines/batch-schedule.ts";
+
+/** BROKEN on purpose: schedules as if no call had a resource key. */
+export const ignoresResourceKeys: Scheduler = (state) =>
+  scheduleBatch({ ...state, calls: state.calls.map(({ resourceKey: _, ...call }) => call) });
+
+/** BROKEN on purpose: treats unsafe calls as concurrency-safe, so they overlap others. */
+export const unsafeRunsBesideOthers: Scheduler = (state) =>
+  scheduleBatch({ ...state, calls: state.calls.map((c) => ({ ...c, concurrencySafe: true })) });
+
+/** BROKEN on purpose: ignores `executionMode: "sequential"`. */
+export const ignoresSequential: Scheduler = (state) =>
+  scheduleBatch({ ...state, sequential: false });
+
+/** Batches built with one broken policy each; every invariant check must catch its mutant. */
+export const batchMutants = {
+  ignoresResourceKeys: createBatchMachine({ schedule: ignoresResourceKeys }),
+  unsafeRunsBesideOthers: createBatchMachine({ schedule: unsafeRunsBesideOthers }),
+  ignoresSequential: createBatchMachine({ schedule: ignoresSequential }),
+  /** Outputs results in completion order instead of call order. */
+  commitsInCompletionOrder: createBatchMachine({ commitOrder: (c) => [...c.completionOrder] }),
+};
