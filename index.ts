@@ -15,12 +15,16 @@ export {
   type Usage,
 } from "./actors/model.ts";
 export { type OpenAIModelOptions, openaiModel } from "./actors/openai-model.ts";
-export { type RetryBudget, tokenBucketBudget, unlimitedRetryBudget } from "./actors/retry-budget.ts";
+export {
+  type RetryBudget,
+  tokenBucketBudget,
+  unlimitedRetryBudget,
+} from "./actors/retry-budget.ts";
 export {
   type Script,
-  type ScriptStep,
   type ScriptedModel,
   type ScriptedModelOptions,
+  type ScriptStep,
   scriptedModel,
 } from "./actors/scripted-model.ts";
 export { type InboxOptions, type PromptResult, Session } from "./actors/session-runtime.ts";

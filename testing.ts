@@ -4,7 +4,7 @@ export { seededIds } from "./actors/ids.ts";
 export {
   type RecordedRequest,
   type Script,
-  type ScriptStep,
   type ScriptedModel,
+  type ScriptStep,
   scriptedModel,
 } from "./actors/scripted-model.ts";

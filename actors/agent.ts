@@ -2,8 +2,8 @@ import pino, { type Logger } from "pino";
 import type { DrainMode } from "../machines/inbox.ts";
 import type { RetryPolicy } from "../machines/retry-policy.ts";
 import type { TurnLimits } from "../machines/turn.machine.ts";
-import { memoryStore } from "../session/memory-store.ts";
 import { SessionLog } from "../session/log.ts";
+import { memoryStore } from "../session/memory-store.ts";
 import type { SessionStore, SessionSummary } from "../session/store.ts";
 import { createRegistry, type Registry } from "../tools/registry.ts";
 import type { ToolDefinition } from "../tools/types.ts";
@@ -13,6 +13,7 @@ import { createIds, type IdGenerator } from "./ids.ts";
 import type { Model } from "./model.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import { Session } from "./session-runtime.ts";
+import type { TurnDeps } from "./turn-runner.ts";
 
 export interface AgentOptions {
   model: Model;
@@ -40,6 +41,8 @@ export interface AgentOptions {
   logger?: Logger;
   /** The inspector (or any sink): sees every actor's events and every session event. */
   inspect?: InspectSink;
+  /** @internal Test seam: a variant of the turn statechart (mutation tests only). */
+  turnMachine?: TurnDeps["turnMachine"];
 }
 
 export interface Agent {
@@ -71,7 +74,9 @@ export function createAgent(options: AgentOptions): Agent {
   }
   const positive = (name: string, value: number | undefined) => {
     if (value !== undefined && !(Number.isFinite(value) && value > 0)) {
-      throw new TypeError(`createAgent: \`${name}\` must be a positive number, got ${String(value)}`);
+      throw new TypeError(
+        `createAgent: \`${name}\` must be a positive number, got ${String(value)}`,
+      );
     }
   };
   positive("maxParallelToolCalls", options.maxParallelToolCalls);
@@ -132,6 +137,7 @@ export function createAgent(options: AgentOptions): Agent {
           finalizeDeadlineMs: options.finalizeDeadlineMs ?? 10_000,
           inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
           drainSteer,
+          turnMachine: options.turnMachine,
         }),
       });
       sessions.set(sessionId, session);

@@ -67,3 +67,14 @@ export type AgentEvent = { sessionId: string; at: number } & (
 
 export type AgentEventType = AgentEvent["type"];
 export type AgentEventOf<K extends AgentEventType> = Extract<AgentEvent, { type: K }>;
+
+/**
+ * A consumer of everything observable: XState's inspection events from every actor of a
+ * session (`createActor(root, { inspect })`) and Keel's own events. The inspector in
+ * `inspector/` implements it; nothing in `actors/` or `machines/` imports the inspector.
+ * Contract: both methods must return quickly and must not throw.
+ */
+export interface InspectSink {
+  observe(event: import("xstate").InspectionEvent): void;
+  publish(event: AgentEvent): void;
+}

@@ -13,7 +13,7 @@ import {
 } from "../machines/inbox.ts";
 import type { TurnOutput } from "../machines/turn.machine.ts";
 import type { InboxLane, InboxSource, LogEntry } from "../session/entries.ts";
-import { SessionLog } from "../session/log.ts";
+import type { SessionLog } from "../session/log.ts";
 import { type Coordinator, createCoordinator } from "./coordinator.ts";
 import type { AgentEvent } from "./events.ts";
 import type { ChatMessage } from "./model.ts";
@@ -79,7 +79,11 @@ export class Session {
       this.inbox = inboxFromEntries(log.entries());
       this.inboxSeq = log.entries().length;
       this.interruptedAt = this.inboxSeq; // restored inputs wait for resume() or a new input
-      this.deps = options.deps(log, (e) => this.emit(e), () => this.drainSteer());
+      this.deps = options.deps(
+        log,
+        (e) => this.emit(e),
+        () => this.drainSteer(),
+      );
     });
   }
 

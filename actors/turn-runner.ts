@@ -1,7 +1,12 @@
 import type { Logger } from "pino";
 import { type AnyActorRef, createActor, type InspectionEvent } from "xstate";
 import { batchMachine } from "../machines/batch.machine.ts";
-import { decideRetry, initialRetryState, type RetryPolicy, type RetryState } from "../machines/retry-policy.ts";
+import {
+  decideRetry,
+  initialRetryState,
+  type RetryPolicy,
+  type RetryState,
+} from "../machines/retry-policy.ts";
 import { toolCallMachine } from "../machines/tool-call.machine.ts";
 import {
   attemptIdOf,
@@ -50,6 +55,8 @@ export interface TurnDeps {
    * Contract: synchronous, must not throw; returns how many were consumed.
    */
   drainSteer: () => number;
+  /** Test seam: a variant of the turn statechart to host (mutation tests). */
+  turnMachine?: typeof turnMachine;
 }
 
 interface CallRecord {
@@ -102,7 +109,11 @@ export class TurnRun {
     for (const { text, inboxId } of inputs) {
       log.append({ type: "user_message", text, turnId: this.turnId, inboxId });
     }
-    emit({ type: "turn.started", turnId: this.turnId, input: inputs.map((i) => i.text).join("\n") });
+    emit({
+      type: "turn.started",
+      turnId: this.turnId,
+      input: inputs.map((i) => i.text).join("\n"),
+    });
     this.actor = createActor(this.machine(), {
       id: this.turnId,
       input: {
@@ -147,83 +158,83 @@ export class TurnRun {
   }
 
   private machine() {
-    const run = this;
     const toolCall = toolCallMachine.provide({
       actions: {
-        recordStart: ({ self }, { callId }) => run.recordStart(self._parent!, callId),
-        execute: ({ self }, { callId }) => run.execute(self._parent!, callId),
-        abort: (_, { callId }) => run.callCtl.get(callId)?.abort(new Error("cancelled")),
+        recordStart: ({ self }, { callId }) => this.recordStart(self._parent!, callId),
+        execute: ({ self }, { callId }) => this.execute(self._parent!, callId),
+        abort: (_, { callId }) => this.callCtl.get(callId)?.abort(new Error("cancelled")),
       },
     });
     const batch = batchMachine.provide({
       actors: { toolCall },
       actions: {
         callSettled: (_, { callId, name, outcome, result }) =>
-          run.settle(callId, name, outcome, result),
+          this.settle(callId, name, outcome, result),
       },
     });
-    return turnMachine.provide({
+    return (this.deps.turnMachine ?? turnMachine).provide({
       actors: { batch },
       actions: {
         prepare: ({ self }) => {
-          run.deps.drainSteer();
+          this.deps.drainSteer();
           self.send({ type: "prepare.done" });
         },
         startAttempt: ({ self }, { attempt, step }) => {
-          run.phase = `while waiting for model response ${step + 1}`;
-          void run.runAttempt(self, attempt, step);
+          this.phase = `while waiting for model response ${step + 1}`;
+          void this.runAttempt(self, attempt, step);
         },
         pollAtEnd: ({ self }) => {
-          run.phase = "after the model's final answer";
-          self.send({ type: run.deps.drainSteer() > 0 ? "end.steered" : "end.none" });
+          this.phase = "after the model's final answer";
+          self.send({ type: this.deps.drainSteer() > 0 ? "end.steered" : "end.none" });
         },
-        abortAttempt: () => run.attemptCtl?.abort(new Error("interrupted")),
+        abortAttempt: () => this.attemptCtl?.abort(new Error("interrupted")),
         refuseCalls: ({ self }) => {
-          for (const call of run.lastCalls) {
-            run.settle(call.id, call.function.name, "not_executed", truncatedCallResult(call));
+          for (const call of this.lastCalls) {
+            this.settle(call.id, call.function.name, "not_executed", truncatedCallResult(call));
           }
           self.send({ type: "gate.done" });
         },
         rejectInvalid: () => {
-          run.phase = "while tool calls were running";
-          for (const outcome of run.prepared.values()) {
-            if (!outcome.ok) run.settle(outcome.id, outcome.name, "not_executed", outcome.error);
+          this.phase = "while tool calls were running";
+          for (const outcome of this.prepared.values()) {
+            if (!outcome.ok) this.settle(outcome.id, outcome.name, "not_executed", outcome.error);
           }
         },
         commitBatch: ({ self }) => {
-          run.deps.emit({
+          this.deps.emit({
             type: "batch.committed",
-            turnId: run.turnId,
-            calls: run.lastCalls.map((c) => {
-              const r = run.records.get(c.id)!;
+            turnId: this.turnId,
+            calls: this.lastCalls.map((c) => {
+              const r = this.records.get(c.id)!;
               return { callId: c.id, name: c.function.name, outcome: r.outcome, result: r.result };
             }),
           });
-          run.phase = "after the tool results were committed";
-          run.flushSoon().then(
+          this.phase = "after the tool results were committed";
+          this.flushSoon().then(
             () => self.send({ type: "commit.done" }),
-            (err) => run.storeFailed(self, err),
+            (err) => this.storeFailed(self, err),
           );
         },
         retryScheduled: (_, { delayMs, attempt }) =>
-          run.deps.emit({
+          this.deps.emit({
             type: "retry.scheduled",
-            turnId: run.turnId,
-            attemptId: attemptIdOf(run.turnId, attempt),
-            retry: run.retryState?.retries ?? 0,
+            turnId: this.turnId,
+            attemptId: attemptIdOf(this.turnId, attempt),
+            retry: this.retryState?.retries ?? 0,
             delayMs,
-            readyAt: run.deps.clock.now() + delayMs,
-            reason: run.lastFailure,
-            mode: run.lastMode,
+            readyAt: this.deps.clock.now() + delayMs,
+            reason: this.lastFailure,
+            mode: this.lastMode,
           }),
         cancelAcknowledged: (_, { reason }) =>
-          run.deps.emit({ type: "turn.cancel_acknowledged", turnId: run.turnId, reason }),
-        executionStopped: () => run.deps.emit({ type: "turn.execution_stopped", turnId: run.turnId }),
+          this.deps.emit({ type: "turn.cancel_acknowledged", turnId: this.turnId, reason }),
+        executionStopped: () =>
+          this.deps.emit({ type: "turn.execution_stopped", turnId: this.turnId }),
         finalize: ({ self }, params) => {
-          void run.finalize(self, params);
+          void this.finalize(self, params);
         },
         ended: (_, { status, reason }) =>
-          run.deps.emit({ type: "turn.ended", turnId: run.turnId, status, reason }),
+          this.deps.emit({ type: "turn.ended", turnId: this.turnId, status, reason }),
       },
     });
   }
@@ -304,7 +315,10 @@ export class TurnRun {
     this.records.clear();
     const specs: TurnCallSpec[] = [];
     for (const c of message.toolCalls) {
-      const outcome = prepareCall({ id: c.id, name: c.name, argumentsText: c.argumentsText }, registry);
+      const outcome = prepareCall(
+        { id: c.id, name: c.name, argumentsText: c.argumentsText },
+        registry,
+      );
       this.prepared.set(c.id, outcome);
       if (!outcome.ok) continue;
       const { call } = outcome;
@@ -386,7 +400,13 @@ export class TurnRun {
     this.retryState = decision.state;
     this.lastFailure = decision.reason;
     this.lastMode = decision.action;
-    self.send({ type: "attempt.failed", attempt, retry: { delayMs: decision.delayMs }, status: "failed", reason: decision.reason });
+    self.send({
+      type: "attempt.failed",
+      attempt,
+      retry: { delayMs: decision.delayMs },
+      status: "failed",
+      reason: decision.reason,
+    });
   }
 
   private recordStart(batch: AnyActorRef, callId: string): void {
@@ -402,7 +422,9 @@ export class TurnRun {
       idempotent: call.traits.idempotent,
     });
     this.flushSoon().then(
-      () => batch.send({ type: "call.recorded", callId }),
+      () => {
+        if (batch.getSnapshot().status === "active") batch.send({ type: "call.recorded", callId });
+      },
       // The tool must not run without its start record: end the turn; the call settles as
       // not executed when the batch cancels it.
       (err) => this.storeFailed(this.actor, err),
@@ -431,9 +453,16 @@ export class TurnRun {
       },
       log: logger.child({ callId, tool: call.name }),
     };
-    const report = (event: { type: "call.complete" | "call.fail"; result: ToolResult } | { type: "call.aborted" }) => {
+    const report = (
+      event: { type: "call.complete" | "call.fail"; result: ToolResult } | { type: "call.aborted" },
+    ) => {
       settled = true;
       this.callCtl.delete(callId);
+      // After the batch ended (the call went unknown) the outcome is final: drop, but say so.
+      if (batch.getSnapshot().status !== "active") {
+        logger.warn({ callId, event: event.type }, "a tool reported after its call was settled");
+        return;
+      }
       batch.send({ ...event, callId });
     };
     new Promise<unknown>((resolve) => resolve(call.tool.execute(call.args, ctx)))
@@ -459,7 +488,11 @@ export class TurnRun {
 
   private storeFailed(self: AnyActorRef, err: unknown): void {
     this.deps.logger.error({ err }, "the session store failed");
-    self.send({ type: "turn.interrupt", reason: `the session store failed: ${String(err)}`, status: "failed" });
+    self.send({
+      type: "turn.interrupt",
+      reason: `the session store failed: ${String(err)}`,
+      status: "failed",
+    });
   }
 
   private async finalize(
@@ -469,12 +502,22 @@ export class TurnRun {
     const { log } = this.deps;
     // Every call of the last response gets exactly one result, even if it never started.
     for (const call of this.lastCalls) {
-      if (!this.records.has(call.id)) this.settle(call.id, call.function.name, "not_executed", cancelledResult);
+      if (!this.records.has(call.id))
+        this.settle(call.id, call.function.name, "not_executed", cancelledResult);
     }
     if (params.cancelled) {
-      log.append({ type: "turn_aborted", turnId: this.turnId, where: `${this.phase} (${params.reason ?? "interrupted"})` });
+      log.append({
+        type: "turn_aborted",
+        turnId: this.turnId,
+        where: `${this.phase} (${params.reason ?? "interrupted"})`,
+      });
     }
-    log.append({ type: "turn_end", turnId: this.turnId, status: params.status, reason: params.reason });
+    log.append({
+      type: "turn_end",
+      turnId: this.turnId,
+      status: params.status,
+      reason: params.reason,
+    });
     try {
       await log.flush();
     } catch (err) {

@@ -23,10 +23,15 @@ function expectPaired(messages: readonly { role: string }[]) {
     const m = messages[i] as { role: string; tool_calls?: { id: string }[] };
     if (m.role !== "assistant" || !m.tool_calls?.length) continue;
     const ids = m.tool_calls.map((c) => c.id);
-    const next = messages.slice(i + 1, i + 1 + ids.length) as { role: string; tool_call_id?: string }[];
+    const next = messages.slice(i + 1, i + 1 + ids.length) as {
+      role: string;
+      tool_call_id?: string;
+    }[];
     expect(next.map((n) => n.tool_call_id)).toEqual(ids);
   }
-  const toolIds = messages.filter((m) => m.role === "tool").map((m) => (m as { tool_call_id: string }).tool_call_id);
+  const toolIds = messages
+    .filter((m) => m.role === "tool")
+    .map((m) => (m as unknown as { tool_call_id: string }).tool_call_id);
   expect(new Set(toolIds).size).toBe(toolIds.length);
 }
 
@@ -43,7 +48,10 @@ describe("the length gate", () => {
       },
     });
     const model = scriptedModel([
-      { toolCalls: [{ id: "t1", name: "write", arguments: '{"text":"complete and valid"}' }], finish: "length" },
+      {
+        toolCalls: [{ id: "t1", name: "write", arguments: '{"text":"complete and valid"}' }],
+        finish: "length",
+      },
       { text: "I will re-issue it smaller next time." },
     ]);
     const session = createAgent({ model, tools: [write] }).session();
@@ -51,7 +59,11 @@ describe("the length gate", () => {
     expect(out.status).toBe("completed");
     expect(ran).toBe(0);
     const [result] = resultsOf(session.entries());
-    expect(result).toMatchObject({ callId: "t1", outcome: "not_executed", result: { ok: false, code: "TRUNCATED_CALL" } });
+    expect(result).toMatchObject({
+      callId: "t1",
+      outcome: "not_executed",
+      result: { ok: false, code: "TRUNCATED_CALL" },
+    });
     expect(session.entries().some((e) => e.type === "call_started")).toBe(false);
     expect(model.requests).toHaveLength(2);
     expectPaired(session.messages());
@@ -65,7 +77,10 @@ describe("interrupt", () => {
     const events: AgentEvent[] = [];
     session.subscribe((e) => {
       events.push(e);
-      if (e.type === "attempt.started" && events.filter((x) => x.type === "attempt.started").length === 1) {
+      if (
+        e.type === "attempt.started" &&
+        events.filter((x) => x.type === "attempt.started").length === 1
+      ) {
         queueMicrotask(() => session.interrupt("user pressed stop"));
       }
     });
@@ -80,7 +95,14 @@ describe("interrupt", () => {
     expect(stopped).toBeLessThan(ended);
     await session.prompt("second");
     const context = model.requests[1].messages;
-    expect(context.some((m) => m.role === "user" && /cut|interrupt/i.test(String(m.content)) && /model/i.test(String(m.content)))).toBe(true);
+    expect(
+      context.some(
+        (m) =>
+          m.role === "user" &&
+          /cut|interrupt/i.test(String(m.content)) &&
+          /model/i.test(String(m.content)),
+      ),
+    ).toBe(true);
   });
 
   it("while calls are queued and one runs: queued calls get CANCELLED, a call that completes after the interrupt keeps its real result", async () => {
@@ -106,7 +128,12 @@ describe("interrupt", () => {
         ],
       },
     ]);
-    const session = createAgent({ model, tools: [work], maxParallelToolCalls: 1, stopDeadlineMs: 10_000 }).session();
+    const session = createAgent({
+      model,
+      tools: [work],
+      maxParallelToolCalls: 1,
+      stopDeadlineMs: 10_000,
+    }).session();
     session.subscribe((e) => {
       if (e.type === "call.started") {
         session.interrupt("stop");
@@ -117,7 +144,10 @@ describe("interrupt", () => {
     expect(out.status).toBe("cancelled");
     expect(started).toBe(1);
     const byId = Object.fromEntries(resultsOf(session.entries()).map((r) => [r.callId, r]));
-    expect(byId.w1).toMatchObject({ outcome: "completed", result: { ok: true, content: "work 1 done" } });
+    expect(byId.w1).toMatchObject({
+      outcome: "completed",
+      result: { ok: true, content: "work 1 done" },
+    });
     expect(byId.w2).toMatchObject({ outcome: "not_executed", result: { code: "CANCELLED" } });
     expect(byId.w3).toMatchObject({ outcome: "not_executed", result: { code: "CANCELLED" } });
     expect(resultsOf(session.entries())).toHaveLength(3);
@@ -152,7 +182,9 @@ describe("interrupt", () => {
       parameters: z.object({}),
       traits: { cancellable: true },
       execute: (_args, ctx) =>
-        new Promise<string>((_, reject) => ctx.signal.addEventListener("abort", () => reject(ctx.signal.reason))),
+        new Promise<string>((_, reject) =>
+          ctx.signal.addEventListener("abort", () => reject(ctx.signal.reason)),
+        ),
     });
     const model = scriptedModel([{ toolCalls: [{ id: "x1", name: "waits", arguments: "{}" }] }]);
     const session = createAgent({ model, tools: [waits], stopDeadlineMs: 5000 }).session();
@@ -160,7 +192,10 @@ describe("interrupt", () => {
       if (e.type === "call.started") session.interrupt("stop");
     });
     expect((await session.prompt("go")).status).toBe("cancelled");
-    expect(resultsOf(session.entries())[0]).toMatchObject({ outcome: "cancelled", result: { code: "CANCELLED" } });
+    expect(resultsOf(session.entries())[0]).toMatchObject({
+      outcome: "cancelled",
+      result: { code: "CANCELLED" },
+    });
   });
 });
 
@@ -173,10 +208,16 @@ describe("attempts", () => {
     const session = createAgent({ model, retry: { baseDelayMs: 1, maxDelayMs: 2 } }).session();
     const out = await session.prompt("answer");
     expect(out.status).toBe("completed");
-    const ends = session.entries().filter((e) => e.type === "attempt_end") as Extract<LogEntry, { type: "attempt_end" }>[];
+    const ends = session.entries().filter((e) => e.type === "attempt_end") as Extract<
+      LogEntry,
+      { type: "attempt_end" }
+    >[];
     expect(ends[0]).toMatchObject({ status: "interrupted", partialText: "PARTIAL-SE" });
     expect(JSON.stringify(session.messages())).not.toContain("PARTIAL");
-    expect(session.messages().at(-1)).toMatchObject({ role: "assistant", content: "the complete answer" });
+    expect(session.messages().at(-1)).toMatchObject({
+      role: "assistant",
+      content: "the complete answer",
+    });
     expect(JSON.stringify(model.requests[1].messages)).not.toContain("PARTIAL");
   });
 
@@ -201,7 +242,12 @@ describe("attempts", () => {
   });
 
   it("maxSteps ends the turn as budget_exhausted with every call answered", async () => {
-    const echo = defineTool({ name: "echo", description: "Echo.", parameters: z.object({}), execute: () => "e" });
+    const echo = defineTool({
+      name: "echo",
+      description: "Echo.",
+      parameters: z.object({}),
+      execute: () => "e",
+    });
     const model = scriptedModel(() => ({ toolCalls: [{ name: "echo", arguments: "{}" }] }));
     const session = createAgent({ model, tools: [echo], limits: { maxSteps: 3 } }).session();
     const out = await session.prompt("loop");
@@ -212,7 +258,13 @@ describe("attempts", () => {
 
   it("a context overflow is not retried and fails the turn with a reason the caller can act on", async () => {
     const model = scriptedModel([
-      { error: { status: 400, code: "context_length_exceeded", message: "maximum context length is 8192 tokens" } },
+      {
+        error: {
+          status: 400,
+          code: "context_length_exceeded",
+          message: "maximum context length is 8192 tokens",
+        },
+      },
     ]);
     const session = createAgent({ model }).session();
     const out = await session.prompt("x");

@@ -17,7 +17,13 @@ const echo = defineTool({
   name: "echo",
   description: "Echoes its text.",
   parameters: z.object({ text: z.string() }),
-  traits: { readOnly: true, concurrencySafe: true, idempotent: true, cancellable: true, risk: "low" },
+  traits: {
+    readOnly: true,
+    concurrencySafe: true,
+    idempotent: true,
+    cancellable: true,
+    risk: "low",
+  },
   execute: ({ text }) => `echo: ${text}`,
 });
 
@@ -70,9 +76,14 @@ describe("turn end to end with the scripted model", () => {
     });
     const out = await session.prompt("go");
     expect(out.status).toBe("completed");
-    const settled = events.filter((e) => e.type === "call.settled").map((e) => (e as { callId: string }).callId);
+    const settled = events
+      .filter((e) => e.type === "call.settled")
+      .map((e) => (e as { callId: string }).callId);
     expect(settled).toEqual(["B", "A"]);
-    const committed = events.find((e) => e.type === "batch.committed") as Extract<AgentEvent, { type: "batch.committed" }>;
+    const committed = events.find((e) => e.type === "batch.committed") as Extract<
+      AgentEvent,
+      { type: "batch.committed" }
+    >;
     expect(committed.calls.map((c) => c.callId)).toEqual(["A", "B"]);
     const tools = session.messages().filter((m) => m.role === "tool");
     expect(tools.map((m) => (m as { tool_call_id: string }).tool_call_id)).toEqual(["A", "B"]);

@@ -1,0 +1,309 @@
+import OpenAI from "openai";
+import type { ChatCompletionChunk } from "openai/resources/chat/completions";
+import type { Clock } from "./clock.ts";
+import { systemClock } from "./clock.ts";
+import type {
+  FinishReason,
+  Model,
+  ModelErrorKind,
+  ModelEvent,
+  ModelRequest,
+  Usage,
+} from "./model.ts";
+import { ModelError } from "./model.ts";
+
+export interface OpenAIModelOptions {
+  model: string;
+  /** Any OpenAI-compatible server, e.g. `http://127.0.0.1:8080/v1`. */
+  baseURL?: string;
+  /** Default: `OPENAI_API_KEY`; a dummy when only `baseURL` is set (local servers). */
+  apiKey?: string;
+  /** Max ms from sending the request to the first chunk. Default 60 000; Infinity disables. */
+  firstChunkTimeoutMs?: number;
+  /** Max ms between two chunks (while the adapter waits, not while the consumer works). Default 60 000. */
+  idleTimeoutMs?: number;
+  /** Contract: monotonic ms; drives the two timeouts. Default: `systemClock`. */
+  clock?: Clock;
+  /** Extra request fields (temperature, reasoning_effort, provider options…). */
+  extraBody?: Record<string, unknown>;
+  /** A preconfigured client (then `baseURL`/`apiKey` are ignored); its retries are still off per request. */
+  client?: OpenAI;
+  /** `Model.name`, e.g. as the shared retry budget's provider key. Default `openai:<model>`. */
+  name?: string;
+}
+
+/** Provider finish reasons → Keel's; unknown ones become `tool_calls` if calls arrived, else `stop`. */
+export const FINISH_REASONS: Readonly<Record<string, FinishReason>> = {
+  stop: "stop",
+  end_turn: "stop",
+  stop_sequence: "stop",
+  eos: "stop",
+  tool_calls: "tool_calls",
+  function_call: "tool_calls",
+  tool_use: "tool_calls",
+  length: "length",
+  max_tokens: "length",
+  model_length: "length",
+  content_filter: "content_filter",
+  safety: "content_filter",
+};
+
+/**
+ * A `Model` over the official `openai` v6 SDK, Chat Completions streaming. The SDK's own
+ * retries are off (`maxRetries: 0`): Keel's retry policy owns the budget (DESIGN §3.6).
+ *
+ * Lifecycle of one `stream()`: send → (first chunk within `firstChunkTimeoutMs`) → chunks,
+ * each within `idleTimeoutMs` → finish. Every failure is thrown from the iterator as a
+ * `ModelError`: HTTP errors as `http` (status, lowercased headers, code, type, body),
+ * connection failures as `network`, a body cut mid-way or ending without `finish_reason` as
+ * `stream_cut`, unparsable chunks as `protocol`, the two timeouts (which abort the request)
+ * as `first_chunk_timeout` / `idle_timeout`, and the caller's abort as `aborted`.
+ * Events: `text.delta`; `call.start` on the first sight of an index (with id/name), then
+ * `call.delta`s; at the end `call.end` per call, `usage`, `finish`.
+ */
+export function openaiModel(options: OpenAIModelOptions): Model {
+  const { model, clock = systemClock, extraBody = {} } = options;
+  const firstChunkTimeoutMs = positive(
+    "firstChunkTimeoutMs",
+    options.firstChunkTimeoutMs ?? 60_000,
+  );
+  const idleTimeoutMs = positive("idleTimeoutMs", options.idleTimeoutMs ?? 60_000);
+  if (!model)
+    throw new TypeError("openaiModel: `model` is required, e.g. { model: 'gpt-4o-mini' }");
+  const client = options.client ?? createClient(options);
+
+  async function* stream(request: ModelRequest): AsyncGenerator<ModelEvent> {
+    const { signal } = request;
+    const controller = new AbortController();
+    let timedOut: { kind: ModelErrorKind; ms: number } | undefined;
+    let timer: unknown;
+    const disarm = () => {
+      if (timer !== undefined) clock.clearTimeout(timer);
+      timer = undefined;
+    };
+    const arm = (kind: "first_chunk_timeout" | "idle_timeout", ms: number) => {
+      disarm();
+      if (ms === Number.POSITIVE_INFINITY) return;
+      timer = clock.setTimeout(() => {
+        timedOut = { kind, ms };
+        controller.abort(new Error(`${kind} after ${ms} ms`));
+      }, ms);
+    };
+    const onAbort = () => controller.abort(signal.reason);
+    const fail = (err: unknown, phase: "connect" | "body") =>
+      toModelError(err, phase, timedOut, signal.aborted ? signal.reason : undefined);
+
+    if (signal.aborted) throw fail(undefined, "connect");
+    signal.addEventListener("abort", onAbort, { once: true });
+    arm("first_chunk_timeout", firstChunkTimeoutMs);
+    let iterator: AsyncIterator<ChatCompletionChunk> | undefined;
+    let completed = false;
+    try {
+      let sdkStream: AsyncIterable<ChatCompletionChunk>;
+      try {
+        sdkStream = await client.chat.completions.create(
+          {
+            stream_options: { include_usage: true },
+            ...extraBody,
+            model,
+            messages: [...request.messages] as OpenAI.ChatCompletionMessageParam[],
+            ...(request.tools.length > 0 ? { tools: [...request.tools] } : {}),
+            stream: true,
+          },
+          { signal: controller.signal, maxRetries: 0 },
+        );
+      } catch (err) {
+        throw fail(err, "connect");
+      }
+      iterator = sdkStream[Symbol.asyncIterator]();
+      const mapper = chunkMapper();
+      for (;;) {
+        if (signal.aborted || timedOut) throw fail(undefined, "body");
+        let next: IteratorResult<ChatCompletionChunk>;
+        try {
+          next = await iterator.next();
+        } catch (err) {
+          disarm();
+          // A cut after the finish chunk (before usage or [DONE]) loses nothing of the message.
+          if (mapper.finishReason !== undefined && !signal.aborted && !timedOut) break;
+          throw fail(err, "body");
+        }
+        disarm();
+        // The SDK ends the stream silently when its request is aborted: ask why it ended.
+        if (signal.aborted || timedOut) throw fail(undefined, "body");
+        if (next.done) break;
+        yield* mapper.push(next.value);
+        arm("idle_timeout", idleTimeoutMs);
+      }
+      if (mapper.finishReason === undefined)
+        throw new ModelError("the stream ended without a finish_reason (connection cut)", {
+          kind: "stream_cut",
+        });
+      if (mapper.finishReason === "error")
+        throw new ModelError('the provider ended the stream with finish_reason "error"', {
+          kind: "protocol",
+        });
+      completed = true;
+      yield* mapper.end();
+    } finally {
+      disarm();
+      signal.removeEventListener("abort", onAbort);
+      if (!completed) {
+        controller.abort();
+        await iterator?.return?.().catch(() => {});
+      }
+    }
+  }
+
+  return { name: options.name ?? `openai:${model}`, stream };
+}
+
+function positive(name: string, value: number): number {
+  if (!(value > 0))
+    throw new RangeError(
+      `openaiModel: ${name} must be > 0 ms (or Infinity to disable), got ${value}`,
+    );
+  return value;
+}
+
+function createClient(options: OpenAIModelOptions): OpenAI {
+  const apiKey =
+    options.apiKey ?? process.env.OPENAI_API_KEY ?? (options.baseURL ? "not-needed" : undefined);
+  if (!apiKey)
+    throw new TypeError(
+      "openaiModel: no API key. Pass { apiKey }, set OPENAI_API_KEY, or pass { baseURL } for a server without auth",
+    );
+  return new OpenAI({ apiKey, baseURL: options.baseURL, maxRetries: 0 });
+}
+
+/** Maps SDK chunks to ModelEvents; holds the finish reason and usage until the stream ends. */
+function chunkMapper() {
+  const started: number[] = [];
+  const indexById = new Map<string, number>();
+  let lastIndex: number | undefined;
+  let rawFinish: string | undefined;
+  let usage: Usage | undefined;
+
+  function* call(
+    index: number,
+    id: string | undefined,
+    name: string | undefined,
+    args: string | undefined,
+  ): Generator<ModelEvent> {
+    lastIndex = index;
+    if (id) indexById.set(id, index);
+    if (!started.includes(index)) {
+      started.push(index);
+      yield { type: "call.start", index, ...(id ? { id } : {}), ...(name ? { name } : {}) };
+      if (args) yield { type: "call.delta", index, argumentsDelta: args };
+    } else if (args || id || name) {
+      yield {
+        type: "call.delta",
+        index,
+        argumentsDelta: args ?? "",
+        ...(id ? { id } : {}),
+        ...(name ? { name } : {}),
+      };
+    }
+  }
+
+  return {
+    get finishReason() {
+      return rawFinish;
+    },
+    *push(chunk: ChatCompletionChunk): Generator<ModelEvent> {
+      if (chunk.usage)
+        usage = {
+          inputTokens: chunk.usage.prompt_tokens ?? 0,
+          outputTokens: chunk.usage.completion_tokens ?? 0,
+        };
+      const choice = chunk.choices?.find((c) => c.index === 0) ?? chunk.choices?.[0];
+      if (!choice) return;
+      const delta = choice.delta ?? {};
+      if (delta.content) yield { type: "text.delta", text: delta.content };
+      if (delta.refusal) yield { type: "text.delta", text: delta.refusal };
+      for (const tc of delta.tool_calls ?? []) {
+        let index: number | undefined = typeof tc.index === "number" ? tc.index : undefined;
+        if (index === undefined) {
+          const known = tc.id ? indexById.get(tc.id) : undefined;
+          index = known ?? (tc.id ? started.length : (lastIndex ?? 0));
+        }
+        yield* call(index, tc.id, tc.function?.name, tc.function?.arguments);
+      }
+      if (delta.function_call)
+        yield* call(0, undefined, delta.function_call.name, delta.function_call.arguments);
+      if (choice.finish_reason) rawFinish = choice.finish_reason;
+    },
+    *end(): Generator<ModelEvent> {
+      for (const index of [...started].sort((a, b) => a - b)) yield { type: "call.end", index };
+      if (usage) yield { type: "usage", usage };
+      let reason = FINISH_REASONS[rawFinish ?? ""] ?? (started.length > 0 ? "tool_calls" : "stop");
+      if (reason === "stop" && started.length > 0) reason = "tool_calls";
+      yield { type: "finish", reason };
+    },
+  };
+}
+
+function toModelError(
+  err: unknown,
+  phase: "connect" | "body",
+  timedOut: { kind: ModelErrorKind; ms: number } | undefined,
+  abortReason: unknown,
+): ModelError {
+  if (timedOut) {
+    const what = timedOut.kind === "first_chunk_timeout" ? "no first chunk" : "no chunk";
+    return new ModelError(`${what} within ${timedOut.ms} ms; the request was aborted`, {
+      kind: timedOut.kind,
+      cause: err,
+    });
+  }
+  if (abortReason !== undefined || err instanceof OpenAI.APIUserAbortError)
+    return new ModelError("the request was aborted by the caller", {
+      kind: "aborted",
+      cause: abortReason ?? err,
+    });
+  if (err instanceof ModelError) return err;
+  if (err instanceof OpenAI.APIConnectionTimeoutError)
+    return new ModelError(err.message, { kind: "first_chunk_timeout", cause: err });
+  if (err instanceof OpenAI.APIConnectionError) {
+    const cause = err.cause as
+      | { message?: string; cause?: { message?: string; code?: string } }
+      | undefined;
+    const detail = [cause?.message, cause?.cause?.code ?? cause?.cause?.message]
+      .filter(Boolean)
+      .join(": ");
+    return new ModelError(`${err.message}${detail ? ` (${detail})` : ""}`, {
+      kind: "network",
+      cause: err,
+    });
+  }
+  if (err instanceof OpenAI.APIError) {
+    const headers: Record<string, string> = {};
+    const raw = err.headers as Headers | undefined;
+    raw?.forEach((value: string, key: string) => {
+      headers[key.toLowerCase()] = value;
+    });
+    return new ModelError(err.message, {
+      kind: "http",
+      status: err.status,
+      headers,
+      code: err.code == null ? undefined : String(err.code),
+      type: err.type ?? undefined,
+      body: err.error,
+      cause: err,
+    });
+  }
+  if (err instanceof SyntaxError)
+    return new ModelError(`unparsable stream chunk: ${err.message}`, {
+      kind: "protocol",
+      cause: err,
+    });
+  const message = err instanceof Error ? err.message : String(err);
+  const cause = (err as { cause?: { message?: string } } | undefined)?.cause?.message;
+  return new ModelError(
+    phase === "body"
+      ? `the stream was cut: ${message}${cause ? ` (${cause})` : ""}`
+      : `request failed: ${message}`,
+    { kind: phase === "body" ? "stream_cut" : "network", cause: err },
+  );
+}

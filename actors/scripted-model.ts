@@ -1,0 +1,279 @@
+import type { ModelToolSpec } from "../tools/types.ts";
+import { type Clock, sleep, systemClock } from "./clock.ts";
+import {
+  type ChatMessage,
+  type FinishReason,
+  type Model,
+  ModelError,
+  type ModelErrorKind,
+  type ModelEvent,
+  type ModelRequest,
+  type Usage,
+} from "./model.ts";
+
+/** A tool call the scripted model emits; `arguments` is sent verbatim (may be malformed). */
+export interface ScriptedToolCall {
+  /** Omitted → no id is streamed (the assembler generates one). */
+  id?: string;
+  name: string;
+  arguments: string;
+}
+
+/** A failure the step throws as a `ModelError` before any chunk (after `delayMs`). */
+export interface ScriptedError {
+  /** Default: "http" when `status` is set, else "network". */
+  kind?: ModelErrorKind;
+  status?: number;
+  headers?: Record<string, string>;
+  body?: unknown;
+  code?: string;
+  type?: string;
+  message?: string;
+}
+
+/** One model response. Chunks are the emitted `ModelEvent`s, in the order listed below. */
+export interface ScriptStep {
+  /** Streamed first, as `text.delta` chunks. */
+  text?: string;
+  /** Streamed next, each as `call.start`, `call.delta` chunks, `call.end`, index = position. */
+  toolCalls?: ScriptedToolCall[];
+  /** Then `usage` (if given) and `finish`. Default "tool_calls" if there are calls, else
+   * "stop"; `null` sends no finish (a stream that just ends). */
+  finish?: FinishReason | null;
+  usage?: Usage;
+  /** Split text and each argument string into pieces of this many chars. Default: one. */
+  chunkSize?: number;
+  /** Wait before the first chunk (or the error), on the model's clock. */
+  delayMs?: number;
+  /** Wait between consecutive chunks, on the model's clock. */
+  chunkDelayMs?: number;
+  error?: ScriptedError;
+  /** Throw a `stream_cut` ModelError after this many chunks (after the last if fewer). */
+  cutAfter?: number;
+  /** Produce no chunk until the request is aborted. */
+  hang?: boolean;
+  /** Produce this many chunks, then nothing until the request is aborted (an idle stream). */
+  hangAfter?: number;
+  /** Emit exactly these events instead of `text`/`toolCalls`/`usage`/`finish`. */
+  events?: ModelEvent[];
+}
+
+/** A dynamic step. Contract: may read the request; must not mutate it; may throw (the throw
+ * surfaces as a `protocol` ModelError). Return undefined to end the script. */
+export type ScriptStepFn = (request: ModelRequest, index: number) => ScriptStep | undefined;
+
+/** The script: a list of steps (each possibly a function), or one function for every request. */
+export type Script = ScriptStepFn | ReadonlyArray<ScriptStep | ScriptStepFn>;
+
+/** A request the scripted model received; `messages` is a copy (see `record`). */
+export interface RecordedRequest extends Omit<ModelRequest, "messages"> {
+  messages: ChatMessage[];
+  /** 0-based position among the requests since creation or `reset()`. */
+  index: number;
+}
+
+export interface ScriptedModelOptions {
+  /** The clock all waits use. Default `systemClock`; pass XState's `SimulatedClock` in tests. */
+  clock?: Clock;
+  name?: string;
+  /**
+   * How `requests[i].messages` is copied: "shallow" (default) copies the array but shares the
+   * message objects (the runtime never mutates a message once sent; O(messages) pointers);
+   * "deep" uses `structuredClone`; "none" keeps no requests.
+   */
+  record?: "shallow" | "deep" | "none";
+}
+
+/** A `Model` that plays a script, and what it was asked. */
+export interface ScriptedModel extends Model {
+  readonly requests: RecordedRequest[];
+  /** Forgets the recorded requests and starts the script again from step 1. */
+  reset(): void;
+}
+
+const isCount = (v: unknown, min: number) =>
+  typeof v === "number" && Number.isInteger(v) && v >= min;
+const isDelay = (v: unknown) => typeof v === "number" && Number.isFinite(v) && v >= 0;
+
+/** Why `step` is unusable, or undefined when it is fine. */
+function checkStep(step: unknown): string | undefined {
+  if (typeof step !== "object" || step === null) return `must be an object, got ${String(step)}`;
+  const s = step as ScriptStep;
+  if (s.chunkSize !== undefined && !isCount(s.chunkSize, 1)) {
+    return `chunkSize must be a positive integer, got ${String(s.chunkSize)}`;
+  }
+  for (const k of ["delayMs", "chunkDelayMs"] as const) {
+    if (s[k] !== undefined && !isDelay(s[k]))
+      return `${k} must be a finite number ≥ 0, got ${String(s[k])}`;
+  }
+  for (const k of ["cutAfter", "hangAfter"] as const) {
+    if (s[k] !== undefined && !isCount(s[k], 0))
+      return `${k} must be an integer ≥ 0, got ${String(s[k])}`;
+  }
+  if (s.text !== undefined && typeof s.text !== "string") return "text must be a string";
+  if (s.toolCalls !== undefined) {
+    if (!Array.isArray(s.toolCalls)) return "toolCalls must be an array";
+    for (const [i, c] of s.toolCalls.entries()) {
+      if (typeof c?.name !== "string" || typeof c.arguments !== "string") {
+        return `toolCalls[${i}] needs a string name and a string arguments (the raw JSON text, e.g. '{"path":"a.txt"}')`;
+      }
+    }
+  }
+  if (s.events !== undefined && !Array.isArray(s.events))
+    return "events must be an array of ModelEvents";
+  if (s.events !== undefined && (s.text !== undefined || s.toolCalls !== undefined)) {
+    return "events replaces text/toolCalls; give one or the other";
+  }
+  return undefined;
+}
+
+function pieces(s: string, size: number | undefined): string[] {
+  if (s.length === 0) return [];
+  if (size === undefined || size >= s.length) return [s];
+  const out: string[] = [];
+  for (let i = 0; i < s.length; ) {
+    let end = Math.min(s.length, i + size);
+    const c = s.charCodeAt(end - 1);
+    if (c >= 0xd800 && c <= 0xdbff && end < s.length) end++; // keep surrogate pairs whole
+    out.push(s.slice(i, end));
+    i = end;
+  }
+  return out;
+}
+
+function eventsOf(step: ScriptStep): ModelEvent[] {
+  if (step.events) return step.events;
+  const out: ModelEvent[] = [];
+  for (const text of pieces(step.text ?? "", step.chunkSize))
+    out.push({ type: "text.delta", text });
+  const calls = step.toolCalls ?? [];
+  calls.forEach((call, index) => {
+    const start: ModelEvent = { type: "call.start", index, name: call.name };
+    if (call.id !== undefined) start.id = call.id;
+    out.push(start);
+    for (const argumentsDelta of pieces(call.arguments, step.chunkSize)) {
+      out.push({ type: "call.delta", index, argumentsDelta });
+    }
+    out.push({ type: "call.end", index });
+  });
+  if (step.usage) out.push({ type: "usage", usage: step.usage });
+  const finish = step.finish === undefined ? (calls.length ? "tool_calls" : "stop") : step.finish;
+  if (finish !== null) out.push({ type: "finish", reason: finish });
+  return out;
+}
+
+/**
+ * A scripted `Model` for tests (public: users test their tools with it). Request `i` plays
+ * step `i`; running out of steps fails that request with a `protocol` ModelError naming the
+ * missing step. Every wait goes through the injected clock (none when delays are 0); aborting
+ * `request.signal` rejects the stream promptly with an `aborted` ModelError, also during
+ * delays and hangs. Throws a TypeError at creation for an invalid step in a list script.
+ */
+export function scriptedModel(script: Script, options: ScriptedModelOptions = {}): ScriptedModel {
+  const clock = options.clock ?? systemClock;
+  const name = options.name ?? "scripted";
+  const record = options.record ?? "shallow";
+  if (typeof script !== "function") {
+    if (!Array.isArray(script))
+      throw new TypeError("scriptedModel: script must be an array of steps or a function");
+    script.forEach((step, i) => {
+      const problem = typeof step === "function" ? undefined : checkStep(step);
+      if (problem) throw new TypeError(`scriptedModel: step ${i + 1} ${problem}`);
+    });
+  }
+  const requests: RecordedRequest[] = [];
+  let count = 0;
+
+  const resolveStep = (request: ModelRequest, index: number): ScriptStep => {
+    const protocol = (message: string, cause?: unknown) =>
+      new ModelError(`scripted model "${name}": ${message}`, { kind: "protocol", cause });
+    let entry: ScriptStep | ScriptStepFn | undefined =
+      typeof script === "function" ? script : script[index];
+    if (typeof entry === "function") {
+      try {
+        entry = entry(request, index);
+      } catch (error) {
+        throw protocol(`step ${index + 1} function threw: ${String(error)}`, error);
+      }
+    }
+    if (entry === undefined) {
+      const given =
+        typeof script === "function"
+          ? "the step function returned undefined"
+          : `the script has ${script.length} step(s)`;
+      throw protocol(
+        `no step ${index + 1} for request ${index + 1} (attempt ${request.attemptId}); ${given}. The code under test asked the model once more than scripted: add a step, or check why it asked again.`,
+      );
+    }
+    const problem = checkStep(entry);
+    if (problem) throw protocol(`step ${index + 1} ${problem}`);
+    return entry;
+  };
+
+  async function* play(request: ModelRequest, index: number): AsyncGenerator<ModelEvent> {
+    const { signal } = request;
+    const aborted = () =>
+      new ModelError(`scripted model "${name}": request ${index + 1} aborted`, {
+        kind: "aborted",
+        cause: signal.reason,
+      });
+    const wait = async (ms: number | undefined) => {
+      if (ms === undefined || ms <= 0) return;
+      try {
+        await sleep(clock, ms, signal);
+      } catch {
+        throw aborted();
+      }
+    };
+    const hang = () =>
+      new Promise<never>((_, reject) => {
+        if (signal.aborted) reject(aborted());
+        else signal.addEventListener("abort", () => reject(aborted()), { once: true });
+      });
+    if (signal.aborted) throw aborted();
+    const step = resolveStep(request, index);
+    await wait(step.delayMs);
+    if (step.error) {
+      const e = step.error;
+      const kind = e.kind ?? (e.status !== undefined ? "http" : "network");
+      const message =
+        e.message ?? `scripted ${e.status !== undefined ? `HTTP ${e.status}` : kind} error`;
+      throw new ModelError(message, { ...e, kind });
+    }
+    const events = eventsOf(step);
+    const clamp = (n: number | undefined) => (n === undefined ? -1 : Math.min(n, events.length));
+    const hangAt = step.hang ? 0 : clamp(step.hangAfter);
+    const cutAt = clamp(step.cutAfter);
+    for (let k = 0; ; k++) {
+      if (k === hangAt) await hang();
+      if (k === cutAt) {
+        throw new ModelError(`scripted model "${name}": stream cut after ${k} chunk(s)`, {
+          kind: "stream_cut",
+        });
+      }
+      if (k === events.length) return;
+      if (k > 0) await wait(step.chunkDelayMs);
+      if (signal.aborted) throw aborted();
+      yield events[k];
+    }
+  }
+
+  return {
+    name,
+    requests,
+    reset() {
+      requests.length = 0;
+      count = 0;
+    },
+    stream(request: ModelRequest): AsyncIterable<ModelEvent> {
+      const index = count++;
+      if (record !== "none") {
+        const messages =
+          record === "deep" ? structuredClone([...request.messages]) : [...request.messages];
+        const tools: ModelToolSpec[] = [...request.tools];
+        requests.push({ ...request, messages, tools, index });
+      }
+      return play(request, index);
+    },
+  };
+}

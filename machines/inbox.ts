@@ -1,0 +1,199 @@
+import type { InboxLane, InboxSource, LogEntry } from "../session/entries.ts";
+
+/**
+ * One asynchronous input (DESIGN §3.5). `body` is data: whatever it says, it never changes
+ * permissions or triggers anything by itself. `seq` is the host's arrival number (the log seq
+ * of its `inbox` entry).
+ */
+export interface InboxEvent {
+  id: string;
+  source: InboxSource;
+  lane: InboxLane;
+  body: string;
+  seq: number;
+}
+
+/** An append-only id index shared by inbox versions; a version owns its first `count` ids. */
+interface IdIndex {
+  readonly order: Map<string, number>;
+  size: number;
+}
+
+/**
+ * The queue of received-but-unconsumed events, in arrival order, plus every id ever received
+ * (the dedup set). Immutable: every function returns a new inbox and leaves its argument valid.
+ */
+export interface Inbox {
+  readonly queue: readonly InboxEvent[];
+  readonly ids: { readonly index: IdIndex; readonly count: number };
+}
+
+export type ReceiveResult =
+  | { type: "accepted"; inbox: Inbox }
+  /** The id was received before (queued or already consumed): the event is dropped. */
+  | { type: "duplicate"; inbox: Inbox }
+  | { type: "invalid"; inbox: Inbox; reason: string };
+
+export type DrainMode = "all" | "one-at-a-time";
+
+const LANES: readonly InboxLane[] = ["interrupt", "next-step", "next-turn"];
+const SOURCES: readonly InboxSource[] = ["user", "tool", "job", "system"];
+
+/** An empty inbox. */
+export function emptyInbox(): Inbox {
+  return { queue: [], ids: { index: { order: new Map(), size: 0 }, count: 0 } };
+}
+
+function seen(inbox: Inbox, id: string): boolean {
+  const at = inbox.ids.index.order.get(id);
+  return at !== undefined && at < inbox.ids.count;
+}
+
+/** Adds `id` to the dedup set; O(1) unless an older version is extended (then it forks). */
+function remember(ids: Inbox["ids"], id: string): Inbox["ids"] {
+  let index = ids.index;
+  if (index.size !== ids.count) {
+    const order = new Map<string, number>();
+    for (const [key, at] of index.order) if (at < ids.count) order.set(key, at);
+    index = { order, size: ids.count };
+  }
+  index.order.set(id, index.size);
+  index.size += 1;
+  return { index, count: index.size };
+}
+
+function validate(event: InboxEvent): string | null {
+  if (typeof event.id !== "string" || event.id.length === 0) {
+    return "inbox event needs a non-empty string `id` (used to deduplicate replays)";
+  }
+  if (!LANES.includes(event.lane)) {
+    return `inbox event ${event.id}: lane ${JSON.stringify(event.lane)} is not one of ${LANES.join(", ")}`;
+  }
+  if (!SOURCES.includes(event.source)) {
+    return `inbox event ${event.id}: source ${JSON.stringify(event.source)} is not one of ${SOURCES.join(", ")}`;
+  }
+  if (typeof event.body !== "string") return `inbox event ${event.id}: body must be a string`;
+  if (!Number.isSafeInteger(event.seq) || event.seq < 0) {
+    return `inbox event ${event.id}: seq must be a non-negative integer (the arrival number)`;
+  }
+  return null;
+}
+
+/**
+ * Queues `event` unless its id was ever received before (queued or consumed): a replayed or
+ * doubled event is consumed once. The host persists an `inbox` entry before acknowledging.
+ * This is a pure function.
+ */
+export function receive(inbox: Inbox, event: InboxEvent): ReceiveResult {
+  const reason = validate(event);
+  if (reason !== null) return { type: "invalid", inbox, reason };
+  if (seen(inbox, event.id)) return { type: "duplicate", inbox };
+  return {
+    type: "accepted",
+    inbox: { queue: [...inbox.queue, event], ids: remember(inbox.ids, event.id) },
+  };
+}
+
+/**
+ * Takes the queued events of `lane` in arrival order: all of them, or only the oldest. The host
+ * persists an `inbox_consumed` entry for each. This is a pure function.
+ */
+export function drain(
+  inbox: Inbox,
+  lane: InboxLane,
+  mode: DrainMode,
+): { events: InboxEvent[]; inbox: Inbox } {
+  const events: InboxEvent[] = [];
+  const queue: InboxEvent[] = [];
+  for (const event of inbox.queue) {
+    if (event.lane === lane && (mode === "all" || events.length === 0)) events.push(event);
+    else queue.push(event);
+  }
+  return events.length === 0 ? { events, inbox } : { events, inbox: { queue, ids: inbox.ids } };
+}
+
+/** The queued (received, not consumed) events, optionally of one lane, in arrival order. */
+export function queued(inbox: Inbox, lane?: InboxLane): readonly InboxEvent[] {
+  return lane === undefined ? inbox.queue : inbox.queue.filter((e) => e.lane === lane);
+}
+
+/**
+ * Discards the queued events (of `lane`, or all); they count as consumed, so a replay is still
+ * dropped. The host persists `inbox_consumed` for each `cleared` event. This is a pure function.
+ */
+export function clear(inbox: Inbox, lane?: InboxLane): { cleared: InboxEvent[]; inbox: Inbox } {
+  const cleared = inbox.queue.filter((e) => lane === undefined || e.lane === lane);
+  const queue = inbox.queue.filter((e) => lane !== undefined && e.lane !== lane);
+  return { cleared, inbox: { queue, ids: inbox.ids } };
+}
+
+/**
+ * Marks one id consumed (e.g. replaying an `inbox_consumed` entry): removes it from the queue
+ * and remembers it even if it was never received, so a later copy is dropped.
+ */
+export function consume(inbox: Inbox, id: string): Inbox {
+  const queue = inbox.queue.filter((e) => e.id !== id);
+  return { queue, ids: seen(inbox, id) ? inbox.ids : remember(inbox.ids, id) };
+}
+
+/**
+ * Rebuilds the inbox after a restart from the log, in log order: every `inbox` entry is
+ * received (with the entry's `seq`), every `inbox_consumed` entry consumes its id. Events that
+ * were received but not consumed are queued again; consumed ones stay deduplicated.
+ */
+export function inboxFromEntries(entries: Iterable<LogEntry>): Inbox {
+  let inbox = emptyInbox();
+  for (const entry of entries) {
+    if (entry.type === "inbox") {
+      const { inboxId: id, source, lane, body, seq } = entry;
+      inbox = receive(inbox, { id, source, lane, body, seq }).inbox;
+    } else if (entry.type === "inbox_consumed") {
+      inbox = consume(inbox, entry.inboxId);
+    }
+  }
+  return inbox;
+}
+
+/**
+ * The points of a turn at which the host polls the inbox (DESIGN §3.5, invariant §10.11).
+ *
+ * - `turn.started`: before the first model call; no call is open.
+ * - `sampling`: a model call is in flight. `call.started` / `call.result`: a tool call began /
+ *   one result arrived (the batch may still have open or uncommitted calls).
+ * - `batch.committed`: every result of the batch is written in call order; the next model call
+ *   has not started. THE safe point for steering.
+ * - `step.prepared`: a slow preparation (e.g. compaction) finished before the next model call;
+ *   `pendingBefore` says whether the poll before it found steering.
+ * - `turn.natural_end`: the model answered without tool calls; the turn would end now.
+ */
+export type PollPoint =
+  | { type: "turn.started" }
+  | { type: "sampling" }
+  | { type: "call.started" }
+  | { type: "call.result" }
+  | { type: "batch.committed" }
+  | { type: "step.prepared"; pendingBefore: boolean }
+  | { type: "turn.natural_end" };
+
+/**
+ * Which lanes to drain at `point`, in order; the host drains them in this order and stops at
+ * the first lane that yields events. Steering (`next-step`) is read only where no tool call is
+ * open or uncommitted and no model call is in flight — never between a call and its result;
+ * after a slow preparation it is polled once more only if the poll before found nothing (so a
+ * one-at-a-time queue does not yield two in one step). Follow-ups (`next-turn`) are read only
+ * at a natural end. An `interrupt` event aborts at once through the coordinator; it is recorded
+ * (drained) at the next safe point, ahead of the other lanes. This is a pure function.
+ */
+export function lanesToDrain(point: PollPoint): readonly InboxLane[] {
+  switch (point.type) {
+    case "turn.started":
+    case "batch.committed":
+      return ["interrupt", "next-step"];
+    case "step.prepared":
+      return point.pendingBefore ? ["interrupt"] : ["interrupt", "next-step"];
+    case "turn.natural_end":
+      return ["interrupt", "next-step", "next-turn"];
+    default:
+      return [];
+  }
+}

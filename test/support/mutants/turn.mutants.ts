@@ -1,0 +1,54 @@
+import { createMachine } from "xstate";
+import { turnMachine } from "../../../machines/turn.machine.ts";
+
+/** Broken on purpose: the length gate never fires, so a truncated message's calls execute. */
+export const ignoresLengthTurnMachine = turnMachine.provide({
+  guards: { lengthWithCalls: () => false },
+});
+
+/** Broken on purpose: events of an older attempt are taken as the current one's. */
+export const acceptsStaleAttemptsTurnMachine = turnMachine.provide({
+  guards: { isCurrentAttempt: () => true },
+});
+
+/**
+ * Broken on purpose: an interrupt while a batch runs leaves `executing` at once, stopping the
+ * batch, so running calls are settled by the finalizer without their real outcome.
+ */
+export const abandonsBatchTurnMachine = (() => {
+  // biome-ignore lint/suspicious/noExplicitAny: surgery on the machine's config
+  const config = turnMachine.config as any;
+  const running = config.states.running;
+  const executing = running.states.executing;
+  const mutated = {
+    ...config,
+    states: {
+      ...config.states,
+      running: {
+        ...running,
+        states: {
+          ...running.states,
+          executing: {
+            ...executing,
+            states: {
+              ...executing.states,
+              running: {
+                on: {
+                  "turn.interrupt": {
+                    target: "#turn.finalizing",
+                    actions: running.on["turn.interrupt"].actions,
+                  },
+                },
+              },
+            },
+          },
+        },
+      },
+    },
+  };
+  // biome-ignore lint/suspicious/noExplicitAny: implementations of the same machine
+  return createMachine(
+    mutated,
+    turnMachine.implementations as any,
+  ) as unknown as typeof turnMachine;
+})();
