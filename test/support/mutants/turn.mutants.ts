@@ -52,3 +52,31 @@ export const abandonsBatchTurnMachine = (() => {
     turnMachine.implementations as any,
   ) as unknown as typeof turnMachine;
 })();
+
+/**
+ * Broken on purpose: steering is also drained when a batch starts, so a steer can land
+ * between an assistant's tool calls and their results (invariant 11).
+ */
+export const steersMidBatchTurnMachine = (() => {
+  // biome-ignore lint/suspicious/noExplicitAny: surgery on the machine's config
+  const config = turnMachine.config as any;
+  const running = config.states.running;
+  const mutated = {
+    ...config,
+    states: {
+      ...config.states,
+      running: {
+        ...running,
+        states: {
+          ...running.states,
+          executing: { ...running.states.executing, entry: ["rejectInvalid", "prepare"] },
+        },
+      },
+    },
+  };
+  // biome-ignore lint/suspicious/noExplicitAny: implementations of the same machine
+  return createMachine(
+    mutated,
+    turnMachine.implementations as any,
+  ) as unknown as typeof turnMachine;
+})();

@@ -1,0 +1,207 @@
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { createAgent } from "../actors/agent.ts";
+import { scriptedModel } from "../actors/scripted-model.ts";
+import type { LogEntry } from "../session/entries.ts";
+import { memoryStore } from "../session/memory-store.ts";
+import { defineTool } from "../tools/define-tool.ts";
+
+function deferred<T = void>() {
+  let resolve!: (v: T) => void;
+  const promise = new Promise<T>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
+function gatedTool(gate: Promise<void>, onStart?: () => void) {
+  return defineTool({
+    name: "slow",
+    description: "Waits for a gate.",
+    parameters: z.object({}),
+    traits: { concurrencySafe: true },
+    execute: async () => {
+      onStart?.();
+      await gate;
+      return "slow done";
+    },
+  });
+}
+
+const types = (entries: readonly LogEntry[]) => entries.map((e) => e.type);
+
+describe("session inbox lanes", () => {
+  it("a steer that arrives during a tool batch is read after the batch commits and before the next model call", async () => {
+    const gate = deferred();
+    const started = deferred();
+    const model = scriptedModel([
+      { toolCalls: [{ id: "a", name: "slow", arguments: "{}" }] },
+      { text: "noted the steer" },
+    ]);
+    const session = createAgent({
+      model,
+      tools: [gatedTool(gate.promise, () => started.resolve())],
+    }).session();
+    const done = session.prompt("start");
+    await started.promise;
+    await session.steer("also check the tests");
+    gate.resolve();
+    expect((await done).status).toBe("completed");
+    const second = model.requests[1].messages.map(
+      (m) => `${m.role}:${m.role === "tool" ? "" : (m.content ?? "")}`,
+    );
+    expect(second).toEqual(["user:start", "assistant:", "tool:", "user:also check the tests"]);
+    expect(session.queued()).toHaveLength(0);
+  });
+
+  it("a steer at a natural end continues the same turn", async () => {
+    const model = scriptedModel([
+      { text: "first answer", delayMs: 5 },
+      { text: "answer to the steer" },
+    ]);
+    const session = createAgent({ model }).session();
+    session.subscribe((e) => {
+      if (e.type === "attempt.started" && e.step === 0) void session.steer("one more thing");
+    });
+    expect((await session.prompt("hi")).status).toBe("completed");
+    expect(types(session.entries()).filter((t) => t === "turn_start")).toHaveLength(1);
+    expect(model.requests).toHaveLength(2);
+    expect(model.requests[1].messages.at(-1)).toMatchObject({
+      role: "user",
+      content: "one more thing",
+    });
+  });
+
+  it("a follow-up is read only when the turn would otherwise end, and starts the next turn", async () => {
+    const gate = deferred();
+    const started = deferred();
+    const model = scriptedModel([
+      { toolCalls: [{ id: "a", name: "slow", arguments: "{}" }] },
+      { text: "first turn done" },
+      { text: "follow-up done" },
+    ]);
+    const session = createAgent({
+      model,
+      tools: [gatedTool(gate.promise, () => started.resolve())],
+    }).session();
+    const done = session.prompt("start");
+    await started.promise;
+    await session.followUp("and then summarise");
+    gate.resolve();
+    await done;
+    await session.awaitIdle();
+    expect(JSON.stringify(model.requests[1].messages)).not.toContain("summarise");
+    expect(model.requests[2].messages.at(-1)).toMatchObject({
+      role: "user",
+      content: "and then summarise",
+    });
+    const e = types(session.entries());
+    expect(e.filter((t) => t === "turn_start")).toHaveLength(2);
+    expect(e.indexOf("turn_end")).toBeLessThan(e.lastIndexOf("turn_start"));
+  });
+
+  it("prompt() while a turn runs is queued and resolves when its own turn ends", async () => {
+    const gate = deferred();
+    const started = deferred();
+    const model = scriptedModel([
+      { toolCalls: [{ id: "a", name: "slow", arguments: "{}" }] },
+      { text: "one" },
+      { text: "two" },
+    ]);
+    const session = createAgent({
+      model,
+      tools: [gatedTool(gate.promise, () => started.resolve())],
+    }).session();
+    const first = session.prompt("first");
+    await started.promise;
+    const second = session.prompt("second");
+    await Promise.resolve();
+    gate.resolve();
+    expect((await first).status).toBe("completed");
+    expect((await second).status).toBe("completed");
+    expect(session.messages().at(-1)).toMatchObject({ role: "assistant", content: "two" });
+  });
+
+  it("inputs queued before an interrupt survive it: shown by queued(), run on resume()", async () => {
+    const gate = deferred();
+    const started = deferred();
+    const model = scriptedModel([
+      { toolCalls: [{ id: "a", name: "slow", arguments: "{}" }] },
+      { text: "queued one ran" },
+    ]);
+    const session = createAgent({
+      model,
+      tools: [gatedTool(gate.promise, () => started.resolve())],
+      stopDeadlineMs: 20,
+    }).session();
+    const first = session.prompt("first");
+    await started.promise;
+    await session.followUp("queued before interrupt");
+    session.interrupt("stop");
+    expect((await first).status).toBe("cancelled");
+    await session.awaitIdle();
+    expect(session.queued().map((q) => q.body)).toEqual(["queued before interrupt"]);
+    session.resume();
+    await session.awaitIdle();
+    expect(session.queued()).toHaveLength(0);
+    expect(session.messages().at(-1)).toMatchObject({
+      role: "assistant",
+      content: "queued one ran",
+    });
+    gate.resolve();
+  });
+
+  it("queued inputs survive a restart (they are in the log) and a duplicate id is consumed once", async () => {
+    const store = memoryStore();
+    const gate = deferred();
+    const started = deferred();
+    const model1 = scriptedModel([
+      { toolCalls: [{ id: "a", name: "slow", arguments: "{}" }] },
+      { text: "x" },
+    ]);
+    const a1 = createAgent({
+      model: model1,
+      store,
+      tools: [gatedTool(gate.promise, () => started.resolve())],
+    });
+    const s1 = a1.session("persist");
+    void s1.prompt("first");
+    await started.promise;
+    await s1.followUp("survives restart", { id: "f1" });
+    await s1.followUp("survives restart", { id: "f1" });
+    expect(s1.queued()).toHaveLength(1);
+    // The process "restarts": a new agent opens the same session from the store.
+    const model2 = scriptedModel([{ text: "ran after restart" }]);
+    const s2 = createAgent({ model: model2, store }).session("persist");
+    await s2.ready;
+    expect(s2.queued().map((q) => q.id)).toEqual(["f1"]);
+    s2.resume();
+    await s2.awaitIdle();
+    expect(model2.requests[0].messages.at(-1)).toMatchObject({
+      role: "user",
+      content: "survives restart",
+    });
+    gate.resolve();
+  });
+
+  it("clearQueue removes queued inputs explicitly and resolves their prompts as cancelled", async () => {
+    const gate = deferred();
+    const started = deferred();
+    const model = scriptedModel([
+      { toolCalls: [{ id: "a", name: "slow", arguments: "{}" }] },
+      { text: "done" },
+    ]);
+    const session = createAgent({
+      model,
+      tools: [gatedTool(gate.promise, () => started.resolve())],
+    }).session();
+    const first = session.prompt("first");
+    await started.promise;
+    const queuedPrompt = session.prompt("never mind");
+    await new Promise((r) => setImmediate(r));
+    expect(session.clearQueue().map((e) => e.body)).toEqual(["never mind"]);
+    expect(await queuedPrompt).toEqual({ status: "cancelled", reason: "removed from the queue" });
+    gate.resolve();
+    expect((await first).status).toBe("completed");
+  });
+});
