@@ -1,0 +1,35 @@
+/**
+ * Tool names other agent harnesses use, keyed by `normalizeName(alias)`, mapped to Keel's
+ * built-in names. An alias applies only when its target is registered.
+ */
+export const TOOL_ALIASES: Readonly<Record<string, string>> = Object.freeze({
+  read: "read_file",
+  readfile: "read_file",
+  view: "read_file",
+  cat: "read_file",
+  write: "write_file",
+  writefile: "write_file",
+  createfile: "write_file",
+  edit: "edit_file",
+  editfile: "edit_file",
+  strreplace: "edit_file",
+  bash: "shell",
+  shell: "shell",
+  sh: "shell",
+  exec: "shell",
+  execcommand: "shell",
+  runcommand: "shell",
+  runshellcommand: "shell",
+  terminal: "shell",
+  grep: "grep",
+  search: "grep",
+  searchfiles: "grep",
+  rg: "grep",
+  glob: "glob",
+  findfiles: "glob",
+  ls: "list_dir",
+  list: "list_dir",
+  listdir: "list_dir",
+  listfiles: "list_dir",
+  listdirectory: "list_dir",
+});

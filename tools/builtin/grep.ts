@@ -1,0 +1,158 @@
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { z } from "zod";
+import { defineTool, type Tool } from "../define-tool.ts";
+import { truncateUtf8, utf8Length } from "../utf8.ts";
+import {
+  BUILTIN_MAX_BYTES,
+  looksBinary,
+  MAX_FILE_BYTES,
+  notFound,
+  statOrUndefined,
+} from "./common.ts";
+import { globToRegExp } from "./glob-match.ts";
+import { SKIPPED_DIRS, walkFiles } from "./walk.ts";
+import { resolveInWorkspace, toolError, type Workspace } from "./workspace.ts";
+
+const DEFAULT_MAX = 100;
+const LINE_BYTES = 300;
+
+const parameters = z.object({
+  pattern: z
+    .string()
+    .min(1)
+    .describe('JavaScript regular expression searched in each line, e.g. "function\\\\s+main".'),
+  path: z
+    .string()
+    .optional()
+    .describe('File or directory to search, relative to the workspace root (default ".").'),
+  glob: z
+    .string()
+    .optional()
+    .describe(
+      'Only search files whose path (relative to `path`) matches this glob, e.g. "**/*.ts".',
+    ),
+  ignore_case: z.boolean().optional().describe("Case-insensitive match (default false)."),
+  max_results: z
+    .number()
+    .int()
+    .min(1)
+    .max(2000)
+    .optional()
+    .describe(`Maximum matching lines (default ${DEFAULT_MAX}).`),
+  offset: z
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .describe("Matching lines to skip, for paging (default 0)."),
+});
+
+/** `grep`: regex search of file contents with line numbers. */
+export function grepTool(ws: Workspace): Tool<z.output<typeof parameters>> {
+  return defineTool({
+    name: "grep",
+    description: [
+      "Search file contents in the workspace with a JavaScript regular expression, line by line. Use it to find where something is defined or used; use glob to find files by name, read_file to read a file.",
+      `path (file or directory) is relative to the workspace root; binary files, files over ${MAX_FILE_BYTES / 1024 / 1024} MiB and ${SKIPPED_DIRS.join("/")} are skipped.`,
+      `Returns "path:line: text" per matching line (paths relative to the workspace root, lines cut at ${LINE_BYTES} bytes), in path order; when more remain, a note gives the offset to continue with.`,
+    ].join(" "),
+    parameters,
+    examples: [{ args: { pattern: "TODO", glob: "**/*.ts" } }],
+    traits: {
+      readOnly: true,
+      concurrencySafe: true,
+      idempotent: true,
+      cancellable: true,
+      risk: "low",
+    },
+    async execute(args, ctx) {
+      const {
+        pattern,
+        path = ".",
+        glob,
+        ignore_case = false,
+        max_results = DEFAULT_MAX,
+        offset = 0,
+      } = args;
+      let re: RegExp;
+      try {
+        re = new RegExp(pattern, ignore_case ? "i" : "");
+      } catch (err) {
+        return toolError(
+          "INVALID_ARGS",
+          `pattern is not a valid JavaScript regular expression: ${(err as Error).message}. Escape special characters such as ( [ { . * + ? with a backslash.`,
+        );
+      }
+      const resolved = await resolveInWorkspace(ws, path);
+      if (!resolved.ok) return resolved.error;
+      const { real, rel } = resolved;
+      const info = await statOrUndefined(real);
+      if (!info) return notFound(real, rel, "file or directory");
+      const prefix = rel === "." ? "" : `${rel}/`;
+      let files: { abs: string; shown: string }[] = [{ abs: real, shown: rel }];
+      if (info.isDirectory()) {
+        const filter = glob ? globToRegExp(glob) : undefined;
+        const walk = await walkFiles(real, {
+          signal: ctx?.signal,
+          include: `${glob ?? ""} ${path}`,
+        });
+        files = [];
+        for (const f of walk.files) {
+          if (filter && !filter.test(f)) continue;
+          if (!walk.symlinks.has(f)) files.push({ abs: join(real, f), shown: prefix + f });
+          else {
+            const target = await resolveInWorkspace(ws, prefix + f);
+            if (target.ok) files.push({ abs: target.real, shown: prefix + f });
+          }
+        }
+      }
+      const out: string[] = [];
+      let found = 0;
+      let bytes = 0;
+      let full = false;
+      for (const { abs, shown: file } of files) {
+        ctx?.signal?.throwIfAborted();
+        const text = await readText(abs);
+        if (text === undefined) continue;
+        const lines = text.split("\n");
+        for (let i = 0; i < lines.length; i++) {
+          if (!re.test(lines[i])) continue;
+          found++;
+          if (found <= offset) continue;
+          const line = `${file}:${i + 1}: ${truncateUtf8(lines[i].replace(/\r$/, ""), LINE_BYTES).text}`;
+          if (out.length >= max_results || bytes + utf8Length(line) + 1 > BUILTIN_MAX_BYTES) {
+            full = true;
+            break;
+          }
+          out.push(line);
+          bytes += utf8Length(line) + 1;
+        }
+        if (full) break;
+      }
+      if (out.length === 0)
+        return offset > 0
+          ? `No matches after offset ${offset}.`
+          : `No matches for /${pattern}/${ignore_case ? "i" : ""} in ${JSON.stringify(rel)}.`;
+      if (!full) return out.join("\n");
+      const next = { ...args, offset: offset + out.length };
+      return {
+        ok: true as const,
+        content: `${out.join("\n")}\n[showing ${out.length} matching lines from offset ${offset}; more remain. Continue with grep ${JSON.stringify(next)}, or narrow pattern/path/glob]`,
+        truncated: true,
+        continuation: { tool: "grep", args: next },
+      };
+    },
+  });
+}
+
+async function readText(abs: string): Promise<string | undefined> {
+  try {
+    const info = await statOrUndefined(abs);
+    if (!info?.isFile() || info.size > MAX_FILE_BYTES) return undefined;
+    const buf = await readFile(abs);
+    return looksBinary(buf) ? undefined : buf.toString("utf8");
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,179 @@
+import { spawn } from "node:child_process";
+import { z } from "zod";
+import { defineTool, type Tool } from "../define-tool.ts";
+import { BUILTIN_MAX_BYTES, statOrUndefined } from "./common.ts";
+import { OutputCapture } from "./output-capture.ts";
+import { resolveInWorkspace, toolError, type Workspace } from "./workspace.ts";
+
+const DEFAULT_TIMEOUT_MS = 120_000;
+/** How long a process group gets between SIGTERM and SIGKILL. */
+export const KILL_GRACE_MS = 2_000;
+
+const parameters = z.object({
+  command: z.string().min(1).describe("A bash command line, run with /bin/bash -c."),
+  cwd: z
+    .string()
+    .optional()
+    .describe('Working directory relative to the workspace root (default ".").'),
+  timeout_ms: z
+    .number()
+    .int()
+    .min(1)
+    .max(600_000)
+    .optional()
+    .describe(`Kill the command after this many milliseconds (default ${DEFAULT_TIMEOUT_MS}).`),
+});
+
+/**
+ * `shell`: runs a command in its own process group (`detached: true`). Abort, timeout and the
+ * command's own exit all end with the whole group being signalled (`process.kill(-pid)`,
+ * SIGTERM then SIGKILL after `KILL_GRACE_MS`), so background children do not outlive the call.
+ */
+export function shellTool(ws: Workspace): Tool<z.output<typeof parameters>> {
+  return defineTool({
+    name: "shell",
+    description: [
+      "Run a bash command in the workspace (cwd: the workspace root unless cwd is given, relative to it). Use it to build, run tests, use git, or run programs.",
+      "Prefer read_file, write_file, edit_file, list_dir, glob and grep for files: they are safer and page their output. Do not start interactive programs or servers that never exit; background processes are killed when the command ends.",
+      `Returns "exit code: N" (a non-zero code is a normal result, not a failure), then stdout and stderr. Output over ${BUILTIN_MAX_BYTES / 1024} KiB keeps its beginning and end with the omitted byte count; to see more, re-run with a narrower command (grep, head, tail, sed -n).`,
+      `Fails with TIMEOUT after timeout_ms (default ${DEFAULT_TIMEOUT_MS / 1000} s); cancelling kills the whole process group.`,
+    ].join(" "),
+    parameters,
+    examples: [{ args: { command: "npm test -- --reporter=dot", timeout_ms: 300000 } }],
+    traits: {
+      readOnly: false,
+      concurrencySafe: false,
+      idempotent: false,
+      cancellable: true,
+      risk: "high",
+      outputBudget: { maxBytes: BUILTIN_MAX_BYTES + 1024, overflow: "truncate" },
+    },
+    async execute({ command, cwd = ".", timeout_ms = DEFAULT_TIMEOUT_MS }, ctx) {
+      const resolved = await resolveInWorkspace(ws, cwd);
+      if (!resolved.ok) return resolved.error;
+      if (!(await statOrUndefined(resolved.real))?.isDirectory())
+        return toolError(
+          "NOT_FOUND",
+          `cwd ${JSON.stringify(resolved.rel)} is not an existing directory of the workspace.`,
+        );
+      ctx?.signal?.throwIfAborted();
+      return runInGroup(command, resolved.real, timeout_ms, ctx?.signal, ctx?.onUpdate);
+    },
+  });
+}
+
+async function runInGroup(
+  command: string,
+  cwd: string,
+  timeoutMs: number,
+  signal?: AbortSignal,
+  onUpdate?: (p: unknown) => void,
+) {
+  const stdout = new OutputCapture(BUILTIN_MAX_BYTES);
+  const stderr = new OutputCapture(BUILTIN_MAX_BYTES);
+  const child = spawn("/bin/bash", ["-c", command], {
+    cwd,
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stoppedBy: "timeout" | "cancel" | undefined;
+  const timers: NodeJS.Timeout[] = [];
+  const killTimers: NodeJS.Timeout[] = [];
+  const killGroup = () => {
+    for (const sig of ["SIGTERM", "SIGKILL"] as const) {
+      const send = () => {
+        try {
+          if (child.pid) process.kill(-child.pid, sig);
+        } catch {}
+      };
+      if (sig === "SIGTERM") send();
+      else killTimers.push(setTimeout(send, KILL_GRACE_MS).unref());
+    }
+  };
+  const stop = (why: "timeout" | "cancel") => {
+    stoppedBy ??= why;
+    killGroup();
+  };
+  const onAbort = () => stop("cancel");
+  signal?.addEventListener("abort", onAbort, { once: true });
+  timers.push(setTimeout(() => stop("timeout"), timeoutMs));
+  child.stdout.on("data", (b: Buffer) => {
+    stdout.write(b);
+    onUpdate?.({ stream: "stdout", text: b.toString("utf8") });
+  });
+  child.stderr.on("data", (b: Buffer) => {
+    stderr.write(b);
+    onUpdate?.({ stream: "stderr", text: b.toString("utf8") });
+  });
+  const outcome = await new Promise<{ code: number | null; sig: NodeJS.Signals | null } | Error>(
+    (resolve) => {
+      let exit: { code: number | null; sig: NodeJS.Signals | null } | undefined;
+      child.once("error", (err) => resolve(err));
+      child.once("exit", (code, sig) => {
+        exit = { code, sig };
+        killGroup(); // leftovers in the group (e.g. `cmd &`) must not outlive the call
+        // A process that left the group may hold the pipes open: do not wait for it forever.
+        timers.push(
+          setTimeout(() => {
+            child.stdout.destroy();
+            child.stderr.destroy();
+            resolve(exit!);
+          }, KILL_GRACE_MS + 500).unref(),
+        );
+      });
+      child.once("close", (code, sig) => resolve(exit ?? { code, sig }));
+    },
+  );
+  for (const t of timers) clearTimeout(t);
+  // Keep the pending SIGKILL only while something of the group survives SIGTERM.
+  if (!groupAlive(child.pid)) for (const t of killTimers) clearTimeout(t);
+  signal?.removeEventListener("abort", onAbort);
+  if (outcome instanceof Error)
+    return toolError("EXECUTION_FAILED", `could not start /bin/bash: ${outcome.message}`);
+  const output = render(stdout, stderr, outcome.code, outcome.sig);
+  if (stoppedBy === "cancel") {
+    const err = new Error(`shell command cancelled; its process group was killed.\n${output.text}`);
+    err.name = "AbortError";
+    throw err;
+  }
+  if (stoppedBy === "timeout") {
+    return toolError(
+      "TIMEOUT",
+      `Command timed out after ${timeoutMs} ms; its process group was killed. Raise timeout_ms (max 600000) or make the command finish sooner. Output so far:\n${output.text}`,
+    );
+  }
+  return output.truncated
+    ? { ok: true as const, content: output.text, truncated: true }
+    : output.text;
+}
+
+function render(
+  stdout: OutputCapture,
+  stderr: OutputCapture,
+  code: number | null,
+  sig: NodeJS.Signals | null,
+) {
+  const status = code !== null ? `exit code: ${code}` : `killed by signal ${sig ?? "unknown"}`;
+  const outShare =
+    stderr.total === 0
+      ? BUILTIN_MAX_BYTES
+      : stdout.total === 0
+        ? 0
+        : Math.floor((BUILTIN_MAX_BYTES * 2) / 3);
+  const out = stdout.render(outShare);
+  const err = stderr.render(BUILTIN_MAX_BYTES - Math.min(outShare, stdout.total));
+  const parts = [status];
+  parts.push(stdout.total > 0 ? `stdout:\n${out.text}` : "stdout: (empty)");
+  if (stderr.total > 0) parts.push(`stderr:\n${err.text}`);
+  return { text: parts.join("\n"), truncated: out.omitted > 0 || err.omitted > 0 };
+}
+
+function groupAlive(pid: number | undefined): boolean {
+  if (!pid) return false;
+  try {
+    process.kill(-pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,238 @@
+import type { Tool } from "./define-tool.ts";
+import {
+  compactJson,
+  composeMessage,
+  describeSyntaxError,
+  receivedSnippet,
+  syntaxHint,
+} from "./prepare/messages.ts";
+import { type ReadArguments, readArguments } from "./prepare/read-arguments.ts";
+import { remapKeys } from "./prepare/remap-keys.ts";
+import { type ArgIssue, validateArgs } from "./prepare/validate-args.ts";
+import type { Registry } from "./registry.ts";
+import type { PreparedCall, PrepareOutcome, RawToolCall, ToolErrorCode } from "./types.ts";
+
+export { truncatedCallResult } from "./prepare/truncated-call.ts";
+
+/**
+ * Turns a raw model tool call into a validated call or an error result for the model.
+ * Order: resolve the tool name (exact, alias, case/`-`/`_` variant), then the arguments text:
+ * BOM dropped; empty → `{}`; strict parse; `{..}{..}` → the first complete object that passes
+ * the schema (warning); double-encoded JSON unwrapped; non-object → error naming the expected
+ * shape; unparseable → `{ raw }` is validated only to name the missing fields, and the call
+ * is always rejected; misspelled / differently-cased parameter names remapped when
+ * unambiguous; zod validation last. Repair never completes truncated text: no strict
+ * non-empty prefix of a valid JSON object is accepted. Errors (`UNKNOWN_TOOL`,
+ * `INVALID_ARGS`) say where, what was received (first 2000 bytes) and how to fix.
+ * Linear in the arguments length. Pure apart from calling the tool's `resourceKey`; never
+ * throws, for any input.
+ */
+export function prepareCall(call: RawToolCall, registry: Registry): PrepareOutcome {
+  const id = safeString(call?.id);
+  const name = safeString(call?.name);
+  const raw = call?.argumentsText;
+  const text = typeof raw === "string" ? raw : raw == null ? "" : safeString(raw);
+  try {
+    return prepare(id, name, text, registry);
+  } catch (err) {
+    const detail = err instanceof Error ? err.message : safeString(err);
+    return failure(
+      id,
+      name,
+      text,
+      "INVALID_ARGS",
+      composeMessage({
+        headline: `Tool call "${clip(name)}" could not be prepared: ${detail}`,
+        where: "argument preparation (an internal error, not your input)",
+        received: receivedSnippet(text),
+        fix: "Re-send the call; if it fails again, try different arguments.",
+      }),
+    );
+  }
+}
+
+function prepare(id: string, name: string, text: string, registry: Registry): PrepareOutcome {
+  const resolved = registry.resolve(name);
+  if (!resolved.ok) {
+    const names = registry.names();
+    const available =
+      names.length > 0
+        ? `Call one of the available tools: ${names.join(", ")}.`
+        : "No tools are available; answer without calling a tool.";
+    return failure(
+      id,
+      name,
+      text,
+      "UNKNOWN_TOOL",
+      composeMessage({
+        headline: `Unknown tool "${clip(name)}".`,
+        where: "the tool name",
+        received: `name "${clip(name)}" with arguments ${receivedSnippet(text)}`,
+        fix: resolved.closest ? `${available} Did you mean "${resolved.closest}"?` : available,
+      }),
+    );
+  }
+  const tool = resolved.tool;
+  const warnings: string[] = [];
+  if (resolved.via !== "exact")
+    warnings.push(`tool name "${clip(name)}" resolved to "${tool.name}"`);
+  const read = readArguments(text);
+  warnings.push(...read.warnings);
+  if (read.kind !== "objects")
+    return failure(id, name, text, "INVALID_ARGS", unreadableMessage(tool, text, read));
+
+  let firstIssues: ArgIssue[] | undefined;
+  let firstUnknown: string[] = [];
+  for (const [index, candidate] of read.candidates.entries()) {
+    const remap = remapKeys(candidate, tool.parameters);
+    const result = validateArgs(tool.parameters, remap.value);
+    if (!result.ok) {
+      if (!firstIssues) {
+        firstIssues = result.issues;
+        firstUnknown = remap.unknown;
+      }
+      continue;
+    }
+    if (read.candidates.length > 1) {
+      warnings.push(
+        `received ${read.candidates.length} concatenated JSON objects; used object ${index + 1}, the first that passes the schema, and ignored the others`,
+      );
+    }
+    if (remap.remapped.length > 0)
+      warnings.push(`renamed parameters: ${remap.remapped.join(", ")}`);
+    if (remap.unknown.length > 0)
+      warnings.push(
+        `ignored unknown parameters: ${remap.unknown.map((k) => `"${clip(k)}"`).join(", ")}`,
+      );
+    return { ok: true, call: preparedCall(id, name, text, tool, result.data, warnings) };
+  }
+  return failure(
+    id,
+    name,
+    text,
+    "INVALID_ARGS",
+    invalidMessage(tool, text, firstIssues ?? [], firstUnknown, read.candidates.length),
+  );
+}
+
+function preparedCall(
+  id: string,
+  requestedName: string,
+  text: string,
+  tool: Tool,
+  args: unknown,
+  warnings: string[],
+): PreparedCall {
+  let traits = tool.resolvedTraits;
+  let resourceKey: string | undefined;
+  try {
+    const key = tool.traits?.resourceKey?.(args);
+    resourceKey = typeof key === "string" ? key : undefined;
+  } catch (err) {
+    traits = { ...traits, concurrencySafe: false };
+    warnings.push(
+      `resourceKey threw (${err instanceof Error ? err.message : safeString(err)}); the call runs alone`,
+    );
+  }
+  return {
+    id,
+    name: tool.name,
+    requestedName,
+    args,
+    argumentsText: text,
+    tool,
+    traits,
+    resourceKey,
+    warnings,
+  };
+}
+
+function unreadableMessage(
+  tool: Tool,
+  text: string,
+  read: Exclude<ReadArguments, { kind: "objects" }>,
+): string {
+  if (read.kind === "not-object") {
+    return composeMessage({
+      headline: `Invalid arguments for tool "${tool.name}": expected a JSON object but received ${read.received}.`,
+      where: "(root) of the arguments",
+      received: receivedSnippet(text),
+      fix: `Send one JSON object (not ${read.received}) ${expectedShape(tool)}`,
+    });
+  }
+  const missing = validateArgs(tool.parameters, { raw: read.text });
+  const required = missing.ok
+    ? ""
+    : ` Fields missing or wrong once read as { raw }: ${missing.issues.map((i) => `${i.path} (${i.message})`).join("; ")}.`;
+  const what = read.inner
+    ? "the arguments are a JSON string whose content is not valid JSON"
+    : "the arguments are not valid JSON";
+  const hint = syntaxHint(read.text, read.error);
+  return composeMessage({
+    headline: `Invalid arguments for tool "${tool.name}": ${what}. Nothing was executed.`,
+    where: `${read.inner ? "inside the string, " : ""}${describeSyntaxError(read.text, read.error)}`,
+    received: receivedSnippet(text),
+    fix: `${hint ? `${hint} ` : ""}Send one complete JSON object ${expectedShape(tool)}${required}`,
+  });
+}
+
+function invalidMessage(
+  tool: Tool,
+  text: string,
+  issues: ArgIssue[],
+  unknown: string[],
+  candidates: number,
+): string {
+  const where = issues.map((i) => `at "${i.path}": ${i.message}`).join("; ");
+  const declared = Object.keys(
+    (tool.jsonSchema.properties as Record<string, unknown> | undefined) ?? {},
+  );
+  const unknownNote =
+    unknown.length > 0
+      ? ` Unknown parameters ${unknown.map((k) => `"${clip(k)}"`).join(", ")}; the declared ones are: ${declared.join(", ") || "(none)"}.`
+      : "";
+  const concatNote =
+    candidates > 1
+      ? ` You sent ${candidates} concatenated JSON objects and none passes; send exactly one.`
+      : "";
+  return composeMessage({
+    headline: `Invalid arguments for tool "${tool.name}": ${issues.length} problem${issues.length === 1 ? "" : "s"}.`,
+    where,
+    received: receivedSnippet(text),
+    fix: `Send one JSON object ${expectedShape(tool)}${unknownNote}${concatNote}`,
+  });
+}
+
+function expectedShape(tool: Tool): string {
+  const example = tool.examples?.[0];
+  return `matching this JSON Schema: ${compactJson(tool.jsonSchema)}${example ? ` Example: ${compactJson(example.args)}` : ""}`;
+}
+
+function failure(
+  id: string,
+  name: string,
+  text: string,
+  code: ToolErrorCode,
+  message: string,
+): PrepareOutcome {
+  return {
+    ok: false,
+    id,
+    name,
+    argumentsText: text,
+    error: { ok: false, code, message, retryable: false },
+  };
+}
+
+function clip(s: string): string {
+  return s.length > 200 ? `${s.slice(0, 200)}…` : s;
+}
+
+function safeString(value: unknown): string {
+  if (typeof value === "string") return value;
+  try {
+    return value == null ? "" : String(value);
+  } catch {
+    return "";
+  }
+}

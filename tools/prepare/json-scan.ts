@@ -1,0 +1,222 @@
+/** Where and why a JSON text is not valid. `offset` is a UTF-16 index into the text. */
+export interface JsonSyntaxError {
+  offset: number;
+  reason: string;
+}
+
+export type ScanResult = { ok: true; end: number } | { ok: false; error: JsonSyntaxError };
+
+const OBJECT = 1;
+const ARRAY = 2;
+
+/**
+ * Scans one complete JSON value (RFC 8259) starting at `start` (leading whitespace allowed) and
+ * returns the index just past it, or the first syntax error. Iterative with an explicit stack,
+ * so 100 000 levels of nesting cost memory, not call stack; linear in the text length. It only
+ * locates errors and value boundaries: `JSON.parse` still builds the values. Pure.
+ */
+export function scanJsonValue(text: string, start: number): ScanResult {
+  const stack: number[] = [];
+  let i = skipWs(text, start);
+  const n = text.length;
+  const fail = (offset: number, reason: string): ScanResult => ({
+    ok: false,
+    error: { offset, reason },
+  });
+
+  value: for (;;) {
+    if (i >= n) return fail(n, "the text ends where a value was expected");
+    const c = text.charCodeAt(i);
+    if (c === 0x7b /* { */) {
+      i = skipWs(text, i + 1);
+      if (text.charCodeAt(i) === 0x7d /* } */) {
+        i++;
+      } else {
+        stack.push(OBJECT);
+        const key = scanKey(text, i);
+        if (!key.ok) return key;
+        i = key.end;
+        continue;
+      }
+    } else if (c === 0x5b /* [ */) {
+      i = skipWs(text, i + 1);
+      if (text.charCodeAt(i) === 0x5d /* ] */) {
+        i++;
+      } else {
+        stack.push(ARRAY);
+        continue;
+      }
+    } else if (c === 0x22 /* " */) {
+      const s = scanString(text, i);
+      if (!s.ok) return s;
+      i = s.end;
+    } else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
+      const num = scanNumber(text, i);
+      if (!num.ok) return num;
+      i = num.end;
+    } else if (text.startsWith("true", i)) {
+      i += 4;
+    } else if (text.startsWith("false", i)) {
+      i += 5;
+    } else if (text.startsWith("null", i)) {
+      i += 4;
+    } else {
+      return fail(i, `unexpected ${describeChar(text, i)} where a value was expected`);
+    }
+    // After a value: close containers or move to the next element.
+    for (;;) {
+      if (stack.length === 0) return { ok: true, end: i };
+      i = skipWs(text, i);
+      if (i >= n) return fail(n, "the text ends inside an unclosed object or array");
+      const top = stack[stack.length - 1];
+      const d = text.charCodeAt(i);
+      if (d === 0x2c /* , */) {
+        i = skipWs(text, i + 1);
+        if (top === OBJECT) {
+          const key = scanKey(text, i);
+          if (!key.ok) return key;
+          i = key.end;
+        }
+        continue value;
+      }
+      if ((top === OBJECT && d === 0x7d) || (top === ARRAY && d === 0x5d)) {
+        stack.pop();
+        i++;
+        continue;
+      }
+      const expected = top === OBJECT ? `"," or "}"` : `"," or "]"`;
+      return fail(i, `expected ${expected} but found ${describeChar(text, i)}`);
+    }
+  }
+}
+
+/** Index of the first non-whitespace character at or after `i` (JSON whitespace only). */
+export function skipWs(text: string, i: number): number {
+  for (;;) {
+    const c = text.charCodeAt(i);
+    if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) i++;
+    else return i;
+  }
+}
+
+/** Scans `"key"` then `:` and whitespace; returns the index where the value starts. */
+function scanKey(text: string, i: number): ScanResult {
+  if (i >= text.length)
+    return {
+      ok: false,
+      error: { offset: i, reason: "the text ends where a property name was expected" },
+    };
+  if (text.charCodeAt(i) !== 0x22) {
+    return {
+      ok: false,
+      error: {
+        offset: i,
+        reason: `expected a property name in double quotes but found ${describeChar(text, i)}`,
+      },
+    };
+  }
+  const s = scanString(text, i);
+  if (!s.ok) return s;
+  const j = skipWs(text, s.end);
+  if (j >= text.length)
+    return { ok: false, error: { offset: j, reason: `the text ends where ":" was expected` } };
+  if (text.charCodeAt(j) !== 0x3a) {
+    return {
+      ok: false,
+      error: {
+        offset: j,
+        reason: `expected ":" after the property name but found ${describeChar(text, j)}`,
+      },
+    };
+  }
+  return { ok: true, end: skipWs(text, j + 1) };
+}
+
+/** Characters that need no attention inside a string: skipped natively, in one step. */
+const PLAIN = /[^"\\\u0000-\u001f]+/y;
+
+function scanString(text: string, start: number): ScanResult {
+  const n = text.length;
+  let i = start + 1;
+  while (i < n) {
+    PLAIN.lastIndex = i;
+    if (PLAIN.test(text)) {
+      i = PLAIN.lastIndex;
+      if (i >= n) break;
+    }
+    const c = text.charCodeAt(i);
+    if (c === 0x22) return { ok: true, end: i + 1 };
+    if (c === 0x5c /* \ */) {
+      const e = text.charCodeAt(i + 1);
+      if (e === 0x75 /* u */) {
+        if (!/^[0-9a-fA-F]{4}$/.test(text.slice(i + 2, i + 6))) {
+          if (i + 6 > n && /^[0-9a-fA-F]*$/.test(text.slice(i + 2))) break;
+          return {
+            ok: false,
+            error: {
+              offset: i,
+              reason: `invalid unicode escape: "\\u" must be followed by 4 hex digits`,
+            },
+          };
+        }
+        i += 6;
+        continue;
+      }
+      if (i + 1 >= n) break;
+      if (!'"\\/bfnrt'.includes(text[i + 1])) {
+        return {
+          ok: false,
+          error: { offset: i, reason: `invalid escape "\\${text[i + 1]}" in a string` },
+        };
+      }
+      i += 2;
+      continue;
+    }
+    if (c < 0x20) {
+      return {
+        ok: false,
+        error: {
+          offset: i,
+          reason: `raw control character U+${c.toString(16).padStart(4, "0").toUpperCase()} in a string; escape it (e.g. \\n, \\t)`,
+        },
+      };
+    }
+    i++;
+  }
+  return {
+    ok: false,
+    error: { offset: n, reason: "the text ends inside a string (unterminated string)" },
+  };
+}
+
+function scanNumber(text: string, start: number): ScanResult {
+  const m = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
+  m.lastIndex = start;
+  const match = m.exec(text);
+  if (!match || match[0] === "-") {
+    return {
+      ok: false,
+      error: { offset: start, reason: `invalid number at ${describeChar(text, start)}` },
+    };
+  }
+  const end = start + match[0].length;
+  const next = text.charCodeAt(end);
+  if (next === 0x2e || next === 0x65 || next === 0x45 || (next >= 0x30 && next <= 0x39)) {
+    if (end + 1 >= text.length)
+      return { ok: false, error: { offset: text.length, reason: "the text ends inside a number" } };
+    return {
+      ok: false,
+      error: { offset: end, reason: 'invalid number (leading zero, or a bare "." or exponent)' },
+    };
+  }
+  return { ok: true, end };
+}
+
+/** `"x"`, `end of text` or `U+0007` for error messages. */
+export function describeChar(text: string, i: number): string {
+  if (i >= text.length) return "the end of the text";
+  const c = text.charCodeAt(i);
+  if (c < 0x20 || c === 0x7f || c === 0xfeff)
+    return `character U+${c.toString(16).padStart(4, "0").toUpperCase()}`;
+  return JSON.stringify(String.fromCodePoint(text.codePointAt(i)!));
+}

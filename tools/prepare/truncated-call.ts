@@ -1,0 +1,30 @@
+import type { RawToolCall, ToolFailure } from "../types.ts";
+import { receivedSnippet } from "./messages.ts";
+
+/** The OpenAI Chat Completions shape of a call (`actors/model.ts` `ChatToolCall`). */
+export interface ChatStyleToolCall {
+  id: string;
+  function: { name: string; arguments: string };
+}
+
+/**
+ * The result every call of a length-truncated assistant message gets (`finish_reason:
+ * "length"`): nothing was executed, even if the arguments happen to parse. Pure.
+ */
+export function truncatedCallResult(call: RawToolCall | ChatStyleToolCall): ToolFailure {
+  const raw = call as Partial<RawToolCall> & Partial<ChatStyleToolCall>;
+  const args = raw?.argumentsText ?? raw?.function?.arguments;
+  const text = typeof args === "string" ? args : "";
+  const name = String(raw?.name ?? raw?.function?.name ?? "");
+  return {
+    ok: false,
+    code: "TRUNCATED_CALL",
+    retryable: false,
+    message: [
+      `Tool call "${name}" was not executed: your output was cut off at the length limit, so its arguments may be incomplete.`,
+      'Where: the end of the arguments text (the response ended with finish_reason "length").',
+      `Received: ${receivedSnippet(text)}`,
+      "How to fix: re-issue the complete call in a new message. If the arguments are large (e.g. a whole file), make the call smaller: split the content across several calls or edit only the changed part.",
+    ].join("\n"),
+  };
+}

@@ -1,0 +1,200 @@
+import type {
+  Continuation,
+  OutputBudget,
+  ToolErrorCode,
+  ToolFailure,
+  ToolResult,
+} from "./types.ts";
+import { truncateUtf8, utf8Length } from "./utf8.ts";
+
+const CODES: ReadonlySet<string> = new Set<ToolErrorCode>([
+  "UNKNOWN_TOOL",
+  "INVALID_ARGS",
+  "TRUNCATED_CALL",
+  "EXECUTION_FAILED",
+  "CANCELLED",
+  "OUTCOME_UNKNOWN",
+  "DENIED",
+  "DEPENDENCY_FAILED",
+  "PATH_OUTSIDE_WORKSPACE",
+  "PARAMETER_MISMATCH",
+  "NOT_FOUND",
+  "TIMEOUT",
+  "NO_RESULT_RECORDED",
+]);
+
+/**
+ * Normalises what `execute` returned: a string becomes `{ ok: true, content }`; a well-formed
+ * `ToolResult` is kept (copied, unknown fields dropped); anything else becomes an
+ * `EXECUTION_FAILED` result explaining the expected shape. Pure; never throws.
+ */
+export function toToolResult(output: unknown, toolName = "tool"): ToolResult {
+  if (typeof output === "string") return { ok: true, content: output };
+  const problem = shapeProblem(output);
+  if (problem === undefined) {
+    const r = output as ToolResult;
+    if (!r.ok) return { ok: false, code: r.code, message: r.message, retryable: r.retryable };
+    return {
+      ok: true,
+      content: r.content,
+      ...(r.truncated !== undefined && { truncated: r.truncated }),
+      ...(r.continuation !== undefined && { continuation: r.continuation }),
+    };
+  }
+  return {
+    ok: false,
+    code: "EXECUTION_FAILED",
+    retryable: false,
+    message: `${toolName} returned an invalid result (${problem}); expected a string, { ok: true, content: string, truncated?: boolean, continuation?: { tool, args } } or { ok: false, code, message: string, retryable: boolean }. Received: ${preview(output)}`,
+  };
+}
+
+function shapeProblem(value: unknown): string | undefined {
+  if (typeof value !== "object" || value === null)
+    return `a ${value === null ? "null" : typeof value}`;
+  const r = value as Record<string, unknown>;
+  if (r.ok === true) {
+    if (typeof r.content !== "string") return "content is not a string";
+    if (r.truncated !== undefined && typeof r.truncated !== "boolean")
+      return "truncated is not a boolean";
+    const c = r.continuation as Record<string, unknown> | undefined;
+    if (
+      c !== undefined &&
+      (typeof c !== "object" ||
+        c === null ||
+        typeof c.tool !== "string" ||
+        typeof c.args !== "object" ||
+        c.args === null)
+    ) {
+      return "continuation is not { tool: string, args: object }";
+    }
+    return undefined;
+  }
+  if (r.ok === false) {
+    if (typeof r.code !== "string" || !CODES.has(r.code))
+      return `code ${preview(r.code)} is not a known ToolErrorCode`;
+    if (typeof r.message !== "string") return "message is not a string";
+    if (typeof r.retryable !== "boolean") return "retryable is not a boolean";
+    return undefined;
+  }
+  return "ok is neither true nor false";
+}
+
+/**
+ * An `EXECUTION_FAILED` result for a thrown value: `Name: message` plus at most 5 stack frames
+ * (trimmed to `at fn (file:line:col)`). Pure; never throws.
+ */
+export function errorToResult(err: unknown): ToolFailure {
+  let message: string;
+  try {
+    if (err instanceof Error) {
+      const frames = (err.stack ?? "")
+        .split("\n")
+        .filter((l) => /^\s+at /.test(l))
+        .slice(0, 5)
+        .map((l) => `  ${l.trim()}`);
+      message = `${err.name}: ${err.message}${frames.length > 0 ? `\n${frames.join("\n")}` : ""}`;
+    } else {
+      message = `threw a non-Error value: ${preview(err)}`;
+    }
+  } catch {
+    message = "threw a value that cannot be described";
+  }
+  return {
+    ok: false,
+    code: "EXECUTION_FAILED",
+    message: `Tool execution failed: ${message}`,
+    retryable: false,
+  };
+}
+
+export interface OutputBudgetOptions {
+  toolName: string;
+  args: unknown;
+  /**
+   * Contract: writes `content` in full to a new file under the workspace and resolves to its
+   * workspace-relative path; may reject, and the output is then truncated instead.
+   */
+  spill?: (content: string) => Promise<{ path: string }>;
+  /**
+   * Contract: pure; returns how to fetch the rest after `shownBytes` of `totalBytes`, or
+   * undefined when the tool has no way to page (the model is told to narrow its request).
+   */
+  continuation?: (info: { shownBytes: number; totalBytes: number }) => Continuation | undefined;
+}
+
+/** Bytes of a spilled output kept inline as a preview. */
+const SPILL_PREVIEW_BYTES = 4096;
+
+/**
+ * Keeps a successful result within `budget.maxBytes` (UTF-8 bytes, never splitting a
+ * character). `truncate`: the head is kept with a note and `truncated: true`; a continuation
+ * comes from the result itself, else from `options.continuation`, else the note says how to
+ * narrow the request. `spill`: the whole content goes to `options.spill`, the result holds a
+ * preview, the path, and a `read_file` continuation; if spilling fails or is not provided, it
+ * truncates. Failures and results within budget are returned unchanged. Never rejects.
+ */
+export async function applyOutputBudget(
+  result: ToolResult,
+  budget: OutputBudget,
+  options: OutputBudgetOptions,
+): Promise<ToolResult> {
+  if (!result.ok) return result;
+  const totalBytes = utf8Length(result.content);
+  if (totalBytes <= budget.maxBytes) return result;
+  let spillError = "";
+  if (budget.overflow === "spill" && options.spill) {
+    try {
+      const { path } = await options.spill(result.content);
+      const head = truncateUtf8(
+        result.content,
+        Math.min(SPILL_PREVIEW_BYTES, Math.floor(budget.maxBytes / 2)),
+      );
+      const nextLine = head.text.split("\n").length;
+      const note = `\n[output of ${totalBytes} bytes exceeded the ${budget.maxBytes}-byte budget; the first ${head.bytes} bytes are shown and the full output was saved to ${path}. Read the rest with read_file {"path": ${JSON.stringify(path)}, "offset": ${nextLine}}, or search it with grep.]`;
+      return {
+        ok: true,
+        content: head.text + note,
+        truncated: true,
+        continuation: { tool: "read_file", args: { path, offset: nextLine }, path },
+      };
+    } catch (err) {
+      spillError = ` (saving the full output failed: ${err instanceof Error ? err.message : String(err)})`;
+    }
+  }
+  const note = (shown: number, continuation: Continuation | undefined) => {
+    const how = continuation
+      ? `Continue with ${continuation.tool} ${safeJson(continuation.args)}.`
+      : "To see more, narrow the request (e.g. a smaller range, a more specific pattern, or pipe through head/tail/grep).";
+    return `\n[output truncated: first ${shown} of ${totalBytes} bytes shown${spillError}. ${how}]`;
+  };
+  // The note's size depends on the continuation, which depends on how much is shown: size it
+  // with the widest numbers first, then build the real one (never larger).
+  const draftCont =
+    result.continuation ?? options.continuation?.({ shownBytes: totalBytes, totalBytes });
+  const headBytes = Math.max(0, budget.maxBytes - utf8Length(note(totalBytes, draftCont)) - 32);
+  const head = truncateUtf8(result.content, headBytes);
+  const continuation =
+    result.continuation ?? options.continuation?.({ shownBytes: head.bytes, totalBytes });
+  const content = truncateUtf8(head.text + note(head.bytes, continuation), budget.maxBytes).text;
+  return { ok: true, content, truncated: true, ...(continuation && { continuation }) };
+}
+
+function safeJson(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? "{}";
+  } catch {
+    return "{}";
+  }
+}
+
+function preview(value: unknown): string {
+  let text: string;
+  try {
+    text =
+      typeof value === "string" ? JSON.stringify(value) : (JSON.stringify(value) ?? String(value));
+  } catch {
+    text = Object.prototype.toString.call(value);
+  }
+  return text.length > 200 ? `${text.slice(0, 200)}…` : text;
+}
