@@ -11,6 +11,7 @@ import { type Clock, systemClock } from "./clock.ts";
 import type { InspectSink } from "./events.ts";
 import { createIds, type IdGenerator } from "./ids.ts";
 import type { Model } from "./model.ts";
+import { recoverCalls } from "./recover-calls.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import { Session } from "./session-runtime.ts";
 import type { TurnDeps } from "./turn-runner.ts";
@@ -114,6 +115,7 @@ export function createAgent(options: AgentOptions): Agent {
           followUp: options.drain?.followUp ?? "one-at-a-time",
         },
         openLog: () => SessionLog.open({ sessionId, store, clock, ids }),
+        recover: (log) => recoverCalls({ log, registry, logger: sessionLogger }),
         deps: (log, emit, drainSteer) => ({
           sessionId,
           log,

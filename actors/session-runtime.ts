@@ -36,6 +36,8 @@ export interface SessionOptions {
   now: () => number;
   ids: (prefix?: string) => string;
   drain: { steer: DrainMode; followUp: DrainMode };
+  /** Closes what a crash left open in the log before anything else runs. */
+  recover?: (log: SessionLog) => Promise<unknown>;
 }
 
 /**
@@ -74,8 +76,9 @@ export class Session {
       cleanup: () => this.log.flush().catch(() => {}),
       pending: () => (this.hasRunnable() ? "input" : null),
     });
-    this.ready = options.openLog().then((log) => {
+    this.ready = options.openLog().then(async (log) => {
       this.log = log;
+      await options.recover?.(log);
       this.inbox = inboxFromEntries(log.entries());
       this.inboxSeq = log.entries().length;
       this.interruptedAt = this.inboxSeq; // restored inputs wait for resume() or a new input

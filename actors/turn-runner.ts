@@ -483,6 +483,10 @@ export class TurnRun {
     if (this.records.has(callId)) return;
     this.records.set(callId, { outcome, result });
     this.deps.log.append({ type: "call_result", callId, name, outcome, result });
+    // Durable as soon as known (coalesced per tick): a crash later in the batch cannot lose it.
+    this.flushSoon().catch((err) =>
+      this.deps.logger.error({ err, callId }, "could not write a result"),
+    );
     this.deps.emit({ type: "call.settled", turnId: this.turnId, callId, name, outcome, result });
   }
 

@@ -11,7 +11,15 @@ import type { LogEntry } from "../session/entries.ts";
 import { defineTool } from "../tools/define-tool.ts";
 import { abandonsBatchTurnMachine } from "./support/mutants/turn.mutants.ts";
 
-const callArb = fc.record({
+interface CallSpec {
+  safe: boolean;
+  cancellable: boolean;
+  honoursAbort: boolean;
+  fails: boolean;
+  key: string | undefined;
+}
+
+const callArb: fc.Arbitrary<CallSpec> = fc.record({
   safe: fc.boolean(),
   cancellable: fc.boolean(),
   honoursAbort: fc.boolean(),
@@ -25,7 +33,7 @@ const callArb = fc.record({
  */
 async function runTurn(
   s: fc.Scheduler,
-  calls: fc.infer<typeof callArb>[],
+  calls: CallSpec[],
   interrupt: boolean,
   machine?: typeof turnMachine,
 ): Promise<string | undefined> {
@@ -77,11 +85,15 @@ async function runTurn(
   });
   const session = agent.session("race");
   const events: AgentEvent[] = [];
-  session.subscribe((e) => events.push(e));
+  session.subscribe((e) => {
+    events.push(e);
+    // The interrupt may land anywhere once the turn runs (before that, the prompt would wait
+    // paused in the queue: an interrupt cancels running work, not queued inputs).
+    if (interrupt && e.type === "turn.started") {
+      s.schedule(Promise.resolve(), "interrupt").then(() => session.interrupt("stop"));
+    }
+  });
   const done = session.prompt("go");
-  if (interrupt) {
-    s.schedule(Promise.resolve(), "interrupt").then(() => session.interrupt("stop"));
-  }
   s.schedule(Promise.resolve(), "clock +150ms").then(() => clock.increment(150));
   const out = await s.waitFor(done);
   // Let leftover scheduled tasks (late completions, clock) run: nothing may change afterwards.

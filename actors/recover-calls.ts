@@ -1,0 +1,88 @@
+import type { Logger } from "pino";
+import type { LogEntry } from "../session/entries.ts";
+import type { SessionLog } from "../session/log.ts";
+import { recoverSession } from "../session/recovery.ts";
+import type { Registry } from "../tools/registry.ts";
+import { applyOutputBudget, errorToResult, toToolResult } from "../tools/tool-output.ts";
+import { resolveTraits } from "../tools/traits.ts";
+import type { ToolFailure } from "../tools/types.ts";
+
+const neverStarted: ToolFailure = {
+  ok: false,
+  code: "CANCELLED",
+  message:
+    "not executed: the process ended before this call started (it has no start record, so it never ran)",
+  retryable: true,
+};
+
+/**
+ * Brings a reopened session's log back to a well-formed state after a crash (DESIGN §5):
+ * cut attempts end interrupted; a call with a start record and no result becomes `unknown`
+ * (OUTCOME_UNKNOWN, never re-run) unless its tool is idempotent, in which case it is
+ * re-executed with its SAME idempotency key; a call of the last response with no start record
+ * never ran (write-ahead) and is answered "not executed". Makes it all durable.
+ */
+export async function recoverCalls(options: {
+  log: SessionLog;
+  registry: Registry;
+  logger: Logger;
+}): Promise<{ retried: number; unknown: number; notStarted: number }> {
+  const { log, registry, logger } = options;
+  const report = await recoverSession(log, {
+    isIdempotent: (name) => {
+      const tool = registry.get(name);
+      return tool ? resolveTraits(tool.traits).idempotent : undefined;
+    },
+  });
+  for (const call of report.retry) {
+    const tool = registry.get(call.name)!;
+    const traits = resolveTraits(tool.traits);
+    let result: ReturnType<typeof toToolResult>;
+    try {
+      const output = await tool.execute(call.args, {
+        callId: call.callId,
+        signal: new AbortController().signal,
+        idempotencyKey: call.idempotencyKey,
+        onUpdate: () => {},
+        log: logger.child({ callId: call.callId, tool: call.name, recovery: true }),
+      });
+      result = await applyOutputBudget(toToolResult(output), traits.outputBudget, {
+        toolName: call.name,
+        args: call.args,
+      });
+    } catch (err) {
+      result = errorToResult(err);
+    }
+    log.append({
+      type: "call_result",
+      callId: call.callId,
+      name: call.name,
+      outcome: result.ok ? "completed" : "failed",
+      result,
+    });
+  }
+  const answered = new Set<string>();
+  const started = new Set<string>();
+  let last: LogEntry | undefined;
+  for (const e of log.path()) {
+    if (e.type === "call_result") answered.add(e.callId);
+    if (e.type === "call_started") started.add(e.callId);
+    if (e.type === "assistant_message" && e.toolCalls.length > 0) last = e;
+  }
+  let notStarted = 0;
+  if (last?.type === "assistant_message") {
+    for (const c of last.toolCalls) {
+      if (answered.has(c.id) || started.has(c.id)) continue;
+      log.append({
+        type: "call_result",
+        callId: c.id,
+        name: c.function.name,
+        outcome: "not_executed",
+        result: neverStarted,
+      });
+      notStarted++;
+    }
+  }
+  await log.flush();
+  return { retried: report.retry.length, unknown: report.unknown.length, notStarted };
+}
