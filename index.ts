@@ -36,10 +36,15 @@ export {
   type RetryPolicy,
 } from "./machines/retry-policy.ts";
 export type { TurnLimits, TurnOutput } from "./machines/turn.machine.ts";
+export { exportJsonl, fork, rollback, switchLeaf } from "./session/branches.ts";
 export type * from "./session/entries.ts";
+export { type Ledger, memoryLedger } from "./session/ledger.ts";
 export { SessionLog } from "./session/log.ts";
 export { memoryStore } from "./session/memory-store.ts";
+export { sqliteLedger } from "./session/sqlite-ledger.ts";
+export { type Durability, defaultStorePath, sqliteStore } from "./session/sqlite-store.ts";
 export type { SessionStore, SessionSummary } from "./session/store.ts";
+export { builtinTools } from "./tools/builtin/index.ts";
 export { defineTool, type Tool, ToolDefinitionError } from "./tools/define-tool.ts";
 export { prepareCall } from "./tools/prepare-call.ts";
 export { createRegistry, type Registry } from "./tools/registry.ts";

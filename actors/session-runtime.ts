@@ -12,6 +12,14 @@ import {
   receive,
 } from "../machines/inbox.ts";
 import type { TurnOutput } from "../machines/turn.machine.ts";
+import {
+  type BranchOptions,
+  type BranchResult,
+  exportJsonl,
+  fork,
+  rollback,
+  switchLeaf,
+} from "../session/branches.ts";
 import type { InboxLane, InboxSource, LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import { type Coordinator, createCoordinator } from "./coordinator.ts";
@@ -156,6 +164,41 @@ export class Session {
 
   entries(): readonly LogEntry[] {
     return this.log ? this.log.entries() : [];
+  }
+
+  /** Moves the active leaf back to `entryId` (the work tree does not roll back; the log says so). */
+  async rollback(entryId: string | null, options?: BranchOptions): Promise<BranchResult> {
+    return this.branch(() => rollback(this.log, entryId, options));
+  }
+
+  /** Starts a new branch from `entryId`; the old branch stays in the log. */
+  async fork(entryId: string | null, options?: BranchOptions): Promise<BranchResult> {
+    return this.branch(() => fork(this.log, entryId, options));
+  }
+
+  /** Makes `entryId` (another branch's tip) the active leaf. */
+  async switchLeaf(entryId: string | null, options?: BranchOptions): Promise<BranchResult> {
+    return this.branch(() => switchLeaf(this.log, entryId, options));
+  }
+
+  /** The whole log as JSON Lines. */
+  exportJsonl(): string {
+    return exportJsonl(this.log);
+  }
+
+  private async branch(move: () => BranchResult): Promise<BranchResult> {
+    await this.ready;
+    if (this.current) {
+      return {
+        ok: false,
+        code: "TURN_OPEN",
+        message:
+          "a turn is running; interrupt it or await session.awaitIdle() before moving the branch",
+      };
+    }
+    const result = move();
+    if (result.ok) await this.log.flush();
+    return result;
   }
 
   /** The log, for branches, export and recovery. */

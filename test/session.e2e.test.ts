@@ -205,3 +205,28 @@ describe("session inbox lanes", () => {
     expect((await first).status).toBe("completed");
   });
 });
+
+describe("session branches", () => {
+  it("rollback moves the leaf: the model no longer sees later messages, and is told files did not roll back", async () => {
+    const model = scriptedModel([
+      { text: "first" },
+      { text: "second" },
+      { text: "after rollback" },
+    ]);
+    const session = createAgent({ model }).session();
+    await session.prompt("one");
+    const mark = session.entries().at(-1)!.id;
+    await session.prompt("two");
+    expect(JSON.stringify(session.messages())).toContain("second");
+    const result = await session.rollback(mark);
+    expect(result.ok).toBe(true);
+    expect(JSON.stringify(session.messages())).not.toContain("second");
+    await session.prompt("three");
+    const seen = JSON.stringify(model.requests[2].messages);
+    expect(seen).not.toContain("second");
+    expect(seen).toMatch(/did NOT roll back/);
+    expect(session.exportJsonl().split("\n").filter(Boolean)).toHaveLength(
+      session.entries().length,
+    );
+  });
+});
