@@ -125,6 +125,8 @@ async function runInGroup(
     },
   );
   for (const t of timers) clearTimeout(t);
+  // Signals are delivered asynchronously: give the group a moment to die before reporting.
+  await waitGroupGone(child.pid, 1000);
   // Keep the pending SIGKILL only while something of the group survives SIGTERM.
   if (!groupAlive(child.pid)) for (const t of killTimers) clearTimeout(t);
   signal?.removeEventListener("abort", onAbort);
@@ -166,6 +168,13 @@ function render(
   parts.push(stdout.total > 0 ? `stdout:\n${out.text}` : "stdout: (empty)");
   if (stderr.total > 0) parts.push(`stderr:\n${err.text}`);
   return { text: parts.join("\n"), truncated: out.omitted > 0 || err.omitted > 0 };
+}
+
+/** Polls until no process of the group is left (zombies count as alive), at most `ms`. */
+async function waitGroupGone(pid: number | undefined, ms: number): Promise<void> {
+  for (let waited = 0; groupAlive(pid) && waited < ms; waited += 10) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
 }
 
 function groupAlive(pid: number | undefined): boolean {
