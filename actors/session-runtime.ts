@@ -90,11 +90,14 @@ export class Session {
       this.inbox = inboxFromEntries(log.entries());
       this.inboxSeq = log.entries().length;
       this.interruptedAt = this.inboxSeq; // restored inputs wait for resume() or a new input
-      this.deps = options.deps(
-        log,
-        (e) => this.emit(e),
-        () => this.drainSteer(),
-      );
+      this.deps = {
+        ...options.deps(
+          log,
+          (e) => this.emit(e),
+          () => this.drainSteer(),
+        ),
+        wantsPreviews: () => this.listeners.size > 0,
+      };
     });
   }
 

@@ -55,6 +55,8 @@ export interface TurnDeps {
    * Contract: synchronous, must not throw; returns how many were consumed.
    */
   drainSteer: () => number;
+  /** Whether anyone listens for argument previews (they cost a parse per 256 chars). */
+  wantsPreviews?: () => boolean;
   /** Test seam: a variant of the turn statechart to host (mutation tests). */
   turnMachine?: typeof turnMachine;
 }
@@ -95,8 +97,8 @@ export class TurnRun {
   private resolveDone!: (output: TurnOutput) => void;
 
   constructor(deps: TurnDeps) {
-    this.deps = deps;
     this.turnId = deps.ids("turn");
+    this.deps = { ...deps, logger: deps.logger.child({ turnId: this.turnId }) };
     this.done = new Promise((resolve) => {
       this.resolveDone = resolve;
     });
@@ -222,7 +224,7 @@ export class TurnRun {
             attemptId: attemptIdOf(this.turnId, attempt),
             retry: this.retryState?.retries ?? 0,
             delayMs,
-            readyAt: this.deps.clock.now() + delayMs,
+            readyAt: this.retryState?.readyAt ?? this.deps.clock.now() + delayMs,
             reason: this.lastFailure,
             mode: this.lastMode,
           }),
@@ -250,7 +252,16 @@ export class TurnRun {
     this.retryState ??= initialRetryState(this.deps.retry, clock.now());
     log.append({ type: "attempt_start", turnId: this.turnId, attemptId, step });
     emit({ type: "attempt.started", turnId: this.turnId, attemptId, step });
-    const assembler = createAssembler({ ids });
+    const previews = this.deps.wantsPreviews?.() ?? false;
+    const assembler = createAssembler({
+      ids,
+      previews,
+      previewEvery: 256,
+      onPreview: previews
+        ? (index, name, preview) =>
+            emit({ type: "call.preview", attemptId, index, name: name || undefined, preview })
+        : undefined,
+    });
     try {
       const stream = model.stream({
         messages: log.messages(),

@@ -89,3 +89,26 @@ describe("turn end to end with the scripted model", () => {
     expect(tools.map((m) => (m as { tool_call_id: string }).tool_call_id)).toEqual(["A", "B"]);
   });
 });
+
+describe("argument previews", () => {
+  it("subscribers see call.preview events with the arguments parsed so far", async () => {
+    const big = "x".repeat(2000);
+    const model = scriptedModel([
+      {
+        toolCalls: [{ id: "p", name: "echo", arguments: JSON.stringify({ text: big }) }],
+        chunkSize: 100,
+      },
+      { text: "ok" },
+    ]);
+    const session = createAgent({ model, tools: [echo] }).session();
+    const previews: unknown[] = [];
+    session.subscribe((e) => {
+      if (e.type === "call.preview") previews.push(structuredClone(e.preview));
+    });
+    await session.prompt("go");
+    expect(previews.length).toBeGreaterThan(2);
+    const lengths = previews.map((p) => ((p as { text?: string }).text ?? "").length);
+    expect(lengths).toEqual([...lengths].sort((a, b) => a - b));
+    expect(lengths.at(-1)).toBe(2000);
+  });
+});
