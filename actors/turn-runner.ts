@@ -162,8 +162,10 @@ export class TurnRun {
   private machine() {
     const toolCall = toolCallMachine.provide({
       actions: {
-        recordStart: ({ self }, { callId }) => this.recordStart(self._parent!, callId),
-        execute: ({ self }, { callId }) => this.execute(self._parent!, callId),
+        // Answers go straight to the call's own actor: the batch learns the outcome from the
+        // call's done event, so forwarding through it would only add a step.
+        recordStart: ({ self }, { callId }) => this.recordStart(self, callId),
+        execute: ({ self }, { callId }) => this.execute(self, callId),
         abort: (_, { callId }) => this.callCtl.get(callId)?.abort(new Error("cancelled")),
       },
     });
@@ -420,7 +422,7 @@ export class TurnRun {
     });
   }
 
-  private recordStart(batch: AnyActorRef, callId: string): void {
+  private recordStart(actor: AnyActorRef, callId: string): void {
     const outcome = this.prepared.get(callId);
     if (!outcome?.ok) return;
     const { call } = outcome;
@@ -434,7 +436,7 @@ export class TurnRun {
     });
     this.flushSoon().then(
       () => {
-        if (batch.getSnapshot().status === "active") batch.send({ type: "call.recorded", callId });
+        if (actor.getSnapshot().status === "active") actor.send({ type: "call.recorded", callId });
       },
       // The tool must not run without its start record: end the turn; the call settles as
       // not executed when the batch cancels it.
@@ -446,7 +448,7 @@ export class TurnRun {
     return `${this.deps.sessionId}:${callId}`;
   }
 
-  private execute(batch: AnyActorRef, callId: string): void {
+  private execute(actor: AnyActorRef, callId: string): void {
     const outcome = this.prepared.get(callId);
     if (!outcome?.ok) return;
     const { call } = outcome;
@@ -470,11 +472,11 @@ export class TurnRun {
       settled = true;
       this.callCtl.delete(callId);
       // After the batch ended (the call went unknown) the outcome is final: drop, but say so.
-      if (batch.getSnapshot().status !== "active") {
+      if (actor.getSnapshot().status !== "active") {
         logger.warn({ callId, event: event.type }, "a tool reported after its call was settled");
         return;
       }
-      batch.send({ ...event, callId });
+      actor.send({ ...event, callId });
     };
     new Promise<unknown>((resolve) => resolve(call.tool.execute(call.args, ctx)))
       .then(async (output) => {
