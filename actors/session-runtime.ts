@@ -228,7 +228,7 @@ export class Session {
     this.interrupt("session closed");
     await this.coordinator.awaitSettlement().catch(() => {});
     this.coordinator.stop();
-    if (this.log) await this.log.flush();
+    if (this.log) await this.log.close();
   }
 
   private emit(body: EventBody): void {

@@ -57,7 +57,11 @@ export interface EntryPayloads {
   turn_aborted: { turnId: string; where: string };
   /** The active leaf moved (fork, rollback, switch). */
   leaf: { leafId: string | null; reason: string };
-  note: { text: string };
+  /**
+   * A remark in the log. `audience: "model"` (added) makes the projection show it to the model
+   * as a user-role note (e.g. "the work tree did not roll back"); the default is log-only.
+   */
+  note: { text: string; audience?: "model" | "log" };
 }
 
 export type EntryType = keyof EntryPayloads;

@@ -134,16 +134,20 @@ describe("SessionLog", () => {
     await expect(b.flush()).rejects.toMatchObject({ name: "StoreError", code: "SEQ_CONFLICT" });
   });
 
-  it("messages() is a live cached array: appends extend it in place, a rebuild replaces it", async () => {
+  it("messages() is a live cached array: appends and text edits update it in place, an omission rebuilds it", async () => {
     const log = await openLog();
     const m = log.messages();
-    log.append(user("x"));
+    const x = log.append(user("x"));
+    log.append(user("z"));
     expect(log.messages()).toBe(m);
-    expect(m.length).toBe(1);
-    log.append({ type: "context_edit", targetId: log.leafId!, replacement: "y" });
+    expect(m.length).toBe(2);
+    log.append({ type: "context_edit", targetId: x.id, replacement: "y" });
+    expect(log.messages()).toBe(m);
+    expect(m[0]).toEqual({ role: "user", content: "y" });
+    expect(Object.isFrozen(m[0])).toBe(true);
+    log.append({ type: "context_edit", targetId: x.id, replacement: null });
     expect(log.messages()).not.toBe(m);
-    expect(log.messages()[0]).toEqual({ role: "user", content: "y" });
-    expect(Object.isFrozen(log.messages()[0])).toBe(true);
+    expect(log.messages()).toEqual([{ role: "user", content: "z" }]);
   });
 
   it("settings are the last settings entry on the path, and survive reopening", async () => {

@@ -1,0 +1,57 @@
+import type { LogEntry } from "./entries.ts";
+import type { ProjectionSnapshot } from "./projection.ts";
+import type { SessionStore } from "./store.ts";
+
+/** A persisted projection: everything a log needs to reopen without decoding its history. */
+export interface LogCheckpoint {
+  v: 1;
+  /** Covers every entry with `seq` ≤ this. */
+  seq: number;
+  leafId: string | null;
+  projection: ProjectionSnapshot;
+}
+
+/** What a checkpointing store returns to reopen a session quickly. */
+export interface CheckpointLoad {
+  /** The latest checkpoint's JSON (a {@link LogCheckpoint}) and its seq. */
+  seq: number;
+  body: string;
+  /** Entries after the checkpoint, in seq order. */
+  tail: LogEntry[];
+  /**
+   * Contract: synchronous; returns the entries with seq ≤ `seq` in seq order. Called at most
+   * once, lazily, while the store is still open (the first time the log needs its history).
+   */
+  loadPrefix(): LogEntry[];
+}
+
+/** A store that can persist projection checkpoints (SQLite does). */
+export interface CheckpointStore {
+  /** Contract: replaces the session's checkpoint; entries up to `seq` are already stored. */
+  saveCheckpoint(sessionId: string, seq: number, body: string): Promise<void>;
+  /** Contract: null when the session has no checkpoint. */
+  loadFromCheckpoint(sessionId: string): Promise<CheckpointLoad | null>;
+}
+
+/**
+ * When a log writes a checkpoint after a flush: once `minEntries` entries have been written
+ * since the last one AND at least `growth` × the last checkpoint's seq, so the O(n) cost of
+ * writing a checkpoint stays O(1) amortised per entry and a crash leaves a tail of at most
+ * `growth / (1 + growth)` of the log to decode. `false` disables automatic checkpoints.
+ */
+export interface CheckpointPolicy {
+  minEntries: number;
+  growth: number;
+}
+
+export const defaultCheckpointPolicy: CheckpointPolicy = { minEntries: 2000, growth: 0.25 };
+
+export function hasCheckpoints(store: SessionStore): store is SessionStore & CheckpointStore {
+  const s = store as Partial<CheckpointStore>;
+  return typeof s.saveCheckpoint === "function" && typeof s.loadFromCheckpoint === "function";
+}
+
+/** Whether a checkpoint is due at `seq`. This is a pure function. */
+export function checkpointDue(policy: CheckpointPolicy, seq: number, lastSeq: number): boolean {
+  return seq - lastSeq >= Math.max(policy.minEntries, policy.growth * lastSeq);
+}

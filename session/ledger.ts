@@ -1,0 +1,272 @@
+import { createHash } from "node:crypto";
+import type { Clock } from "../actors/clock.ts";
+import type { ToolFailure } from "../tools/types.ts";
+
+/** `started`: the effect began and its end was not recorded; `done`: `result` is final. */
+export type LedgerStatus = "started" | "done";
+
+export interface LedgerRecord {
+  caller: string;
+  key: string;
+  fingerprint: string;
+  status: LedgerStatus;
+  /** The stored result (JSON), when `done`. */
+  result?: unknown;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** How one `run` ended. `ran`: `fn` ran now; `replayed`: the stored result, `fn` not called. */
+export type LedgerOutcome<T> =
+  | { type: "ran"; result: T }
+  | { type: "replayed"; result: T }
+  | { type: "failed"; failure: ToolFailure };
+
+export interface RunOptions {
+  /**
+   * `true` (SQLite ledgers only): `fn` must perform its effect through `ctx.transact(effect)`;
+   * the effect and the ledger row commit in ONE transaction, so they happen together or not at all.
+   */
+  atomic?: boolean;
+}
+
+export interface RunContext {
+  /** Runs `effect` inside the ledger's transaction (atomic runs only); its return value is the result recorded. */
+  transact<R>(effect: (db: unknown) => R): R;
+}
+
+/**
+ * An idempotency ledger: `(caller, key) → fingerprint, status, result`.
+ *
+ * `run(caller, key, payload, fn)`:
+ * - no row (or an expired one): runs `fn` and records its result (`ran`);
+ * - same key, different payload fingerprint → `failed` with `PARAMETER_MISMATCH`, `fn` not called;
+ * - same key already `done` → `replayed` with the stored result, `fn` not called;
+ * - same key in flight in this process → waits for it and replays its result;
+ * - same key `started` by a run that never finished (a crash) → `failed` with
+ *   `OUTCOME_UNKNOWN`: the effect may or may not have happened; `fn` is not called.
+ *
+ * Atomicity. External effects (files, HTTP): the ledger writes `started` (durably) BEFORE
+ * calling `fn` and `done` after; the effect itself is not in any transaction, so a crash between
+ * them leaves `started` — reported as outcome unknown, never silently re-run. If `fn` throws, the
+ * row stays `started` and the error propagates (the effect may have partly happened).
+ * SQLite effects (`{ atomic: true }`, SQLite ledger): no `started` row; the effect and the `done`
+ * row commit in one transaction — a crash or throw before commit leaves neither, so a retry
+ * runs it again safely.
+ *
+ * Retention: rows not updated for `retentionMs` are treated as absent and purged (`purge()`,
+ * also run lazily). A key reused after that runs again.
+ */
+export interface Ledger {
+  readonly retentionMs: number;
+  run<T>(
+    caller: string,
+    key: string,
+    payload: unknown,
+    fn: (ctx: RunContext) => Promise<T> | T,
+    options?: RunOptions,
+  ): Promise<LedgerOutcome<T>>;
+  /** The live (unexpired) row, if any. */
+  get(caller: string, key: string): LedgerRecord | undefined;
+  /** Deletes rows older than the retention window; returns how many. */
+  purge(): number;
+}
+
+/** Where a ledger keeps rows. Contract: `write` replaces the row of (caller, key). */
+export interface LedgerBackend {
+  read(caller: string, key: string): LedgerRecord | undefined;
+  write(row: LedgerRecord): void;
+  purgeBefore(at: number): number;
+  /** Runs `fn` atomically with the rows it writes; the atomic mode's `db` is `handle`. */
+  transaction<R>(fn: () => R): R;
+  readonly handle: unknown;
+  readonly supportsAtomic: boolean;
+}
+
+export interface LedgerOptions {
+  /** Contract: `now()` in epoch-like ms, comparable across restarts (stamps rows). */
+  clock: Clock;
+  /** How long a finished key is remembered (default 24 h). */
+  retentionMs?: number;
+}
+
+/** SHA-256 of `payload` as canonical JSON (object keys sorted). This is a pure function. */
+export function fingerprint(payload: unknown): string {
+  return createHash("sha256").update(canonicalJson(payload)).digest("hex");
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (value && typeof value === "object") {
+    const keys = Object.keys(value).sort();
+    const obj = value as Record<string, unknown>;
+    return `{${keys
+      .filter((k) => obj[k] !== undefined)
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`)
+      .join(",")}}`;
+  }
+  return JSON.stringify(value) ?? "null";
+}
+
+/** A ledger held in memory (tests, single process); atomic runs are not supported. */
+export function memoryLedger(options: LedgerOptions): Ledger {
+  const rows = new Map<string, LedgerRecord>();
+  const id = (caller: string, key: string) => `${caller}\u0000${key}`;
+  return createLedger(
+    {
+      read: (caller, key) => structuredClone(rows.get(id(caller, key))),
+      write: (row) => void rows.set(id(row.caller, row.key), structuredClone(row)),
+      purgeBefore(at) {
+        let n = 0;
+        for (const [k, row] of rows) if (row.updatedAt < at && rows.delete(k)) n++;
+        return n;
+      },
+      transaction: (fn) => fn(),
+      handle: undefined,
+      supportsAtomic: false,
+    },
+    options,
+  );
+}
+
+/** Builds a ledger over a backend (memory, SQLite). */
+export function createLedger(backend: LedgerBackend, options: LedgerOptions): Ledger {
+  const { clock } = options;
+  const retentionMs = options.retentionMs ?? 24 * 60 * 60 * 1000;
+  const inflight = new Map<
+    string,
+    { fingerprint: string; done: Promise<LedgerOutcome<unknown>> }
+  >();
+  let lastPurge = Number.NEGATIVE_INFINITY;
+  const live = (caller: string, key: string) => {
+    const row = backend.read(caller, key);
+    return row && row.updatedAt >= clock.now() - retentionMs ? row : undefined;
+  };
+  const purge = () => backend.purgeBefore(clock.now() - retentionMs);
+
+  const decide = (
+    row: LedgerRecord,
+    print: string,
+  ): LedgerOutcome<never> | { type: "replayed"; result: unknown } => {
+    if (row.fingerprint !== print) return { type: "failed", failure: mismatch(row) };
+    if (row.status === "done") return { type: "replayed", result: row.result };
+    return { type: "failed", failure: unknown(row) };
+  };
+
+  async function execute<T>(
+    caller: string,
+    key: string,
+    print: string,
+    fn: (ctx: RunContext) => Promise<T> | T,
+    atomic: boolean,
+  ): Promise<LedgerOutcome<T>> {
+    const now = clock.now();
+    const base = { caller, key, fingerprint: print, createdAt: now };
+    if (atomic) {
+      let recorded = false;
+      let value: T | undefined;
+      const transact = <R>(effect: (db: unknown) => R): R => {
+        if (recorded)
+          throw new Error(`ledger ${caller}/${key}: transact called twice in one atomic run`);
+        return backend.transaction(() => {
+          const existing = live(caller, key);
+          if (existing) throw new RaceLost(existing);
+          const r = effect(backend.handle);
+          backend.write({ ...base, status: "done", result: r, updatedAt: clock.now() });
+          recorded = true;
+          return r;
+        });
+      };
+      try {
+        value = await fn({ transact });
+      } catch (error) {
+        if (error instanceof RaceLost) return decide(error.row, print) as LedgerOutcome<T>;
+        throw error;
+      }
+      if (!recorded)
+        throw new Error(
+          `ledger ${caller}/${key}: an atomic run must perform its effect through ctx.transact`,
+        );
+      return { type: "ran", result: value as T };
+    }
+    backend.transaction(() => backend.write({ ...base, status: "started", updatedAt: now }));
+    const noTransact = () => {
+      throw new Error(
+        `ledger ${caller}/${key}: ctx.transact needs { atomic: true } and a SQLite ledger`,
+      );
+    };
+    const result = await fn({ transact: noTransact });
+    backend.transaction(() =>
+      backend.write({ ...base, status: "done", result, updatedAt: clock.now() }),
+    );
+    return { type: "ran", result };
+  }
+
+  return {
+    retentionMs,
+    get: live,
+    purge,
+    async run<T>(
+      caller: string,
+      key: string,
+      payload: unknown,
+      fn: (ctx: RunContext) => Promise<T> | T,
+      options: RunOptions = {},
+    ) {
+      if (options.atomic && !backend.supportsAtomic) {
+        throw new TypeError(
+          `ledger ${caller}/${key}: { atomic: true } needs a SQLite ledger (sqliteLedger); this one is in memory`,
+        );
+      }
+      if (clock.now() - lastPurge > retentionMs / 10) {
+        lastPurge = clock.now();
+        purge();
+      }
+      const print = fingerprint(payload);
+      const slot = `${caller}\u0000${key}`;
+      const running = inflight.get(slot);
+      if (running) {
+        if (running.fingerprint !== print) {
+          return { type: "failed", failure: mismatch({ caller, key }) } as LedgerOutcome<T>;
+        }
+        const first = (await running.done.catch(() => null)) as LedgerOutcome<T> | null;
+        if (first?.type === "ran" || first?.type === "replayed")
+          return { type: "replayed", result: first.result };
+        return first ?? { type: "failed", failure: unknown({ caller, key }) };
+      }
+      const row = live(caller, key);
+      if (row) return decide(row, print) as LedgerOutcome<T>;
+      const done = execute(caller, key, print, fn, options.atomic === true);
+      inflight.set(slot, { fingerprint: print, done });
+      try {
+        return await done;
+      } finally {
+        inflight.delete(slot);
+      }
+    },
+  };
+}
+
+class RaceLost extends Error {
+  constructor(readonly row: LedgerRecord) {
+    super("another run recorded this key first");
+  }
+}
+
+function mismatch(row: Pick<LedgerRecord, "caller" | "key">): ToolFailure {
+  return {
+    ok: false,
+    code: "PARAMETER_MISMATCH",
+    message: `idempotency key ${row.key} (${row.caller}) was already used with different parameters; use a new key for a different request, or repeat the original parameters exactly`,
+    retryable: false,
+  };
+}
+
+function unknown(row: Pick<LedgerRecord, "caller" | "key">): ToolFailure {
+  return {
+    ok: false,
+    code: "OUTCOME_UNKNOWN",
+    message: `an earlier run with idempotency key ${row.key} (${row.caller}) started and never recorded its end, so it may or may not have taken effect; check the current state before doing it again with a new key`,
+    retryable: false,
+  };
+}

@@ -1,0 +1,312 @@
+import type { ChatMessage } from "../actors/model.ts";
+import type { ToolResult } from "../tools/types.ts";
+import type { EntryOf, LogEntry } from "./entries.ts";
+
+/**
+ * The patch for a tool call with no recorded result. It must not claim the call did not run:
+ * a call can have run (and changed the world) without its result reaching the log.
+ */
+export const NO_RESULT_TEXT =
+  "no result recorded for this call (the log has no outcome; it may or may not have run — check before retrying)";
+
+/** What a tool message says when a context edit removed its result (`replacement: null`). */
+export const EDITED_OUT_RESULT_TEXT =
+  "(this tool result was removed from the context by an edit; the call did run)";
+
+/** Work the log shows as begun but not finished, along the active path (what recovery reads). */
+export interface OpenWork {
+  /** `call_started` entries with no `call_result`, in start order. */
+  calls: EntryOf<"call_started">[];
+  /** Attempts with a start and no end; `committed`: their assistant message is in the log. */
+  attempts: { attemptId: string; turnId: string; committed: boolean }[];
+  /** The last turn with a `turn_start` and no `turn_end`, if any. */
+  turnId: string | null;
+}
+
+/** The text a tool message carries for a result. */
+export function toolResultText(result: ToolResult): string {
+  if (!result.ok) return `Error (${result.code}): ${result.message}`;
+  const c = result.continuation;
+  if (!result.truncated || !c) return result.content;
+  const where = c.path ? ` (full output at ${c.path})` : "";
+  return `${result.content}\n[output truncated${where}; call ${c.tool} with ${JSON.stringify(c.args)} for the rest]`;
+}
+
+/** The user-role note a `turn_aborted` entry becomes. */
+export function turnAbortedText(e: EntryOf<"turn_aborted">): string {
+  return `[Note: the previous turn (${e.turnId}) was cut short: ${e.where}. Anything it was doing after that point may be unfinished; check the current state before continuing.]`;
+}
+
+/** The leading message that stands for everything a compaction summarised. */
+export function summaryText(e: EntryOf<"compaction">): string {
+  return `[Summary of the earlier conversation]\n${e.summary}`;
+}
+
+type Edit = string | null | undefined;
+
+/** A {@link Projection}'s state as plain data (format version `v`). */
+export interface ProjectionSnapshot {
+  v: 1;
+  messages: ChatMessage[];
+  sources: string[];
+  settings: Record<string, unknown>;
+  baseline: EntryOf<"compaction"> | null;
+  pending: [string, number[]][];
+  projectedAttempts: string[];
+  failedAttempts: string[];
+  openCalls: EntryOf<"call_started">[];
+  openAttempts: [string, { turnId: string; committed: boolean }][];
+  openTurn: string | null;
+}
+
+/**
+ * The model's view of one path of the log (DESIGN §5), built incrementally.
+ *
+ * Rules: user messages → user; assistant messages of failed/interrupted attempts are omitted
+ * (their partial output lives only in `attempt_end`); every assistant tool call gets exactly one
+ * tool message, in `tool_calls` order, right after its assistant message — a slot patched with
+ * {@link NO_RESULT_TEXT} until its first `call_result` fills it (later duplicates are ignored;
+ * results whose call is not projected are dropped, so no orphan is ever shown); `turn_aborted`
+ * → a user-role note; `note` with `audience: "model"` → a user-role note; `context_edit`
+ * replaces (string) or omits (null) its target — an omitted assistant message takes its calls
+ * and results with it, an omitted tool result keeps its slot with {@link EDITED_OUT_RESULT_TEXT};
+ * the last `compaction` on the path becomes a leading summary message followed by the entries
+ * from its `firstKeptId` (or, when that id is not on the path, from the compaction on).
+ */
+export class Projection {
+  readonly messages: ChatMessage[] = [];
+  readonly sources: string[] = [];
+  settings: Record<string, unknown> = {};
+  baseline: EntryOf<"compaction"> | null = null;
+  /** callId → indexes of its unfilled tool slots. */
+  private readonly pending = new Map<string, number[]>();
+  private readonly projectedAttempts = new Set<string>();
+  private readonly failedAttempts = new Set<string>();
+  private readonly openCalls = new Map<string, EntryOf<"call_started">>();
+  private readonly openAttempts = new Map<string, { turnId: string; committed: boolean }>();
+  private openTurn: string | null = null;
+  /** Source entry id → its message index; built on the first in-place edit. */
+  private index: Map<string, number> | null = null;
+
+  /**
+   * Builds the projection of `path` (root → leaf) from scratch. O(path).
+   * This is a pure function of `path`.
+   */
+  static fromPath(path: readonly LogEntry[]): Projection {
+    const p = new Projection();
+    const edits = new Map<string, string | null>();
+    let compaction = -1;
+    for (let i = 0; i < path.length; i++) {
+      const e = path[i];
+      if (e.type === "attempt_end" && e.status !== "completed") p.failedAttempts.add(e.attemptId);
+      else if (e.type === "context_edit") edits.set(e.targetId, e.replacement);
+      else if (e.type === "compaction") compaction = i;
+    }
+    let start = 0;
+    if (compaction >= 0) {
+      const c = path[compaction] as EntryOf<"compaction">;
+      start = compaction + 1;
+      for (let j = compaction - 1; j >= 0; j--) {
+        if (path[j].id === c.firstKeptId) {
+          start = j;
+          break;
+        }
+      }
+      p.baseline = c;
+      p.push({ role: "user", content: summaryText(c) }, c.id);
+    }
+    for (let i = 0; i < path.length; i++) {
+      const e = path[i];
+      p.track(e);
+      if (i >= start) p.project(e, edits.has(e.id) ? edits.get(e.id) : undefined);
+    }
+    return p;
+  }
+
+  /**
+   * Applies one entry appended at the leaf. O(1) amortised; for a `context_edit`, pass its
+   * target entry: a text replacement of a projected message is applied in place. Returns false
+   * when the entry changes earlier messages otherwise (an omission, a compaction, the failure of
+   * an attempt whose message is already projected): the caller must rebuild with {@link fromPath}.
+   */
+  apply(e: LogEntry, editTarget?: LogEntry): boolean {
+    this.track(e);
+    switch (e.type) {
+      case "context_edit":
+        return editTarget !== undefined && this.editInPlace(editTarget, e.replacement);
+      case "compaction":
+        return false;
+      case "attempt_end":
+        if (e.status === "completed") return true;
+        this.failedAttempts.add(e.attemptId);
+        return !this.projectedAttempts.has(e.attemptId);
+      default:
+        this.project(e, undefined);
+        return true;
+    }
+  }
+
+  /** The whole state as JSON-ready data (for a persisted checkpoint). */
+  snapshot(): ProjectionSnapshot {
+    return {
+      v: 1,
+      messages: this.messages,
+      sources: this.sources,
+      settings: this.settings,
+      baseline: this.baseline,
+      pending: [...this.pending],
+      projectedAttempts: [...this.projectedAttempts],
+      failedAttempts: [...this.failedAttempts],
+      openCalls: [...this.openCalls.values()],
+      openAttempts: [...this.openAttempts],
+      openTurn: this.openTurn,
+    };
+  }
+
+  /** The projection a {@link snapshot} was taken of. Returns null for an unknown format. */
+  static restore(s: ProjectionSnapshot): Projection | null {
+    if (s?.v !== 1) return null;
+    const p = new Projection();
+    for (const m of s.messages) p.messages.push(Object.freeze(m));
+    for (const id of s.sources) p.sources.push(id);
+    p.settings = s.settings;
+    p.baseline = s.baseline && Object.freeze(s.baseline);
+    for (const [callId, slots] of s.pending) p.pending.set(callId, slots);
+    for (const a of s.projectedAttempts) p.projectedAttempts.add(a);
+    for (const a of s.failedAttempts) p.failedAttempts.add(a);
+    for (const c of s.openCalls) p.openCalls.set(c.callId, Object.freeze(c));
+    for (const [id, a] of s.openAttempts) p.openAttempts.set(id, a);
+    p.openTurn = s.openTurn;
+    return p;
+  }
+
+  /** Begun-but-unfinished work on the path. */
+  openWork(): OpenWork {
+    return {
+      calls: [...this.openCalls.values()],
+      attempts: [...this.openAttempts].map(([attemptId, a]) => ({ attemptId, ...a })),
+      turnId: this.openTurn,
+    };
+  }
+
+  /** Path-wide state that does not depend on compaction: settings and open work. */
+  private track(e: LogEntry): void {
+    switch (e.type) {
+      case "settings":
+        this.settings = e.settings;
+        break;
+      case "turn_start":
+        this.openTurn = e.turnId;
+        break;
+      case "turn_end":
+        if (this.openTurn === e.turnId) this.openTurn = null;
+        break;
+      case "attempt_start":
+        this.openAttempts.set(e.attemptId, { turnId: e.turnId, committed: false });
+        break;
+      case "assistant_message": {
+        const a = this.openAttempts.get(e.attemptId);
+        if (a) a.committed = true;
+        break;
+      }
+      case "attempt_end":
+        this.openAttempts.delete(e.attemptId);
+        break;
+      case "call_started":
+        if (!this.openCalls.has(e.callId)) this.openCalls.set(e.callId, e);
+        break;
+      case "call_result":
+        this.openCalls.delete(e.callId);
+        break;
+    }
+  }
+
+  private project(e: LogEntry, edit: Edit): void {
+    switch (e.type) {
+      case "user_message":
+        if (edit !== null) this.push({ role: "user", content: edit ?? e.text }, e.id);
+        return;
+      case "turn_aborted":
+        if (edit !== null) this.push({ role: "user", content: edit ?? turnAbortedText(e) }, e.id);
+        return;
+      case "note":
+        if (e.audience === "model" && edit !== null) {
+          this.push({ role: "user", content: edit ?? `[Note: ${e.text}]` }, e.id);
+        }
+        return;
+      case "assistant_message":
+        this.projectAssistant(e, edit);
+        return;
+      case "call_result": {
+        const slots = this.pending.get(e.callId);
+        if (!slots) return;
+        const index = slots.shift()!;
+        if (slots.length === 0) this.pending.delete(e.callId);
+        const content = edit === null ? EDITED_OUT_RESULT_TEXT : (edit ?? toolResultText(e.result));
+        this.messages[index] = Object.freeze({ role: "tool", tool_call_id: e.callId, content });
+        this.sources[index] = e.id;
+        this.index?.set(e.id, index);
+        return;
+      }
+    }
+  }
+
+  private projectAssistant(e: EntryOf<"assistant_message">, edit: Edit): void {
+    if (edit === null || this.failedAttempts.has(e.attemptId)) return;
+    this.projectedAttempts.add(e.attemptId);
+    const calls = e.toolCalls;
+    const text = edit ?? e.text;
+    if (calls.length === 0) {
+      this.push({ role: "assistant", content: text }, e.id);
+      return;
+    }
+    this.push({ role: "assistant", content: text === "" ? null : text, tool_calls: calls }, e.id);
+    for (const call of calls) {
+      const slots = this.pending.get(call.id);
+      if (slots) slots.push(this.messages.length);
+      else this.pending.set(call.id, [this.messages.length]);
+      this.push({ role: "tool", tool_call_id: call.id, content: NO_RESULT_TEXT }, e.id);
+    }
+  }
+
+  private push(message: ChatMessage, source: string): void {
+    if (this.index && !this.index.has(source)) this.index.set(source, this.messages.length);
+    this.messages.push(Object.freeze(message));
+    this.sources.push(source);
+  }
+
+  /** Replaces the text of `target`'s message in place; false when a rebuild is needed. */
+  private editInPlace(target: LogEntry, replacement: string | null): boolean {
+    const projectable = [
+      "user_message",
+      "assistant_message",
+      "call_result",
+      "turn_aborted",
+      "note",
+    ];
+    if (!projectable.includes(target.type)) return true; // never projected: nothing changes
+    if (!this.index) {
+      const index = new Map<string, number>();
+      for (let j = 0; j < this.sources.length; j++) {
+        if (!index.has(this.sources[j])) index.set(this.sources[j], j);
+      }
+      this.index = index;
+    }
+    const i = this.index.get(target.id);
+    const m = i === undefined ? undefined : this.messages[i];
+    if (i === undefined || !m) return false;
+    if (m.role === "tool") {
+      const content = replacement ?? EDITED_OUT_RESULT_TEXT;
+      this.messages[i] = Object.freeze({ role: "tool", tool_call_id: m.tool_call_id, content });
+      return true;
+    }
+    if (replacement === null) return false;
+    if (m.role === "assistant" && m.tool_calls) {
+      const content = replacement === "" ? null : replacement;
+      this.messages[i] = Object.freeze({ role: "assistant", content, tool_calls: m.tool_calls });
+    } else {
+      this.messages[i] = Object.freeze({ ...m, content: replacement });
+    }
+    return true;
+  }
+}

@@ -1,0 +1,145 @@
+import type { ToolFailure } from "../tools/types.ts";
+import { activePath } from "./active-path.ts";
+import type { EntryOf, LogEntry } from "./entries.ts";
+import type { SessionLog } from "./log.ts";
+import { type OpenWork, Projection } from "./projection.ts";
+
+/** A call with a start record and no result. */
+export interface UnknownCall {
+  callId: string;
+  name: string;
+  args: unknown;
+  /** The key the call started with; a retry must reuse it. */
+  idempotencyKey: string;
+  /** As recorded in the start record. */
+  idempotent: boolean;
+}
+
+/** What a crash left open on the active path. */
+export interface RecoveryPlan {
+  unknownCalls: UnknownCall[];
+  /** Attempts cut before their message was committed: they end `interrupted`. */
+  openAttempts: string[];
+  /** Attempts whose message was committed but whose end was not logged: they end `completed`. */
+  committedAttempts: string[];
+  openTurn?: string;
+}
+
+/**
+ * What a crash left open, read from a whole log (any order of appends; the active path is
+ * replayed). Calls started off the active path are not part of the conversation and are not
+ * listed. This is a pure function.
+ */
+export function planRecovery(entries: readonly LogEntry[]): RecoveryPlan {
+  return planFromWork(Projection.fromPath(activePath(entries)).openWork());
+}
+
+export interface RecoverOptions {
+  /**
+   * Whether the tool named `name` may be re-executed automatically (its `idempotent` trait).
+   * Contract: pure; `undefined` (unknown tool) is read as not idempotent.
+   * A call is retried only when both this and its start record say idempotent.
+   */
+  isIdempotent: (name: string) => boolean | undefined;
+}
+
+export interface RecoveryReport {
+  plan: RecoveryPlan;
+  /** Idempotent calls to re-execute with their SAME `idempotencyKey`; append their results when done. */
+  retry: UnknownCall[];
+  /** `call_result` entries written with outcome `unknown` (code OUTCOME_UNKNOWN). */
+  unknown: EntryOf<"call_result">[];
+  /** The turn ended as failed (with a `turn_aborted` note for the model), if one was open. */
+  endedTurn: string | null;
+}
+
+/**
+ * Closes what a crash left open, so the log is well-formed again, and makes it durable:
+ * open attempts end (`interrupted`, or `completed` if their message was committed); each call
+ * with a start and no result is either returned in `retry` (its tool is idempotent: the
+ * runtime re-executes it with the same idempotency key) or gets a `call_result` with outcome
+ * `unknown` telling the model it may or may not have taken effect and to check before
+ * retrying — it is NEVER re-executed (DESIGN §3.1, invariant 8); an open turn gets a
+ * `turn_end` (failed, "process ended during the turn") and a `turn_aborted` note.
+ * Running it again on a recovered log changes nothing (except listing pending retries again).
+ */
+export async function recoverSession(
+  log: SessionLog,
+  options: RecoverOptions,
+): Promise<RecoveryReport> {
+  const plan = planFromWork(log.openWork());
+  for (const attemptId of plan.committedAttempts)
+    log.append({ type: "attempt_end", attemptId, status: "completed" });
+  for (const attemptId of plan.openAttempts) {
+    log.append({
+      type: "attempt_end",
+      attemptId,
+      status: "interrupted",
+      error: "the process ended during the attempt",
+    });
+  }
+  const retry: UnknownCall[] = [];
+  const unknown: EntryOf<"call_result">[] = [];
+  for (const call of plan.unknownCalls) {
+    if (call.idempotent && options.isIdempotent(call.name) === true) {
+      retry.push(call);
+      continue;
+    }
+    const entry = log.append({
+      type: "call_result",
+      callId: call.callId,
+      name: call.name,
+      outcome: "unknown",
+      result: outcomeUnknown(call),
+    });
+    unknown.push(entry as EntryOf<"call_result">);
+  }
+  let endedTurn: string | null = null;
+  if (plan.openTurn !== undefined) {
+    endedTurn = plan.openTurn;
+    log.append({
+      type: "turn_end",
+      turnId: endedTurn,
+      status: "failed",
+      reason: "process ended during the turn",
+    });
+    log.append({ type: "turn_aborted", turnId: endedTurn, where: whereCut(plan) });
+  }
+  await log.flush();
+  return { plan, retry, unknown, endedTurn };
+}
+
+/** The failure a call with an unknown outcome reports to the model. */
+export function outcomeUnknown(call: Pick<UnknownCall, "callId" | "name">): ToolFailure {
+  return {
+    ok: false,
+    code: "OUTCOME_UNKNOWN",
+    message: `The process ended while ${call.name} (call ${call.callId}) was running, so its outcome is unknown: it may or may not have taken effect. It will not be re-run automatically. Check the current state (read the file, list the resource, query the status) before deciding whether to call it again.`,
+    retryable: false,
+  };
+}
+
+function planFromWork(work: OpenWork): RecoveryPlan {
+  const plan: RecoveryPlan = {
+    unknownCalls: work.calls.map((c) => ({
+      callId: c.callId,
+      name: c.name,
+      args: c.args,
+      idempotencyKey: c.idempotencyKey,
+      idempotent: c.idempotent === true,
+    })),
+    openAttempts: work.attempts.filter((a) => !a.committed).map((a) => a.attemptId),
+    committedAttempts: work.attempts.filter((a) => a.committed).map((a) => a.attemptId),
+  };
+  if (work.turnId !== null) plan.openTurn = work.turnId;
+  return plan;
+}
+
+function whereCut(plan: RecoveryPlan): string {
+  if (plan.unknownCalls.length > 0) {
+    const calls = plan.unknownCalls.map((c) => `${c.name} (${c.callId})`).join(", ");
+    return `the process ended while these tool calls were running: ${calls}`;
+  }
+  if (plan.openAttempts.length > 0) return "the process ended while the model was responding";
+  return "the process ended during the turn";
+}

@@ -1,0 +1,46 @@
+import type { LogEntry } from "./entries.ts";
+
+/** Why a store refused an operation. */
+export type StoreErrorCode = "SEQ_CONFLICT" | "DUPLICATE_ID" | "CLOSED" | "NOT_WRITABLE" | "IO";
+
+/** A store operation's failure (stores reject with it at the async boundary). */
+export class StoreError extends Error {
+  override readonly name = "StoreError";
+  readonly code: StoreErrorCode;
+
+  constructor(code: StoreErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+  }
+}
+
+/**
+ * Checks that a batch continues a session whose last stored seq is `lastSeq`: seqs strictly
+ * increasing and after `lastSeq`, ids unique within the batch. Returns the error, or null.
+ * This is a pure function.
+ */
+export function checkBatch(
+  sessionId: string,
+  lastSeq: number,
+  entries: readonly LogEntry[],
+): StoreError | null {
+  let prev = lastSeq;
+  const ids = new Set<string>();
+  for (const e of entries) {
+    if (!(e.seq > prev)) {
+      return new StoreError(
+        "SEQ_CONFLICT",
+        `session ${sessionId}: entry ${e.id} has seq ${e.seq}, not after seq ${prev}; another writer appended to this session (one SessionLog per session at a time: reopen it to continue)`,
+      );
+    }
+    if (ids.has(e.id)) {
+      return new StoreError(
+        "DUPLICATE_ID",
+        `session ${sessionId}: entry id ${e.id} appears twice in one batch`,
+      );
+    }
+    ids.add(e.id);
+    prev = e.seq;
+  }
+  return null;
+}

@@ -1,0 +1,141 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import fc from "fast-check";
+import { afterAll, describe, expect, it } from "vitest";
+import { seededIds } from "../actors/ids.ts";
+import { checkpointDue } from "../session/checkpoint.ts";
+import { SessionLog } from "../session/log.ts";
+import { type SqliteSessionStore, sqliteStore } from "../session/sqlite-store.ts";
+import type { SessionStore } from "../session/store.ts";
+import { countingClock, user } from "./session-fixtures.ts";
+import { opArb, playOps } from "./session-random-log.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "keel-ckpt-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const store = sqliteStore(join(dir, "keel.db"));
+
+/** The same store without its checkpoint methods: opening it replays every entry. */
+const plain = (s: SqliteSessionStore): SessionStore => ({
+  kind: "plain",
+  append: (id, e) => s.append(id, e),
+  load: (id) => s.load(id),
+  list: () => s.list(),
+  close: async () => {},
+});
+
+/** Counts how often the history before the checkpoint is decoded. */
+function counting(s: SqliteSessionStore) {
+  const counter = { prefixLoads: 0 };
+  const wrapped = Object.create(s) as SqliteSessionStore;
+  wrapped.loadFromCheckpoint = async (id) => {
+    const load = await s.loadFromCheckpoint(id);
+    if (!load) return load;
+    return {
+      ...load,
+      loadPrefix: () => {
+        counter.prefixLoads++;
+        return load.loadPrefix();
+      },
+    };
+  };
+  return { store: wrapped, counter };
+}
+
+let n = 0;
+const open = (s: SessionStore, sessionId: string, checkpoints?: false, seed = ++n) =>
+  SessionLog.open({
+    sessionId,
+    store: s,
+    clock: countingClock(),
+    ids: seededIds(seed),
+    checkpoints,
+  });
+
+const view = (log: SessionLog) => ({
+  messages: log.messages(),
+  sources: log.messageSources(),
+  settings: log.settings(),
+  baseline: log.baseline(),
+  work: log.openWork(),
+  leaf: log.leafId,
+  path: log.path().map((e) => e.id),
+  entries: log.entries(),
+});
+
+describe("projection checkpoints", () => {
+  it("reopening from a checkpoint plus its tail equals replaying every entry, and stays equal under further appends", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(opArb, { maxLength: 30 }),
+        fc.array(opArb, { maxLength: 15 }),
+        fc.array(opArb, { maxLength: 8 }),
+        async (before, after, more) => {
+          const sessionId = `p${++n}`;
+          const log = await open(store, sessionId, false);
+          playOps(log, before);
+          await log.flush();
+          await log.checkpoint();
+          playOps(log, after); // the tail: written, not checkpointed (a crash before the next one)
+          await log.flush();
+          const fast = await open(store, sessionId, false, 7);
+          const slow = await open(plain(store), sessionId, false, 7);
+          // append on the fast log BEFORE anything forces its history to load
+          playOps(fast, more);
+          playOps(slow, more);
+          expect(view(fast)).toEqual(view(slow));
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it("open, messages() and appends do not decode the history before the checkpoint; entries() does, once", async () => {
+    const log = await open(store, "lazy", false);
+    for (let i = 0; i < 50; i++) log.append(user(`m${i}`));
+    await log.close();
+    const { store: s, counter } = counting(store);
+    const reopened = await open(s, "lazy");
+    expect(reopened.messages().length).toBe(50);
+    reopened.append(user("new"));
+    expect(reopened.messages().length).toBe(51);
+    expect(counter.prefixLoads).toBe(0);
+    expect(reopened.entries().length).toBe(51);
+    expect(reopened.path().length).toBe(51);
+    expect(counter.prefixLoads).toBe(1);
+  });
+
+  it("flush writes checkpoints automatically by the policy: at minEntries, then after geometric growth", async () => {
+    const log = await SessionLog.open({
+      sessionId: "auto",
+      store,
+      clock: countingClock(),
+      ids: seededIds(99),
+      checkpoints: { minEntries: 10, growth: 0.5 },
+    });
+    const seqOf = () =>
+      store.db.prepare("SELECT seq FROM checkpoints WHERE session_id = 'auto'").pluck().get();
+    for (let i = 0; i < 9; i++) log.append(user(`${i}`));
+    await log.flush();
+    expect(seqOf()).toBeUndefined();
+    log.append(user("10"));
+    await log.flush();
+    expect(seqOf()).toBe(10);
+    for (let i = 0; i < 10; i++) log.append(user(`x${i}`));
+    await log.flush();
+    expect(seqOf()).toBe(20);
+    expect(checkpointDue({ minEntries: 10, growth: 0.5 }, 29, 20)).toBe(false);
+    expect(checkpointDue({ minEntries: 10, growth: 0.5 }, 30, 20)).toBe(true);
+  });
+
+  it("an unreadable checkpoint is ignored: the log replays every entry instead", async () => {
+    const log = await open(store, "corrupt", false);
+    log.append(user("kept"));
+    await log.close();
+    store.db
+      .prepare("UPDATE checkpoints SET body = '{not json' WHERE session_id = 'corrupt'")
+      .run();
+    const reopened = await open(store, "corrupt");
+    expect(reopened.messages()).toEqual([{ role: "user", content: "kept" }]);
+  });
+});
