@@ -5,7 +5,9 @@
 export interface Clock {
   /** Milliseconds, monotonic. */
   now(): number;
+  // biome-ignore lint/suspicious/noExplicitAny: handles differ by clock (Node timers, SimulatedClock ids)
   setTimeout(fn: (...args: any[]) => void, ms: number): any;
+  // biome-ignore lint/suspicious/noExplicitAny: the handle `setTimeout` returned
   clearTimeout(handle: any): void;
 }
 

@@ -29,7 +29,7 @@ import type { RetryBudget } from "./retry-budget.ts";
 import { createAssembler } from "./stream-assembler.ts";
 
 /** Distributes an event without `sessionId`/`at`; the session stamps them. */
-type DistributiveOmit<T, K extends keyof any> = T extends unknown ? Omit<T, K> : never;
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 export type EventBody = DistributiveOmit<AgentEvent, "sessionId" | "at">;
 
 /** Everything a turn needs from its session. Built once per session. */

@@ -99,6 +99,7 @@ export interface ToolExample {
   args: Record<string, unknown>;
 }
 
+// biome-ignore lint/suspicious/noExplicitAny: a registry holds tools of every argument type
 export interface ToolDefinition<Args = any> {
   name: string;
   description: string;

@@ -46,9 +46,9 @@ export const abandonsBatchTurnMachine = (() => {
       },
     },
   };
-  // biome-ignore lint/suspicious/noExplicitAny: implementations of the same machine
   return createMachine(
     mutated,
+    // biome-ignore lint/suspicious/noExplicitAny: implementations of the same machine
     turnMachine.implementations as any,
   ) as unknown as typeof turnMachine;
 })();
@@ -74,9 +74,9 @@ export const steersMidBatchTurnMachine = (() => {
       },
     },
   };
-  // biome-ignore lint/suspicious/noExplicitAny: implementations of the same machine
   return createMachine(
     mutated,
+    // biome-ignore lint/suspicious/noExplicitAny: implementations of the same machine
     turnMachine.implementations as any,
   ) as unknown as typeof turnMachine;
 })();
