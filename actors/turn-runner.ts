@@ -179,9 +179,8 @@ export class TurnRun {
     return (this.deps.turnMachine ?? turnMachine).provide({
       actors: { batch },
       actions: {
-        prepare: ({ self }) => {
+        prepare: () => {
           this.deps.drainSteer();
-          self.send({ type: "prepare.done" });
         },
         startAttempt: ({ self }, { attempt, step }) => {
           this.phase = `while waiting for model response ${step + 1}`;
@@ -192,11 +191,10 @@ export class TurnRun {
           self.send({ type: this.deps.drainSteer() > 0 ? "end.steered" : "end.none" });
         },
         abortAttempt: () => this.attemptCtl?.abort(new Error("interrupted")),
-        refuseCalls: ({ self }) => {
+        refuseCalls: () => {
           for (const call of this.lastCalls) {
             this.settle(call.id, call.function.name, "not_executed", truncatedCallResult(call));
           }
-          self.send({ type: "gate.done" });
         },
         rejectInvalid: () => {
           this.phase = "while tool calls were running";
@@ -204,7 +202,7 @@ export class TurnRun {
             if (!outcome.ok) this.settle(outcome.id, outcome.name, "not_executed", outcome.error);
           }
         },
-        commitBatch: ({ self }) => {
+        commitBatch: () => {
           this.deps.emit({
             type: "batch.committed",
             turnId: this.turnId,
@@ -214,10 +212,6 @@ export class TurnRun {
             }),
           });
           this.phase = "after the tool results were committed";
-          this.flushSoon().then(
-            () => self.send({ type: "commit.done" }),
-            (err) => this.storeFailed(self, err),
-          );
         },
         retryScheduled: (_, { delayMs, attempt }) =>
           this.deps.emit({
@@ -497,9 +491,8 @@ export class TurnRun {
     this.records.set(callId, { outcome, result });
     this.deps.log.append({ type: "call_result", callId, name, outcome, result });
     // Durable as soon as known (coalesced per tick): a crash later in the batch cannot lose it.
-    this.flushSoon().catch((err) =>
-      this.deps.logger.error({ err, callId }, "could not write a result"),
-    );
+    // A store that cannot write ends the turn (the entries stay queued in the log, not lost).
+    this.flushSoon().catch((err) => this.storeFailed(this.actor, err));
     this.deps.emit({ type: "call.settled", turnId: this.turnId, callId, name, outcome, result });
   }
 

@@ -44,7 +44,6 @@ export interface TurnContext extends TurnInput {
 }
 
 export type TurnEvent =
-  | { type: "prepare.done" }
   | {
       type: "attempt.done";
       attempt: number;
@@ -63,10 +62,8 @@ export type TurnEvent =
       status: TurnStatus;
       reason: string;
     }
-  | { type: "gate.done" }
   | { type: "end.steered" }
   | { type: "end.none" }
-  | { type: "commit.done" }
   | { type: "finalize.done" }
   | { type: "turn.interrupt"; reason: string; status?: TurnStatus };
 
@@ -105,7 +102,7 @@ export const turnMachine = setup({
     output: {} as TurnOutput,
   },
   actions: {
-    /** Drain steering, compact if needed. Answers `prepare.done`. */
+    /** Drain steering (synchronous: the model call starts right after). */
     prepare: () => {},
     /** Start model attempt `attempt`. Answers `attempt.done` or `attempt.failed`. */
     startAttempt: (_, _params: { attempt: number; step: number }) => {},
@@ -113,11 +110,14 @@ export const turnMachine = setup({
     abortAttempt: (_, _params: { attempt: number }) => {},
     /** Natural end: drain steering. Answers `end.steered` (some consumed) or `end.none`. */
     pollAtEnd: () => {},
-    /** Give every call of the last response a TRUNCATED_CALL result. Answers `gate.done`. */
+    /** Give every call of the last response a TRUNCATED_CALL result (synchronous). */
     refuseCalls: () => {},
     /** Give every call that failed preparation its error result (before the batch starts). */
     rejectInvalid: () => {},
-    /** Emit `batch.committed` in call order and make results durable. Answers `commit.done`. */
+    /**
+     * Emit `batch.committed` in call order (synchronous). Results were appended and scheduled
+     * for durability as each call settled, so the next step need not wait for a write.
+     */
     commitBatch: () => {},
     /** Emit `retry.scheduled`. */
     retryScheduled: (_, _params: { delayMs: number; attempt: number }) => {},
@@ -241,7 +241,7 @@ export const turnMachine = setup({
       states: {
         preparing: {
           entry: "prepare",
-          on: { "prepare.done": "sampling" },
+          always: "sampling",
         },
         sampling: {
           entry: [
@@ -337,7 +337,7 @@ export const turnMachine = setup({
         // Length-truncated response: no call of it ever executes (invariant 3).
         refusing: {
           entry: "refuseCalls",
-          on: { "gate.done": "committing" },
+          always: "committing",
         },
         executing: {
           entry: "rejectInvalid",
@@ -384,7 +384,7 @@ export const turnMachine = setup({
         },
         committing: {
           entry: "commitBatch",
-          on: { "commit.done": "deciding" },
+          always: "deciding",
         },
         deciding: {
           always: [

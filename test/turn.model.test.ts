@@ -36,15 +36,12 @@ function events(snap: Snap): Snap[] {
     tokens: 10,
   });
   return [
-    { type: "prepare.done" },
     done(a, "length", 1),
     done(a, "tool_calls", 1),
     done(a, "stop", 0),
     done(a - 1, "tool_calls", 1),
     { type: "attempt.failed", attempt: a, retry: { delayMs: 5 }, status: "failed", reason: "503" },
     { type: "attempt.failed", attempt: a, status: "failed", reason: "400" },
-    { type: "gate.done" },
-    { type: "commit.done" },
     { type: "end.none" },
     { type: "end.steered" },
     { type: "finalize.done" },
@@ -142,7 +139,6 @@ describe("turn statechart, bounded exhaustive search", () => {
 
   it("an interrupt during a retry wait ends the turn without another attempt", () => {
     let [s] = initialTransition(turnMachine, input);
-    [s] = transition(turnMachine, s, { type: "prepare.done" });
     [s] = transition(turnMachine, s, {
       type: "attempt.failed",
       attempt: 1,
