@@ -16,6 +16,14 @@ export {
 } from "./actors/model.ts";
 export { type OpenAIModelOptions, openaiModel } from "./actors/openai-model.ts";
 export {
+  PermissionBroker,
+  type PermissionDecision,
+  type PermissionOptions,
+  type PermissionReply,
+  type PermissionRequest,
+  type PermissionRule,
+} from "./actors/permissions.ts";
+export {
   type RetryBudget,
   tokenBucketBudget,
   unlimitedRetryBudget,

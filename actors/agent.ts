@@ -11,6 +11,7 @@ import { type Clock, systemClock } from "./clock.ts";
 import type { InspectSink } from "./events.ts";
 import { createIds, type IdGenerator } from "./ids.ts";
 import type { Model } from "./model.ts";
+import { PermissionBroker, type PermissionOptions } from "./permissions.ts";
 import { recoverCalls } from "./recover-calls.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import { Session } from "./session-runtime.ts";
@@ -42,6 +43,14 @@ export interface AgentOptions {
   logger?: Logger;
   /** The inspector (or any sink): sees every actor's events and every session event. */
   inspect?: InspectSink;
+  /**
+   * Permission rules and the embedder's approver. Absent: every call is allowed. Present:
+   * rules first, then defaults by risk (high asks); a decline ends the turn, a decline with
+   * feedback becomes the call's result (DESIGN §7).
+   */
+  permissions?: PermissionOptions;
+  /** @internal Test seam: builds each session's permission broker (mutation tests only). */
+  permissionBroker?: (options: PermissionOptions) => PermissionBroker;
   /** @internal Test seam: a variant of the turn statechart (mutation tests only). */
   turnMachine?: TurnDeps["turnMachine"];
 }
@@ -140,6 +149,10 @@ export function createAgent(options: AgentOptions): Agent {
           inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
           drainSteer,
           turnMachine: options.turnMachine,
+          permissions: options.permissions
+            ? (options.permissionBroker?.(options.permissions) ??
+              new PermissionBroker(options.permissions))
+            : undefined,
         }),
       });
       sessions.set(sessionId, session);

@@ -7,6 +7,7 @@ import type {
 } from "../session/entries.ts";
 import type { ToolResult } from "../tools/types.ts";
 import type { ChatToolCall, Usage } from "./model.ts";
+import type { PermissionDecision, PermissionRequest } from "./permissions.ts";
 
 /**
  * Everything a session tells its subscribers, one union tagged by dotted `type`.
@@ -60,6 +61,8 @@ export type AgentEvent = { sessionId: string; at: number } & (
   | { type: "turn.cancel_acknowledged"; turnId: string; reason: string }
   | { type: "turn.execution_stopped"; turnId: string }
   | { type: "turn.ended"; turnId: string; status: TurnStatus; reason?: string }
+  | { type: "permission.requested"; request: PermissionRequest }
+  | { type: "permission.decided"; requestId: string; callId: string; decision: PermissionDecision }
   | { type: "inbox.received"; inboxId: string; lane: InboxLane; source: InboxSource }
   | { type: "inbox.consumed"; inboxId: string; lane: InboxLane }
   | { type: "log"; level: "warn" | "info"; message: string }

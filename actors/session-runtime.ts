@@ -25,6 +25,7 @@ import type { SessionLog } from "../session/log.ts";
 import { type Coordinator, createCoordinator } from "./coordinator.ts";
 import type { AgentEvent } from "./events.ts";
 import type { ChatMessage } from "./model.ts";
+import type { PermissionReply, PermissionRequest } from "./permissions.ts";
 import { type EventBody, type TurnDeps, TurnRun } from "./turn-runner.ts";
 
 /** What `session.prompt()` resolves to. */
@@ -135,6 +136,16 @@ export class Session {
   resume(): void {
     this.interruptedAt = -1;
     if (this.hasRunnable()) this.coordinator.wake("input");
+  }
+
+  /** Answers a permission request (and every other pending one of this session, DESIGN §7). */
+  replyPermission(requestId: string, reply: PermissionReply): void {
+    this.deps?.permissions?.reply(requestId, reply);
+  }
+
+  /** Permission requests waiting for a reply. */
+  pendingPermissions(): PermissionRequest[] {
+    return this.deps?.permissions?.waiting() ?? [];
   }
 
   /** The queued, not yet consumed inputs. */

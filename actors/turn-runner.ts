@@ -25,6 +25,7 @@ import type { Clock } from "./clock.ts";
 import type { AgentEvent } from "./events.ts";
 import type { IdGenerator } from "./ids.ts";
 import type { ChatToolCall, Model } from "./model.ts";
+import type { PermissionBroker } from "./permissions.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import { createAssembler } from "./stream-assembler.ts";
 
@@ -55,6 +56,8 @@ export interface TurnDeps {
    * Contract: synchronous, must not throw; returns how many were consumed.
    */
   drainSteer: () => number;
+  /** The session's permission state; absent: every call is allowed. */
+  permissions?: PermissionBroker;
   /** Whether anyone listens for argument previews (they cost a parse per 256 chars). */
   wantsPreviews?: () => boolean;
   /** Test seam: a variant of the turn statechart to host (mutation tests). */
@@ -195,6 +198,10 @@ export class TurnRun {
           for (const call of this.lastCalls) {
             this.settle(call.id, call.function.name, "not_executed", truncatedCallResult(call));
           }
+        },
+        checkPermissions: ({ self }) => {
+          this.phase = "while waiting for permission to run tool calls";
+          void this.checkPermissions(self);
         },
         rejectInvalid: () => {
           this.phase = "while tool calls were running";
@@ -340,6 +347,7 @@ export class TurnRun {
       emit({ type: "call.queued", turnId: this.turnId, callId: call.id, name: call.name });
     }
     const usage = message.usage;
+    const broker = this.deps.permissions;
     self.send({
       type: "attempt.done",
       attempt,
@@ -347,6 +355,12 @@ export class TurnRun {
       callCount: toolCalls.length,
       calls: specs,
       tokens: usage ? usage.inputTokens + usage.outputTokens : 0,
+      needsPermission:
+        broker !== undefined &&
+        specs.some((spec) => {
+          const p = this.prepared.get(spec.callId);
+          return p?.ok === true && broker.evaluate(p.call.name, p.call.traits.risk) !== "allow";
+        }),
     });
   }
 
@@ -486,6 +500,73 @@ export class TurnRun {
       });
   }
 
+  /** Asks for every call that needs it; a decline without feedback ends the turn. */
+  private async checkPermissions(self: AnyActorRef): Promise<void> {
+    const broker = this.deps.permissions!;
+    const { emit, sessionId } = this.deps;
+    const valid = this.lastCalls
+      .map((c) => this.prepared.get(c.id))
+      .filter((p): p is Extract<PrepareOutcome, { ok: true }> => p?.ok === true);
+    const decisions = await Promise.all(
+      valid.map(async ({ call }) => {
+        const request = {
+          requestId: `${call.id}.perm`,
+          sessionId,
+          callId: call.id,
+          tool: call.name,
+          args: call.args,
+          risk: call.traits.risk,
+        };
+        if (broker.evaluate(call.name, call.traits.risk) === "ask") {
+          emit({ type: "permission.requested", request });
+        }
+        const decision = await broker.request(request);
+        emit({
+          type: "permission.decided",
+          requestId: request.requestId,
+          callId: call.id,
+          decision,
+        });
+        return { call, decision };
+      }),
+    );
+    if (this.finalizing) return;
+    const declined = decisions.find((d) => d.decision.type === "declined");
+    if (declined && declined.decision.type === "declined") {
+      for (const c of this.lastCalls) {
+        this.settle(c.id, c.function.name, "not_executed", {
+          ok: false,
+          code: "DENIED",
+          message: `not executed: ${declined.decision.reason}; the turn was stopped`,
+          retryable: false,
+        });
+      }
+      self.send({ type: "gate.declined", reason: declined.decision.reason });
+      return;
+    }
+    const allowed: TurnCallSpec[] = [];
+    for (const { call, decision } of decisions) {
+      if (decision.type === "corrected") {
+        this.settle(call.id, call.name, "not_executed", {
+          ok: false,
+          code: "DENIED",
+          message: decision.feedback,
+          retryable: false,
+        });
+      } else {
+        allowed.push({
+          callId: call.id,
+          name: call.name,
+          concurrencySafe: call.traits.concurrencySafe,
+          cancellable: call.traits.cancellable,
+          executionMode: call.traits.executionMode,
+          resourceKey: call.resourceKey,
+        });
+      }
+    }
+    self.send({ type: "gate.allowed", calls: allowed });
+  }
+
   private settle(callId: string, name: string, outcome: CallOutcome, result: ToolResult): void {
     if (this.records.has(callId)) return;
     this.records.set(callId, { outcome, result });
@@ -505,11 +586,15 @@ export class TurnRun {
     });
   }
 
+  private finalizing = false;
+
   private async finalize(
     self: AnyActorRef,
     params: { status: TurnStatus; reason: string | undefined; cancelled: boolean },
   ): Promise<void> {
     const { log } = this.deps;
+    this.finalizing = true;
+    this.deps.permissions?.cancelAll("the turn ended before a reply");
     // Every call of the last response gets exactly one result, even if it never started.
     for (const call of this.lastCalls) {
       if (!this.records.has(call.id))

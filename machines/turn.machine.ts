@@ -52,6 +52,8 @@ export type TurnEvent =
       callCount: number;
       /** The calls that passed preparation. */
       calls: TurnCallSpec[];
+      /** Some valid call needs a permission decision before it may run. */
+      needsPermission?: boolean;
       tokens: number;
     }
   | {
@@ -62,6 +64,8 @@ export type TurnEvent =
       status: TurnStatus;
       reason: string;
     }
+  | { type: "gate.allowed"; calls: TurnCallSpec[] }
+  | { type: "gate.declined"; reason: string }
   | { type: "end.steered" }
   | { type: "end.none" }
   | { type: "finalize.done" }
@@ -112,6 +116,11 @@ export const turnMachine = setup({
     pollAtEnd: () => {},
     /** Give every call of the last response a TRUNCATED_CALL result (synchronous). */
     refuseCalls: () => {},
+    /**
+     * Decide permissions for the calls. Answers `gate.allowed {calls}` (the calls that may run;
+     * the others already have their feedback results) or `gate.declined {reason}`.
+     */
+    checkPermissions: () => {},
     /** Give every call that failed preparation its error result (before the batch starts). */
     rejectInvalid: () => {},
     /**
@@ -178,6 +187,14 @@ export const turnMachine = setup({
     noCalls: ({ event }) => {
       assertEvent(event, "attempt.done");
       return event.callCount === 0;
+    },
+    needsPermission: ({ event }) => {
+      assertEvent(event, "attempt.done");
+      return event.needsPermission === true;
+    },
+    noneAllowed: ({ event }) => {
+      assertEvent(event, "gate.allowed");
+      return event.calls.length === 0;
     },
     noValidCalls: ({ event }) => {
       assertEvent(event, "attempt.done");
@@ -290,6 +307,7 @@ export const turnMachine = setup({
                 target: "committing",
                 actions: ["countStep", "storeCalls", "rejectInvalid"],
               },
+              { guard: "needsPermission", target: "gating", actions: ["countStep", "storeCalls"] },
               { target: "executing", actions: ["countStep", "storeCalls"] },
             ],
             "attempt.failed": [
@@ -333,6 +351,29 @@ export const turnMachine = setup({
         // A retry wait: leaving this state (interrupt, deadline) cancels the timer.
         waiting: {
           after: { retryDelay: "sampling" },
+        },
+        // Permission gate: a decline without feedback ends the turn (invariant 12).
+        gating: {
+          entry: ["rejectInvalid", "checkPermissions"],
+          on: {
+            "gate.allowed": [
+              { guard: "noneAllowed", target: "committing" },
+              {
+                target: "executing",
+                actions: assign(({ event }) => {
+                  assertEvent(event, "gate.allowed");
+                  return { calls: event.calls };
+                }),
+              },
+            ],
+            "gate.declined": {
+              target: "#turn.finalizing",
+              actions: assign(({ event }) => {
+                assertEvent(event, "gate.declined");
+                return { status: "cancelled" as TurnStatus, reason: event.reason };
+              }),
+            },
+          },
         },
         // Length-truncated response: no call of it ever executes (invariant 3).
         refusing: {

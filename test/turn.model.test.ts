@@ -27,17 +27,27 @@ const spec = {
 /** Every event the turn can receive at `snap`: runner answers (current and stale), timers, interrupts. */
 function events(snap: Snap): Snap[] {
   const a = snap.context.attemptSeq;
-  const done = (attempt: number, finishReason: string, callCount: number) => ({
+  const done = (
+    attempt: number,
+    finishReason: string,
+    callCount: number,
+    needsPermission = false,
+  ) => ({
     type: "attempt.done",
     attempt,
     finishReason,
     callCount,
     calls: callCount > 0 ? [spec] : [],
     tokens: 10,
+    needsPermission,
   });
   return [
     done(a, "length", 1),
     done(a, "tool_calls", 1),
+    done(a, "tool_calls", 1, true),
+    done(a, "length", 1, true),
+    { type: "gate.allowed", calls: [spec] },
+    { type: "gate.declined", reason: "declined" },
     done(a, "stop", 0),
     done(a - 1, "tool_calls", 1),
     { type: "attempt.failed", attempt: a, retry: { delayMs: 5 }, status: "failed", reason: "503" },
@@ -100,6 +110,11 @@ function search(machine: AnyStateMachine, depth: number): Found | undefined {
           key(after) !== key(snap)
         ) {
           return { trace: t, problem: "a stale attempt's answer changed the turn" };
+        }
+        if (event.type === "gate.declined" && JSON.stringify(snap.value).includes("gating")) {
+          if (after.value !== "finalizing" || after.context.status !== "cancelled") {
+            return { trace: t, problem: "a declined permission did not end the turn" };
+          }
         }
         if (snap.status === "done" && after.status !== "done") {
           return { trace: t, problem: "a finished turn came back to life" };

@@ -1,0 +1,161 @@
+import type { Risk } from "../tools/types.ts";
+
+/** What policy says about a call before anyone is asked. */
+export type PermissionAction = "allow" | "deny" | "ask";
+
+/** A rule matches by tool name (`"*"` or omitted: any) and/or risk; the first match wins. */
+export interface PermissionRule {
+  tool?: string;
+  risk?: Risk;
+  action: PermissionAction;
+}
+
+export interface PermissionRequest {
+  requestId: string;
+  sessionId: string;
+  callId: string;
+  tool: string;
+  args: unknown;
+  risk: Risk;
+}
+
+/**
+ * The embedder's answer. `deny` declines: the turn stops and the model does not get to try
+ * again. `deny_with_feedback`: the feedback becomes the call's result and the turn goes on.
+ * `allow_always` adds an allow rule for the tool for the rest of the session.
+ */
+export type PermissionReply =
+  | { type: "allow_once" }
+  | { type: "allow_always" }
+  | { type: "deny" }
+  | { type: "deny_with_feedback"; feedback: string };
+
+export interface PermissionOptions {
+  /** Configured rules, checked first; a configured `deny` wins over any reply. */
+  rules?: PermissionRule[];
+  /** By risk when no rule matches. Default: low and medium allow, high ask. */
+  defaults?: Partial<Record<Risk, PermissionAction>>;
+  /**
+   * Asks the embedder (UI, control protocol). Contract: may take any time; must resolve with a
+   * reply (a rejection is read as `deny`). Without it, a call that needs asking is denied with
+   * feedback telling the model no one can approve it.
+   */
+  ask?: (request: PermissionRequest) => Promise<PermissionReply>;
+}
+
+/** How one request ended. */
+export type PermissionDecision =
+  | { type: "allow" }
+  | { type: "declined"; reason: string }
+  | { type: "corrected"; feedback: string };
+
+interface Pending {
+  request: PermissionRequest;
+  resolve: (decision: PermissionDecision) => void;
+}
+
+const DEFAULTS: Record<Risk, PermissionAction> = { low: "allow", medium: "allow", high: "ask" };
+
+/**
+ * One session's permission state: configured rules, rules added by `allow_always`, and the
+ * requests waiting for a reply. A reply reaches every pending request of the session (DESIGN
+ * §7, invariant 12): `allow_once`, `deny` and `deny_with_feedback` answer them all alike;
+ * `allow_always` adds its rule and re-evaluates them (a configured deny still wins; those that
+ * still need asking keep waiting).
+ */
+export class PermissionBroker {
+  private readonly options: PermissionOptions;
+  private readonly always = new Set<string>();
+  private readonly pending = new Map<string, Pending>();
+
+  constructor(options: PermissionOptions) {
+    this.options = options;
+  }
+
+  /** What policy says now, without asking. This is a pure function of the broker's rules. */
+  evaluate(tool: string, risk: Risk): PermissionAction {
+    for (const rule of this.options.rules ?? []) {
+      if (rule.action !== "deny") continue;
+      if (matches(rule, tool, risk)) return "deny";
+    }
+    if (this.always.has(tool)) return "allow";
+    for (const rule of this.options.rules ?? []) if (matches(rule, tool, risk)) return rule.action;
+    return this.options.defaults?.[risk] ?? DEFAULTS[risk];
+  }
+
+  /** Decides one request: at once by policy, or after a reply. */
+  request(request: PermissionRequest): Promise<PermissionDecision> {
+    const action = this.evaluate(request.tool, request.risk);
+    if (action === "allow") return Promise.resolve({ type: "allow" });
+    if (action === "deny") {
+      return Promise.resolve({
+        type: "corrected",
+        feedback: `not executed: the session's permission rules deny ${request.tool}. Do not retry it; use another way or ask the user.`,
+      });
+    }
+    const ask = this.options.ask;
+    if (!ask) {
+      return Promise.resolve({
+        type: "corrected",
+        feedback: `not executed: ${request.tool} (risk ${request.risk}) needs the user's approval and no one can approve it in this session. Use a lower-risk tool or tell the user what you need.`,
+      });
+    }
+    return new Promise((resolve) => {
+      this.pending.set(request.requestId, { request, resolve });
+      ask(request).then(
+        (reply) => this.reply(request.requestId, reply),
+        () => this.reply(request.requestId, { type: "deny" }),
+      );
+    });
+  }
+
+  /** Applies a reply to every pending request of the session. Unknown or late ids change nothing. */
+  reply(requestId: string, reply: PermissionReply): void {
+    const origin = this.pending.get(requestId);
+    if (!origin) return;
+    if (reply.type === "allow_always") {
+      this.always.add(origin.request.tool);
+      for (const [id, p] of this.pending) {
+        const action = this.evaluate(p.request.tool, p.request.risk);
+        if (action === "ask") continue;
+        this.pending.delete(id);
+        p.resolve(
+          action === "allow"
+            ? { type: "allow" }
+            : {
+                type: "corrected",
+                feedback: `not executed: the permission rules deny ${p.request.tool}`,
+              },
+        );
+      }
+      return;
+    }
+    const decision: PermissionDecision =
+      reply.type === "allow_once"
+        ? { type: "allow" }
+        : reply.type === "deny"
+          ? { type: "declined", reason: `permission to run ${origin.request.tool} was declined` }
+          : { type: "corrected", feedback: reply.feedback };
+    const all = [...this.pending.values()];
+    this.pending.clear();
+    for (const p of all) p.resolve(decision);
+  }
+
+  /** Requests waiting for a reply (for UIs and the control protocol). */
+  waiting(): PermissionRequest[] {
+    return [...this.pending.values()].map((p) => p.request);
+  }
+
+  /** Drops waiting requests (the turn was cancelled); they resolve as declined. */
+  cancelAll(reason: string): void {
+    const all = [...this.pending.values()];
+    this.pending.clear();
+    for (const p of all) p.resolve({ type: "declined", reason });
+  }
+}
+
+function matches(rule: PermissionRule, tool: string, risk: Risk): boolean {
+  const toolOk = rule.tool === undefined || rule.tool === "*" || rule.tool === tool;
+  const riskOk = rule.risk === undefined || rule.risk === risk;
+  return toolOk && riskOk;
+}

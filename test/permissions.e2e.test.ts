@@ -1,0 +1,169 @@
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { createAgent } from "../actors/agent.ts";
+import type { AgentEvent } from "../actors/events.ts";
+import type { PermissionReply, PermissionRequest } from "../actors/permissions.ts";
+import { scriptedModel } from "../actors/scripted-model.ts";
+import type { LogEntry } from "../session/entries.ts";
+import { defineTool } from "../tools/define-tool.ts";
+
+function tools(ran: string[]) {
+  const danger = defineTool({
+    name: "danger",
+    description: "A high-risk action.",
+    parameters: z.object({ n: z.number() }),
+    traits: { risk: "high", concurrencySafe: true },
+    execute: ({ n }) => {
+      ran.push(`danger ${n}`);
+      return `danger ${n} done`;
+    },
+  });
+  const safe = defineTool({
+    name: "safe",
+    description: "A low-risk read.",
+    parameters: z.object({}),
+    traits: { risk: "low", readOnly: true, concurrencySafe: true },
+    execute: () => {
+      ran.push("safe");
+      return "safe done";
+    },
+  });
+  return [danger, safe];
+}
+
+const results = (entries: readonly LogEntry[]) =>
+  entries.filter((e) => e.type === "call_result") as Extract<LogEntry, { type: "call_result" }>[];
+
+describe("permissions", () => {
+  it("a denial without feedback ends the turn: nothing runs and the model is not asked again", async () => {
+    const ran: string[] = [];
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { id: "d1", name: "danger", arguments: '{"n":1}' },
+          { id: "s1", name: "safe", arguments: "{}" },
+        ],
+      },
+      { text: "should never be requested" },
+    ]);
+    const session = createAgent({
+      model,
+      tools: tools(ran),
+      permissions: { ask: async () => ({ type: "deny" }) },
+    }).session();
+    const out = await session.prompt("go");
+    expect(out.status).toBe("cancelled");
+    expect(out.reason).toMatch(/declined/);
+    expect(ran).toEqual([]);
+    expect(model.requests).toHaveLength(1);
+    expect(results(session.entries()).map((r) => r.result)).toEqual([
+      expect.objectContaining({ code: "DENIED" }),
+      expect.objectContaining({ code: "DENIED" }),
+    ]);
+  });
+
+  it("a denial with feedback becomes the tool result the model sees, and the turn goes on", async () => {
+    const ran: string[] = [];
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { id: "d1", name: "danger", arguments: '{"n":1}' },
+          { id: "s1", name: "safe", arguments: "{}" },
+        ],
+      },
+      { text: "understood" },
+    ]);
+    const session = createAgent({
+      model,
+      tools: tools(ran),
+      permissions: {
+        ask: async () => ({ type: "deny_with_feedback", feedback: "use the staging copy instead" }),
+      },
+    }).session();
+    expect((await session.prompt("go")).status).toBe("completed");
+    expect(ran).toEqual(["safe"]);
+    const toolMsgs = model.requests[1].messages.filter((m) => m.role === "tool");
+    expect(toolMsgs[0].content).toContain("use the staging copy instead");
+    expect(toolMsgs[1].content).toBe("safe done");
+  });
+
+  it("allow_always stops asking for that tool; a configured deny still wins", async () => {
+    const ran: string[] = [];
+    const asked: string[] = [];
+    const model = scriptedModel([
+      { toolCalls: [{ id: "d1", name: "danger", arguments: '{"n":1}' }] },
+      { toolCalls: [{ id: "d2", name: "danger", arguments: '{"n":2}' }] },
+      { text: "done" },
+    ]);
+    const session = createAgent({
+      model,
+      tools: tools(ran),
+      permissions: {
+        ask: async (r) => {
+          asked.push(r.callId);
+          return { type: "allow_always" };
+        },
+      },
+    }).session();
+    expect((await session.prompt("go")).status).toBe("completed");
+    expect(asked).toEqual(["d1"]);
+    expect(ran).toEqual(["danger 1", "danger 2"]);
+
+    const ran2: string[] = [];
+    const model2 = scriptedModel([
+      { toolCalls: [{ id: "d3", name: "danger", arguments: '{"n":3}' }] },
+      { text: "ok" },
+    ]);
+    const s2 = createAgent({
+      model: model2,
+      tools: tools(ran2),
+      permissions: {
+        rules: [{ tool: "danger", action: "deny" }],
+        ask: async () => ({ type: "allow_always" }),
+      },
+    }).session();
+    expect((await s2.prompt("go")).status).toBe("completed");
+    expect(ran2).toEqual([]);
+    expect(results(s2.entries())[0].result).toMatchObject({ code: "DENIED" });
+  });
+
+  it("one reply reaches every pending request of the session", async () => {
+    const ran: string[] = [];
+    const pending: PermissionRequest[] = [];
+    let answer: (r: PermissionReply) => void = () => {};
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { id: "a", name: "danger", arguments: '{"n":1}' },
+          { id: "b", name: "danger", arguments: '{"n":2}' },
+          { id: "c", name: "danger", arguments: '{"n":3}' },
+        ],
+      },
+      { text: "ok" },
+    ]);
+    const session = createAgent({
+      model,
+      tools: tools(ran),
+      permissions: {
+        ask: (r) => {
+          pending.push(r);
+          const reply = new Promise<PermissionReply>((resolve) => {
+            if (r.callId === "b") answer = resolve;
+          });
+          // All three wait; then the user answers only the middle one.
+          if (pending.length === 3) queueMicrotask(() => answer({ type: "allow_once" }));
+          return reply;
+        },
+      },
+    }).session();
+    const events: AgentEvent[] = [];
+    session.subscribe((e) => {
+      events.push(e);
+    });
+    expect((await session.prompt("go")).status).toBe("completed");
+    expect(session.pendingPermissions()).toEqual([]);
+    expect(ran.sort()).toEqual(["danger 1", "danger 2", "danger 3"]);
+    const decided = events.filter((e) => e.type === "permission.decided");
+    expect(decided).toHaveLength(3);
+  });
+});
