@@ -76,6 +76,56 @@ const cancelledResult: ToolFailure = {
   retryable: false,
 };
 
+/** The run each actor system (one per turn actor tree) belongs to. */
+const runs = new WeakMap<object, TurnRun>();
+const runOf = (system: object): TurnRun["effects"] => runs.get(system)!.effects;
+const providedMachines = new WeakMap<typeof turnMachine, typeof turnMachine>();
+
+/**
+ * The turn statechart (or a test variant) with its effects bound, built once per variant and
+ * shared by every turn: building machines per turn cost more than a whole step. Each action
+ * finds its run through the actor system it executes in.
+ */
+function provideTurnMachine(variant: typeof turnMachine): typeof turnMachine {
+  const cached = providedMachines.get(variant);
+  if (cached) return cached;
+  const toolCall = toolCallMachine.provide({
+    actions: {
+      // Answers go straight to the call's own actor: the batch learns the outcome from the
+      // call's done event, so forwarding through it would only add a step.
+      recordStart: ({ self, system }, { callId }) => runOf(system).recordStart(self, callId),
+      execute: ({ self, system }, { callId }) => runOf(system).execute(self, callId),
+      abort: ({ system }, { callId }) => runOf(system).abort(callId),
+    },
+  });
+  const batch = batchMachine.provide({
+    actors: { toolCall },
+    actions: { callSettled: ({ system }, params) => runOf(system).callSettled(params) },
+  });
+  const provided = variant.provide({
+    actors: { batch },
+    actions: {
+      prepare: ({ system }) => runOf(system).prepare(),
+      startAttempt: ({ self, system }, { attempt, step }) =>
+        runOf(system).startAttempt(self, attempt, step),
+      pollAtEnd: ({ self, system }) => runOf(system).pollAtEnd(self),
+      abortAttempt: ({ system }) => runOf(system).abortAttempt(),
+      refuseCalls: ({ system }) => runOf(system).refuseCalls(),
+      checkPermissions: ({ self, system }) => runOf(system).checkPermissions(self),
+      rejectInvalid: ({ system }) => runOf(system).rejectInvalid(),
+      commitBatch: ({ system }) => runOf(system).commitBatch(),
+      retryScheduled: ({ system }, { delayMs, attempt }) =>
+        runOf(system).retryScheduled(delayMs, attempt),
+      cancelAcknowledged: ({ system }, { reason }) => runOf(system).cancelAcknowledged(reason),
+      executionStopped: ({ system }) => runOf(system).executionStopped(),
+      finalize: ({ self, system }, params) => runOf(system).finalize(self, params),
+      ended: ({ system }, { status, reason }) => runOf(system).ended(status, reason),
+    },
+  }) as typeof turnMachine;
+  providedMachines.set(variant, provided);
+  return provided;
+}
+
 /**
  * Runs one turn: hosts the turn statechart and performs the effects it names.
  *
@@ -119,7 +169,7 @@ export class TurnRun {
       turnId: this.turnId,
       input: inputs.map((i) => i.text).join("\n"),
     });
-    this.actor = createActor(this.machine(), {
+    this.actor = createActor(provideTurnMachine(this.deps.turnMachine ?? turnMachine), {
       id: this.turnId,
       input: {
         turnId: this.turnId,
@@ -131,6 +181,7 @@ export class TurnRun {
       clock: this.deps.clock,
       inspect: this.deps.inspect,
     });
+    runs.set(this.actor.system, this);
     this.actor.subscribe({
       complete: () => this.resolveDone(this.actor.getSnapshot().output!),
       error: (err) => {
@@ -162,87 +213,74 @@ export class TurnRun {
     return this.flushing;
   }
 
-  private machine() {
-    const toolCall = toolCallMachine.provide({
-      actions: {
-        // Answers go straight to the call's own actor: the batch learns the outcome from the
-        // call's done event, so forwarding through it would only add a step.
-        recordStart: ({ self }, { callId }) => this.recordStart(self, callId),
-        execute: ({ self }, { callId }) => this.execute(self, callId),
-        abort: (_, { callId }) => this.callCtl.get(callId)?.abort(new Error("cancelled")),
-      },
-    });
-    const batch = batchMachine.provide({
-      actors: { toolCall },
-      actions: {
-        callSettled: (_, { callId, name, outcome, result }) =>
-          this.settle(callId, name, outcome, result),
-      },
-    });
-    return (this.deps.turnMachine ?? turnMachine).provide({
-      actors: { batch },
-      actions: {
-        prepare: () => {
-          this.deps.drainSteer();
-        },
-        startAttempt: ({ self }, { attempt, step }) => {
-          this.phase = `while waiting for model response ${step + 1}`;
-          void this.runAttempt(self, attempt, step);
-        },
-        pollAtEnd: ({ self }) => {
-          this.phase = "after the model's final answer";
-          self.send({ type: this.deps.drainSteer() > 0 ? "end.steered" : "end.none" });
-        },
-        abortAttempt: () => this.attemptCtl?.abort(new Error("interrupted")),
-        refuseCalls: () => {
-          for (const call of this.lastCalls) {
-            this.settle(call.id, call.function.name, "not_executed", truncatedCallResult(call));
-          }
-        },
-        checkPermissions: ({ self }) => {
-          this.phase = "while waiting for permission to run tool calls";
-          void this.checkPermissions(self);
-        },
-        rejectInvalid: () => {
-          this.phase = "while tool calls were running";
-          for (const outcome of this.prepared.values()) {
-            if (!outcome.ok) this.settle(outcome.id, outcome.name, "not_executed", outcome.error);
-          }
-        },
-        commitBatch: () => {
-          this.deps.emit({
-            type: "batch.committed",
-            turnId: this.turnId,
-            calls: this.lastCalls.map((c) => {
-              const r = this.records.get(c.id)!;
-              return { callId: c.id, name: c.function.name, outcome: r.outcome, result: r.result };
-            }),
-          });
-          this.phase = "after the tool results were committed";
-        },
-        retryScheduled: (_, { delayMs, attempt }) =>
-          this.deps.emit({
-            type: "retry.scheduled",
-            turnId: this.turnId,
-            attemptId: attemptIdOf(this.turnId, attempt),
-            retry: this.retryState?.retries ?? 0,
-            delayMs,
-            readyAt: this.retryState?.readyAt ?? this.deps.clock.now() + delayMs,
-            reason: this.lastFailure,
-            mode: this.lastMode,
-          }),
-        cancelAcknowledged: (_, { reason }) =>
-          this.deps.emit({ type: "turn.cancel_acknowledged", turnId: this.turnId, reason }),
-        executionStopped: () =>
-          this.deps.emit({ type: "turn.execution_stopped", turnId: this.turnId }),
-        finalize: ({ self }, params) => {
-          void this.finalize(self, params);
-        },
-        ended: (_, { status, reason }) =>
-          this.deps.emit({ type: "turn.ended", turnId: this.turnId, status, reason }),
-      },
-    });
-  }
+  /** The effects the turn statechart names, performed for this run (see `provideTurnMachine`). */
+  readonly effects = {
+    recordStart: (self: AnyActorRef, callId: string) => this.recordStart(self, callId),
+    execute: (self: AnyActorRef, callId: string) => this.execute(self, callId),
+    abort: (callId: string) => this.callCtl.get(callId)?.abort(new Error("cancelled")),
+    callSettled: (r: { callId: string; name: string; outcome: CallOutcome; result: ToolResult }) =>
+      this.settle(r.callId, r.name, r.outcome, r.result),
+    prepare: () => {
+      this.deps.drainSteer();
+    },
+    startAttempt: (self: AnyActorRef, attempt: number, step: number) => {
+      this.phase = `while waiting for model response ${step + 1}`;
+      void this.runAttempt(self, attempt, step);
+    },
+    pollAtEnd: (self: AnyActorRef) => {
+      this.phase = "after the model's final answer";
+      self.send({ type: this.deps.drainSteer() > 0 ? "end.steered" : "end.none" });
+    },
+    abortAttempt: () => this.attemptCtl?.abort(new Error("interrupted")),
+    refuseCalls: () => {
+      for (const call of this.lastCalls) {
+        this.settle(call.id, call.function.name, "not_executed", truncatedCallResult(call));
+      }
+    },
+    checkPermissions: (self: AnyActorRef) => {
+      this.phase = "while waiting for permission to run tool calls";
+      void this.checkPermissions(self);
+    },
+    rejectInvalid: () => {
+      this.phase = "while tool calls were running";
+      for (const outcome of this.prepared.values()) {
+        if (!outcome.ok) this.settle(outcome.id, outcome.name, "not_executed", outcome.error);
+      }
+    },
+    commitBatch: () => {
+      this.deps.emit({
+        type: "batch.committed",
+        turnId: this.turnId,
+        calls: this.lastCalls.map((c) => {
+          const r = this.records.get(c.id)!;
+          return { callId: c.id, name: c.function.name, outcome: r.outcome, result: r.result };
+        }),
+      });
+      this.phase = "after the tool results were committed";
+    },
+    retryScheduled: (delayMs: number, attempt: number) =>
+      this.deps.emit({
+        type: "retry.scheduled",
+        turnId: this.turnId,
+        attemptId: attemptIdOf(this.turnId, attempt),
+        retry: this.retryState?.retries ?? 0,
+        delayMs,
+        readyAt: this.retryState?.readyAt ?? this.deps.clock.now() + delayMs,
+        reason: this.lastFailure,
+        mode: this.lastMode,
+      }),
+    cancelAcknowledged: (reason: string) =>
+      this.deps.emit({ type: "turn.cancel_acknowledged", turnId: this.turnId, reason }),
+    executionStopped: () => this.deps.emit({ type: "turn.execution_stopped", turnId: this.turnId }),
+    finalize: (
+      self: AnyActorRef,
+      params: { status: TurnStatus; reason: string | undefined; cancelled: boolean },
+    ) => {
+      void this.finalize(self, params);
+    },
+    ended: (status: TurnStatus, reason: string | undefined) =>
+      this.deps.emit({ type: "turn.ended", turnId: this.turnId, status, reason }),
+  };
 
   private lastFailure = "";
   private lastMode: "retry" | "continue" = "retry";
