@@ -1,0 +1,146 @@
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createAgent, type ScriptStep, scriptedModel } from "../index.ts";
+import { startInspector } from "../inspector/server.ts";
+import { builtinTools } from "../tools/builtin/index.ts";
+import { EXIT, type ExitCode } from "./errors.ts";
+import { createTrace, type TraceOutput } from "./trace.ts";
+
+export interface DemoOptions {
+  /** One JSON event per line instead of the readable trace. */
+  json?: boolean;
+  /** Serve the inspector while the demo runs, and keep it open until `keepOpen` resolves. */
+  inspect?: boolean;
+  out?: TraceOutput;
+  /**
+   * Waits before closing the inspector (default: until SIGINT).
+   * Contract: resolves when the inspector may close; must not reject.
+   */
+  keepOpen?: () => Promise<void>;
+  /**
+   * Called with the inspector's URL before the session starts (e.g. to open a browser).
+   * Contract: the session starts when it resolves; must not reject.
+   */
+  onInspector?: (url: string) => Promise<void>;
+}
+
+const PROMPT = "Fix the typo in src/greet.ts, then tell me what this project contains.";
+
+const FILES: Record<string, string> = {
+  "README.md": "# hello\n\nA tiny project that greets people.\n",
+  "notes.txt": "todo: ship it\n",
+  "src/greet.ts": 'export const greeting = "Hello, wrold";\n',
+};
+
+const call = (id: string, name: string, args: string) => ({ id, name, arguments: args });
+
+/**
+ * The script: every hard case of the loop once, in a session that still succeeds.
+ * 1 three parallel reads, one with double-encoded arguments (repaired by preparation);
+ * 2 an unknown tool (the model gets the list of tools); 3 the corrected call;
+ * 4 an edit in a message cut by the length limit (refused, nothing runs);
+ * 5 the edit re-issued whole; 6 a 429 with Retry-After (the turn waits, then retries);
+ * 7 the final answer.
+ */
+function script(): ScriptStep[] {
+  const stream = { chunkSize: 12, chunkDelayMs: 12 };
+  const edit = JSON.stringify({
+    path: "src/greet.ts",
+    old_string: "Hello, wrold",
+    new_string: "Hello, world",
+  });
+  return [
+    {
+      ...stream,
+      text: "Let me look around first.",
+      toolCalls: [
+        call("call_ls", "list_dir", '{"path":"."}'),
+        call("call_greet", "read_file", '{"path":"src/greet.ts"}'),
+        call("call_readme", "read_file", JSON.stringify('{"path":"README.md"}')),
+      ],
+      usage: { inputTokens: 812, outputTokens: 64 },
+    },
+    {
+      ...stream,
+      text: "I'll check the notes online too.",
+      toolCalls: [call("call_fetch", "fetch_url", '{"url":"https://example.com/notes"}')],
+      usage: { inputTokens: 1104, outputTokens: 31 },
+    },
+    {
+      ...stream,
+      text: "No web access here; searching the workspace instead.",
+      toolCalls: [call("call_grep", "grep", '{"pattern":"wrold","path":"."}')],
+      usage: { inputTokens: 1290, outputTokens: 29 },
+    },
+    {
+      ...stream,
+      text: "Fixing the typo now.",
+      toolCalls: [call("call_edit_cut", "edit_file", edit)],
+      finish: "length",
+      usage: { inputTokens: 1402, outputTokens: 4096 },
+    },
+    {
+      ...stream,
+      text: "That message was cut off; here is the complete edit.",
+      toolCalls: [call("call_edit", "edit_file", edit)],
+      usage: { inputTokens: 1530, outputTokens: 58 },
+    },
+    { error: { status: 429, headers: { "retry-after": "1" }, message: "rate limited (demo)" } },
+    {
+      ...stream,
+      text: 'Done. src/greet.ts now says "Hello, world". The project has a README describing a tiny greeter, notes.txt with one todo, and src/greet.ts exporting the greeting.',
+      usage: { inputTokens: 1688, outputTokens: 47 },
+    },
+  ];
+}
+
+/**
+ * `keel demo`: a real session (the real turn, batch and tool-call machines, real built-in tools
+ * on a temporary workspace) driven by a scripted model. Returns the exit code.
+ */
+export async function runDemo(options: DemoOptions = {}): Promise<ExitCode> {
+  const out = options.out ?? process.stdout;
+  const root = mkdtempSync(join(tmpdir(), "keel-demo-"));
+  for (const [path, text] of Object.entries(FILES)) {
+    mkdirSync(join(root, path, ".."), { recursive: true });
+    writeFileSync(join(root, path), text);
+  }
+  const inspector = options.inspect ? await startInspector() : undefined;
+  const trace = createTrace({ out, json: options.json });
+  const agent = createAgent({
+    model: scriptedModel(script(), { name: "scripted-demo" }),
+    tools: builtinTools({ root }),
+    retry: { baseDelayMs: 200 },
+    ...(inspector ? { inspect: inspector.sink } : {}),
+  });
+  try {
+    const session = agent.session();
+    await session.ready;
+    if (inspector) {
+      trace.line(`inspector: ${inspector.url}`);
+      await options.onInspector?.(inspector.url);
+    }
+    trace.line(`keel demo · scripted model · workspace ${root}`);
+    session.subscribe(trace.onEvent);
+    const result = await session.prompt(PROMPT);
+    const fixed = readFileSync(join(root, "src/greet.ts"), "utf8").includes("Hello, world");
+    trace.line(
+      fixed ? "src/greet.ts was edited on disk: “Hello, world”." : "src/greet.ts is unchanged.",
+    );
+    trace.finish({ type: "result", sessionId: session.id, ...result, edited: fixed });
+    if (inspector) {
+      if (!options.json) out.write(`inspector still open at ${inspector.url} — Ctrl-C to exit\n`);
+      await (options.keepOpen ?? untilInterrupted)();
+    }
+    return result.status === "completed" ? EXIT.ok : EXIT.turnFailed;
+  } finally {
+    await agent.close();
+    await inspector?.close();
+    rmSync(root, { recursive: true, force: true });
+  }
+}
+
+function untilInterrupted(): Promise<void> {
+  return new Promise((resolve) => process.once("SIGINT", () => resolve()));
+}

@@ -1,0 +1,54 @@
+/** What a `keel` exit code says happened. Documented in `keel --help`. */
+export const EXIT = {
+  ok: 0,
+  /** The turn ended without completing: failed, cancelled or out of budget. */
+  turnFailed: 1,
+  /** A bad command, option or argument. */
+  usage: 2,
+  /** Configuration is missing or wrong (API key, model, store). */
+  config: 3,
+  /** The named session does not exist. */
+  notFound: 4,
+  /** A bug in keel (the message says where to report it). */
+  internal: 70,
+  /** Stopped by Ctrl-C. */
+  interrupted: 130,
+} as const;
+
+export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
+
+/** The epilogue of `keel --help`. */
+export const EXIT_CODES_HELP = `Exit codes:
+  0    ok
+  1    the turn did not complete (failed, cancelled or budget exhausted)
+  2    usage error (unknown command, bad option or argument)
+  3    configuration error (e.g. OPENAI_API_KEY missing, store not writable)
+  4    not found (no session with that id)
+  70   internal error (please report it; KEEL_DEBUG=1 shows the stack)
+  130  interrupted (Ctrl-C)
+
+Environment:
+  OPENAI_API_KEY   key for the OpenAI-compatible API (not needed with a local OPENAI_BASE_URL)
+  OPENAI_BASE_URL  another OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1
+  KEEL_MODEL       model name (default gpt-4.1-mini)
+  KEEL_DEBUG=1     show stack traces
+  KEEL_LOG=debug   runtime logs on stderr`;
+
+/**
+ * An error meant for the user: one line saying what is wrong and how to fix it, and the exit
+ * code. Thrown by commands, caught once at the top level of `keel`.
+ */
+export class CliError extends Error {
+  override readonly name = "CliError";
+  readonly exitCode: ExitCode;
+  constructor(message: string, exitCode: ExitCode) {
+    super(message);
+    this.exitCode = exitCode;
+  }
+}
+
+/** The first line of an error's message, for a one-line report. */
+export function oneLine(error: unknown): string {
+  const text = error instanceof Error ? error.message : String(error);
+  return (text.split("\n").find((line) => line.trim()) ?? text).trim();
+}

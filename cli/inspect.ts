@@ -1,0 +1,65 @@
+import { startInspector } from "../inspector/server.ts";
+import { CliError, EXIT, type ExitCode } from "./errors.ts";
+import { loadSession } from "./sessions.ts";
+import { openStore, shown, storePath } from "./store.ts";
+
+export interface InspectOptions {
+  replay?: string;
+  port?: number;
+  store?: string;
+  json?: boolean;
+  /** When to stop (default: Ctrl-C / SIGTERM). Contract: resolves once; must not reject. */
+  until?: () => Promise<void>;
+}
+
+/**
+ * `keel inspect`: serves the inspector on 127.0.0.1. With `--replay <id>` the page opens that
+ * stored session; otherwise any stored session opens with `?replay=<id>` added to the URL.
+ */
+export async function runInspect(options: InspectOptions, out = process.stdout): Promise<ExitCode> {
+  const path = storePath(options.store);
+  if (options.replay) await loadSession(options.replay, options.store);
+  const store = openStore(path, false);
+  let inspector: Awaited<ReturnType<typeof startInspector>>;
+  try {
+    inspector = await startInspector({
+      ...(options.port ? { port: options.port } : {}),
+      ...(store ? { store } : {}),
+    });
+  } catch (error) {
+    await store?.close();
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "EADDRINUSE") {
+      throw new CliError(
+        `port ${options.port} is in use: pick another with --port, or omit it for a free one`,
+        EXIT.config,
+      );
+    }
+    throw error;
+  }
+  const url = options.replay
+    ? `${inspector.url}&replay=${encodeURIComponent(options.replay)}`
+    : inspector.url;
+  if (options.json)
+    out.write(`${JSON.stringify({ url, port: inspector.port, store: store ? path : null })}\n`);
+  else {
+    out.write(`keel inspector: ${url}\n`);
+    out.write(
+      store
+        ? `the page lists the sessions of ${shown(path)}; click one to replay it\n`
+        : `no store at ${shown(path)}: nothing to replay (watch a live turn with keel run --inspect)\n`,
+    );
+    out.write("Ctrl-C to stop\n");
+  }
+  await (options.until ?? untilSignal)();
+  await inspector.close();
+  await store?.close();
+  return EXIT.ok;
+}
+
+function untilSignal(): Promise<void> {
+  return new Promise((resolve) => {
+    process.once("SIGINT", () => resolve());
+    process.once("SIGTERM", () => resolve());
+  });
+}

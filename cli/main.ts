@@ -1,0 +1,162 @@
+import { Command, CommanderError, InvalidArgumentError } from "commander";
+import { CliError, EXIT, EXIT_CODES_HELP, type ExitCode, oneLine } from "./errors.ts";
+
+const VERSION = "0.1.0";
+
+function positiveInt(name: string, max = Number.MAX_SAFE_INTEGER) {
+  return (value: string) => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1 || n > max) {
+      throw new InvalidArgumentError(`${name} must be an integer from 1 to ${max}, got "${value}"`);
+    }
+    return n;
+  };
+}
+
+/** Builds the `keel` program; each action stores its exit code in `result.code`. */
+export function buildProgram(result: { code: ExitCode }): Command {
+  const program = new Command("keel")
+    .description("Keel: an agent runtime where every race of the model/tool loop is a statechart.")
+    .version(VERSION, "-v, --version")
+    .exitOverride()
+    .configureOutput({
+      outputError: (text, write) =>
+        write(`keel: ${text.replace(/^error: /, "").trim()} (see keel --help)\n`),
+    })
+    .showSuggestionAfterError(true)
+    .addHelpText("after", `\n${EXIT_CODES_HELP}`);
+  const store = ["--store <file>", "session store (default ./.keel/keel.db)"] as const;
+
+  program
+    .command("demo")
+    .description(
+      "run a scripted session (no API key): parallel reads, repairs, a refused truncated call, an edit, a retry",
+    )
+    .option("--json", "one JSON event per line")
+    .option("--inspect", "serve the inspector while the demo runs")
+    .action(async (opts: { json?: boolean; inspect?: boolean }) => {
+      const { runDemo } = await import("./demo.ts");
+      result.code = await runDemo({ json: opts.json, inspect: opts.inspect });
+    });
+
+  program
+    .command("run")
+    .description("run one prompt with the built-in tools on the current directory")
+    .argument("<prompt...>", "what to do (quote it)")
+    .option("--json", "one JSON event per line")
+    .option("-y, --yes", "allow high-risk tools (shell) without asking")
+    .option("--inspect", "serve the inspector while the turn runs")
+    .option(
+      "--max-steps <n>",
+      "stop after this many model steps",
+      positiveInt("--max-steps", 10_000),
+    )
+    .option(...store)
+    .action(
+      async (
+        prompt: string[],
+        opts: {
+          json?: boolean;
+          yes?: boolean;
+          inspect?: boolean;
+          maxSteps?: number;
+          store?: string;
+        },
+      ) => {
+        const { runPrompt } = await import("./run.ts");
+        result.code = await runPrompt(prompt.join(" "), opts);
+      },
+    );
+
+  program
+    .command("resume")
+    .description("continue a stored session with a new prompt")
+    .argument("<id>", "session id (see keel sessions)")
+    .argument("<prompt...>", "what to do next")
+    .option("--json", "one JSON event per line")
+    .option("-y, --yes", "allow high-risk tools (shell) without asking")
+    .option("--inspect", "serve the inspector while the turn runs")
+    .option(...store)
+    .action(
+      async (
+        id: string,
+        prompt: string[],
+        opts: { json?: boolean; yes?: boolean; inspect?: boolean; store?: string },
+      ) => {
+        const { runPrompt } = await import("./run.ts");
+        result.code = await runPrompt(prompt.join(" "), { ...opts, resume: id });
+      },
+    );
+
+  program
+    .command("sessions")
+    .description("list the sessions in the project's store")
+    .option("--json", "a JSON array")
+    .option(...store)
+    .action(async (opts: { json?: boolean; store?: string }) => {
+      const { listSessions } = await import("./sessions.ts");
+      result.code = await listSessions(opts);
+    });
+
+  program
+    .command("show")
+    .description("show a session's branch tree and the projection the model sees")
+    .argument("<id>", "session id (see keel sessions)")
+    .option("--json", "entries, leaf and messages as one JSON object")
+    .option(...store)
+    .action(async (id: string, opts: { json?: boolean; store?: string }) => {
+      const { showSession } = await import("./sessions.ts");
+      result.code = await showSession(id, opts);
+    });
+
+  program
+    .command("inspect")
+    .description("serve the inspector on 127.0.0.1 (with --replay: a stored session)")
+    .option("--replay <id>", "open this stored session")
+    .option("--port <n>", "port (default: a free one)", positiveInt("--port", 65_535))
+    .option("--json", "print {url, port} as JSON")
+    .option(...store)
+    .action(async (opts: { replay?: string; port?: number; json?: boolean; store?: string }) => {
+      const { runInspect } = await import("./inspect.ts");
+      result.code = await runInspect(opts);
+    });
+  return program;
+}
+
+/** Runs `keel` with `argv` (without node and script); returns the exit code, never throws. */
+export async function main(argv: string[]): Promise<ExitCode> {
+  const result: { code: ExitCode } = { code: EXIT.ok };
+  const program = buildProgram(result);
+  if (argv.length === 0) {
+    process.stdout.write(program.helpInformation());
+    return EXIT.usage;
+  }
+  try {
+    await program.parseAsync(argv, { from: "user" });
+    return result.code;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
+    }
+    if (process.env.KEEL_DEBUG === "1") console.error(error);
+    if (error instanceof CliError) {
+      process.stderr.write(`keel: ${error.message}\n`);
+      return error.exitCode;
+    }
+    process.stderr.write(
+      `keel: internal error: ${oneLine(error)} (run again with KEEL_DEBUG=1 for the stack, and report it)\n`,
+    );
+    return EXIT.internal;
+  }
+}
+
+/** Runs `keel` as the process: sets the exit code and lets output drain before exiting. */
+export async function runAsProcess(): Promise<void> {
+  const code = await main(process.argv.slice(2));
+  process.exitCode = code;
+  // Anything still holding the event loop (a stray timer or socket) must not keep keel alive.
+  setTimeout(() => process.exit(code), 1500).unref();
+}
+
+const entry = process.argv[1]?.replace(/\\/g, "/");
+if (entry && import.meta.url.endsWith(entry)) await runAsProcess();

@@ -1,0 +1,107 @@
+import { createAgent, openaiModel } from "../index.ts";
+import { startInspector } from "../inspector/server.ts";
+import { builtinTools } from "../tools/builtin/index.ts";
+import { terminalAsk, withApproval } from "./approval.ts";
+import { CliError, EXIT, type ExitCode } from "./errors.ts";
+import { loadSession } from "./sessions.ts";
+import { openStore, storePath } from "./store.ts";
+import { createTrace } from "./trace.ts";
+
+export interface RunOptions {
+  json?: boolean;
+  /** Allow high-risk tools without asking. */
+  yes?: boolean;
+  inspect?: boolean;
+  store?: string;
+  maxSteps?: number;
+  /** Continue this session instead of starting one. */
+  resume?: string;
+}
+
+/** The model from the environment; a config error naming the variable when it is missing. */
+export function modelFromEnv(env: NodeJS.ProcessEnv = process.env) {
+  const apiKey = env.OPENAI_API_KEY;
+  const baseURL = env.OPENAI_BASE_URL;
+  if (!apiKey && !baseURL) {
+    throw new CliError(
+      "OPENAI_API_KEY is not set: export OPENAI_API_KEY=sk-… (or OPENAI_BASE_URL=http://127.0.0.1:8080/v1 for a local server); `keel demo` needs neither",
+      EXIT.config,
+    );
+  }
+  return openaiModel({
+    model: env.KEEL_MODEL || "gpt-4.1-mini",
+    ...(apiKey ? { apiKey } : {}),
+    ...(baseURL ? { baseURL } : {}),
+  });
+}
+
+/**
+ * `keel run "<prompt>"` and `keel resume <id> "<prompt>"`: one turn with the built-in tools on
+ * the current directory, logged to the project's store. High-risk tools ask y/n on the
+ * terminal; without one they are denied unless `--yes`. Ctrl-C interrupts the turn (a second
+ * Ctrl-C exits at once).
+ */
+export async function runPrompt(prompt: string, options: RunOptions): Promise<ExitCode> {
+  if (!prompt.trim()) throw new CliError('the prompt is empty: keel run "what to do"', EXIT.usage);
+  if (options.resume) await loadSession(options.resume, options.store);
+  const model = modelFromEnv();
+  const store = openStore(storePath(options.store), true)!;
+  const trace = createTrace({ out: process.stdout, json: options.json });
+  const interactive = Boolean(process.stdin.isTTY && process.stderr.isTTY);
+  const terminal = terminalAsk(process.stdin, process.stderr);
+  const tools = withApproval(builtinTools({ root: process.cwd() }), {
+    yes: options.yes,
+    ...(interactive
+      ? {
+          ask: async (question: string, signal: AbortSignal) => {
+            trace.pause(true);
+            try {
+              return await terminal(question, signal);
+            } finally {
+              trace.pause(false);
+            }
+          },
+        }
+      : {}),
+  });
+  const inspector = options.inspect ? await startInspector() : undefined;
+  const agent = createAgent({
+    model,
+    tools,
+    store,
+    ...(options.maxSteps ? { limits: { maxSteps: options.maxSteps } } : {}),
+    ...(inspector ? { inspect: inspector.sink } : {}),
+  });
+  let interrupted = false;
+  const session = agent.session(options.resume);
+  const onSigint = () => {
+    if (interrupted) process.exit(EXIT.interrupted);
+    interrupted = true;
+    session.interrupt("interrupted by the user (Ctrl-C)");
+  };
+  process.on("SIGINT", onSigint);
+  try {
+    await session.ready;
+    if (inspector) trace.line(`inspector: ${inspector.url}`);
+    session.subscribe(trace.onEvent);
+    const result = await session.prompt(prompt);
+    trace.finish({ type: "result", sessionId: session.id, ...result });
+    if (!options.json) {
+      process.stderr.write(
+        `session ${session.id} · continue with: keel resume ${session.id} "…"\n`,
+      );
+    }
+    if (interrupted) return EXIT.interrupted;
+    if (inspector) {
+      process.off("SIGINT", onSigint);
+      process.stderr.write(`inspector still open at ${inspector.url} — Ctrl-C to exit\n`);
+      await new Promise((resolve) => process.once("SIGINT", resolve));
+    }
+    return result.status === "completed" ? EXIT.ok : EXIT.turnFailed;
+  } finally {
+    process.off("SIGINT", onSigint);
+    await agent.close();
+    await store.close();
+    await inspector?.close();
+  }
+}

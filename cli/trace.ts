@@ -1,0 +1,215 @@
+import type { AgentEvent } from "../actors/events.ts";
+
+/**
+ * Where the trace goes: a stream with the TTY fields Node's stdout has.
+ * Contract: `write` accepts any string and does not throw.
+ */
+export interface TraceOutput {
+  write(chunk: string): unknown;
+  isTTY?: boolean;
+  columns?: number;
+}
+
+export interface TraceOptions {
+  out: TraceOutput;
+  /** One JSON object per line (every AgentEvent as is), nothing else. */
+  json?: boolean;
+  /** Default: when `out` is a TTY and NO_COLOR is unset. */
+  color?: boolean;
+  /**
+   * Milliseconds now on the agent's clock, for retry countdowns (default: the system clock).
+   * Contract: monotonic, never throws.
+   */
+  now?: () => number;
+}
+
+/** Prints a session's events for people (lines + a live status line on a TTY) or as JSON. */
+export interface Trace {
+  /** Contract: never throws; fast. */
+  onEvent(event: AgentEvent): void;
+  /** Prints a line of the command's own (above the status line). */
+  line(text: string): void;
+  /** Hides the status line while something else uses the terminal (a y/n question). */
+  pause(paused: boolean): void;
+  /** Prints a final JSON record (json mode) or nothing; stops the status line. */
+  finish(record: Record<string, unknown>): void;
+}
+
+const ESC = "\x1b[";
+
+/**
+ * Creates a trace. Human mode prints one line per meaningful event (step, assistant text, tool
+ * calls with duration and outcome, retries, turn end); on a TTY the bottom line is a status
+ * line (step, tokens, running calls, retry countdown) redrawn in place every 100 ms.
+ */
+export function createTrace(options: TraceOptions): Trace {
+  const { out } = options;
+  const tty = Boolean(out.isTTY) && !options.json;
+  const color = options.color ?? (tty && !process.env.NO_COLOR);
+  const now = options.now ?? (() => performance.timeOrigin + performance.now());
+  const paint = (code: string, text: string) => (color ? `${ESC}${code}m${text}${ESC}0m` : text);
+  const dim = (t: string) => paint("2", t);
+  const state = {
+    step: 0,
+    tokensIn: 0,
+    tokensOut: 0,
+    running: new Map<string, { name: string; at: number }>(),
+    retryAt: 0,
+    retryReason: "",
+    writing: "",
+    started: now(),
+  };
+  const startedAt = new Map<string, number>();
+  let statusShown = false;
+  let paused = false;
+  let timer: ReturnType<typeof setInterval> | undefined;
+
+  const clearStatus = () => {
+    if (statusShown) out.write(`\r${ESC}2K`);
+    statusShown = false;
+  };
+  const drawStatus = () => {
+    if (!tty || paused) return;
+    const parts = [`step ${state.step}`, `${state.tokensIn}↑ ${state.tokensOut}↓ tok`];
+    if (state.running.size) {
+      parts.push(`running ${[...state.running.values()].map((c) => c.name).join(", ")}`);
+    }
+    const wait = state.retryAt - now();
+    if (wait > 0) parts.push(`retry in ${(wait / 1000).toFixed(1)}s`);
+    if (state.writing) parts.push(`“${state.writing.replace(/\s+/g, " ").slice(-40)}”`);
+    const spin = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"[Math.floor(now() / 100) % 10];
+    const text = `${spin} ${parts.join(" · ")}`;
+    const width = Math.max(20, (out.columns || 80) - 1);
+    out.write(`\r${ESC}2K${dim(text.length > width ? `${text.slice(0, width - 1)}…` : text)}`);
+    statusShown = true;
+  };
+  const print = (text: string) => {
+    clearStatus();
+    out.write(`${text}\n`);
+    drawStatus();
+  };
+  if (tty) {
+    timer = setInterval(drawStatus, 100);
+    timer.unref();
+  }
+
+  const describeResult = (e: Extract<AgentEvent, { type: "call.settled" }>) => {
+    const r = e.result;
+    const text = r.ok ? r.content : `${r.code}: ${r.message}`;
+    const first = text.split("\n").find((l) => l.trim()) ?? "";
+    const lines = text.split("\n").length;
+    return `${first.trim().slice(0, 90)}${lines > 1 ? dim(` (+${lines - 1} lines)`) : ""}`;
+  };
+
+  const human = (e: AgentEvent) => {
+    switch (e.type) {
+      case "turn.started":
+        print(`${paint("1", "›")} ${e.input}`);
+        break;
+      case "attempt.started":
+        state.step = e.step;
+        state.writing = "";
+        print(dim(`── step ${e.step} ${"─".repeat(40)}`));
+        break;
+      case "text.delta":
+        state.writing += e.text;
+        break;
+      case "attempt.ended":
+        if (e.status !== "completed") {
+          print(paint("33", `  ⚠ attempt ${e.status}${e.error ? `: ${e.error}` : ""}`));
+        }
+        break;
+      case "message.committed":
+        state.writing = "";
+        if (e.usage) {
+          state.tokensIn += e.usage.inputTokens;
+          state.tokensOut += e.usage.outputTokens;
+        }
+        if (e.text.trim()) print(`  ${e.text.trim().replace(/\n/g, "\n  ")}`);
+        break;
+      case "call.queued":
+        break;
+      case "call.started": {
+        startedAt.set(e.callId, e.at);
+        state.running.set(e.callId, { name: e.name, at: e.at });
+        const args = JSON.stringify(e.args) ?? "";
+        print(
+          `  ${paint("34", "▶")} ${e.name} ${dim(args.length > 80 ? `${args.slice(0, 79)}…` : args)}`,
+        );
+        break;
+      }
+      case "call.settled": {
+        state.running.delete(e.callId);
+        const began = startedAt.get(e.callId);
+        const took = began === undefined ? "" : `${Math.round(e.at - began)} ms `;
+        const mark =
+          e.outcome === "completed"
+            ? paint("32", "✓")
+            : e.outcome === "unknown"
+              ? paint("33", "?")
+              : paint("31", "✗");
+        print(`  ${mark} ${e.name} ${dim(`${took}${e.outcome}`)}  ${describeResult(e)}`);
+        break;
+      }
+      case "call.stopping":
+        print(paint("33", `  ■ stopping ${e.callId}`));
+        break;
+      case "retry.scheduled":
+        state.retryAt = e.readyAt;
+        state.retryReason = e.reason;
+        print(
+          paint(
+            "33",
+            `  ↻ ${e.mode} #${e.retry} in ${(e.delayMs / 1000).toFixed(1)} s — ${e.reason}`,
+          ),
+        );
+        break;
+      case "turn.cancel_acknowledged":
+        print(paint("33", `  ■ cancelling: ${e.reason}`));
+        break;
+      case "turn.ended": {
+        const secs = ((e.at - state.started) / 1000).toFixed(1);
+        const mark = e.status === "completed" ? paint("32", "✔") : paint("31", "✘");
+        print(
+          `${mark} turn ${e.status}${e.reason ? `: ${e.reason}` : ""} ${dim(`· ${state.step} steps · ${state.tokensIn} tokens in, ${state.tokensOut} out · ${secs} s`)}`,
+        );
+        break;
+      }
+      case "log":
+        print(
+          paint(
+            e.level === "warn" ? "33" : "2",
+            `  ${e.level === "warn" ? "⚠" : "·"} ${e.message}`,
+          ),
+        );
+        break;
+      default:
+        break;
+    }
+  };
+
+  return {
+    onEvent(event) {
+      try {
+        if (options.json) out.write(`${JSON.stringify(event)}\n`);
+        else human(event);
+      } catch {
+        // Contract: never throws into the session's event fan-out.
+      }
+    },
+    line(text) {
+      if (options.json) return;
+      print(text);
+    },
+    pause(value) {
+      if (value) clearStatus();
+      paused = value;
+      if (!value) drawStatus();
+    },
+    finish(record) {
+      if (timer) clearInterval(timer);
+      clearStatus();
+      if (options.json) out.write(`${JSON.stringify(record)}\n`);
+    },
+  };
+}

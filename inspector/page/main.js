@@ -1,0 +1,185 @@
+// The page: connects to the inspector's WebSocket, keeps every record, folds them into the
+// model up to the scrubber's position and redraws on animation frames.
+import { fmtStamp, h, setText } from "./dom.js";
+import { createEventLog } from "./event-log.js";
+import { apply, createModel } from "./model.js";
+import { createInbox, createRetryWaits, renderStats } from "./panels.js";
+import { createTimeline } from "./timeline.js";
+import { createTree } from "./tree.js";
+
+const MAX_RECORDS = 200_000;
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+const token = params.get("token") ?? "";
+const replayId = params.get("replay");
+
+let records = [];
+let model = createModel();
+let applied = 0;
+let cursor = 0;
+let live = true;
+let mode = "connecting";
+let offset = 0; // server clock − local clock
+let dropped = 0;
+let needsFrame = true;
+let storedCount = 0; // stored sessions offered while nothing live has happened
+
+const select = (id) => {
+  log.setActorFilter(id);
+  $("actor-filter").focus();
+};
+const tree = createTree($("tree"), select);
+const timeline = createTimeline($("timeline"), select);
+const retries = createRetryWaits($("retry-waits"));
+const inbox = createInbox($("inbox"));
+const log = createEventLog({
+  root: $("log"),
+  typeSelect: $("type-filter"),
+  actorInput: $("actor-filter"),
+  textInput: $("text-filter"),
+  count: $("log-count"),
+  detail: $("detail"),
+});
+const scrubber = $("scrubber");
+
+function rebuild(upTo) {
+  model = createModel();
+  applied = 0;
+  tree.reset();
+  timeline.reset();
+  retries.reset();
+  advance(upTo);
+}
+
+function advance(upTo) {
+  for (; applied < upTo; applied++) apply(model, records[applied]);
+  cursor = upTo;
+}
+
+function receive(message) {
+  offset = message.now - Date.now();
+  if (message.type === "hello") {
+    records = message.records;
+    mode = message.mode;
+    setText($("mode"), mode === "replay" ? `replay ${message.sessionId ?? ""}` : "live");
+    $("error").hidden = !message.error;
+    setText($("error"), message.error ?? "");
+    live = true;
+    rebuild(0);
+  } else if (message.type === "sessions") {
+    showStored(message.sessions);
+  } else if (message.type === "batch") {
+    dropped = message.dropped ?? dropped;
+    for (const r of message.records) records.push(r);
+    if (records.length > MAX_RECORDS) {
+      records = records.slice(-MAX_RECORDS / 2);
+      rebuild(0);
+    }
+  }
+  needsFrame = true;
+}
+
+/** Stored sessions the page can replay (sent when the inspector has a store). */
+function showStored(sessions) {
+  const box = $("stored");
+  box.replaceChildren(
+    h("div", { class: "stored-head", text: "Stored sessions — open one to replay it" }),
+  );
+  for (const s of sessions) {
+    const url = new URL(location.href);
+    url.searchParams.set("replay", s.sessionId);
+    const when = new Date(s.updatedAt).toISOString().replace("T", " ").slice(0, 16);
+    box.append(
+      h(
+        "a",
+        { href: url.href, "data-session-id": s.sessionId },
+        h("b", { text: s.sessionId }),
+        h("span", { class: "muted", text: ` ${s.entries} entries · ${when}` }),
+      ),
+    );
+  }
+  storedCount = sessions.length;
+  needsFrame = true;
+}
+
+function connect(attempt = 0) {
+  const url = new URL("/ws", location.href);
+  url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
+  url.searchParams.set("token", token);
+  if (replayId) url.searchParams.set("replay", replayId);
+  const ws = new WebSocket(url);
+  ws.addEventListener("open", () => {
+    attempt = 0;
+    document.body.dataset.connection = "open";
+  });
+  ws.addEventListener("message", (event) => receive(JSON.parse(event.data)));
+  ws.addEventListener("close", () => {
+    document.body.dataset.connection = "closed";
+    setText($("mode"), "disconnected · retrying");
+    if (!replayId || records.length === 0)
+      setTimeout(() => connect(attempt + 1), Math.min(5000, 250 * 2 ** attempt));
+  });
+}
+
+scrubber.addEventListener("input", () => {
+  const value = Number(scrubber.value);
+  live = value >= records.length;
+  if (value < applied) rebuild(value);
+  else advance(value);
+  needsFrame = true;
+});
+$("go-live").addEventListener("click", () => {
+  live = true;
+  needsFrame = true;
+});
+
+function anyOpen() {
+  for (const a of model.attempts.values()) if (a.end === undefined) return true;
+  for (const w of model.retries) if (!w.done) return true;
+  for (const c of model.calls.values())
+    if (c.state && c.state !== "settled" && c.state !== "unknown") return true;
+  return false;
+}
+
+function frame() {
+  requestAnimationFrame(frame);
+  const open = anyOpen();
+  if (!needsFrame && !(live && open)) return;
+  needsFrame = false;
+  if (live) advance(records.length);
+  const serverNow = Date.now() + offset;
+  const last = cursor > 0 ? records[cursor - 1].t : model.tLast;
+  const tEnd = live && open && mode === "live" ? Math.max(model.tLast, serverNow) : last;
+  tree.render(model);
+  timeline.render(model, tEnd);
+  retries.render(model, live && mode === "live" ? serverNow : last);
+  if (model.dirty.panels) inbox.render(model);
+  model.dirty.panels = false;
+  const { running } = renderStats($("stats"), model, records.length, dropped);
+  document.body.dataset.running = String(running);
+  log.update(records, cursor, model);
+  log.render();
+  scrubber.max = String(records.length);
+  scrubber.value = String(cursor);
+  document.body.dataset.live = String(live);
+  $("stored").hidden = storedCount === 0 || records.length > 0 || mode === "replay";
+  $("go-live").hidden = live;
+  const t0 = Number.isFinite(model.t0) ? model.t0 : last;
+  setText(
+    $("scrub-label"),
+    `${fmtStamp((last ?? 0) - (t0 ?? 0))} · ${cursor.toLocaleString()} / ${records.length.toLocaleString()}`,
+  );
+}
+
+$("log").addEventListener("scroll", () => {
+  needsFrame = true;
+});
+for (const id of ["type-filter", "actor-filter", "text-filter"])
+  $(id).addEventListener("input", () => {
+    needsFrame = true;
+  });
+window.addEventListener("resize", () => {
+  needsFrame = true;
+});
+connect();
+requestAnimationFrame(frame);

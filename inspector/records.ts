@@ -1,0 +1,181 @@
+import type { InspectionEvent } from "xstate";
+import type { AgentEvent } from "../actors/events.ts";
+
+/**
+ * The inspector's wire format: small, flat JSON records, one per observable change. Whole
+ * contexts and snapshots are never serialised; a record costs a few hundred bytes at most.
+ * `t` is clock ms; `sid` is XState's unique `sessionId` of an actor, `id` its readable id.
+ */
+export type InspectRecord =
+  | {
+      k: "actor";
+      t: number;
+      sid: string;
+      id: string;
+      parent?: string;
+      machine?: string;
+    }
+  | {
+      k: "snap";
+      t: number;
+      sid: string;
+      id: string;
+      state: string;
+      status: string;
+      /** The coordinator's doorbell (`context.pendingWake`), when the snapshot exposes one. */
+      wake?: string | null;
+    }
+  | { k: "ev"; t: number; sid: string; id: string; type: string; from?: string }
+  | { k: "agent"; t: number; e: AgentEvent };
+
+/** Longest string kept in any record field (args, results, text). */
+export const MAX_TEXT = 240;
+
+/** Cuts `text` to `max` characters, marking the cut. */
+export function clip(text: string, max = MAX_TEXT): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}
+
+/** A compact one-line rendering of any value, bounded in size; never throws. */
+export function brief(value: unknown, max = MAX_TEXT): string {
+  if (typeof value === "string") return clip(value, max);
+  try {
+    return clip(JSON.stringify(value) ?? String(value), max);
+  } catch {
+    return "[unserialisable]";
+  }
+}
+
+/** A state value as one string: `"a"`, `{a:"x"}` → `"a.x"`, parallel regions joined by `, `. */
+export function stateString(value: unknown): string {
+  if (typeof value === "string") return value;
+  if (value === null || typeof value !== "object") return "";
+  const parts: string[] = [];
+  for (const [key, child] of Object.entries(value as Record<string, unknown>)) {
+    const inner = stateString(child);
+    parts.push(inner ? `${key}.${inner}` : key);
+  }
+  return parts.join(", ");
+}
+
+interface ActorLike {
+  id?: string;
+  sessionId?: string;
+  _parent?: { sessionId?: string };
+  logic?: { id?: unknown };
+}
+
+function wakeOf(snapshot: { context?: unknown }): string | null | undefined {
+  const context = snapshot.context;
+  if (context === null || typeof context !== "object" || !("pendingWake" in context)) {
+    return undefined;
+  }
+  const wake = (context as { pendingWake: unknown }).pendingWake;
+  if (wake === null || wake === undefined) return null;
+  if (typeof wake === "object" && "scope" in wake) return String(wake.scope);
+  return brief(wake, 60);
+}
+
+/**
+ * Converts one XState inspection event into at most one record, or `undefined` when it says
+ * nothing new. `last` remembers each actor's last (state, status, wake) so that snapshots
+ * which change nothing visible are dropped; entries are removed when the actor stops.
+ * Reads only `value`, `status` and `context.pendingWake` of a snapshot.
+ */
+export function inspectionRecord(
+  event: InspectionEvent,
+  t: number,
+  last: Map<string, string>,
+): InspectRecord | undefined {
+  const ref = event.actorRef as unknown as ActorLike;
+  const sid = ref.sessionId ?? "?";
+  const id = ref.id ?? sid;
+  switch (event.type) {
+    case "@xstate.actor": {
+      const logicId = ref.logic?.id;
+      const machine = typeof logicId === "string" ? logicId : undefined;
+      const parent = ref._parent?.sessionId;
+      return {
+        k: "actor",
+        t,
+        sid,
+        id,
+        ...(parent ? { parent } : {}),
+        ...(machine ? { machine } : {}),
+      };
+    }
+    case "@xstate.snapshot": {
+      const snapshot = event.snapshot as { value?: unknown; status?: string; context?: unknown };
+      const state = stateString(snapshot.value);
+      const status = snapshot.status ?? "active";
+      const wake = wakeOf(snapshot);
+      const key = `${state}|${status}|${wake ?? ""}`;
+      if (last.get(sid) === key) return undefined;
+      if (status === "active") last.set(sid, key);
+      else last.delete(sid);
+      return { k: "snap", t, sid, id, state, status, ...(wake !== undefined ? { wake } : {}) };
+    }
+    case "@xstate.event": {
+      const from = (event.sourceRef as unknown as ActorLike | undefined)?.sessionId;
+      const type = typeof event.event?.type === "string" ? event.event.type : "?";
+      return { k: "ev", t, sid, id, type, ...(from ? { from } : {}) };
+    }
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * An AgentEvent made small for the wire: tool arguments, results and texts are clipped to
+ * `MAX_TEXT` characters. The event's shape (type and ids) is kept.
+ */
+export function agentRecord(event: AgentEvent): InspectRecord {
+  let e: AgentEvent = event;
+  switch (event.type) {
+    case "turn.started":
+      e = { ...event, input: clip(event.input) };
+      break;
+    case "call.started":
+      e = { ...event, args: brief(event.args) };
+      break;
+    case "call.update":
+      e = { ...event, progress: brief(event.progress, 120) };
+      break;
+    case "call.preview":
+      e = { ...event, preview: brief(event.preview, 120) };
+      break;
+    case "call.settled":
+      e = { ...event, result: smallResult(event.result) };
+      break;
+    case "batch.committed":
+      e = { ...event, calls: event.calls.map((c) => ({ ...c, result: smallResult(c.result) })) };
+      break;
+    case "message.committed":
+      e = {
+        ...event,
+        text: clip(event.text),
+        toolCalls: event.toolCalls.map((c) => ({
+          ...c,
+          function: { name: c.function.name, arguments: clip(c.function.arguments, 120) },
+        })),
+      };
+      break;
+    case "text.delta":
+      e = { ...event, text: clip(event.text, 2000) };
+      break;
+    case "log":
+      e = { ...event, message: clip(event.message) };
+      break;
+  }
+  return { k: "agent", t: event.at, e };
+}
+
+function smallResult<R extends { ok: boolean }>(result: R): R {
+  if ("content" in result && typeof result.content === "string") {
+    return { ...result, content: clip(result.content) };
+  }
+  if ("message" in result && typeof result.message === "string") {
+    return { ...result, message: clip(result.message) };
+  }
+  return result;
+}

@@ -1,0 +1,225 @@
+import { randomBytes, timingSafeEqual } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
+import { type WebSocket, WebSocketServer } from "ws";
+import type { Clock } from "../actors/clock.ts";
+import type { InspectSink } from "../actors/events.ts";
+import type { LogEntry } from "../session/entries.ts";
+import type { SessionStore } from "../session/store.ts";
+import { createFeed } from "./feed.ts";
+import type { InspectRecord } from "./records.ts";
+import { replayRecords } from "./replay.ts";
+
+export interface InspectorOptions {
+  /** TCP port on 127.0.0.1; 0 or absent picks a free one. */
+  port?: number;
+  /** Access token (8–128 of `A-Z a-z 0-9 _ -`); absent: 24 random bytes, base64url. */
+  token?: string;
+  /** Lets the page open `?replay=<sessionId>` from this store. */
+  store?: SessionStore;
+  /** Stamps XState inspection events; pass the agent's clock so both time bases agree. */
+  clock?: Clock;
+  /** Records kept for late clients (default 20 000). */
+  capacity?: number;
+}
+
+export interface Inspector {
+  /** `http://127.0.0.1:PORT/?token=…` */
+  url: string;
+  port: number;
+  token: string;
+  /** Pass as `createAgent({ inspect })`. Cheap with no page open. */
+  sink: InspectSink;
+  /** Shows a stored session's log as if it ran now (replaces what the page shows). */
+  replay(entries: readonly LogEntry[], sessionId?: string): void;
+  close(): Promise<void>;
+}
+
+const PAGE_DIR = new URL("./page/", import.meta.url);
+const CSS = "text/css; charset=utf-8";
+const JS = "text/javascript; charset=utf-8";
+/** Every file the page may load; anything else under the token path is refused. */
+const ASSETS: Record<string, string> = {
+  "style.css": CSS,
+  "tree.css": CSS,
+  "timeline.css": CSS,
+  "log.css": CSS,
+  "main.js": JS,
+  "model.js": JS,
+  "tree.js": JS,
+  "timeline.js": JS,
+  "event-log.js": JS,
+  "panels.js": JS,
+  "dom.js": JS,
+};
+/** A client further behind than this many bytes misses batches (counted, shown as dropped). */
+const MAX_BUFFERED = 16 * 1024 * 1024;
+
+/**
+ * Starts the inspector: an HTTP server on 127.0.0.1 only, serving one page (static files read
+ * once at startup, no CDN) and a WebSocket of records. Every HTTP and WebSocket request must
+ * carry the token (query `token`, or the `/t/<token>/` path of the page's own modules);
+ * anything else gets 403. The page's modules live under the token path so that their
+ * relative imports carry it.
+ */
+export async function startInspector(options: InspectorOptions = {}): Promise<Inspector> {
+  const token = options.token ?? randomBytes(24).toString("base64url");
+  if (!/^[A-Za-z0-9_-]{8,128}$/.test(token)) {
+    throw new RangeError(
+      "inspector token must be 8–128 characters of A-Z a-z 0-9 _ - (omit it to get a random one)",
+    );
+  }
+  const port = options.port ?? 0;
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) {
+    throw new RangeError(`inspector port must be an integer 0–65535, got ${port}`);
+  }
+  const files = new Map<string, Buffer>();
+  for (const name of Object.keys(ASSETS)) files.set(name, readFileSync(new URL(name, PAGE_DIR)));
+  const html = readFileSync(new URL("index.html", PAGE_DIR), "utf8").replaceAll("%TOKEN%", token);
+  const feed = createFeed({ clock: options.clock, capacity: options.capacity });
+  const now = () =>
+    (options.clock ?? { now: () => performance.timeOrigin + performance.now() }).now();
+  const expected = Buffer.from(token);
+  const tokenOk = (given: string | null | undefined) => {
+    if (!given) return false;
+    const buf = Buffer.from(given);
+    return buf.length === expected.length && timingSafeEqual(buf, expected);
+  };
+  let boundPort = 0;
+
+  const refuse = (res: ServerResponse) => {
+    res.writeHead(403, {
+      "content-type": "text/plain; charset=utf-8",
+      "cache-control": "no-store",
+    });
+    res.end("403 forbidden: open the URL printed by `keel inspect`, it carries the token\n");
+  };
+  const headers = (type: string) => ({
+    "content-type": type,
+    "cache-control": "no-store",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "content-security-policy": `default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src ws://127.0.0.1:${boundPort} ws://localhost:${boundPort}`,
+  });
+
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const url = new URL(req.url ?? "/", "http://127.0.0.1");
+    if (req.method !== "GET" && req.method !== "HEAD") return refuse(res);
+    if (url.pathname === "/" && tokenOk(url.searchParams.get("token"))) {
+      res.writeHead(200, headers("text/html; charset=utf-8"));
+      return res.end(html);
+    }
+    const match = /^\/t\/([^/]+)\/([a-z-]+\.(?:js|css))$/.exec(url.pathname);
+    if (match && tokenOk(match[1]) && files.has(match[2])) {
+      res.writeHead(200, headers(ASSETS[match[2]]));
+      return res.end(files.get(match[2]));
+    }
+    refuse(res);
+  });
+
+  const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 });
+  server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const url = new URL(req.url ?? "/", "http://127.0.0.1");
+    if (url.pathname !== "/ws" || !tokenOk(url.searchParams.get("token"))) {
+      socket.end("HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+      return;
+    }
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      const replayId = url.searchParams.get("replay");
+      if (replayId) void serveReplay(ws, replayId);
+      else serveLive(ws);
+    });
+  });
+
+  const send = (ws: WebSocket, message: object) => {
+    if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(message));
+  };
+
+  const serveLive = (ws: WebSocket) => {
+    let dropped = 0;
+    const unsubscribe = feed.subscribe((records) => {
+      if (ws.bufferedAmount > MAX_BUFFERED) {
+        dropped += records.length;
+        return;
+      }
+      send(ws, { type: "batch", now: now(), records, dropped });
+    });
+    send(ws, { type: "hello", mode: "live", now: now(), records: feed.records() });
+    ws.on("close", unsubscribe);
+    void listStored().then(
+      (sessions) => sessions.length && send(ws, { type: "sessions", sessions }),
+    );
+  };
+
+  /** The store's most recent sessions, for the page to offer as replays. */
+  const listStored = async () => {
+    try {
+      const all = (await options.store?.list()) ?? [];
+      return all.sort((a, b) => b.updatedAt - a.updatedAt).slice(0, 30);
+    } catch {
+      return [];
+    }
+  };
+
+  const serveReplay = async (ws: WebSocket, sessionId: string) => {
+    if (!options.store) {
+      return send(ws, {
+        type: "hello",
+        mode: "replay",
+        now: now(),
+        records: [],
+        error: "this inspector has no store: start it with `keel inspect --replay <id>`",
+      });
+    }
+    try {
+      const entries = await options.store.load(sessionId);
+      const error =
+        entries.length === 0
+          ? `no session "${sessionId}" in the store (see \`keel sessions\`)`
+          : undefined;
+      send(ws, {
+        type: "hello",
+        mode: "replay",
+        sessionId,
+        now: now(),
+        records: replayRecords(entries, sessionId),
+        ...(error ? { error } : {}),
+      });
+    } catch (cause) {
+      send(ws, { type: "hello", mode: "replay", now: now(), records: [], error: String(cause) });
+    }
+  };
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, "127.0.0.1", () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const address = server.address();
+  boundPort = typeof address === "object" && address ? address.port : port;
+
+  return {
+    url: `http://127.0.0.1:${boundPort}/?token=${token}`,
+    port: boundPort,
+    token,
+    sink: { observe: feed.observe, publish: feed.publish },
+    replay(entries, sessionId = "replay") {
+      const records: InspectRecord[] = replayRecords(entries, sessionId);
+      feed.flush();
+      feed.reset(records);
+      for (const ws of wss.clients) {
+        send(ws, { type: "hello", mode: "replay", sessionId, now: now(), records: feed.records() });
+      }
+    },
+    async close() {
+      feed.close();
+      for (const ws of wss.clients) ws.terminate();
+      await new Promise<void>((resolve) => wss.close(() => resolve()));
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

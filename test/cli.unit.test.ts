@@ -1,0 +1,193 @@
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import type { AgentEvent } from "../actors/events.ts";
+import { withApproval } from "../cli/approval.ts";
+import { renderTree } from "../cli/show-format.ts";
+import { createTrace } from "../cli/trace.ts";
+import type { LogEntry } from "../session/entries.ts";
+import { defineTool } from "../tools/define-tool.ts";
+import type { ToolContext, ToolResult } from "../tools/types.ts";
+
+const ev = (body: Record<string, unknown>, at = 1000): AgentEvent =>
+  ({ sessionId: "s", at, ...body }) as AgentEvent;
+
+function sink(isTTY: boolean) {
+  const chunks: string[] = [];
+  return {
+    out: { isTTY, columns: 100, write: (c: string) => chunks.push(c) },
+    text: () => chunks.join(""),
+  };
+}
+
+describe("the trace", () => {
+  const events = [
+    ev({ type: "turn.started", turnId: "t", input: "do it" }),
+    ev({ type: "attempt.started", turnId: "t", attemptId: "a", step: 2 }),
+    ev({
+      type: "message.committed",
+      turnId: "t",
+      attemptId: "a",
+      text: "ok",
+      toolCalls: [],
+      usage: { inputTokens: 1500, outputTokens: 20 },
+    }),
+    ev(
+      { type: "call.started", turnId: "t", callId: "c", name: "read_file", args: { path: "a" } },
+      1000,
+    ),
+    ev({
+      type: "retry.scheduled",
+      turnId: "t",
+      attemptId: "a",
+      retry: 1,
+      delayMs: 60_000,
+      readyAt: 61_000,
+      reason: "429",
+      mode: "retry",
+    }),
+  ];
+
+  it("on a TTY redraws a status line with step, tokens, running calls and the retry countdown", () => {
+    const { out, text } = sink(true);
+    const trace = createTrace({ out, now: () => 1000, color: false });
+    for (const e of events) trace.onEvent(e);
+    const status = text().split("\r").at(-1)!;
+    expect(status).toContain("step 2");
+    expect(status).toContain("1500↑ 20↓ tok");
+    expect(status).toContain("running read_file");
+    expect(status).toContain("retry in 60.0s");
+    trace.finish({});
+    expect(text().endsWith("\x1b[2K")).toBe(true);
+  });
+
+  it("without a TTY prints plain lines: no escape codes, no carriage returns", () => {
+    const { out, text } = sink(false);
+    const trace = createTrace({ out });
+    for (const e of events) trace.onEvent(e);
+    trace.onEvent(
+      ev(
+        {
+          type: "call.settled",
+          turnId: "t",
+          callId: "c",
+          name: "read_file",
+          outcome: "completed",
+          result: { ok: true, content: "1\thello\n2\tworld" },
+        },
+        1012,
+      ),
+    );
+    trace.finish({ type: "result" });
+    expect(text()).not.toMatch(/[\r\x1b]/);
+    expect(text()).toContain("✓ read_file 12 ms completed  1\thello (+1 lines)");
+    expect(text()).toContain("↻ retry #1 in 60.0 s — 429");
+  });
+
+  it("--json prints each event as one JSON line and the result last", () => {
+    const { out, text } = sink(true);
+    const trace = createTrace({ out, json: true });
+    for (const e of events) trace.onEvent(e);
+    trace.line("not printed in json mode");
+    trace.finish({ type: "result", status: "completed" });
+    const lines = text()
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(lines.map((l) => l.type)).toEqual([...events.map((e) => e.type), "result"]);
+  });
+});
+
+describe("approval of high-risk tools", () => {
+  const ran: string[] = [];
+  const tool = (name: string, risk?: "low" | "high") =>
+    defineTool({
+      name,
+      description: name,
+      parameters: z.object({ x: z.number() }),
+      ...(risk ? { traits: { risk } } : {}),
+      execute: ({ x }) => {
+        ran.push(`${name}:${x}`);
+        return "done";
+      },
+    });
+  const ctx = (signal = new AbortController().signal) => ({ signal }) as unknown as ToolContext;
+  const run = async (
+    t: { execute: (a: unknown, c: ToolContext) => unknown },
+    x: number,
+    c = ctx(),
+  ) => (await t.execute({ x }, c)) as ToolResult | string;
+
+  it("denies high-risk (and undeclared-risk) tools without a terminal, and leaves low-risk ones alone", async () => {
+    ran.length = 0;
+    const [shell, unknownRisk, read] = withApproval(
+      [tool("sh", "high"), tool("mystery"), tool("read", "low")],
+      {},
+    );
+    expect(await run(shell, 1)).toMatchObject({ ok: false, code: "DENIED" });
+    expect(await run(unknownRisk, 2)).toMatchObject({ ok: false, code: "DENIED" });
+    expect(await run(read, 3)).toBe("done");
+    expect(ran).toEqual(["read:3"]);
+  });
+
+  it("asks one question at a time and runs only what was allowed", async () => {
+    ran.length = 0;
+    const asked: string[] = [];
+    let open = 0;
+    let maxOpen = 0;
+    const answers = [true, false];
+    const [shell] = withApproval([tool("sh", "high")], {
+      ask: async (question) => {
+        asked.push(question);
+        maxOpen = Math.max(maxOpen, ++open);
+        await new Promise((r) => setImmediate(r));
+        open--;
+        return answers.shift()!;
+      },
+    });
+    const results = await Promise.all([run(shell, 1), run(shell, 2)]);
+    expect(maxOpen).toBe(1);
+    expect(asked[0]).toMatch(/^Allow sh \{"x":1\}\? \[y\/N\] $/);
+    expect(results[0]).toBe("done");
+    expect(results[1]).toMatchObject({ code: "DENIED" });
+    expect(ran).toEqual(["sh:1"]);
+  });
+
+  it("--yes allows everything without asking; an aborted call is denied without asking", async () => {
+    ran.length = 0;
+    const [allowed] = withApproval([tool("sh", "high")], { yes: true });
+    expect(await run(allowed, 1)).toBe("done");
+    let asked = 0;
+    const [guarded] = withApproval([tool("sh", "high")], {
+      ask: async () => {
+        asked++;
+        return true;
+      },
+    });
+    const controller = new AbortController();
+    controller.abort();
+    expect(await run(guarded, 2, ctx(controller.signal))).toMatchObject({ code: "DENIED" });
+    expect(asked).toBe(0);
+    expect(ran).toEqual(["sh:1"]);
+  });
+});
+
+describe("the branch tree of keel show", () => {
+  it("draws a fork as two branches and marks the active path", () => {
+    const e = (id: string, parentId: string | null, seq: number, body: Record<string, unknown>) =>
+      ({ id, parentId, seq, at: seq, ...body }) as LogEntry;
+    const entries = [
+      e("u1", null, 0, { type: "user_message", text: "first" }),
+      e("u2", "u1", 1, { type: "user_message", text: "old branch" }),
+      e("l", "u2", 2, { type: "leaf", leafId: "u1", reason: "rollback" }),
+      e("u3", "u1", 3, { type: "user_message", text: "new branch" }),
+    ];
+    expect(renderTree(entries, "u3")).toBe(
+      [
+        '0 ● user "first"',
+        '1 ├─ ○ user "old branch"',
+        "2 │  ○ leaf → u1 (rollback)",
+        '3 └─ ● user "new branch"',
+      ].join("\n"),
+    );
+  });
+});

@@ -1,0 +1,407 @@
+import { existsSync, mkdirSync } from "node:fs";
+import { networkInterfaces } from "node:os";
+import { type Browser, chromium, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { WebSocket } from "ws";
+import { type AnyActorRef, assign, createActor, enqueueActions, setup } from "xstate";
+import type { AgentEvent } from "../actors/events.ts";
+import { type Inspector, startInspector } from "../inspector/server.ts";
+import type { LogEntry } from "../session/entries.ts";
+import type { SessionStore } from "../session/store.ts";
+
+const CHROMIUM = "/usr/bin/chromium";
+const haveChromium = existsSync(CHROMIUM);
+if (!haveChromium) {
+  console.warn(`inspector e2e skipped: ${CHROMIUM} is missing (apt-get install -y chromium)`);
+}
+
+// Small machines shaped like Keel's: turn → batch → calls (queued → recording → started → settled).
+const callMachine = setup({
+  types: {} as { events: { type: "record" } | { type: "start" } | { type: "complete" } },
+}).createMachine({
+  id: "keel.toolCall",
+  initial: "queued",
+  states: {
+    queued: { on: { record: "recording" } },
+    recording: { on: { start: "started" } },
+    started: { on: { complete: "settled" } },
+    settled: { type: "final" },
+  },
+});
+const batchMachine = setup({
+  types: {} as { input: { callIds: string[] }; context: { callIds: string[] } },
+  actors: { call: callMachine },
+}).createMachine({
+  id: "keel.batch",
+  context: ({ input }) => ({ callIds: input.callIds }),
+  entry: enqueueActions(({ context, enqueue }) => {
+    for (const id of context.callIds) enqueue.spawnChild("call", { id });
+  }),
+});
+const turnMachine = setup({
+  types: {} as { events: { type: "sampled" } | { type: "committed" } },
+  actors: { batch: batchMachine },
+}).createMachine({
+  id: "keel.turn",
+  initial: "sampling",
+  states: {
+    sampling: { on: { sampled: "executing" } },
+    executing: {
+      invoke: { src: "batch", id: "batch_1", input: { callIds: ["call_a", "call_b"] } },
+      on: { committed: "done" },
+    },
+    done: { type: "final" },
+  },
+});
+const coordinatorMachine = setup({
+  types: {} as {
+    context: { pendingWake: { scope: string; seq: number } | null; blob: string };
+    events: { type: "wake" };
+  },
+}).createMachine({
+  id: "keel.coordinator",
+  context: { pendingWake: null, blob: "x".repeat(100_000) },
+  initial: "running",
+  states: {
+    running: { on: { wake: { actions: assign({ pendingWake: { scope: "input", seq: 1 } }) } } },
+  },
+});
+
+let browser: Browser;
+let inspector: Inspector;
+let page: Page;
+let at = 1_000_000;
+const sessionId = "sess_e2e";
+const publish = (body: Record<string, unknown>) => {
+  at += 7;
+  inspector.sink.publish({ sessionId, at, ...body } as AgentEvent);
+};
+const state = (selector: string, value: string) =>
+  page.waitForSelector(`${selector}[data-state="${value}"]`, { timeout: 5000 });
+
+describe.skipIf(!haveChromium)("inspector in headless Chromium", () => {
+  beforeAll(async () => {
+    const clock = { now: () => at, setTimeout, clearTimeout };
+    inspector = await startInspector({ clock, store: fakeStore() });
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+      ],
+    });
+    page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await inspector?.close();
+  });
+
+  it("refuses every HTTP and WebSocket request that lacks the token with 403", async () => {
+    const base = `http://127.0.0.1:${inspector.port}`;
+    expect((await fetch(`${base}/`)).status).toBe(403);
+    expect((await fetch(`${base}/?token=${inspector.token}x`)).status).toBe(403);
+    expect((await fetch(`${base}/t/not-the-token/main.js`)).status).toBe(403);
+    expect((await fetch(`${base}/t/${inspector.token}/secret.js`)).status).toBe(403);
+    expect((await fetch(inspector.url)).status).toBe(200);
+    expect((await fetch(`${base}/t/${inspector.token}/main.js`)).status).toBe(200);
+    const wsStatus = (url: string) =>
+      new Promise<number>((resolve) => {
+        const ws = new WebSocket(url);
+        ws.on("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0));
+        ws.on("open", () => {
+          ws.close();
+          resolve(101);
+        });
+        ws.on("error", () => resolve(-1));
+      });
+    expect(await wsStatus(`ws://127.0.0.1:${inspector.port}/ws`)).toBe(403);
+    expect(await wsStatus(`ws://127.0.0.1:${inspector.port}/ws?token=wrong-token`)).toBe(403);
+    expect(await wsStatus(`ws://127.0.0.1:${inspector.port}/ws?token=${inspector.token}`)).toBe(
+      101,
+    );
+  });
+
+  it("listens on the loopback interface only", async () => {
+    expect(inspector.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/\?token=[\w-]+$/);
+    const external = Object.values(networkInterfaces())
+      .flat()
+      .find((i) => i && i.family === "IPv4" && !i.internal);
+    if (!external) return;
+    await expect(
+      fetch(`http://${external.address}:${inspector.port}${new URL(inspector.url).search}`),
+    ).rejects.toThrow();
+  });
+
+  it("shows the actor tree and a call's bar moving queued → recording → started → settled", async () => {
+    await page.goto(inspector.url);
+    const turn = createActor(turnMachine, { id: "turn_1", inspect: inspector.sink.observe });
+    const coordinator = createActor(coordinatorMachine, {
+      id: "coord_1",
+      inspect: inspector.sink.observe,
+    });
+    coordinator.start();
+    turn.start();
+    publish({ type: "turn.started", turnId: "turn_1", input: "read two files" });
+    publish({ type: "attempt.started", turnId: "turn_1", attemptId: "att_1", step: 1 });
+    await page.waitForSelector(
+      '[data-testid="actor-tree"] [data-actor-id="turn_1"][data-state="sampling"]',
+    );
+    publish({ type: "attempt.ended", attemptId: "att_1", status: "completed" });
+    publish({
+      type: "message.committed",
+      turnId: "turn_1",
+      attemptId: "att_1",
+      text: "",
+      toolCalls: [],
+      usage: { inputTokens: 1200, outputTokens: 48 },
+    });
+    turn.send({ type: "sampled" });
+    const calls = () => {
+      const batch = turn.getSnapshot().children.batch_1 as AnyActorRef;
+      const children = batch.getSnapshot().children as Record<string, AnyActorRef>;
+      return { a: children.call_a, b: children.call_b };
+    };
+    for (const id of ["call_a", "call_b"]) {
+      publish({ type: "call.queued", turnId: "turn_1", callId: id, name: "read_file" });
+    }
+    const barA = '[data-testid="timeline"] [data-call-id="call_a"]';
+    await state(barA, "queued");
+    await page.waitForSelector(
+      '[data-testid="actor-tree"] [data-actor-id="batch_1"] [data-actor-id="call_b"]',
+    );
+    calls().a.send({ type: "record" });
+    await state(barA, "recording");
+    calls().a.send({ type: "start" });
+    calls().b.send({ type: "record" });
+    calls().b.send({ type: "start" });
+    publish({
+      type: "call.started",
+      turnId: "turn_1",
+      callId: "call_a",
+      name: "read_file",
+      args: { path: "a.txt" },
+    });
+    await state(barA, "started");
+    await state('[data-testid="actor-tree"] [data-actor-id="call_b"]', "started");
+    publish({
+      type: "retry.scheduled",
+      turnId: "turn_1",
+      attemptId: "att_1",
+      retry: 1,
+      delayMs: 60_000,
+      readyAt: at + 60_000,
+      reason: "429 rate limited",
+      mode: "retry",
+    });
+    publish({ type: "inbox.received", inboxId: "in_1", lane: "next-step", source: "user" });
+    coordinator.send({ type: "wake" });
+    await page.waitForSelector('[data-testid="retry-waits"] [data-retry-state="waiting"]');
+    await page.waitForSelector(
+      '[data-testid="inbox"] [data-lane="next-step"] [data-inbox-id="in_1"]',
+    );
+    await page.waitForSelector('[data-testid="doorbell"][data-wake="input"]');
+    calls().a.send({ type: "complete" });
+    publish({
+      type: "call.settled",
+      turnId: "turn_1",
+      callId: "call_a",
+      name: "read_file",
+      outcome: "completed",
+      result: { ok: true, content: "hello" },
+    });
+    await state(barA, "settled");
+    expect(await page.getAttribute(barA, "data-outcome")).toBe("completed");
+    expect(await page.getAttribute('[data-call-id="call_b"]', "data-state")).toBe("started");
+    const tree = await page.textContent('[data-testid="actor-tree"]');
+    expect(tree).toContain("turn_1");
+    expect(tree).toContain("step 1");
+    mkdirSync("test-output", { recursive: true });
+    await page.screenshot({ path: "test-output/inspector-synthetic.png" });
+    calls().b.send({ type: "complete" });
+    turn.send({ type: "committed" });
+    publish({ type: "inbox.consumed", inboxId: "in_1", lane: "next-step" });
+    publish({ type: "turn.ended", turnId: "turn_1", status: "completed" });
+    await state('[data-call-id="call_b"]', "settled");
+    await state('[data-testid="actor-tree"] [data-actor-id="turn_1"]', "done");
+    coordinator.stop();
+  });
+
+  it("filters the event log by actor and by text", async () => {
+    await page.bringToFront(); // a background tab gets no animation frames
+    await page.fill("#actor-filter", "call_b");
+    // Filtered: fewer rows than records, at least one, and every visible row names call_b.
+    await page.waitForFunction(() => {
+      const [shown, total] = (document.querySelector("#log-count")?.textContent ?? "")
+        .split("/")
+        .map((n) => Number(n.replace(/\D/g, "")));
+      const rows = Array.from(
+        document.querySelectorAll<HTMLElement>('[data-testid="event-log"] .lrow:not([hidden])'),
+      );
+      return (
+        shown < total && rows.length > 0 && rows.every((row) => row.textContent?.includes("call_b"))
+      );
+    });
+    await page.fill("#actor-filter", "");
+    await page.fill("#text-filter", "rate limited");
+    await page.waitForFunction(
+      () => document.querySelectorAll('[data-testid="event-log"] .lrow:not([hidden])').length === 1,
+    );
+    await page.fill("#text-filter", "");
+  });
+
+  it("stays responsive with 10 000 events: log rows in the DOM stay bounded", async () => {
+    await page.bringToFront();
+    const before = Number((await page.textContent("#log-count"))?.split("/")[1].replace(/\D/g, ""));
+    const started = performance.now();
+    for (let i = 0; i < 10_000; i++) {
+      publish({ type: "call.update", callId: `call_${i % 50}`, progress: { line: i } });
+    }
+    const total = before + 10_000;
+    await page.waitForFunction(
+      (n) => document.querySelector("#log-count")?.textContent?.endsWith(n.toLocaleString()),
+      total,
+    );
+    const elapsed = performance.now() - started;
+    const rows = await page.$$eval('[data-testid="event-log"] .lrow', (els) => els.length);
+    expect(rows).toBeLessThan(200);
+    const frameMs = await page.evaluate(
+      () =>
+        new Promise<number>((resolve) => {
+          const t = performance.now();
+          requestAnimationFrame(() => requestAnimationFrame(() => resolve(performance.now() - t)));
+        }),
+    );
+    await page.fill("#text-filter", 'line":9999');
+    await page.waitForFunction(
+      () => document.querySelectorAll('[data-testid="event-log"] .lrow:not([hidden])').length === 1,
+    );
+    await page.fill("#text-filter", "");
+    await page.waitForFunction(
+      (n) => document.querySelector("#log-count")?.textContent === `${n} / ${n}`,
+      total.toLocaleString(),
+    );
+    // Scrolled to the top, the window of rows moves: still bounded, and the first record shows.
+    await page.$eval('[data-testid="event-log"]', (el) => {
+      el.scrollTop = 0;
+    });
+    await page.waitForFunction(() =>
+      Array.from(document.querySelectorAll('[data-testid="event-log"] .lrow:not([hidden])')).some(
+        (row) => row.textContent?.includes("+0.000s"),
+      ),
+    );
+    const rowsAtTop = await page.$$eval('[data-testid="event-log"] .lrow', (els) => els.length);
+    expect(rowsAtTop).toBeLessThan(200);
+    console.log(
+      `10k events: shown in ${elapsed.toFixed(0)} ms, ${rows} DOM rows, 2 frames ${frameMs.toFixed(1)} ms`,
+    );
+    expect(frameMs).toBeLessThan(500);
+  });
+
+  it("replays a stored log, and the scrubber moves the timeline back in time", async () => {
+    await page.bringToFront();
+    inspector.replay(sampleLog(), "sess_replayed");
+    const bar = '[data-call-id="call_r1"]';
+    await state(bar, "settled");
+    await page.waitForSelector('#mode:text("replay sess_replayed")');
+    const setScrubber = (value: number) =>
+      page.$eval(
+        "#scrubber",
+        (el, v) => {
+          const input = el as HTMLInputElement;
+          input.value = String(v);
+          input.dispatchEvent(new Event("input"));
+        },
+        value,
+      );
+    // Records: user, turn.started, attempt.started, attempt.ended, message, queued, started, …
+    await setScrubber(7);
+    await state(bar, "started");
+    await setScrubber(6);
+    await state(bar, "queued");
+    await setScrubber(1000);
+    await state(bar, "settled");
+    mkdirSync("test-output", { recursive: true });
+    await page.screenshot({ path: "test-output/inspector-replay.png" });
+  });
+
+  it("lists the sessions of its store and serves ?replay=<sessionId> from it", async () => {
+    const replayPage = await browser.newPage();
+    // A fresh live inspector with a store offers its sessions; a click replays one.
+    const fresh = await startInspector({ store: fakeStore() });
+    try {
+      await replayPage.goto(fresh.url);
+      await replayPage.click('[data-testid="stored-sessions"] a[data-session-id="stored_1"]');
+      await replayPage.waitForSelector('[data-call-id="call_r1"][data-state="settled"]');
+      expect(new URL(replayPage.url()).searchParams.get("replay")).toBe("stored_1");
+    } finally {
+      await fresh.close();
+    }
+    await replayPage.goto(`${inspector.url}&replay=stored_1`);
+    await replayPage.waitForSelector('[data-call-id="call_r1"][data-state="settled"]');
+    await replayPage.goto(`${inspector.url}&replay=missing`);
+    await replayPage.waitForSelector('#error:text("no session")');
+    await replayPage.close();
+  });
+});
+
+function sampleLog(): LogEntry[] {
+  let seq = 0;
+  const e = (body: Record<string, unknown>) => {
+    const entry = {
+      id: `e${seq}`,
+      parentId: seq ? `e${seq - 1}` : null,
+      seq,
+      at: 5_000 + 40 * seq,
+    };
+    seq++;
+    return { ...entry, ...body } as LogEntry;
+  };
+  return [
+    e({ type: "user_message", text: "list files" }),
+    e({ type: "turn_start", turnId: "turn_r" }),
+    e({ type: "attempt_start", turnId: "turn_r", attemptId: "att_r", step: 1 }),
+    e({ type: "attempt_end", attemptId: "att_r", status: "completed" }),
+    e({
+      type: "assistant_message",
+      turnId: "turn_r",
+      attemptId: "att_r",
+      text: "",
+      toolCalls: [
+        { id: "call_r1", type: "function", function: { name: "list_dir", arguments: "{}" } },
+      ],
+      finishReason: "tool_calls",
+    }),
+    e({
+      type: "call_started",
+      callId: "call_r1",
+      name: "list_dir",
+      args: {},
+      idempotencyKey: "k",
+      idempotent: true,
+    }),
+    e({
+      type: "call_result",
+      callId: "call_r1",
+      name: "list_dir",
+      outcome: "completed",
+      result: { ok: true, content: "a.txt" },
+    }),
+    e({ type: "turn_end", turnId: "turn_r", status: "completed" }),
+  ];
+}
+
+function fakeStore(): SessionStore {
+  return {
+    kind: "test",
+    append: async () => {},
+    load: async (id) => (id === "stored_1" ? sampleLog() : []),
+    list: async () => [{ sessionId: "stored_1", entries: 8, createdAt: 5_000, updatedAt: 5_400 }],
+    close: async () => {},
+  };
+}

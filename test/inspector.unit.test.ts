@@ -1,0 +1,319 @@
+import { describe, expect, it, vi } from "vitest";
+import { assign, createActor, setup } from "xstate";
+import type { AgentEvent } from "../actors/events.ts";
+import { createFeed } from "../inspector/feed.ts";
+import { apply, createModel } from "../inspector/page/model.js";
+import { type InspectRecord, inspectionRecord, stateString } from "../inspector/records.ts";
+import { replayRecords } from "../inspector/replay.ts";
+import type { LogEntry } from "../session/entries.ts";
+
+const ev = (body: Record<string, unknown>, at = 1): AgentEvent =>
+  ({ sessionId: "s1", at, ...body }) as AgentEvent;
+
+const bigContext = setup({
+  types: {} as {
+    context: { blob: string; pendingWake: { scope: string; seq: number } | null };
+    events: { type: "go" } | { type: "noop" } | { type: "wake" };
+  },
+}).createMachine({
+  id: "keel.coordinator",
+  context: { blob: "x".repeat(200_000), pendingWake: null },
+  initial: "idle",
+  states: {
+    idle: {
+      on: {
+        go: "running",
+        noop: {},
+        wake: { actions: assign({ pendingWake: { scope: "steer", seq: 3 } }) },
+      },
+    },
+    running: { initial: "inner", states: { inner: {} } },
+  },
+});
+
+describe("inspection records", () => {
+  it("never serialise a snapshot's context: records stay small whatever the context holds", () => {
+    const feed = createFeed({ clock: { now: () => 5, setTimeout, clearTimeout } });
+    const actor = createActor(bigContext, { inspect: feed.observe });
+    actor.start();
+    actor.send({ type: "wake" });
+    actor.send({ type: "go" });
+    const records = feed.records();
+    for (const r of records) expect(JSON.stringify(r).length).toBeLessThan(300);
+    const snaps = records.filter((r) => r.k === "snap");
+    expect(snaps.map((r) => r.k === "snap" && [r.state, r.wake])).toEqual([
+      ["idle", null],
+      ["idle", "steer"],
+      ["running.inner", "steer"],
+    ]);
+  });
+
+  it("drop snapshots that change nothing visible (same state, status and doorbell)", () => {
+    const feed = createFeed();
+    const actor = createActor(bigContext, { inspect: feed.observe });
+    actor.start();
+    for (let i = 0; i < 50; i++) actor.send({ type: "noop" });
+    expect(feed.records().filter((r) => r.k === "snap")).toHaveLength(1);
+    expect(feed.records().filter((r) => r.k === "ev")).toHaveLength(51);
+  });
+
+  it("name the actor, its parent and its machine", () => {
+    const last = new Map<string, string>();
+    const record = inspectionRecord(
+      {
+        type: "@xstate.actor",
+        rootId: "x:0",
+        actorRef: {
+          id: "call_1",
+          sessionId: "x:2",
+          _parent: { sessionId: "x:1" },
+          logic: { id: "keel.toolCall" },
+        },
+      } as never,
+      9,
+      last,
+    );
+    expect(record).toEqual({
+      k: "actor",
+      t: 9,
+      sid: "x:2",
+      id: "call_1",
+      parent: "x:1",
+      machine: "keel.toolCall",
+    });
+  });
+
+  it("write nested and parallel state values as one dotted string", () => {
+    expect(stateString("a")).toBe("a");
+    expect(stateString({ running: { sampling: "streaming" } })).toBe("running.sampling.streaming");
+    expect(stateString({ a: "x", b: { c: "y" } })).toBe("a.x, b.c.y");
+    expect(stateString({})).toBe("");
+  });
+
+  it("clip tool arguments and results of AgentEvents", () => {
+    const feed = createFeed();
+    feed.publish(
+      ev({
+        type: "call.started",
+        turnId: "t",
+        callId: "c",
+        name: "n",
+        args: { text: "y".repeat(10_000) },
+      }),
+    );
+    feed.publish(
+      ev({
+        type: "call.settled",
+        turnId: "t",
+        callId: "c",
+        name: "n",
+        outcome: "completed",
+        result: { ok: true, content: "z".repeat(10_000) },
+      }),
+    );
+    for (const r of feed.records()) expect(JSON.stringify(r).length).toBeLessThan(600);
+  });
+});
+
+describe("the feed", () => {
+  it("keeps a bounded ring, oldest first, when nobody listens, and arms no timer", () => {
+    const spy = vi.spyOn(globalThis, "setTimeout");
+    const feed = createFeed({ capacity: 100 });
+    for (let i = 0; i < 250; i++)
+      feed.publish(ev({ type: "log", level: "info", message: `m${i}` }, i));
+    const records = feed.records();
+    expect(records).toHaveLength(100);
+    expect(records[0].t).toBe(150);
+    expect(records.at(-1)!.t).toBe(249);
+    expect(spy).not.toHaveBeenCalled();
+    spy.mockRestore();
+  });
+
+  it("sends a full batch at once and a partial one on flush, each record exactly once", () => {
+    const feed = createFeed({ flushSize: 10, flushMs: 60_000 });
+    const batches: InspectRecord[][] = [];
+    feed.publish(ev({ type: "log", level: "info", message: "before" }));
+    feed.subscribe((b) => batches.push(b));
+    for (let i = 0; i < 25; i++)
+      feed.publish(ev({ type: "log", level: "info", message: `m${i}` }, i));
+    expect(batches.map((b) => b.length)).toEqual([10, 10]);
+    feed.flush();
+    expect(batches.map((b) => b.length)).toEqual([10, 10, 5]);
+    const messages = batches
+      .flat()
+      .map((r) => r.k === "agent" && r.e.type === "log" && r.e.message);
+    expect(messages).toEqual(Array.from({ length: 25 }, (_, i) => `m${i}`));
+    feed.close();
+  });
+
+  it("gives a new listener only what comes after the ring it reads: no duplicates", () => {
+    const feed = createFeed({ flushSize: 1000, flushMs: 60_000 });
+    const first: InspectRecord[] = [];
+    feed.subscribe((b) => first.push(...b));
+    feed.publish(ev({ type: "text.delta", attemptId: "a", text: "he" }));
+    const second: InspectRecord[] = [];
+    feed.subscribe((b) => second.push(...b));
+    const ring = feed.records();
+    feed.publish(ev({ type: "text.delta", attemptId: "a", text: "llo" }));
+    feed.flush();
+    const text = (rs: InspectRecord[]) =>
+      rs.map((r) => (r.k === "agent" && r.e.type === "text.delta" ? r.e.text : "")).join("");
+    expect(text(first)).toBe("hello");
+    expect(text(ring) + text(second)).toBe("hello");
+    feed.close();
+  });
+
+  it("merges unsent text deltas of one attempt into one record", () => {
+    const feed = createFeed();
+    for (const piece of ["a", "b", "c"])
+      feed.publish(ev({ type: "text.delta", attemptId: "x", text: piece }));
+    feed.publish(ev({ type: "text.delta", attemptId: "y", text: "d" }));
+    expect(
+      feed.records().map((r) => r.k === "agent" && r.e.type === "text.delta" && r.e.text),
+    ).toEqual(["abc", "d"]);
+  });
+
+  it("never throws into the runtime, even for malformed events", () => {
+    const feed = createFeed();
+    expect(() => feed.observe({ type: "@xstate.snapshot", actorRef: null } as never)).not.toThrow();
+    expect(() => feed.publish(null as never)).not.toThrow();
+  });
+});
+
+describe("the page model", () => {
+  const fold = (records: InspectRecord[]) => {
+    const model = createModel();
+    for (const r of records) apply(model, r);
+    return model;
+  };
+  const agent = (body: Record<string, unknown>, t: number): InspectRecord => ({
+    k: "agent",
+    t,
+    e: ev(body, t),
+  });
+
+  it("never moves a call backwards, whatever order actor snapshots and events arrive in", () => {
+    const model = fold([
+      { k: "actor", t: 1, sid: "x:1", id: "call_1", machine: "keel.toolCall" },
+      { k: "snap", t: 2, sid: "x:1", id: "call_1", state: "started", status: "active" },
+      agent({ type: "call.queued", turnId: "t1", callId: "call_1", name: "read" }, 3),
+      { k: "snap", t: 4, sid: "x:1", id: "call_1", state: "settled", status: "done" },
+      agent({ type: "call.started", turnId: "t1", callId: "call_1", name: "read", args: "{}" }, 5),
+    ]);
+    const call = model.calls.get("call_1")!;
+    expect(call.state).toBe("settled");
+    expect(call.segs.map((s) => s.s)).toEqual(["started", "settled"]);
+  });
+
+  it("keeps an earlier call when a later message reuses its id", () => {
+    const model = fold([
+      agent({ type: "call.queued", turnId: "t1", callId: "c", name: "a" }, 1),
+      agent(
+        {
+          type: "call.settled",
+          turnId: "t1",
+          callId: "c",
+          name: "a",
+          outcome: "completed",
+          result: { ok: true, content: "" },
+        },
+        2,
+      ),
+      agent({ type: "call.queued", turnId: "t2", callId: "c", name: "b" }, 3),
+    ]);
+    expect([...model.calls.values()].map((c) => `${c.name}:${c.state}`)).toEqual([
+      "a:settled",
+      "b:queued",
+    ]);
+  });
+
+  it("hangs a turn actor under its session once turn.started names it", () => {
+    const model = fold([
+      { k: "actor", t: 1, sid: "x:7", id: "turn_1", machine: "keel.turn" },
+      agent({ type: "turn.started", turnId: "turn_1", input: "hi" }, 2),
+      agent({ type: "attempt.started", turnId: "turn_1", attemptId: "a1", step: 0 }, 3),
+    ]);
+    const turn = model.nodes.get(model.byId.get("turn_1")!)!;
+    expect(turn.parent).toBe("s:s1");
+    expect(model.nodes.get(model.byId.get("a1")!)!.parent).toBe(turn.key);
+  });
+
+  it("ends retry waits when the next attempt starts, and tracks inbox lanes", () => {
+    const model = fold([
+      agent(
+        {
+          type: "retry.scheduled",
+          turnId: "t",
+          attemptId: "a1",
+          retry: 1,
+          delayMs: 100,
+          readyAt: 101,
+          reason: "429",
+          mode: "retry",
+        },
+        1,
+      ),
+      agent({ type: "inbox.received", inboxId: "i1", lane: "next-step", source: "user" }, 2),
+    ]);
+    expect(model.retries[0].done).toBe(false);
+    apply(model, agent({ type: "attempt.started", turnId: "t", attemptId: "a2", step: 0 }, 101));
+    apply(model, agent({ type: "inbox.consumed", inboxId: "i1", lane: "next-step" }, 102));
+    expect(model.retries[0].done).toBe(true);
+    expect(model.inbox.get("i1")!.consumedAt).toBe(102);
+  });
+});
+
+describe("replay", () => {
+  it("turns a stored log into the records of a live session, calls queued → started → settled", () => {
+    let seq = 0;
+    const e = (body: Record<string, unknown>) => {
+      const entry = { id: `e${seq}`, parentId: seq ? `e${seq - 1}` : null, seq, at: 100 + seq };
+      seq++;
+      return { ...entry, ...body } as LogEntry;
+    };
+    const records = replayRecords(
+      [
+        e({ type: "turn_start", turnId: "t" }),
+        e({ type: "user_message", text: "list it" }),
+        e({
+          type: "assistant_message",
+          turnId: "t",
+          attemptId: "a",
+          text: "",
+          finishReason: "tool_calls",
+          toolCalls: [{ id: "c", type: "function", function: { name: "ls", arguments: "{}" } }],
+        }),
+        e({
+          type: "call_started",
+          callId: "c",
+          name: "ls",
+          args: {},
+          idempotencyKey: "k",
+          idempotent: true,
+        }),
+        e({
+          type: "call_result",
+          callId: "c",
+          name: "ls",
+          outcome: "unknown",
+          result: { ok: false, code: "OUTCOME_UNKNOWN", message: "?", retryable: false },
+        }),
+        e({ type: "compaction", summary: "s", firstKeptId: "e1" }),
+      ],
+      "sess",
+    );
+    expect(records[0]).toMatchObject({ e: { type: "turn.started", input: "list it" } });
+    expect(records.map((r) => r.k === "agent" && r.e.type)).toEqual([
+      "turn.started",
+      "log",
+      "message.committed",
+      "call.queued",
+      "call.started",
+      "call.settled",
+      "log",
+    ]);
+    const model = createModel();
+    for (const r of records) apply(model, r);
+    expect(model.calls.get("c")!.segs.map((s) => s.s)).toEqual(["queued", "started", "unknown"]);
+  });
+});
