@@ -125,6 +125,7 @@ export function createAgent(options: AgentOptions): Agent {
         },
         openLog: () => SessionLog.open({ sessionId, store, clock, ids }),
         recover: (log) => recoverCalls({ log, registry, logger: sessionLogger }),
+        inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
         deps: (log, emit, drainSteer) => ({
           sessionId,
           log,

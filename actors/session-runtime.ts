@@ -1,4 +1,5 @@
 import type { Logger } from "pino";
+import type { InspectionEvent } from "xstate";
 import type { WakeScope } from "../machines/coordinator.machine.ts";
 import {
   clear,
@@ -45,6 +46,8 @@ export interface SessionOptions {
   now: () => number;
   ids: (prefix?: string) => string;
   drain: { steer: DrainMode; followUp: DrainMode };
+  /** Sees the coordinator's statechart (its doorbell) like every other actor. */
+  inspect?: (event: InspectionEvent) => void;
   /** Closes what a crash left open in the log before anything else runs. */
   recover?: (log: SessionLog) => Promise<unknown>;
 }
@@ -84,6 +87,7 @@ export class Session {
       run: (scope, signal) => this.run(scope, signal),
       cleanup: () => this.log.flush().catch(() => {}),
       pending: () => (this.hasRunnable() ? "input" : null),
+      inspect: options.inspect,
     });
     this.ready = options.openLog().then(async (log) => {
       this.log = log;

@@ -374,6 +374,9 @@ export class TurnRun {
       this.prepared.set(c.id, outcome);
       if (!outcome.ok) continue;
       const { call } = outcome;
+      for (const warning of call.warnings) {
+        emit({ type: "log", level: "warn", message: `${call.name} (${call.id}): ${warning}` });
+      }
       specs.push({
         callId: call.id,
         name: call.name,

@@ -1,17 +1,26 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createAgent, type ScriptStep, scriptedModel } from "../index.ts";
+import { createAgent, type Model, type ScriptStep, scriptedModel } from "../index.ts";
 import { startInspector } from "../inspector/server.ts";
 import { builtinTools } from "../tools/builtin/index.ts";
 import { EXIT, type ExitCode } from "./errors.ts";
+import { modelFromEnv } from "./run.ts";
+import { openStore, shown, storePath } from "./store.ts";
 import { createTrace, type TraceOutput } from "./trace.ts";
 
 export interface DemoOptions {
   /** One JSON event per line instead of the readable trace. */
   json?: boolean;
-  /** Serve the inspector while the demo runs, and keep it open until `keepOpen` resolves. */
+  /**
+   * Serve the inspector while the demo runs (default true), and keep it open afterwards until
+   * `keepOpen` resolves (by default: on a terminal, until Ctrl-C; otherwise not at all).
+   */
   inspect?: boolean;
+  /** The session store file (default `./.keel/keel.db`); "memory" keeps nothing. */
+  store?: string;
+  /** Environment for the model choice (default `process.env`): OPENAI_* selects a real model. */
+  env?: NodeJS.ProcessEnv;
   out?: TraceOutput;
   /**
    * Waits before closing the inspector (default: until SIGINT).
@@ -26,6 +35,8 @@ export interface DemoOptions {
 }
 
 const PROMPT = "Fix the typo in src/greet.ts, then tell me what this project contains.";
+/** Sent while the first tool batch runs: it must land after the batch, before the next model call. */
+const STEER = "Keep the fix minimal: change only the typo.";
 
 const FILES: Record<string, string> = {
   "README.md": "# hello\n\nA tiny project that greets people.\n",
@@ -106,12 +117,20 @@ export async function runDemo(options: DemoOptions = {}): Promise<ExitCode> {
     mkdirSync(join(root, path, ".."), { recursive: true });
     writeFileSync(join(root, path), text);
   }
-  const inspector = options.inspect ? await startInspector() : undefined;
+  const inspector = options.inspect === false ? undefined : await startInspector();
   const trace = createTrace({ out, json: options.json });
+  const env = options.env ?? process.env;
+  const real = Boolean(env.OPENAI_API_KEY || env.OPENAI_BASE_URL);
+  const model: Model = real
+    ? modelFromEnv(env)
+    : scriptedModel(script(), { name: "scripted-demo" });
+  const file = options.store === "memory" ? undefined : storePath(options.store);
+  const store = file ? openStore(file, true) : undefined;
   const agent = createAgent({
-    model: scriptedModel(script(), { name: "scripted-demo" }),
+    model,
     tools: builtinTools({ root }),
     retry: { baseDelayMs: 200 },
+    ...(store ? { store } : {}),
     ...(inspector ? { inspect: inspector.sink } : {}),
   });
   try {
@@ -121,21 +140,33 @@ export async function runDemo(options: DemoOptions = {}): Promise<ExitCode> {
       trace.line(`inspector: ${inspector.url}`);
       await options.onInspector?.(inspector.url);
     }
-    trace.line(`keel demo · scripted model · workspace ${root}`);
+    trace.line(
+      `keel demo · ${real ? `model ${model.name}` : "scripted model"} · workspace ${root}${file ? ` · log ${shown(file)} (session ${session.id})` : ""}`,
+    );
     session.subscribe(trace.onEvent);
+    let steered = false;
+    session.subscribe((e) => {
+      // A steer that arrives while the first batch runs (DESIGN §3.5).
+      if (e.type === "call.started" && !steered) {
+        steered = true;
+        void session.steer(STEER);
+      }
+    });
     const result = await session.prompt(PROMPT);
     const fixed = readFileSync(join(root, "src/greet.ts"), "utf8").includes("Hello, world");
     trace.line(
       fixed ? "src/greet.ts was edited on disk: “Hello, world”." : "src/greet.ts is unchanged.",
     );
     trace.finish({ type: "result", sessionId: session.id, ...result, edited: fixed });
-    if (inspector) {
+    const keepOpen = options.keepOpen ?? (process.stdout.isTTY ? untilInterrupted : undefined);
+    if (inspector && keepOpen) {
       if (!options.json) out.write(`inspector still open at ${inspector.url} — Ctrl-C to exit\n`);
-      await (options.keepOpen ?? untilInterrupted)();
+      await keepOpen();
     }
     return result.status === "completed" ? EXIT.ok : EXIT.turnFailed;
   } finally {
     await agent.close();
+    await store?.close();
     await inspector?.close();
     rmSync(root, { recursive: true, force: true });
   }

@@ -33,10 +33,11 @@ export function buildProgram(result: { code: ExitCode }): Command {
       "run a scripted session (no API key): parallel reads, repairs, a refused truncated call, an edit, a retry",
     )
     .option("--json", "one JSON event per line")
-    .option("--inspect", "serve the inspector while the demo runs")
-    .action(async (opts: { json?: boolean; inspect?: boolean }) => {
+    .option("--no-inspect", "do not serve the inspector (by default its URL is printed)")
+    .option("--store <file>", 'session store (default ./.keel/keel.db; "memory" keeps nothing)')
+    .action(async (opts: { json?: boolean; inspect?: boolean; store?: string }) => {
       const { runDemo } = await import("./demo.ts");
-      result.code = await runDemo({ json: opts.json, inspect: opts.inspect });
+      result.code = await runDemo({ json: opts.json, inspect: opts.inspect, store: opts.store });
     });
 
   program

@@ -164,6 +164,12 @@ export function createTrace(options: TraceOptions): Trace {
           ),
         );
         break;
+      case "inbox.received":
+        if (e.lane !== "next-turn") print(paint("35", `  ✉ ${e.lane} received (${e.source})`));
+        break;
+      case "inbox.consumed":
+        if (e.lane === "next-step") print(paint("35", "  ✉ steer read at the safe point"));
+        break;
       case "turn.cancel_acknowledged":
         print(paint("33", `  ■ cancelling: ${e.reason}`));
         break;

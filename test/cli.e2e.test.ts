@@ -150,7 +150,12 @@ describe.concurrent("keel binary", () => {
   });
 
   it("demo --json runs the scripted session: one JSON event per line, every hard case, exit 0", async () => {
-    const r = await keel(["demo", "--json"], { cwd });
+    const demoDir = mkdtempSync(join(tmpdir(), "keel-cli-demo-"));
+    const r = await keel(["demo", "--json"], { cwd: demoDir });
+    // The session is logged in the project's store, ./.keel/keel.db.
+    const stored = JSON.parse((await keel(["sessions", "--json"], { cwd: demoDir })).stdout);
+    expect(stored).toHaveLength(1);
+    rmSync(demoDir, { recursive: true, force: true });
     expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
     const events = lines(r.stdout).map((l) => JSON.parse(l)) as (AgentEvent | { type: "result" })[];
@@ -172,6 +177,11 @@ describe.concurrent("keel binary", () => {
     // The double-encoded read_file arguments were repaired: both reads ran.
     expect(codes.filter((c) => c === "read_file:ok")).toHaveLength(2);
     expect(events.some((e) => e.type === "retry.scheduled")).toBe(true);
+    // The steer sent during the first batch is read after it commits, before the next model call.
+    const types = events.map((e) => (e.type === "inbox.consumed" ? `${e.type}:${e.lane}` : e.type));
+    const steer = types.indexOf("inbox.consumed:next-step");
+    expect(steer).toBeGreaterThan(types.indexOf("batch.committed"));
+    expect(steer).toBeLessThan(types.indexOf("attempt.started", types.indexOf("batch.committed")));
     const committed = events.find(
       (e) => e.type === "batch.committed" && e.calls.length === 3,
     ) as Extract<AgentEvent, { type: "batch.committed" }>;
