@@ -20,7 +20,7 @@ import type { SessionLog } from "../session/log.ts";
 import { prepareCall, truncatedCallResult } from "../tools/prepare-call.ts";
 import type { Registry } from "../tools/registry.ts";
 import { applyOutputBudget, errorToResult, toToolResult } from "../tools/tool-output.ts";
-import type { PrepareOutcome, ToolFailure, ToolResult } from "../tools/types.ts";
+import type { PreparedCall, PrepareOutcome, ToolFailure, ToolResult } from "../tools/types.ts";
 import type { Clock } from "./clock.ts";
 import type { AgentEvent } from "./events.ts";
 import type { IdGenerator } from "./ids.ts";
@@ -75,6 +75,16 @@ const cancelledResult: ToolFailure = {
   message: "not executed: the turn was cancelled before this call started",
   retryable: false,
 };
+
+/** What the batch's scheduler needs to know about a prepared call. */
+const specOf = (call: PreparedCall): TurnCallSpec => ({
+  callId: call.id,
+  name: call.name,
+  concurrencySafe: call.traits.concurrencySafe,
+  cancellable: call.traits.cancellable,
+  executionMode: call.traits.executionMode,
+  resourceKey: call.resourceKey,
+});
 
 /** The run each actor system (one per turn actor tree) belongs to. */
 const runs = new WeakMap<object, TurnRun>();
@@ -377,14 +387,7 @@ export class TurnRun {
       for (const warning of call.warnings) {
         emit({ type: "log", level: "warn", message: `${call.name} (${call.id}): ${warning}` });
       }
-      specs.push({
-        callId: call.id,
-        name: call.name,
-        concurrencySafe: call.traits.concurrencySafe,
-        cancellable: call.traits.cancellable,
-        executionMode: call.traits.executionMode,
-        resourceKey: call.resourceKey,
-      });
+      specs.push(specOf(call));
       emit({ type: "call.queued", turnId: this.turnId, callId: call.id, name: call.name });
     }
     const usage = message.usage;
@@ -595,14 +598,7 @@ export class TurnRun {
           retryable: false,
         });
       } else {
-        allowed.push({
-          callId: call.id,
-          name: call.name,
-          concurrencySafe: call.traits.concurrencySafe,
-          cancellable: call.traits.cancellable,
-          executionMode: call.traits.executionMode,
-          resourceKey: call.resourceKey,
-        });
+        allowed.push(specOf(call));
       }
     }
     self.send({ type: "gate.allowed", calls: allowed });

@@ -1,17 +1,10 @@
 import { assertEvent, assign, not, raise, sendTo, setup } from "xstate";
 import type { TurnStatus } from "../session/entries.ts";
 import { batchMachine } from "./batch.machine.ts";
+import type { BatchCallSpec } from "./batch-schedule.ts";
 
-/** What the batch needs to know about one valid call (mirrors the batch machine's input). */
-export interface TurnCallSpec {
-  callId: string;
-  name: string;
-  concurrencySafe: boolean;
-  cancellable: boolean;
-  executionMode: "parallel" | "sequential";
-  resourceKey?: string;
-  dependsOn?: string[];
-}
+/** What the batch needs to know about one valid call: the batch's own call spec. */
+export type TurnCallSpec = BatchCallSpec;
 
 export interface TurnLimits {
   /** Model responses per turn (retries of one response count once). */

@@ -11,72 +11,49 @@ export const acceptsStaleAttemptsTurnMachine = turnMachine.provide({
   guards: { isCurrentAttempt: () => true },
 });
 
+// biome-ignore lint/suspicious/noExplicitAny: surgery on a machine's raw config
+type Config = any;
+
+/** The turn machine with `running.states.executing` replaced by `edit(executing, running)`. */
+function withExecuting(edit: (executing: Config, running: Config) => Config): typeof turnMachine {
+  const config: Config = turnMachine.config;
+  const running = config.states.running;
+  const executing = edit(running.states.executing, running);
+  const mutated = {
+    ...config,
+    states: { ...config.states, running: { ...running, states: { ...running.states, executing } } },
+  };
+  // biome-ignore lint/suspicious/noExplicitAny: implementations of the same machine
+  return createMachine(
+    mutated,
+    turnMachine.implementations as any,
+  ) as unknown as typeof turnMachine;
+}
+
 /**
  * Broken on purpose: an interrupt while a batch runs leaves `executing` at once, stopping the
  * batch, so running calls are settled by the finalizer without their real outcome.
  */
-export const abandonsBatchTurnMachine = (() => {
-  // biome-ignore lint/suspicious/noExplicitAny: surgery on the machine's config
-  const config = turnMachine.config as any;
-  const running = config.states.running;
-  const executing = running.states.executing;
-  const mutated = {
-    ...config,
-    states: {
-      ...config.states,
-      running: {
-        ...running,
-        states: {
-          ...running.states,
-          executing: {
-            ...executing,
-            states: {
-              ...executing.states,
-              running: {
-                on: {
-                  "turn.interrupt": {
-                    target: "#turn.finalizing",
-                    actions: running.on["turn.interrupt"].actions,
-                  },
-                },
-              },
-            },
-          },
+export const abandonsBatchTurnMachine = withExecuting((executing, running) => ({
+  ...executing,
+  states: {
+    ...executing.states,
+    running: {
+      on: {
+        "turn.interrupt": {
+          target: "#turn.finalizing",
+          actions: running.on["turn.interrupt"].actions,
         },
       },
     },
-  };
-  return createMachine(
-    mutated,
-    // biome-ignore lint/suspicious/noExplicitAny: implementations of the same machine
-    turnMachine.implementations as any,
-  ) as unknown as typeof turnMachine;
-})();
+  },
+}));
 
 /**
  * Broken on purpose: steering is also drained when a batch starts, so a steer can land
  * between an assistant's tool calls and their results (invariant 11).
  */
-export const steersMidBatchTurnMachine = (() => {
-  // biome-ignore lint/suspicious/noExplicitAny: surgery on the machine's config
-  const config = turnMachine.config as any;
-  const running = config.states.running;
-  const mutated = {
-    ...config,
-    states: {
-      ...config.states,
-      running: {
-        ...running,
-        states: {
-          ...running.states,
-          executing: { ...running.states.executing, entry: ["rejectInvalid", "prepare"] },
-        },
-      },
-    },
-  };
-  return createMachine(
-    mutated,
-    // biome-ignore lint/suspicious/noExplicitAny: implementations of the same machine
-    turnMachine.implementations as any,
-  ) as unknown as typeof turnMachine;
-})();
+export const steersMidBatchTurnMachine = withExecuting((executing) => ({
+  ...executing,
+  entry: ["rejectInvalid", "prepare"],
+}));
