@@ -45,6 +45,11 @@ export {
 } from "./machines/retry-policy.ts";
 export type { TurnLimits, TurnOutput } from "./machines/turn.machine.ts";
 export { exportJsonl, fork, rollback, switchLeaf } from "./session/branches.ts";
+export {
+  type CompactionResult,
+  compactSession,
+  legalCutPoints,
+} from "./session/compaction.ts";
 export type * from "./session/entries.ts";
 export { type Ledger, memoryLedger } from "./session/ledger.ts";
 export { SessionLog } from "./session/log.ts";

@@ -21,11 +21,13 @@ import {
   rollback,
   switchLeaf,
 } from "../session/branches.ts";
+import { compactSession } from "../session/compaction.ts";
 import type { InboxLane, InboxSource, LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import { type Coordinator, createCoordinator } from "./coordinator.ts";
 import type { AgentEvent } from "./events.ts";
 import type { ChatMessage } from "./model.ts";
+import { modelSummarizer } from "./model-summarizer.ts";
 import type { PermissionReply, PermissionRequest } from "./permissions.ts";
 import { type EventBody, type TurnDeps, TurnRun } from "./turn-runner.ts";
 
@@ -197,6 +199,27 @@ export class Session {
   /** Makes `entryId` (another branch's tip) the active leaf. */
   async switchLeaf(entryId: string | null, options?: BranchOptions): Promise<BranchResult> {
     return this.branch(() => switchLeaf(this.log, entryId, options));
+  }
+
+  /**
+   * Replaces older history by a summary written by the session's model (DESIGN §6): cut only
+   * at legal points, the summary is a candidate until validated, a failure keeps the old
+   * baseline. Refused while a turn runs.
+   */
+  async compact(options: { keepRecentTokens?: number; signal?: AbortSignal } = {}) {
+    await this.ready;
+    if (this.current) {
+      return {
+        ok: false as const,
+        reason: "turn_open" as const,
+        message: "a turn is running; compact between turns (await session.awaitIdle())",
+        attempts: [],
+      };
+    }
+    return compactSession(this.log, {
+      ...options,
+      summarize: modelSummarizer(this.deps.model, this.options.ids),
+    });
   }
 
   /** The whole log as JSON Lines. */

@@ -230,3 +230,23 @@ describe("session branches", () => {
     );
   });
 });
+
+describe("session compaction", () => {
+  it("compact() asks the model for a summary and the next request starts from it", async () => {
+    const model = scriptedModel([
+      { text: "a long first answer ".repeat(50) },
+      { text: "a long second answer ".repeat(50) },
+      { text: "SUMMARY: the user asked twice" },
+      { text: "fresh answer" },
+    ]);
+    const session = createAgent({ model }).session();
+    await session.prompt("first question");
+    await session.prompt("second question");
+    const result = await session.compact({ keepRecentTokens: 10 });
+    expect(result.ok).toBe(true);
+    await session.prompt("third question");
+    const seen = model.requests[3].messages;
+    expect(String(seen[0].content)).toContain("SUMMARY: the user asked twice");
+    expect(JSON.stringify(seen)).not.toContain("a long first answer");
+  });
+});

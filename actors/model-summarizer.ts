@@ -1,0 +1,28 @@
+import type { Summarize } from "../session/compaction.ts";
+import type { IdGenerator } from "./ids.ts";
+import type { ChatMessage, Model } from "./model.ts";
+import { createAssembler } from "./stream-assembler.ts";
+
+const INSTRUCTION =
+  "Summarise the conversation above for your own later use: the user's goals and constraints, " +
+  "decisions made, files and resources touched (with paths), results of tool calls that still " +
+  "matter, open questions and the next steps. Be factual and concise; do not call tools.";
+
+/**
+ * A `Summarize` for compaction that asks `model` (no tools) for a summary of the messages.
+ * Contract: rejects with the model's `ModelError` (a context overflow makes compaction shrink
+ * its input and try again); resolves with the summary text.
+ */
+export function modelSummarizer(model: Model, ids: IdGenerator): Summarize {
+  return async (messages: ChatMessage[], signal: AbortSignal) => {
+    const assembler = createAssembler({ ids });
+    const stream = model.stream({
+      messages: [...messages, { role: "user", content: INSTRUCTION }],
+      tools: [],
+      signal,
+      attemptId: ids("compaction"),
+    });
+    for await (const event of stream) assembler.push(event);
+    return assembler.finish().text;
+  };
+}
