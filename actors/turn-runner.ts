@@ -170,6 +170,7 @@ export class TurnRun {
   /** Starts the turn with `inputs` as the user's messages (none: continue from the log). */
   start(inputs: readonly { text: string; inboxId?: string }[]): Promise<TurnOutput> {
     const { log, emit } = this.deps;
+    this.deps.logger.info({ inputs: inputs.length }, "turn started");
     log.append({ type: "turn_start", turnId: this.turnId });
     for (const { text, inboxId } of inputs) {
       log.append({ type: "user_message", text, turnId: this.turnId, inboxId });
@@ -288,8 +289,10 @@ export class TurnRun {
     ) => {
       void this.finalize(self, params);
     },
-    ended: (status: TurnStatus, reason: string | undefined) =>
-      this.deps.emit({ type: "turn.ended", turnId: this.turnId, status, reason }),
+    ended: (status: TurnStatus, reason: string | undefined) => {
+      this.deps.logger.info({ status, reason }, "turn ended");
+      this.deps.emit({ type: "turn.ended", turnId: this.turnId, status, reason });
+    },
   };
 
   private lastFailure = "";
@@ -302,6 +305,7 @@ export class TurnRun {
     this.attemptCtl = ctl;
     this.retryState ??= initialRetryState(this.deps.retry, clock.now());
     log.append({ type: "attempt_start", turnId: this.turnId, attemptId, step });
+    this.deps.logger.debug({ attemptId, step }, "attempt started");
     emit({ type: "attempt.started", turnId: this.turnId, attemptId, step });
     const previews = this.deps.wantsPreviews?.() ?? false;
     const assembler = createAssembler({
@@ -454,6 +458,10 @@ export class TurnRun {
       budgetAllows: budget ? () => budget.tryAcquire(this.deps.model.name) : undefined,
     });
     if (decision.action === "stop") {
+      this.deps.logger.warn(
+        { attemptId, reason: decision.reason },
+        "model request failed; not retrying",
+      );
       self.send({
         type: "attempt.failed",
         attempt,
@@ -462,6 +470,10 @@ export class TurnRun {
       });
       return;
     }
+    this.deps.logger.warn(
+      { attemptId, delayMs: decision.delayMs, mode: decision.action },
+      `model request failed; ${decision.action} scheduled`,
+    );
     this.retryState = decision.state;
     this.lastFailure = decision.reason;
     this.lastMode = decision.action;
@@ -611,6 +623,7 @@ export class TurnRun {
     // Durable as soon as known (coalesced per tick): a crash later in the batch cannot lose it.
     // A store that cannot write ends the turn (the entries stay queued in the log, not lost).
     this.flushSoon().catch((err) => this.storeFailed(this.actor, err));
+    this.deps.logger.debug({ callId, tool: name, outcome }, "call settled");
     this.deps.emit({ type: "call.settled", turnId: this.turnId, callId, name, outcome, result });
   }
 
