@@ -336,7 +336,14 @@ export class Session {
       const turn = new TurnRun(this.deps);
       this.current = turn;
       for (const event of events) this.consume(event, false);
-      const output = await turn.start(events.map((e) => ({ text: e.body, inboxId: e.id })));
+      let output: PromptResult;
+      try {
+        output = await turn.start(events.map((e) => ({ text: e.body, inboxId: e.id })));
+      } catch (err) {
+        // A bug, not a turn outcome: still answer every prompt waiting on this turn.
+        this.options.logger.error({ err }, "a turn could not run");
+        output = { status: "failed", reason: `internal error: ${String(err)}` };
+      }
       this.current = undefined;
       for (const event of events) {
         this.waiters.get(event.id)?.(output);
