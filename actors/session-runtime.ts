@@ -76,7 +76,7 @@ export class Session {
   private inbox: Inbox = emptyInbox();
   private listeners = new Set<(event: AgentEvent) => void>();
   private waiters = new Map<string, (result: PromptResult) => void>();
-  private coordinator: Coordinator;
+  private coordinatorRef: Coordinator | undefined;
   private current: TurnRun | undefined;
   /** Inbox seq at the last interrupt: older queued inputs wait for an explicit wake. */
   private interruptedAt = -1;
@@ -85,12 +85,6 @@ export class Session {
   constructor(options: SessionOptions) {
     this.id = options.sessionId;
     this.options = options;
-    this.coordinator = createCoordinator({
-      run: (scope, signal) => this.run(scope, signal),
-      cleanup: () => this.log.flush().catch(() => {}),
-      pending: () => (this.hasRunnable() ? "input" : null),
-      inspect: options.inspect,
-    });
     this.ready = options.openLog().then(async (log) => {
       this.log = log;
       await options.recover?.(log);
@@ -134,7 +128,7 @@ export class Session {
   /** Cancels the running turn (if any). Queued inputs stay queued. */
   interrupt(reason = "interrupted by the user"): void {
     this.interruptedAt = this.inboxSeq;
-    this.coordinator.interrupt();
+    this.coordinatorRef?.interrupt();
     this.current?.interrupt(reason);
   }
 
@@ -249,12 +243,23 @@ export class Session {
 
   /** Resolves when the current execution has finished. */
   awaitSettlement(): Promise<void> {
-    return this.coordinator.awaitSettlement();
+    return this.coordinatorRef?.awaitSettlement() ?? Promise.resolve();
   }
 
   /** Resolves when no turn runs and none is about to start. */
   awaitIdle(): Promise<void> {
-    return this.coordinator.awaitIdle();
+    return this.coordinatorRef?.awaitIdle() ?? Promise.resolve();
+  }
+
+  /** The session's runner host, created at the first input (an idle session holds no actor). */
+  private get coordinator(): Coordinator {
+    this.coordinatorRef ??= createCoordinator({
+      run: (scope, signal) => this.run(scope, signal),
+      cleanup: () => this.log.flush().catch(() => {}),
+      pending: () => (this.hasRunnable() ? "input" : null),
+      inspect: this.options.inspect,
+    });
+    return this.coordinatorRef;
   }
 
   /** The running turn, if any (inspection, tests). */
@@ -264,8 +269,8 @@ export class Session {
 
   async close(): Promise<void> {
     this.interrupt("session closed");
-    await this.coordinator.awaitSettlement().catch(() => {});
-    this.coordinator.stop();
+    await this.awaitSettlement().catch(() => {});
+    this.coordinatorRef?.stop();
     if (this.log) await this.log.close();
   }
 
