@@ -12,6 +12,7 @@ import type {
 import { scriptedModel } from "../actors/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { defineTool } from "../tools/define-tool.ts";
+import { failWithSchedule } from "./support/harness.ts";
 import { OneAtATimeBroker } from "./support/mutants/permission-broker.mutants.ts";
 
 const replyArb: fc.Arbitrary<PermissionReply> = fc.oneof(
@@ -101,13 +102,7 @@ const property = (broker?: (o: PermissionOptions) => PermissionBroker) =>
     fc.array(replyArb, { minLength: 1, maxLength: 4 }),
     async (s, replies) => {
       const problem = await scenario(s, replies, broker);
-      if (problem)
-        throw new Error(
-          `${problem}\n${s
-            .report()
-            .map((r) => r.label)
-            .join(" → ")}`,
-        );
+      failWithSchedule(s, problem);
     },
   );
 

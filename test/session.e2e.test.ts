@@ -1,18 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { createAgent } from "../actors/agent.ts";
-import { scriptedModel } from "../actors/scripted-model.ts";
+import { type AgentOptions, createAgent } from "../actors/agent.ts";
+import { type ScriptStep, scriptedModel } from "../actors/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { memoryStore } from "../session/memory-store.ts";
 import { defineTool } from "../tools/define-tool.ts";
-
-function deferred<T = void>() {
-  let resolve!: (v: T) => void;
-  const promise = new Promise<T>((r) => {
-    resolve = r;
-  });
-  return { promise, resolve };
-}
+import { deferred } from "./support/harness.ts";
 
 function gatedTool(gate: Promise<void>, onStart?: () => void) {
   return defineTool({
@@ -28,20 +21,27 @@ function gatedTool(gate: Promise<void>, onStart?: () => void) {
   });
 }
 
+/** A session whose `slow` tool waits for `gate`; `started` opens when the tool starts. */
+function gatedSession(steps: ScriptStep[], options: Partial<AgentOptions> = {}) {
+  const gate = deferred();
+  const started = deferred();
+  const model = scriptedModel(steps);
+  const session = createAgent({
+    model,
+    tools: [gatedTool(gate.promise, () => started.resolve())],
+    ...options,
+  }).session();
+  return { gate, started, model, session };
+}
+
 const types = (entries: readonly LogEntry[]) => entries.map((e) => e.type);
 
 describe("session inbox lanes", () => {
   it("a steer that arrives during a tool batch is read after the batch commits and before the next model call", async () => {
-    const gate = deferred();
-    const started = deferred();
-    const model = scriptedModel([
+    const { gate, started, model, session } = gatedSession([
       { toolCalls: [{ id: "a", name: "slow", arguments: "{}" }] },
       { text: "noted the steer" },
     ]);
-    const session = createAgent({
-      model,
-      tools: [gatedTool(gate.promise, () => started.resolve())],
-    }).session();
     const done = session.prompt("start");
     await started.promise;
     await session.steer("also check the tests");
@@ -73,17 +73,11 @@ describe("session inbox lanes", () => {
   });
 
   it("a follow-up is read only when the turn would otherwise end, and starts the next turn", async () => {
-    const gate = deferred();
-    const started = deferred();
-    const model = scriptedModel([
+    const { gate, started, model, session } = gatedSession([
       { toolCalls: [{ id: "a", name: "slow", arguments: "{}" }] },
       { text: "first turn done" },
       { text: "follow-up done" },
     ]);
-    const session = createAgent({
-      model,
-      tools: [gatedTool(gate.promise, () => started.resolve())],
-    }).session();
     const done = session.prompt("start");
     await started.promise;
     await session.followUp("and then summarise");
@@ -101,17 +95,11 @@ describe("session inbox lanes", () => {
   });
 
   it("prompt() while a turn runs is queued and resolves when its own turn ends", async () => {
-    const gate = deferred();
-    const started = deferred();
-    const model = scriptedModel([
+    const { gate, started, model, session } = gatedSession([
       { toolCalls: [{ id: "a", name: "slow", arguments: "{}" }] },
       { text: "one" },
       { text: "two" },
     ]);
-    const session = createAgent({
-      model,
-      tools: [gatedTool(gate.promise, () => started.resolve())],
-    }).session();
     const first = session.prompt("first");
     await started.promise;
     const second = session.prompt("second");
@@ -123,17 +111,10 @@ describe("session inbox lanes", () => {
   });
 
   it("inputs queued before an interrupt survive it: shown by queued(), run on resume()", async () => {
-    const gate = deferred();
-    const started = deferred();
-    const model = scriptedModel([
-      { toolCalls: [{ id: "a", name: "slow", arguments: "{}" }] },
-      { text: "queued one ran" },
-    ]);
-    const session = createAgent({
-      model,
-      tools: [gatedTool(gate.promise, () => started.resolve())],
-      stopDeadlineMs: 20,
-    }).session();
+    const { gate, started, model, session } = gatedSession(
+      [{ toolCalls: [{ id: "a", name: "slow", arguments: "{}" }] }, { text: "queued one ran" }],
+      { stopDeadlineMs: 20 },
+    );
     const first = session.prompt("first");
     await started.promise;
     await session.followUp("queued before interrupt");
@@ -185,16 +166,10 @@ describe("session inbox lanes", () => {
   });
 
   it("clearQueue removes queued inputs explicitly and resolves their prompts as cancelled", async () => {
-    const gate = deferred();
-    const started = deferred();
-    const model = scriptedModel([
+    const { gate, started, model, session } = gatedSession([
       { toolCalls: [{ id: "a", name: "slow", arguments: "{}" }] },
       { text: "done" },
     ]);
-    const session = createAgent({
-      model,
-      tools: [gatedTool(gate.promise, () => started.resolve())],
-    }).session();
     const first = session.prompt("first");
     await started.promise;
     const queuedPrompt = session.prompt("never mind");

@@ -8,6 +8,7 @@ import { scriptedModel } from "../actors/scripted-model.ts";
 import type { turnMachine } from "../machines/turn.machine.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { defineTool } from "../tools/define-tool.ts";
+import { failWithSchedule } from "./support/harness.ts";
 import { steersMidBatchTurnMachine } from "./support/mutants/turn.mutants.ts";
 
 /**
@@ -111,13 +112,7 @@ const property = (machine?: typeof turnMachine) =>
     fc.integer({ min: 0, max: 2 }),
     async (s, steps, steerAt, followUps) => {
       const problem = await scenario(s, steps, steerAt, followUps, machine);
-      if (problem)
-        throw new Error(
-          `${problem}\n${s
-            .report()
-            .map((r) => r.label)
-            .join(" → ")}`,
-        );
+      failWithSchedule(s, problem);
     },
   );
 

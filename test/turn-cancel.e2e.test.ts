@@ -5,14 +5,7 @@ import type { AgentEvent } from "../actors/events.ts";
 import { scriptedModel } from "../actors/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { defineTool } from "../tools/define-tool.ts";
-
-function deferred<T = void>() {
-  let resolve!: (v: T) => void;
-  const promise = new Promise<T>((r) => {
-    resolve = r;
-  });
-  return { promise, resolve };
-}
+import { deferred } from "./support/harness.ts";
 
 const resultsOf = (entries: readonly LogEntry[]) =>
   entries.filter((e) => e.type === "call_result") as Extract<LogEntry, { type: "call_result" }>[];

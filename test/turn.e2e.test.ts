@@ -4,14 +4,7 @@ import { createAgent } from "../actors/agent.ts";
 import type { AgentEvent } from "../actors/events.ts";
 import { scriptedModel } from "../actors/scripted-model.ts";
 import { defineTool } from "../tools/define-tool.ts";
-
-function deferred<T = void>() {
-  let resolve!: (v: T) => void;
-  const promise = new Promise<T>((r) => {
-    resolve = r;
-  });
-  return { promise, resolve };
-}
+import { deferred } from "./support/harness.ts";
 
 const echo = defineTool({
   name: "echo",

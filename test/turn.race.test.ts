@@ -9,6 +9,7 @@ import { scriptedModel } from "../actors/scripted-model.ts";
 import type { turnMachine } from "../machines/turn.machine.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { defineTool } from "../tools/define-tool.ts";
+import { failWithSchedule } from "./support/harness.ts";
 import { abandonsBatchTurnMachine } from "./support/mutants/turn.mutants.ts";
 
 interface CallSpec {
@@ -143,13 +144,7 @@ const property = (machine?: typeof turnMachine) =>
     fc.boolean(),
     async (s, calls, interrupt) => {
       const problem = await runTurn(s, calls, interrupt, machine);
-      if (problem)
-        throw new Error(
-          `${problem}\n${s
-            .report()
-            .map((r) => r.label)
-            .join(" → ")}`,
-        );
+      failWithSchedule(s, problem);
     },
   );
 
