@@ -95,7 +95,7 @@ describe("session inbox lanes", () => {
   });
 
   it("prompt() while a turn runs is queued and resolves when its own turn ends", async () => {
-    const { gate, started, model, session } = gatedSession([
+    const { gate, started, session } = gatedSession([
       { toolCalls: [{ id: "a", name: "slow", arguments: "{}" }] },
       { text: "one" },
       { text: "two" },
@@ -111,7 +111,7 @@ describe("session inbox lanes", () => {
   });
 
   it("inputs queued before an interrupt survive it: shown by queued(), run on resume()", async () => {
-    const { gate, started, model, session } = gatedSession(
+    const { gate, started, session } = gatedSession(
       [{ toolCalls: [{ id: "a", name: "slow", arguments: "{}" }] }, { text: "queued one ran" }],
       { stopDeadlineMs: 20 },
     );
@@ -166,7 +166,7 @@ describe("session inbox lanes", () => {
   });
 
   it("clearQueue removes queued inputs explicitly and resolves their prompts as cancelled", async () => {
-    const { gate, started, model, session } = gatedSession([
+    const { gate, started, session } = gatedSession([
       { toolCalls: [{ id: "a", name: "slow", arguments: "{}" }] },
       { text: "done" },
     ]);

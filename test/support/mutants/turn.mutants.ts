@@ -23,9 +23,9 @@ function withExecuting(edit: (executing: Config, running: Config) => Config): ty
     ...config,
     states: { ...config.states, running: { ...running, states: { ...running.states, executing } } },
   };
-  // biome-ignore lint/suspicious/noExplicitAny: implementations of the same machine
   return createMachine(
     mutated,
+    // biome-ignore lint/suspicious/noExplicitAny: implementations of the same machine
     turnMachine.implementations as any,
   ) as unknown as typeof turnMachine;
 }
