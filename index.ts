@@ -36,6 +36,7 @@ export {
   scriptedModel,
 } from "./actors/scripted-model.ts";
 export { type InboxOptions, type PromptResult, Session } from "./actors/session-runtime.ts";
+export { startInspector } from "./inspector/server.ts";
 export {
   classifyModelError,
   DEFAULT_RETRY_POLICY,
