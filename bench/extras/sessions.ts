@@ -1,0 +1,145 @@
+/**
+ * Memory of Keel sessions in one process (memory store, heap after two forced GCs):
+ * - `idle`: sessions opened and ready, no turn yet;
+ * - `afterTurn`: sessions that ran one prompt (one tool step, then text) and are idle again;
+ * - `midTurn`: sessions whose one tool call is running (held on a gate) when the heap is read.
+ * Each figure is (heap with the sessions − heap before them) / count.
+ */
+import { z } from "zod";
+import type { ModelRequest } from "../../actors/model.ts";
+import { describeError } from "../lib/measure.ts";
+import { emitResult, readChildOptions } from "../lib/protocol.ts";
+import { workload } from "../lib/workload.ts";
+
+export interface SessionsOptions {
+  idle: number;
+  afterTurn: number;
+  midTurn: number;
+}
+
+export interface SessionsFigure {
+  count: number;
+  heapBytesPerSession: number;
+  rssBytesPerSession: number;
+  /** Wall time to create (and for turns, run) all of them. */
+  ms: number;
+}
+
+export type SessionsResult =
+  | { ok: true; idle: SessionsFigure; afterTurn: SessionsFigure; midTurn: SessionsFigure }
+  | { ok: false; error: string };
+
+type Keel = typeof import("../../index.ts");
+
+const gc = (globalThis as { gc?: () => void }).gc;
+
+function heap(): { heap: number; rss: number } {
+  if (gc === undefined) throw new Error("global gc() is missing: run with `node --expose-gc`");
+  gc();
+  gc();
+  const m = process.memoryUsage();
+  return { heap: m.heapUsed, rss: m.rss };
+}
+
+/** One tool call, then final text once the request ends with a tool result. */
+function oneStep(request: ModelRequest) {
+  if (request.messages.at(-1)?.role === "tool") return { text: workload.finalText };
+  return { toolCalls: [{ name: workload.toolName, arguments: workload.argsJson }] };
+}
+
+async function measure(
+  count: number,
+  build: (count: number) => Promise<{ hold: unknown; release: () => Promise<void> }>,
+): Promise<SessionsFigure> {
+  const before = heap();
+  const started = performance.now();
+  const { hold, release } = await build(count);
+  const ms = performance.now() - started;
+  const after = heap();
+  await release();
+  if (hold === undefined) throw new Error("nothing held");
+  return {
+    count,
+    heapBytesPerSession: (after.heap - before.heap) / count,
+    rssBytesPerSession: (after.rss - before.rss) / count,
+    ms,
+  };
+}
+
+async function main(keel: Keel, o: SessionsOptions): Promise<SessionsResult> {
+  let gate: Promise<void> = Promise.resolve();
+  let started = 0;
+  let onStarted: (() => void) | undefined;
+  let startTarget = Number.POSITIVE_INFINITY;
+  const touch = keel.defineTool({
+    name: workload.toolName,
+    description: workload.toolDescription,
+    parameters: z.object({ path: z.string() }),
+    traits: { concurrencySafe: true, readOnly: true, risk: "low" },
+    execute: async () => {
+      if (++started === startTarget) onStarted?.();
+      await gate;
+      return workload.toolResult;
+    },
+  });
+  const newAgent = () =>
+    keel.createAgent({
+      model: keel.scriptedModel(oneStep, { record: "none" }),
+      tools: [touch],
+      store: keel.memoryStore(),
+    });
+
+  const idle = await measure(o.idle, async (count) => {
+    const agent = newAgent();
+    const sessions = Array.from({ length: count }, (_, i) => agent.session(`idle-${i}`));
+    await Promise.all(sessions.map((s) => s.ready));
+    return { hold: sessions, release: () => agent.close() };
+  });
+
+  const afterTurn = await measure(o.afterTurn, async (count) => {
+    const agent = newAgent();
+    const sessions = Array.from({ length: count }, (_, i) => agent.session(`turn-${i}`));
+    for (const s of sessions) {
+      const r = await s.prompt(workload.prompt);
+      if (r.status !== "completed") throw new Error(`a turn ended ${r.status}: ${r.reason}`);
+    }
+    return { hold: sessions, release: () => agent.close() };
+  });
+
+  const midTurn = await measure(o.midTurn, async (count) => {
+    const agent = newAgent();
+    let open!: () => void;
+    gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    started = 0;
+    startTarget = count;
+    const allStarted = new Promise<void>((resolve) => {
+      onStarted = resolve;
+    });
+    const sessions = Array.from({ length: count }, (_, i) => agent.session(`mid-${i}`));
+    const prompts = sessions.map((s) => s.prompt(workload.prompt));
+    await allStarted;
+    return {
+      hold: { sessions, prompts },
+      release: async () => {
+        open();
+        const results = await Promise.all(prompts);
+        const bad = results.find((r) => r.status !== "completed");
+        if (bad) throw new Error(`a mid-turn session ended ${bad.status}: ${bad.reason}`);
+        await agent.close();
+      },
+    };
+  });
+  return { ok: true, idle, afterTurn, midTurn };
+}
+
+try {
+  const o = readChildOptions<SessionsOptions>();
+  const keel = (await import("../../index.ts")) as Keel;
+  emitResult(await main(keel, o));
+  process.exit(0);
+} catch (e) {
+  emitResult({ ok: false, error: describeError(e) } satisfies SessionsResult);
+  process.exit(1);
+}
