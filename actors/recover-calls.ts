@@ -3,9 +3,9 @@ import type { LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import { recoverSession } from "../session/recovery.ts";
 import type { Registry } from "../tools/registry.ts";
-import { applyOutputBudget, errorToResult, toToolResult } from "../tools/tool-output.ts";
 import { resolveTraits } from "../tools/traits.ts";
 import type { ToolFailure } from "../tools/types.ts";
+import { runTool } from "./run-tool.ts";
 
 const neverStarted: ToolFailure = {
   ok: false,
@@ -37,22 +37,20 @@ export async function recoverCalls(options: {
   for (const call of report.retry) {
     const tool = registry.get(call.name)!;
     const traits = resolveTraits(tool.traits);
-    let result: ReturnType<typeof toToolResult>;
-    try {
-      const output = await tool.execute(call.args, {
+    const report = await runTool(
+      tool,
+      call.args,
+      {
         callId: call.callId,
         signal: new AbortController().signal,
         idempotencyKey: call.idempotencyKey,
         onUpdate: () => {},
         log: logger.child({ callId: call.callId, tool: call.name, recovery: true }),
-      });
-      result = await applyOutputBudget(toToolResult(output), traits.outputBudget, {
-        toolName: call.name,
-        args: call.args,
-      });
-    } catch (err) {
-      result = errorToResult(err);
-    }
+      },
+      { name: call.name, budget: traits.outputBudget },
+    );
+    // Nothing aborts a recovery retry, so the report always carries a result.
+    const result = report.type === "call.aborted" ? neverStarted : report.result;
     log.append({
       type: "call_result",
       callId: call.callId,

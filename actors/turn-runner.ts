@@ -1,13 +1,11 @@
 import type { Logger } from "pino";
 import { type AnyActorRef, createActor, type InspectionEvent } from "xstate";
-import { batchMachine } from "../machines/batch.machine.ts";
 import {
   decideRetry,
   initialRetryState,
   type RetryPolicy,
   type RetryState,
 } from "../machines/retry-policy.ts";
-import { toolCallMachine } from "../machines/tool-call.machine.ts";
 import {
   attemptIdOf,
   type TurnCallSpec,
@@ -19,14 +17,15 @@ import type { CallOutcome, EntryOf, TurnStatus } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import { prepareCall, truncatedCallResult } from "../tools/prepare-call.ts";
 import type { Registry } from "../tools/registry.ts";
-import { applyOutputBudget, errorToResult, toToolResult } from "../tools/tool-output.ts";
 import type { PreparedCall, PrepareOutcome, ToolFailure, ToolResult } from "../tools/types.ts";
 import type { Clock } from "./clock.ts";
 import type { AgentEvent } from "./events.ts";
 import type { IdGenerator } from "./ids.ts";
 import type { ChatToolCall, Model } from "./model.ts";
 import type { PermissionBroker } from "./permissions.ts";
+import { bindRun, provideTurnMachine } from "./provide-turn-machine.ts";
 import type { RetryBudget } from "./retry-budget.ts";
+import { runTool, type ToolReport } from "./run-tool.ts";
 import { createAssembler } from "./stream-assembler.ts";
 
 /** Distributes an event without `sessionId`/`at`; the session stamps them. */
@@ -86,56 +85,6 @@ const specOf = (call: PreparedCall): TurnCallSpec => ({
   resourceKey: call.resourceKey,
 });
 
-/** The run each actor system (one per turn actor tree) belongs to. */
-const runs = new WeakMap<object, TurnRun>();
-const runOf = (system: object): TurnRun["effects"] => runs.get(system)!.effects;
-const providedMachines = new WeakMap<typeof turnMachine, typeof turnMachine>();
-
-/**
- * The turn statechart (or a test variant) with its effects bound, built once per variant and
- * shared by every turn: building machines per turn cost more than a whole step. Each action
- * finds its run through the actor system it executes in.
- */
-function provideTurnMachine(variant: typeof turnMachine): typeof turnMachine {
-  const cached = providedMachines.get(variant);
-  if (cached) return cached;
-  const toolCall = toolCallMachine.provide({
-    actions: {
-      // Answers go straight to the call's own actor: the batch learns the outcome from the
-      // call's done event, so forwarding through it would only add a step.
-      recordStart: ({ self, system }, { callId }) => runOf(system).recordStart(self, callId),
-      execute: ({ self, system }, { callId }) => runOf(system).execute(self, callId),
-      abort: ({ system }, { callId }) => runOf(system).abort(callId),
-    },
-  });
-  const batch = batchMachine.provide({
-    actors: { toolCall },
-    actions: { callSettled: ({ system }, params) => runOf(system).callSettled(params) },
-  });
-  const provided = variant.provide({
-    actors: { batch },
-    actions: {
-      prepare: ({ system }) => runOf(system).prepare(),
-      startAttempt: ({ self, system }, { attempt, step }) =>
-        runOf(system).startAttempt(self, attempt, step),
-      pollAtEnd: ({ self, system }) => runOf(system).pollAtEnd(self),
-      abortAttempt: ({ system }) => runOf(system).abortAttempt(),
-      refuseCalls: ({ system }) => runOf(system).refuseCalls(),
-      checkPermissions: ({ self, system }) => runOf(system).checkPermissions(self),
-      rejectInvalid: ({ system }) => runOf(system).rejectInvalid(),
-      commitBatch: ({ system }) => runOf(system).commitBatch(),
-      retryScheduled: ({ system }, { delayMs, attempt }) =>
-        runOf(system).retryScheduled(delayMs, attempt),
-      cancelAcknowledged: ({ system }, { reason }) => runOf(system).cancelAcknowledged(reason),
-      executionStopped: ({ system }) => runOf(system).executionStopped(),
-      finalize: ({ self, system }, params) => runOf(system).finalize(self, params),
-      ended: ({ system }, { status, reason }) => runOf(system).ended(status, reason),
-    },
-  }) as typeof turnMachine;
-  providedMachines.set(variant, provided);
-  return provided;
-}
-
 /**
  * Runs one turn: hosts the turn statechart and performs the effects it names.
  *
@@ -192,7 +141,7 @@ export class TurnRun {
       clock: this.deps.clock,
       inspect: this.deps.inspect,
     });
-    runs.set(this.actor.system, this);
+    bindRun(this.actor.system, this.effects);
     this.actor.subscribe({
       complete: () => this.resolveDone(this.actor.getSnapshot().output!),
       error: (err) => {
@@ -530,9 +479,7 @@ export class TurnRun {
       },
       log: logger.child({ callId, tool: call.name }),
     };
-    const report = (
-      event: { type: "call.complete" | "call.fail"; result: ToolResult } | { type: "call.aborted" },
-    ) => {
+    const report = (event: ToolReport) => {
       settled = true;
       this.callCtl.delete(callId);
       // After the batch ended (the call went unknown) the outcome is final: drop, but say so.
@@ -542,18 +489,10 @@ export class TurnRun {
       }
       actor.send({ ...event, callId });
     };
-    new Promise<unknown>((resolve) => resolve(call.tool.execute(call.args, ctx)))
-      .then(async (output) => {
-        const result = await applyOutputBudget(toToolResult(output), call.traits.outputBudget, {
-          toolName: call.name,
-          args: call.args,
-        });
-        report({ type: result.ok ? "call.complete" : "call.fail", result });
-      })
-      .catch((err) => {
-        if (ctl.signal.aborted) report({ type: "call.aborted" });
-        else report({ type: "call.fail", result: errorToResult(err) });
-      });
+    void runTool(call.tool, call.args, ctx, {
+      name: call.name,
+      budget: call.traits.outputBudget,
+    }).then(report);
   }
 
   /** Asks for every call that needs it; a decline without feedback ends the turn. */

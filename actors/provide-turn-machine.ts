@@ -1,0 +1,62 @@
+import { batchMachine } from "../machines/batch.machine.ts";
+import { toolCallMachine } from "../machines/tool-call.machine.ts";
+import type { turnMachine } from "../machines/turn.machine.ts";
+import type { TurnRun } from "./turn-runner.ts";
+
+/** The effects a turn statechart names, as one run performs them. */
+export type TurnEffects = TurnRun["effects"];
+
+/** The run each actor system (one per turn actor tree) belongs to. */
+const runs = new WeakMap<object, TurnEffects>();
+const runOf = (system: object): TurnEffects => runs.get(system)!;
+
+/** Binds a turn's effects to the actor system of its turn actor (before it starts). */
+export function bindRun(system: object, effects: TurnEffects): void {
+  runs.set(system, effects);
+}
+const providedMachines = new WeakMap<typeof turnMachine, typeof turnMachine>();
+
+/**
+ * The turn statechart (or a test variant) with its effects bound, built once per variant and
+ * shared by every turn: building machines per turn cost more than a whole step. Each action
+ * finds its run through the actor system it executes in.
+ */
+export function provideTurnMachine(variant: typeof turnMachine): typeof turnMachine {
+  const cached = providedMachines.get(variant);
+  if (cached) return cached;
+  const toolCall = toolCallMachine.provide({
+    actions: {
+      // Answers go straight to the call's own actor: the batch learns the outcome from the
+      // call's done event, so forwarding through it would only add a step.
+      recordStart: ({ self, system }, { callId }) => runOf(system).recordStart(self, callId),
+      execute: ({ self, system }, { callId }) => runOf(system).execute(self, callId),
+      abort: ({ system }, { callId }) => runOf(system).abort(callId),
+    },
+  });
+  const batch = batchMachine.provide({
+    actors: { toolCall },
+    actions: { callSettled: ({ system }, params) => runOf(system).callSettled(params) },
+  });
+  const provided = variant.provide({
+    actors: { batch },
+    actions: {
+      prepare: ({ system }) => runOf(system).prepare(),
+      startAttempt: ({ self, system }, { attempt, step }) =>
+        runOf(system).startAttempt(self, attempt, step),
+      pollAtEnd: ({ self, system }) => runOf(system).pollAtEnd(self),
+      abortAttempt: ({ system }) => runOf(system).abortAttempt(),
+      refuseCalls: ({ system }) => runOf(system).refuseCalls(),
+      checkPermissions: ({ self, system }) => runOf(system).checkPermissions(self),
+      rejectInvalid: ({ system }) => runOf(system).rejectInvalid(),
+      commitBatch: ({ system }) => runOf(system).commitBatch(),
+      retryScheduled: ({ system }, { delayMs, attempt }) =>
+        runOf(system).retryScheduled(delayMs, attempt),
+      cancelAcknowledged: ({ system }, { reason }) => runOf(system).cancelAcknowledged(reason),
+      executionStopped: ({ system }) => runOf(system).executionStopped(),
+      finalize: ({ self, system }, params) => runOf(system).finalize(self, params),
+      ended: ({ system }, { status, reason }) => runOf(system).ended(status, reason),
+    },
+  }) as typeof turnMachine;
+  providedMachines.set(variant, provided);
+  return provided;
+}

@@ -1,0 +1,31 @@
+import { applyOutputBudget, errorToResult, toToolResult } from "../tools/tool-output.ts";
+import type { OutputBudget, ToolContext, ToolDefinition, ToolResult } from "../tools/types.ts";
+
+/** How one execution ended, as the tool-call statechart's event. */
+export type ToolReport =
+  | { type: "call.complete" | "call.fail"; result: ToolResult }
+  | { type: "call.aborted" };
+
+/**
+ * Runs a tool once with its context: the output becomes a `ToolResult` within the output budget;
+ * a throw becomes `EXECUTION_FAILED`, or `call.aborted` when the call's signal was aborted (the
+ * tool honoured the cancel). Never throws; resolves exactly once.
+ */
+export async function runTool(
+  tool: ToolDefinition,
+  args: unknown,
+  ctx: ToolContext,
+  options: { name: string; budget: OutputBudget },
+): Promise<ToolReport> {
+  try {
+    const output = await tool.execute(args, ctx);
+    const result = await applyOutputBudget(toToolResult(output), options.budget, {
+      toolName: options.name,
+      args,
+    });
+    return { type: result.ok ? "call.complete" : "call.fail", result };
+  } catch (err) {
+    if (ctx.signal.aborted) return { type: "call.aborted" };
+    return { type: "call.fail", result: errorToResult(err) };
+  }
+}
