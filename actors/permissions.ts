@@ -1,4 +1,4 @@
-import type { Risk } from "../tools/types.ts";
+import type { PreparedCall, Risk } from "../tools/types.ts";
 
 /** What policy says about a call before anyone is asked. */
 export type PermissionAction = "allow" | "deny" | "ask";
@@ -159,3 +159,38 @@ function matches(rule: PermissionRule, tool: string, risk: Risk): boolean {
   const riskOk = rule.risk === undefined || rule.risk === risk;
   return toolOk && riskOk;
 }
+
+/**
+ * Decides every call at once (those that need asking wait for replies), reporting
+ * `permission.requested` / `permission.decided` through `emit`. Contract of `emit`: must not throw.
+ */
+export async function decideAll(
+  broker: PermissionBroker,
+  calls: readonly PreparedCall[],
+  sessionId: string,
+  emit: (event: PermissionEvent) => void,
+): Promise<{ call: PreparedCall; decision: PermissionDecision }[]> {
+  return Promise.all(
+    calls.map(async (call) => {
+      const request: PermissionRequest = {
+        requestId: `${call.id}.perm`,
+        sessionId,
+        callId: call.id,
+        tool: call.name,
+        args: call.args,
+        risk: call.traits.risk,
+      };
+      if (broker.evaluate(call.name, call.traits.risk) === "ask") {
+        emit({ type: "permission.requested", request });
+      }
+      const decision = await broker.request(request);
+      emit({ type: "permission.decided", requestId: request.requestId, callId: call.id, decision });
+      return { call, decision };
+    }),
+  );
+}
+
+/** The permission events `decideAll` reports (members of `AgentEvent` without session stamps). */
+export type PermissionEvent =
+  | { type: "permission.requested"; request: PermissionRequest }
+  | { type: "permission.decided"; requestId: string; callId: string; decision: PermissionDecision };

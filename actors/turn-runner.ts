@@ -22,7 +22,7 @@ import type { Clock } from "./clock.ts";
 import type { AgentEvent } from "./events.ts";
 import type { IdGenerator } from "./ids.ts";
 import type { ChatToolCall, Model } from "./model.ts";
-import type { PermissionBroker } from "./permissions.ts";
+import { decideAll, type PermissionBroker } from "./permissions.ts";
 import { bindRun, provideTurnMachine } from "./provide-turn-machine.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import { runTool, type ToolReport } from "./run-tool.ts";
@@ -502,28 +502,11 @@ export class TurnRun {
     const valid = this.lastCalls
       .map((c) => this.prepared.get(c.id))
       .filter((p): p is Extract<PrepareOutcome, { ok: true }> => p?.ok === true);
-    const decisions = await Promise.all(
-      valid.map(async ({ call }) => {
-        const request = {
-          requestId: `${call.id}.perm`,
-          sessionId,
-          callId: call.id,
-          tool: call.name,
-          args: call.args,
-          risk: call.traits.risk,
-        };
-        if (broker.evaluate(call.name, call.traits.risk) === "ask") {
-          emit({ type: "permission.requested", request });
-        }
-        const decision = await broker.request(request);
-        emit({
-          type: "permission.decided",
-          requestId: request.requestId,
-          callId: call.id,
-          decision,
-        });
-        return { call, decision };
-      }),
+    const decisions = await decideAll(
+      broker,
+      valid.map((v) => v.call),
+      sessionId,
+      emit,
     );
     if (this.finalizing) return;
     const declined = decisions.find((d) => d.decision.type === "declined");
