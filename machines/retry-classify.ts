@@ -1,10 +1,9 @@
 import type { ModelError } from "../actors/model.ts";
 
 /**
- * The retry policy (DESIGN §3.6): classify a failed model request, turn the provider's
- * `Retry-After` into one absolute ready time, and decide Retry / Continue / stop within one
- * budget per operation. Pure: the clock reading (`now`), wall time (`wallNow`) and the random
- * draw are inputs, so the same inputs always give the same decision.
+ * What a failed model request was (DESIGN §3.6), as data: classification tables tested with
+ * sample payloads, `classifyModelError`, and `parseRetryAfter`. Pure; the retry decision that
+ * uses them is `retry-policy.ts`.
  */
 
 export type ErrorCategory =
