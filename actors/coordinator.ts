@@ -97,6 +97,32 @@ function view(snapshot: SnapshotFrom<CoordinatorMachine>): CoordinatorState {
   return { value, execution, scope, pendingWake, lastOutcome, lastError };
 }
 
+/** The effects one coordinator host performs, found through its actor's system. */
+interface HostEffects {
+  startRun(execution: number, scope: WakeScope): void;
+  abortRun(): void;
+  startCleanup(execution: number): void;
+}
+const hosts = new WeakMap<object, HostEffects>();
+const providedMachines = new WeakMap<CoordinatorMachine, CoordinatorMachine>();
+
+/** The machine with its effects bound, built once per variant: building one per session costs more than the session. */
+function provided(variant: CoordinatorMachine): CoordinatorMachine {
+  let machine = providedMachines.get(variant);
+  if (!machine) {
+    machine = variant.provide({
+      actions: {
+        startRun: ({ context, system }) =>
+          hosts.get(system)!.startRun(context.execution, context.scope ?? "input"),
+        abortRun: ({ system }) => hosts.get(system)!.abortRun(),
+        startCleanup: ({ context, system }) => hosts.get(system)!.startCleanup(context.execution),
+      },
+    }) as CoordinatorMachine;
+    providedMachines.set(variant, machine);
+  }
+  return machine;
+}
+
 /**
  * Hosts the coordinator statechart for one session key: runs `run` for each execution, aborts
  * it on interrupt, runs `cleanup` after it, and lets the machine decide the handover.
@@ -149,14 +175,14 @@ export function createCoordinator(options: CoordinatorOptions): Coordinator {
     );
   };
 
-  const machine = (options.machine ?? coordinatorMachine).provide({
-    actions: {
-      startRun: ({ context }) => launchRun(context.execution, context.scope ?? "input"),
-      abortRun: () => controller?.abort(new RunInterruptedError()),
-      startCleanup: ({ context }) => launchCleanup(context.execution),
-    },
+  const actor = createActor(provided(options.machine ?? coordinatorMachine), {
+    inspect: options.inspect,
   });
-  const actor = createActor(machine, { inspect: options.inspect });
+  hosts.set(actor.system, {
+    startRun: (execution, scope) => launchRun(execution, scope),
+    abortRun: () => controller?.abort(new RunInterruptedError()),
+    startCleanup: (execution) => launchCleanup(execution),
+  });
 
   actor.subscribe((snapshot) => {
     const state = view(snapshot);
