@@ -1,6 +1,6 @@
 import pino, { type Logger } from "pino";
 import type { DrainMode } from "../machines/inbox.ts";
-import type { RetryPolicy } from "../machines/retry-policy.ts";
+import { type RetryPolicy, resolveRetryPolicy } from "../machines/retry-policy.ts";
 import type { TurnLimits } from "../machines/turn.machine.ts";
 import { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";
@@ -103,6 +103,8 @@ export function createAgent(options: AgentOptions): Agent {
   const random = options.random ?? Math.random;
   const logger = options.logger ?? defaultLogger();
   const limits = { ...DEFAULT_LIMITS, ...options.limits };
+  // Checked here, once: a bad policy is a RangeError from createAgent, not a failed turn later.
+  const retry = resolveRetryPolicy(options.retry ?? {});
   const sessions = new Map<string, Session>();
   const inspect = options.inspect;
 
@@ -140,7 +142,7 @@ export function createAgent(options: AgentOptions): Agent {
                 inspect.publish({ ...e, sessionId, at: clock.now() } as never);
               }
             : emit,
-          retry: options.retry ?? {},
+          retry,
           retryBudget: options.retryBudget,
           random,
           limits,

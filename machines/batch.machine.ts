@@ -186,9 +186,9 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
               name: call.name,
               cancellable: call.cancellable,
               stopDeadlineMs: context.stopDeadlineMs,
+              autoStart: true,
             },
           });
-          enqueue.sendTo(call.callId, { type: "call.start" });
         }
       }),
       cancel: enqueueActions(({ enqueue, context, event }) => {

@@ -11,6 +11,11 @@ export interface ToolCallInput {
   cancellable: boolean;
   /** How long a cancelled call may keep running before its outcome is declared unknown. */
   stopDeadlineMs: number;
+  /**
+   * Start at once (`queued → recording` while the actor is created) instead of waiting for
+   * `call.start`. The batch spawns calls this way: a spawn IS the start, one event fewer per call.
+   */
+  autoStart?: boolean;
 }
 
 /** The one result a call ends with (the actor's output). */
@@ -122,6 +127,7 @@ export const toolCallMachine = setup({
   },
   guards: {
     isCancellable: ({ context }) => context.cancellable,
+    autoStart: ({ context }) => context.autoStart === true,
   },
   delays: {
     stopDeadline: ({ context }) => context.stopDeadlineMs,
@@ -132,6 +138,7 @@ export const toolCallMachine = setup({
   initial: "queued",
   states: {
     queued: {
+      always: { guard: "autoStart", target: "recording" },
       on: {
         "call.start": "recording",
         "call.cancel": { target: "settled", actions: "settleNotExecuted" },

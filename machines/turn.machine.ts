@@ -69,13 +69,34 @@ export interface TurnOutput {
   reason?: string;
 }
 
+/**
+ * After a step's results are in (or steering continued a natural end): stop on a spent budget,
+ * else drain steering and sample again. `before` runs first (e.g. `commitBatch`). These are
+ * transitions, not transient states: a chain of eventless states (committing → deciding →
+ * preparing) is invisible in every snapshot yet cost one microstep each, every step.
+ */
+const decideNext = (before: readonly ("commitBatch" | "refuseCalls" | "rejectInvalid")[]) => [
+  {
+    guard: "stepsExhausted" as const,
+    target: "#turn.finalizing",
+    actions: [...before, "exhaustSteps" as const],
+  },
+  {
+    guard: "tokensExhausted" as const,
+    target: "#turn.finalizing",
+    actions: [...before, "exhaustTokens" as const],
+  },
+  { target: "#turn.running.sampling", actions: [...before, "prepare" as const] },
+];
+
 /** The attempt id of attempt number `seq` in turn `turnId` (pure, so the machine can derive it). */
 export const attemptIdOf = (turnId: string, seq: number) => `${turnId}.a${seq}`;
 
 /**
  * One prompt → many steps until done, cancelled, failed or out of budget.
  *
- * `running`: preparing → sampling → (refusing | executing) → committing → deciding → preparing …
+ * `running`: preparing → sampling → (gating | refusing | executing) → [commit, decide, prepare] →
+ * sampling … (committing, deciding and preparing are transition actions, see `decideNext`).
  * A response with no tool calls ends the turn `completed`. Every terminal path goes through
  * `finalizing` (persist, settle leftovers; bounded by its own deadline, not cancellable) to the
  * final `done`.
@@ -337,7 +358,7 @@ export const turnMachine = setup({
         ending: {
           entry: "pollAtEnd",
           on: {
-            "end.steered": "deciding",
+            "end.steered": decideNext([]),
             "end.none": { target: "#turn.finalizing", actions: "completeNaturally" },
           },
         },
@@ -389,7 +410,7 @@ export const turnMachine = setup({
                 target: "#turn.finalizing",
                 actions: "executionStopped",
               },
-              { target: "committing" },
+              ...decideNext(["commitBatch"]),
             ],
           },
           initial: "running",
@@ -416,20 +437,9 @@ export const turnMachine = setup({
             stopping: { on: { "turn.interrupt": {} } },
           },
         },
+        // The step's results are all in (rare paths: no valid call, none allowed, refused).
         committing: {
-          entry: "commitBatch",
-          always: "deciding",
-        },
-        deciding: {
-          always: [
-            { guard: "stepsExhausted", target: "#turn.finalizing", actions: "exhaustSteps" },
-            {
-              guard: "tokensExhausted",
-              target: "#turn.finalizing",
-              actions: "exhaustTokens",
-            },
-            { target: "preparing" },
-          ],
+          always: decideNext(["commitBatch"]),
         },
       },
     },

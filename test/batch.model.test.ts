@@ -50,8 +50,9 @@ function step(input: BatchInput, t: Trace, event: Snap, snap: Snap, actions: Act
       t.settled[callId] = { outcome, result };
       settledNow.push(callId);
     }
-    if (a.type === "xstate.sendTo" && a.params.event.type === "call.start") {
-      const id: string = a.params.to.id;
+    // The batch spawns each call already started (`autoStart`): a spawn is a start.
+    if (a.type === "xstate.spawnChild") {
+      const id: string = a.params.id;
       const i = at(id);
       if (t.cancelled) return `call ${id} started after batch.cancel`;
       if (t.started.includes(id) || t.settled[id]) return `call ${id} started twice`;

@@ -4,6 +4,7 @@ import { createAgent } from "../actors/agent.ts";
 import type { AgentEvent, AgentEventOf } from "../actors/events.ts";
 import { openaiModel } from "../actors/openai-model.ts";
 import { tokenBucketBudget } from "../actors/retry-budget.ts";
+import { scriptedModel } from "../actors/scripted-model.ts";
 import type { RetryPolicy } from "../machines/retry-policy.ts";
 import {
   contextOverflow,
@@ -211,5 +212,11 @@ describe("retries through the whole agent, over real HTTP", () => {
     expect(exhausted.length).toBeGreaterThanOrEqual(90);
     expect(outs.every((o) => o.status === "budget_exhausted" || o.status === "failed")).toBe(true);
     expect(exhausted[0].reason).toMatch(/shared retry budget/);
+  });
+
+  it("an invalid retry policy is a RangeError from createAgent, naming the field", () => {
+    expect(() => createAgent({ model: scriptedModel([]), retry: { jitter: 2 } })).toThrow(
+      /retry policy: jitter must be in \[0, 1\), got 2/,
+    );
   });
 });

@@ -73,4 +73,23 @@ describe("tool call under a simulated clock", () => {
     clock.increment(DEADLINE * 100);
     expect(actor.getSnapshot().value).toBe("started");
   });
+
+  it("autoStart (how the batch spawns calls) records the start at creation and runs nothing before call.recorded", () => {
+    const effects: string[] = [];
+    const logic = toolCallMachine.provide({
+      actions: {
+        recordStart: (_, p) => effects.push(`recordStart ${p.callId}`),
+        execute: (_, p) => effects.push(`execute ${p.callId}`),
+      },
+    });
+    const input = { callId: "c2", name: "t", cancellable: true, stopDeadlineMs: DEADLINE };
+    const started = createActor(logic, { input: { ...input, autoStart: true } }).start();
+    expect(started.getSnapshot().value).toBe("recording");
+    expect(effects).toEqual(["recordStart c2"]);
+    started.send({ type: "call.cancel" });
+    expect(started.getSnapshot().output?.outcome).toBe("not_executed");
+    expect(effects).toEqual(["recordStart c2"]);
+    // Without autoStart a call waits in `queued` for call.start.
+    expect(createActor(logic, { input }).start().getSnapshot().value).toBe("queued");
+  });
 });
