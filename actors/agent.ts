@@ -139,7 +139,7 @@ export function createAgent(options: AgentOptions): Agent {
           emit: inspect
             ? (e) => {
                 emit(e);
-                inspect.publish({ ...e, sessionId, at: clock.now() } as never);
+                inspect.publish(Object.assign({}, e, { sessionId, at: clock.now() }) as never);
               }
             : emit,
           retry,

@@ -141,7 +141,7 @@ export class TurnRun {
 
   constructor(deps: TurnDeps) {
     this.turnId = deps.ids("turn");
-    this.deps = { ...deps, logger: deps.logger.child({ turnId: this.turnId }) };
+    this.deps = Object.assign({}, deps, { logger: deps.logger.child({ turnId: this.turnId }) });
     this.done = new Promise((resolve) => {
       this.resolveDone = resolve;
     });
@@ -521,7 +521,8 @@ export class TurnRun {
         logger.warn({ callId, event: event.type }, "a tool reported after its call was settled");
         return;
       }
-      actor.send({ ...event, callId });
+      // Object.assign, not `{ ...event, callId }`: a property after a spread is slow on Node 20.
+      actor.send(Object.assign({ callId }, event));
     };
     void runTool(call.tool, call.args, ctx, {
       name: call.name,
