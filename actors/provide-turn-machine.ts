@@ -35,7 +35,10 @@ export function provideTurnMachine(variant: typeof turnMachine): typeof turnMach
   });
   const batch = batchMachine.provide({
     actors: { toolCall },
-    actions: { callSettled: ({ system }, params) => runOf(system).callSettled(params) },
+    actions: {
+      callSettled: ({ system }, params) => runOf(system).callSettled(params),
+      roundDone: ({ system }) => runOf(system).roundDone(),
+    },
   });
   const provided = variant.provide({
     actors: { batch },

@@ -211,6 +211,8 @@ export class TurnRun {
     abort: (callId: string) => this.callCtl.get(callId)?.abort(new Error("cancelled")),
     callSettled: (r: { callId: string; name: string; outcome: CallOutcome; result: ToolResult }) =>
       this.settle(r.callId, r.name, r.outcome, r.result),
+    // The batch (a child of the turn) ended its round: the turn may leave `executing`.
+    roundDone: () => this.actor.send({ type: "batch.done" }),
     prepare: () => {
       this.deps.drainSteer();
     },

@@ -1,5 +1,6 @@
 import {
   assertEvent,
+  assign,
   type DoneActorEvent,
   type ErrorActorEvent,
   enqueueActions,
@@ -18,9 +19,12 @@ import { cancelledBeforeStart, type ToolCallOutput, toolCallMachine } from "./to
 
 export type { BatchCallSpec, CallPhase } from "./batch-schedule.ts";
 
-/** The calls of one assistant message, in call order. */
+/**
+ * How a batch actor is created. One actor serves a whole turn: each assistant message's calls
+ * are one round (`batch.run`). `calls` here starts the first round at once (tests, one-shot use).
+ */
 export interface BatchInput {
-  calls: BatchCallSpec[];
+  calls?: BatchCallSpec[];
   /** At most this many calls run at once. Default 8. */
   maxParallelToolCalls?: number;
   /** Passed to every call: how long a cancelled call may keep running. */
@@ -35,13 +39,14 @@ export interface BatchCallResult {
   result: ToolResult;
 }
 
-/** The batch's output: every call's result, in CALL order. */
+/** What `roundDone` reports: every call's result of the round, in CALL order. */
 export interface BatchOutput {
   results: BatchCallResult[];
 }
 
 /** Events the batch accepts; `call.*` are forwarded to the running call with that id. */
 export type BatchEvent =
+  | { type: "batch.run"; calls: BatchCallSpec[] }
   | { type: "call.recorded"; callId: string }
   | { type: "call.complete"; callId: string; result: ToolResult }
   | { type: "call.fail"; callId: string; result: ToolResult }
@@ -63,6 +68,8 @@ export interface BatchContext {
   sequential: boolean;
   stopDeadlineMs: number;
   cancelled: boolean;
+  /** The last finished round's results in commit order (what `roundDone` reported). */
+  committed: BatchCallResult[] | undefined;
 }
 
 /** Pluggable pure policies; the defaults implement DESIGN §3.2. */
@@ -128,12 +135,21 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
       context: {} as BatchContext,
       events: {} as BatchEvent | ChildEvent,
       input: {} as BatchInput,
-      output: {} as BatchOutput,
     },
     actors: { toolCall: toolCallMachine },
     actions: {
       /** Contract: emit `call.settled` for the call; runs in completion order. Must not throw. */
       callSettled: (_: unknown, _params: BatchCallResult) => {},
+      /**
+       * Contract: the round is over, every call has its one result (`results`, commit order);
+       * tell the owner (the turn answers `batch.done`). Runs once per round. Must not throw.
+       */
+      roundDone: (_: unknown, _params: BatchOutput) => {},
+      beginRound: assign(({ context, event }) => {
+        assertEvent(event, "batch.run");
+        return checkedRound(event.calls, context.maxParallel);
+      }),
+      endRound: assign(({ context }) => ({ committed: committedResults(context) })),
       forward: enqueueActions(({ enqueue, event }) => {
         assertEvent(event, ["call.recorded", "call.complete", "call.fail", "call.aborted"]);
         enqueue.sendTo(event.callId, event);
@@ -210,6 +226,7 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
       }),
     },
     guards: {
+      hasCalls: ({ context }) => context.calls.length > 0,
       isRunning: ({ context, event }) =>
         "callId" in event && context.phases[context.index[event.callId]] === "running",
       allSettled: ({ context }) => context.phases.every((p) => p === "settled"),
@@ -218,27 +235,37 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
     id: "batch",
     context: ({ input }) => {
       const maxParallel = input.maxParallelToolCalls ?? 8;
-      const problems = checkBatchCalls(input.calls, maxParallel);
-      if (problems.length > 0) throw new Error(`invalid batch: ${problems.join("; ")}`);
-      const n = input.calls.length;
-      return {
-        calls: input.calls,
-        index: Object.fromEntries(input.calls.map((c, i) => [c.callId, i])),
-        phases: new Array<CallPhase>(n).fill("pending"),
-        outcomes: new Array<CallOutcome | undefined>(n).fill(undefined),
-        results: new Array<ToolResult | undefined>(n).fill(undefined),
-        completionOrder: [],
-        maxParallel,
-        sequential: input.calls.some((c) => c.executionMode === "sequential"),
-        stopDeadlineMs: input.stopDeadlineMs,
-        cancelled: false,
-      };
+      // No calls: an idle batch waiting for `batch.run` (an empty list is still an error).
+      const round =
+        input.calls === undefined
+          ? roundContext([], maxParallel)
+          : checkedRound(input.calls, maxParallel);
+      return Object.assign(round, { stopDeadlineMs: input.stopDeadlineMs, committed: undefined });
     },
-    initial: "running",
+    initial: "starting",
     states: {
+      // Transient: a batch created with calls runs them as its first round.
+      starting: {
+        always: [{ guard: "hasCalls", target: "running" }, { target: "idle" }],
+      },
+      // Between rounds; call events (late, or for calls of an ended round) are dropped here.
+      idle: {
+        on: { "batch.run": { target: "running", actions: "beginRound" } },
+      },
       running: {
         entry: "schedule",
-        always: { guard: "allSettled", target: "done" },
+        // Every call has exactly one result: report the round (in commit order) and rest.
+        always: {
+          guard: "allSettled",
+          target: "idle",
+          actions: [
+            "endRound",
+            {
+              type: "roundDone",
+              params: ({ context }) => ({ results: committedResults(context) }),
+            },
+          ],
+        },
         on: {
           "call.recorded": { guard: "isRunning", actions: "forward" },
           "call.complete": { guard: "isRunning", actions: "forward" },
@@ -249,28 +276,56 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
           "batch.cancel": { actions: "cancel" },
         },
       },
-      // Final: every call has exactly one result; later events are ignored.
-      done: { type: "final" },
     },
-    output: ({ context }) => ({
-      results: commitOrder(context).map((i) => ({
-        callId: context.calls[i].callId,
-        name: context.calls[i].name,
-        outcome: context.outcomes[i]!,
-        result: context.results[i]!,
-      })),
-    }),
   });
+
+  /** The round's results in commit order (every call has one when this is called). */
+  function committedResults(context: BatchContext): BatchCallResult[] {
+    return commitOrder(context).map((i) => ({
+      callId: context.calls[i].callId,
+      name: context.calls[i].name,
+      outcome: context.outcomes[i]!,
+      result: context.results[i]!,
+    }));
+  }
+}
+
+/** A fresh round over `calls`; throws (the actor errors) on calls that cannot form a batch. */
+function checkedRound(calls: BatchCallSpec[], maxParallel: number) {
+  const problems = checkBatchCalls(calls, maxParallel);
+  if (problems.length > 0) throw new Error(`invalid batch: ${problems.join("; ")}`);
+  return roundContext(calls, maxParallel);
+}
+
+/** The per-round part of the context, nothing settled yet. */
+function roundContext(calls: BatchCallSpec[], maxParallel: number) {
+  const n = calls.length;
+  const index: Record<string, number> = {};
+  for (let i = 0; i < n; i++) index[calls[i].callId] = i;
+  return {
+    calls,
+    index,
+    phases: new Array<CallPhase>(n).fill("pending"),
+    outcomes: new Array<CallOutcome | undefined>(n).fill(undefined),
+    results: new Array<ToolResult | undefined>(n).fill(undefined),
+    completionOrder: [] as number[],
+    maxParallel,
+    sequential: calls.some((c) => c.executionMode === "sequential"),
+    cancelled: false,
+  };
 }
 
 /**
- * The calls of one assistant message: parallel execution, ordered commit (DESIGN §3.2).
+ * The calls of each assistant message: parallel execution, ordered commit (DESIGN §3.2).
  *
- * Lifecycle: `running` (schedule, forward, collect) → `done` (final, output in call order).
- * Each started call is a spawned `toolCall` actor with id = callId, created from the
+ * Lifecycle: one actor per turn. `idle` ⇄ `running`: `batch.run {calls}` starts a round
+ * (schedule, forward, collect); when every call has its result the round ends with
+ * `roundDone {results}` (call order; also kept as `context.committed`) and the batch is `idle`
+ * again. One long-lived actor instead of one per step: creating an actor costs more than a
+ * whole round of events. Each started call is a spawned `toolCall` actor with id = callId, created from the
  * `toolCall` actor implementation, so the runtime reaches the calls' effects with
  * `batchMachine.provide({ actors: { toolCall: toolCallMachine.provide({ actions }) },
- * actions: { callSettled } })`. The runtime sends `call.recorded/complete/fail/aborted
+ * actions: { callSettled, roundDone } })`. The runtime sends `call.recorded/complete/fail/aborted
  * {callId}` and `batch.cancel {reason}` to the batch; call events for a call that is not
  * running (late, or unknown id) are dropped.
  *
@@ -282,7 +337,7 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
  * Invariants (DESIGN §10):
  * - 1: every call settles exactly once, also after `batch.cancel` at any point; a child
  *   that errors (a provided action threw) settles as `unknown`, never silently;
- * - 4: `callSettled` fires in completion order; the output lists results in call order;
+ * - 4: `callSettled` fires in completion order; `roundDone` lists results in call order;
  * - 5: the scheduling rules of `scheduleBatch`;
  * - after `batch.cancel` no call starts; every running call receives `call.cancel`.
  */

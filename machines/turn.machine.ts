@@ -59,6 +59,7 @@ export type TurnEvent =
     }
   | { type: "gate.allowed"; calls: TurnCallSpec[] }
   | { type: "gate.declined"; reason: string }
+  | { type: "batch.done" }
   | { type: "end.steered" }
   | { type: "end.none" }
   | { type: "finalize.done" }
@@ -104,8 +105,8 @@ export const attemptIdOf = (turnId: string, seq: number) => `${turnId}.a${seq}`;
  * Invariants made structural here:
  * - a response that ended by length never reaches `executing` (invariant 3): `refusing` only
  *   gives each call a TRUNCATED_CALL result;
- * - an interrupt while a batch runs stays inside `executing` until the batch is done, so the
- *   batch's calls all settle before finalizing (invariant 1);
+ * - an interrupt while a batch round runs stays inside `executing` until `batch.done`, so the
+ *   round's calls all settle before finalizing (invariant 1);
  * - events of an older attempt are ignored (`isCurrentAttempt`);
  * - leaving `waiting` cancels the retry timer, so an interrupt ends a backoff at once.
  *
@@ -255,6 +256,16 @@ export const turnMachine = setup({
   states: {
     running: {
       initial: "preparing",
+      // One batch actor for the whole turn; each `executing` is one round of it. Leaving
+      // `running` stops it, but only `batch.done` leaves `executing`, so no round is cut short.
+      invoke: {
+        id: "batch",
+        src: "batch",
+        input: ({ context }) => ({
+          maxParallelToolCalls: context.maxParallelToolCalls,
+          stopDeadlineMs: context.stopDeadlineMs,
+        }),
+      },
       after: {
         turnDeadline: {
           guard: "hasDeadline",
@@ -402,16 +413,13 @@ export const turnMachine = setup({
           always: "committing",
         },
         executing: {
-          entry: "rejectInvalid",
-          invoke: {
-            id: "batch",
-            src: "batch",
-            input: ({ context }) => ({
-              calls: context.calls,
-              maxParallelToolCalls: context.maxParallelToolCalls,
-              stopDeadlineMs: context.stopDeadlineMs,
-            }),
-            onDone: [
+          entry: [
+            "rejectInvalid",
+            sendTo("batch", ({ context }) => ({ type: "batch.run", calls: context.calls })),
+          ],
+          on: {
+            // The round is over: every call of the message has its one result.
+            "batch.done": [
               {
                 guard: "cancelRequested",
                 target: "#turn.finalizing",

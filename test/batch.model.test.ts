@@ -13,6 +13,8 @@ type Action = { type: string; params?: Snap };
 /** What the checks know, read only from the actions the batch asks for (not its context). */
 interface Trace {
   started: string[];
+  /** The results `roundDone` reported (once per round). */
+  done?: { callId: string; name: string; outcome: CallOutcome; result: ToolResult }[];
   settled: Record<string, { outcome: CallOutcome; result: ToolResult }>;
   cancelled: boolean;
   cancelSent: string[];
@@ -40,7 +42,7 @@ function nextEvents(t: Trace, withErrors: boolean) {
 
 /** Checks one step against invariants 1, 4 and 5; returns a problem sentence or undefined. */
 function step(input: BatchInput, t: Trace, event: Snap, snap: Snap, actions: Action[]) {
-  const calls = input.calls;
+  const calls = input.calls!;
   const at = (id: string) => calls.findIndex((c) => c.callId === id);
   const settledNow: string[] = [];
   for (const a of actions) {
@@ -67,6 +69,10 @@ function step(input: BatchInput, t: Trace, event: Snap, snap: Snap, actions: Act
         return `unsafe ${id} started before earlier calls settled`;
       t.started.push(id);
     }
+    if (a.type === "roundDone") {
+      if (t.done) return "roundDone reported twice in one round";
+      t.done = a.params.results;
+    }
     if (a.type === "xstate.sendTo" && a.params.event.type === "call.cancel") {
       t.cancelSent.push(a.params.to.id);
     }
@@ -89,23 +95,53 @@ function step(input: BatchInput, t: Trace, event: Snap, snap: Snap, actions: Act
   if (new Set(keys).size !== keys.length) return `two running calls share a resource key`;
   const phases: string[] = snap.context.phases;
   if (running.some((c) => phases[at(c.callId)] !== "running")) return "context phases disagree";
-  if (snap.status === "active" && running.length === 0) return "stalled: nothing runs, not done";
-  if (snap.status === "done") {
+  if (snap.status !== "active") return `the batch actor ended (${snap.status}); it must live on`;
+  if (snap.value === "running" && running.length === 0) return "stalled: nothing runs, not done";
+  if (snap.value === "idle" && !t.done) return "the round ended without roundDone";
+  if (t.done) {
+    if (snap.value !== "idle") return "roundDone while the round still runs";
     if (Object.keys(t.settled).length !== calls.length) return "done before every call settled";
     const expected = calls.map((c) => ({ callId: c.callId, name: c.name, ...t.settled[c.callId] }));
-    if (JSON.stringify(snap.output.results) !== JSON.stringify(expected)) {
-      return "output is not every result in call order";
+    if (JSON.stringify(t.done) !== JSON.stringify(expected)) {
+      return "roundDone is not every result in call order";
+    }
+    if (JSON.stringify(snap.context.committed) !== JSON.stringify(expected)) {
+      return "context.committed disagrees with roundDone";
     }
   }
   return undefined;
 }
 
-/** Exhaustive search over every completion order and cancel point of one batch. */
-function searchBatch(machine: AnyStateMachine, input: BatchInput, withErrors = false) {
+/**
+ * Exhaustive search over every completion order and cancel point of one batch round; with
+ * `second`, every way the first round can end is followed by a second round (`batch.run`) on the
+ * same actor, searched the same way: a long-lived batch must start each round clean.
+ */
+function searchBatch(
+  machine: AnyStateMachine,
+  input: BatchInput,
+  withErrors = false,
+  second?: BatchInput,
+) {
   const seen = new Set<string>();
-  const visit = (snap: Snap, t: Trace, path: string[]): string | undefined => {
-    if (snap.status === "done") return undefined;
+  const visit = (
+    snap: Snap,
+    t: Trace,
+    path: string[],
+    round: BatchInput = input,
+  ): string | undefined => {
+    if (snap.value === "idle") {
+      if (!second || round === second) return undefined;
+      const event = { type: "batch.run", calls: second.calls };
+      const [next, actions] = transition(machine, snap, event);
+      const fresh: Trace = { started: [], settled: {}, cancelled: false, cancelSent: [] };
+      const p = [...path, "batch.run"];
+      const problem = step(second, fresh, event, next, actions as Action[]);
+      if (problem) return `${problem} after ${p.join(" → ")}`;
+      return visit(next, fresh, p, second);
+    }
     const key = JSON.stringify([
+      round === input ? 1 : 2,
       snap.context.phases,
       snap.context.outcomes,
       snap.context.cancelled,
@@ -123,9 +159,9 @@ function searchBatch(machine: AnyStateMachine, input: BatchInput, withErrors = f
         cancelSent: [...t.cancelSent],
       };
       const p = [...path, event.type];
-      const problem = step(input, t2, event, next, actions as Action[]);
+      const problem = step(round, t2, event, next, actions as Action[]);
       if (problem) return `${problem} after ${p.join(" → ")}`;
-      const found = visit(next, t2, p);
+      const found = visit(next, t2, p, round);
       if (found) return found;
     }
     return undefined;
@@ -206,6 +242,25 @@ describe("batch: exhaustive search over completion orders and cancel points", ()
       expect(searchBatch(batchMachine, input, true)).toBeUndefined();
     });
   }
+
+  it("a second round on the same actor, after every way the first can end (cancel, errors, unknown), keeps every invariant", () => {
+    const second: BatchInput = {
+      stopDeadlineMs: 1000,
+      calls: [spec("a2"), spec("w2", { concurrencySafe: false })],
+    };
+    expect(searchBatch(batchMachine, fixed["two safe calls"], true, second)).toBeUndefined();
+    expect(searchBatch(batchMachine, fixed["same resource key"], false, second)).toBeUndefined();
+  });
+
+  it("the two-round search catches the mutant batch that keepsCancelAcrossRounds", () => {
+    const second: BatchInput = { stopDeadlineMs: 1000, calls: [spec("a2")] };
+    expect(searchBatch(batchMutants.keepsCancelAcrossRounds, fixed["two safe calls"])).toBe(
+      undefined,
+    );
+    expect(
+      searchBatch(batchMutants.keepsCancelAcrossRounds, fixed["two safe calls"], false, second),
+    ).toMatch(/stalled/);
+  });
 
   it("the invariants hold for random batches of 1–4 calls with random traits", () => {
     fc.assert(

@@ -61,7 +61,7 @@ function toInput(sc: Scenario): BatchInput {
  */
 async function runBatch(machine: AnyStateMachine, sc: Scenario, s: fc.Scheduler) {
   const input = toInput(sc);
-  const calls = input.calls;
+  const calls = input.calls!;
   const behaviour = new Map<string, Behaviour>(sc.calls.map((c, i) => [`c${i}`, c]));
   const clock = new SimulatedClock();
   const running = new Set<string>();
@@ -76,8 +76,9 @@ async function runBatch(machine: AnyStateMachine, sc: Scenario, s: fc.Scheduler)
   const isSequential = calls.some((c) => c.executionMode === "sequential");
   // biome-ignore lint/suspicious/noExplicitAny: drives real and mutant batches alike
   let batch: any;
+  let reported: unknown[] | undefined;
   const send = (event: { type: string; callId: string }, settles: boolean) => {
-    if (batch.getSnapshot().status !== "active") return; // late event after the batch ended
+    if (batch.getSnapshot().value !== "running") return; // late event after the round ended
     const before = settled.length;
     batch.send(event);
     const first = settled[before]?.callId;
@@ -142,13 +143,18 @@ async function runBatch(machine: AnyStateMachine, sc: Scenario, s: fc.Scheduler)
         running.delete(p.callId);
         settled.push(p);
       },
+      // biome-ignore lint/suspicious/noExplicitAny: params of the batch's roundDone
+      roundDone: (_: unknown, p: any) => {
+        if (reported !== undefined) fail("roundDone twice");
+        reported = p.results;
+      },
     },
   });
   batch = createActor(logic, { input, clock });
   batch.start();
   if (sc.cancel) {
     s.schedule(Promise.resolve("batch.cancel")).then(() => {
-      if (batch.getSnapshot().status !== "active") return;
+      if (batch.getSnapshot().value !== "running") return;
       const runningAtCancel = [...running];
       batch.send({ type: "batch.cancel", reason: "interrupt" });
       const afterCancel = started.length;
@@ -163,14 +169,15 @@ async function runBatch(machine: AnyStateMachine, sc: Scenario, s: fc.Scheduler)
   }
   await s.waitIdle();
   const snap = batch.getSnapshot();
-  if (snap.status !== "done") fail(`batch not done: ${JSON.stringify(snap.context.phases)}`);
+  if (snap.status !== "active") fail(`the batch actor ended (${snap.status}); it must live on`);
+  if (snap.value !== "idle") fail(`round not done: ${JSON.stringify(snap.context.phases)}`);
   if (settled.length !== calls.length) fail("not every call settled exactly once");
   const expected = calls.map((c) => {
     const r = settled.find((x) => x.callId === c.callId)!;
     return { callId: c.callId, name: c.name, outcome: r.outcome, result: r.result };
   });
-  if (JSON.stringify(snap.output.results) !== JSON.stringify(expected)) {
-    fail("output is not every call's result in call order");
+  if (JSON.stringify(reported) !== JSON.stringify(expected)) {
+    fail("roundDone is not every call's result in call order");
   }
   if (problems.length > 0) throw new Error(problems.join("; "));
 }

@@ -103,8 +103,8 @@ describe("batch machine edge cases", () => {
     batch.send({ type: "call.recorded", callId: "b" });
     const snap = batch.getSnapshot();
     expect(settled).toEqual(["a:unknown", "b:unknown"]);
-    expect(snap.status).toBe("done");
-    expect(snap.output?.results[0].result).toMatchObject({
+    expect(snap.value).toBe("idle");
+    expect(snap.context.committed?.[0].result).toMatchObject({
       code: "OUTCOME_UNKNOWN",
       message: expect.stringMatching(/runtime bug/),
     });
@@ -118,14 +118,14 @@ describe("batch machine edge cases", () => {
     batch.send({ type: "call.complete", callId: "a", result });
     batch.send({ type: "call.complete", callId: "a", result: { ok: true, content: "late" } });
     expect(batch.getSnapshot().context.results[0]).toEqual(result);
-    expect(batch.getSnapshot().status).toBe("active");
+    expect(batch.getSnapshot().value).toBe("running");
   });
 
   it("a cancel before anything was recorded settles every call as not executed", () => {
     const batch = createActor(batchMachine, { input }).start();
     batch.send({ type: "batch.cancel", reason: "user" });
-    const out = batch.getSnapshot().output!;
-    expect(out.results.map((r) => [r.callId, r.outcome, r.result])).toEqual([
+    const out = batch.getSnapshot().context.committed!;
+    expect(out.map((r) => [r.callId, r.outcome, r.result])).toEqual([
       ["a", "not_executed", cancelledBeforeStart],
       ["b", "not_executed", cancelledBeforeStart],
     ]);

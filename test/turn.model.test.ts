@@ -56,7 +56,7 @@ function events(snap: Snap): Snap[] {
     { type: "end.steered" },
     { type: "finalize.done" },
     { type: "turn.interrupt", reason: "stop" },
-    { type: "xstate.done.actor.batch", output: { results: [] } },
+    { type: "batch.done" },
     { type: "xstate.after.retryDelay.turn.running.waiting" },
     { type: "xstate.after.finalizeDeadline.turn.finalizing" },
   ];

@@ -1,4 +1,5 @@
-import { createBatchMachine } from "../../../machines/batch.machine.ts";
+import { assign } from "xstate";
+import { type BatchCallSpec, createBatchMachine } from "../../../machines/batch.machine.ts";
 import { type Scheduler, scheduleBatch } from "../../../machines/batch-schedule.ts";
 
 /** BROKEN on purpose: schedules as if no call had a resource key. */
@@ -13,6 +14,26 @@ export const unsafeRunsBesideOthers: Scheduler = (state) =>
 export const ignoresSequential: Scheduler = (state) =>
   scheduleBatch({ ...state, sequential: false });
 
+/**
+ * BROKEN on purpose: a new round keeps the last round's `cancelled` flag, so after one
+ * cancelled round the long-lived batch never starts a call again.
+ */
+const keepsCancelAcrossRounds = createBatchMachine().provide({
+  actions: {
+    beginRound: assign(({ event }) => {
+      const calls = (event as unknown as { calls: BatchCallSpec[] }).calls;
+      return {
+        calls,
+        index: Object.fromEntries(calls.map((c, i) => [c.callId, i])),
+        phases: calls.map(() => "pending" as const),
+        outcomes: calls.map(() => undefined),
+        results: calls.map(() => undefined),
+        completionOrder: [],
+      };
+    }),
+  },
+});
+
 /** Batches built with one broken policy each; every invariant check must catch its mutant. */
 export const batchMutants = {
   ignoresResourceKeys: createBatchMachine({ schedule: ignoresResourceKeys }),
@@ -20,4 +41,5 @@ export const batchMutants = {
   ignoresSequential: createBatchMachine({ schedule: ignoresSequential }),
   /** Outputs results in completion order instead of call order. */
   commitsInCompletionOrder: createBatchMachine({ commitOrder: (c) => [...c.completionOrder] }),
+  keepsCancelAcrossRounds,
 };

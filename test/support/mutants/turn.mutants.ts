@@ -55,5 +55,5 @@ export const abandonsBatchTurnMachine = withExecuting((executing, running) => ({
  */
 export const steersMidBatchTurnMachine = withExecuting((executing) => ({
   ...executing,
-  entry: ["rejectInvalid", "prepare"],
+  entry: [...executing.entry, "prepare"],
 }));
