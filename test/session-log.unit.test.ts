@@ -55,6 +55,13 @@ describe("SessionLog", () => {
     expect(log.pendingCount()).toBe(2);
   });
 
+  it("entry ids sort like their seq (SQLite's id index appends at its edge) and stay unique", async () => {
+    const log = await openLog();
+    const ids = Array.from({ length: 1200 }, (_, i) => log.append(user(`m${i}`)).id);
+    expect([...ids].sort()).toEqual(ids);
+    expect(new Set(ids).size).toBe(ids.length);
+  });
+
   it("flush writes the queue in one store append and reopening restores entries, leaf and messages", async () => {
     const c = controllableStore();
     const log = await openLog(c.store);
