@@ -64,6 +64,9 @@ async function runChecked(h: StepHarness, steps: number, callsPerStep: number): 
   _kept = outcome.keep;
 }
 
+/** Heap readings per N: fewer than timing repetitions (each costs a run and two full GCs). */
+const heapReps = (reps: number) => Math.min(reps, 3);
+
 /** A repetition lasts at least this long: short runs are repeated back to back (timer noise). */
 const minRepMs = 20;
 
@@ -109,29 +112,38 @@ export async function measureSteps(
   const points: PointResult[] = [];
   const measured: { steps: number; usPerStep: number }[] = [];
   for (const steps of o.ns) {
-    const projectedMs = projectRunMs(measured, steps) * o.reps;
+    const projectedMs = projectRunMs(measured, steps) * (o.reps + heapReps(o.reps));
     if (projectedMs > o.budgetPerPointMs) {
-      const why = `projected ${(projectedMs / 1000).toFixed(0)} s for ${o.reps} repetitions (budget ${(o.budgetPerPointMs / 1000).toFixed(0)} s)`;
+      const why = `projected ${(projectedMs / 1000).toFixed(0)} s for ${o.reps} timed and ${heapReps(o.reps)} heap runs (budget ${(o.budgetPerPointMs / 1000).toFixed(0)} s)`;
       process.stderr.write(`${tag} N=${steps} skipped: ${why}\n`);
       points.push({ steps, usPerStep: null, samplesUs: [], retainedBytes: null, skipped: why });
       continue;
     }
+    // Timing first, back to back: no forced GC right before a timed run. A forced full GC
+    // drops V8's type feedback for object shapes with no live instance, so the next prompt runs
+    // de-optimised (Keel: ≈ 2× slower for a whole prompt; see bench/extras/gc-effect.ts) —
+    // a cost no agent pays in steady operation.
     const samplesUs: number[] = [];
-    const retained: number[] = [];
     for (let r = 0; r < o.reps; r++) {
-      await collect(gc);
-      const before = process.memoryUsage().heapUsed;
       const start = performance.now();
       await runChecked(h, steps, o.callsPerStep);
       const elapsedMs = performance.now() - start;
-      await collect(gc);
-      retained.push(process.memoryUsage().heapUsed - before);
       _kept = undefined;
       samplesUs.push(
         elapsedMs >= minRepMs
           ? (elapsedMs * 1000) / steps
           : await timeShortRuns(h, steps, o.callsPerStep),
       );
+    }
+    // Then the heap, in runs of their own: collect, run, collect while the handle is held.
+    const retained: number[] = [];
+    for (let r = 0; r < heapReps(o.reps); r++) {
+      await collect(gc);
+      const before = process.memoryUsage().heapUsed;
+      await runChecked(h, steps, o.callsPerStep);
+      await collect(gc);
+      retained.push(process.memoryUsage().heapUsed - before);
+      _kept = undefined;
     }
     const usPerStep = median(samplesUs);
     measured.push({ steps, usPerStep });

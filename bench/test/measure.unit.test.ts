@@ -57,7 +57,7 @@ describe("measureSteps", () => {
     const r = await measureSteps(h, { ...options, ns: [10, 100, 10_000], budgetPerPointMs: 500 });
     const last = r.points[2];
     expect(last.usPerStep).toBeNull();
-    expect(last.skipped).toMatch(/projected \d+ s for 3 repetitions/);
+    expect(last.skipped).toMatch(/projected \d+ s for 3 timed and 3 heap runs/);
     expect(h.calls).not.toContain(10_000);
   });
 
@@ -67,6 +67,30 @@ describe("measureSteps", () => {
     expect(r.warmupMs).toBeGreaterThanOrEqual(30);
     expect(r.warmupRuns).toBeGreaterThan(0);
     expect(h.calls.slice(0, r.warmupRuns).every((n) => n === 20)).toBe(true);
+  });
+
+  it("never times a run right after a forced GC (it would charge a cold, de-optimised prompt)", async () => {
+    const gc = (globalThis as unknown as { gc: () => void }).gc;
+    let collected = false;
+    (globalThis as unknown as { gc: () => void }).gc = () => {
+      collected = true;
+      gc();
+    };
+    try {
+      // 1 µs a step normally, 1 000 µs a step in the first run after a forced GC.
+      const h = harness({
+        usPerStep: () => {
+          const slow = collected;
+          collected = false;
+          return slow ? 1000 : 1;
+        },
+      });
+      const r = await measureSteps(h, { ...options, ns: [10, 100] });
+      for (const p of r.points) expect(p.usPerStep).toBeLessThan(100);
+      expect(r.points.every((p) => p.retainedBytes !== null)).toBe(true);
+    } finally {
+      (globalThis as unknown as { gc: () => void }).gc = gc;
+    }
   });
 
   it("retains more heap for a run that keeps more", async () => {
