@@ -64,8 +64,11 @@ async function runChecked(h: StepHarness, steps: number, callsPerStep: number): 
   _kept = outcome.keep;
 }
 
-/** Heap readings per N: fewer than timing repetitions (each costs a run and two full GCs). */
-const heapReps = (reps: number) => Math.min(reps, 3);
+/**
+ * Heap readings per N: fewer than timed repetitions (each costs a run and two full GCs); one at
+ * N ≥ 10 000, where GC noise is small against the history kept.
+ */
+const heapReps = (steps: number, reps: number) => (steps >= 10_000 ? 1 : Math.min(reps, 3));
 
 /** A repetition lasts at least this long: short runs are repeated back to back (timer noise). */
 const minRepMs = 20;
@@ -109,20 +112,20 @@ export async function measureSteps(
   const warmupMs = performance.now() - warmStart;
   process.stderr.write(`${tag} warmed up: ${warmupRuns} runs of ${warmSteps} steps\n`);
 
+  // Every N is timed first, back to back; the retained heap is read afterwards in runs of its
+  // own. No timed run may follow a forced GC: a full `gc()` drops V8's type feedback for object
+  // shapes with no live instance, so the prompts after it run de-optimised for a while (Keel ≈ 2×
+  // slower; bench/extras/gc-effect.ts) — a cost no agent pays in steady operation.
   const points: PointResult[] = [];
   const measured: { steps: number; usPerStep: number }[] = [];
   for (const steps of o.ns) {
-    const projectedMs = projectRunMs(measured, steps) * (o.reps + heapReps(o.reps));
+    const projectedMs = projectRunMs(measured, steps) * (o.reps + heapReps(steps, o.reps));
     if (projectedMs > o.budgetPerPointMs) {
-      const why = `projected ${(projectedMs / 1000).toFixed(0)} s for ${o.reps} timed and ${heapReps(o.reps)} heap runs (budget ${(o.budgetPerPointMs / 1000).toFixed(0)} s)`;
+      const why = `projected ${(projectedMs / 1000).toFixed(0)} s for ${o.reps} timed and ${heapReps(steps, o.reps)} heap runs (budget ${(o.budgetPerPointMs / 1000).toFixed(0)} s)`;
       process.stderr.write(`${tag} N=${steps} skipped: ${why}\n`);
       points.push({ steps, usPerStep: null, samplesUs: [], retainedBytes: null, skipped: why });
       continue;
     }
-    // Timing first, back to back: no forced GC right before a timed run. A forced full GC
-    // drops V8's type feedback for object shapes with no live instance, so the next prompt runs
-    // de-optimised (Keel: ≈ 2× slower for a whole prompt; see bench/extras/gc-effect.ts) —
-    // a cost no agent pays in steady operation.
     const samplesUs: number[] = [];
     for (let r = 0; r < o.reps; r++) {
       const start = performance.now();
@@ -135,20 +138,24 @@ export async function measureSteps(
           : await timeShortRuns(h, steps, o.callsPerStep),
       );
     }
-    // Then the heap, in runs of their own: collect, run, collect while the handle is held.
+    const usPerStep = median(samplesUs);
+    measured.push({ steps, usPerStep });
+    points.push({ steps, usPerStep, samplesUs, retainedBytes: null });
+    process.stderr.write(`${tag} N=${steps}: ${formatUs(usPerStep)} µs/step\n`);
+  }
+  // The heap: collect, run, collect while the runtime's handle is held.
+  for (const point of points) {
+    if (point.usPerStep === null) continue;
     const retained: number[] = [];
-    for (let r = 0; r < heapReps(o.reps); r++) {
+    for (let r = 0; r < heapReps(point.steps, o.reps); r++) {
       await collect(gc);
       const before = process.memoryUsage().heapUsed;
-      await runChecked(h, steps, o.callsPerStep);
+      await runChecked(h, point.steps, o.callsPerStep);
       await collect(gc);
       retained.push(process.memoryUsage().heapUsed - before);
       _kept = undefined;
     }
-    const usPerStep = median(samplesUs);
-    measured.push({ steps, usPerStep });
-    points.push({ steps, usPerStep, samplesUs, retainedBytes: median(retained) });
-    process.stderr.write(`${tag} N=${steps}: ${formatUs(usPerStep)} µs/step\n`);
+    point.retainedBytes = median(retained);
   }
   return {
     ok: true,
