@@ -51,7 +51,7 @@ interface Profile {
 
 const profiles: Record<"full" | "quick", Profile> = {
   full: {
-    settings: { ns: [10, 100, 1000, 10_000], reps: 5, warmupMs: 1500, budgetPerPointMs: 75_000 },
+    settings: { ns: [10, 100, 1000, 10_000], reps: 5, warmupMs: 2500, budgetPerPointMs: 90_000 },
     stepsDeadlineMs: 540_000,
     minBudgetPerPointMs: 50_000,
     childTimeoutMs: 300_000,

@@ -1,0 +1,95 @@
+/**
+ * Two Keel checkouts side by side in ONE process, rounds interleaved (A B, B A, …), so machine
+ * noise hits both alike: µs per step of the step workload (one prompt, N steps of `CPS` calls of
+ * a trivial tool, then text), median and minimum, and the ratio B / A.
+ *
+ *   git worktree add --detach /tmp/keel-a <rev> && ln -s "$PWD/node_modules" /tmp/keel-a/
+ *   A=/tmp/keel-a/index.ts npx tsx bench/extras/ab.ts [N=200] [rounds=30]
+ *
+ * B defaults to this checkout. `CPS=8` for 8 calls per step; `STORE=sqlite` for a SQLite store
+ * (durability "process", one temporary file per side).
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pino from "pino";
+import { z } from "zod";
+
+type Keel = typeof import("../../index.ts");
+
+const aPath = process.env.A;
+if (!aPath)
+  throw new Error("set A to the index.ts of the checkout to compare against (see the header)");
+const sides = {
+  A: (await import(aPath)) as Keel,
+  B: (await import(process.env.B ?? "../../index.ts")) as Keel,
+};
+const steps = Number(process.argv[2] ?? 200);
+const rounds = Number(process.argv[3] ?? 30);
+const callsPerStep = Number(process.env.CPS ?? 1);
+const sqlite = process.env.STORE === "sqlite";
+const logger = pino({ level: "silent" });
+const dir = mkdtempSync(join(tmpdir(), "keel-ab-"));
+
+function harness(keel: Keel, name: string) {
+  const touch = keel.defineTool({
+    name: "touch",
+    description: "touch a file",
+    parameters: z.object({ path: z.string() }),
+    traits: { concurrencySafe: true, readOnly: true, risk: "low" },
+    execute: async () => "ok",
+  });
+  const store = sqlite ? keel.sqliteStore(join(dir, `${name}.db`)) : undefined;
+  const calls = Array.from({ length: callsPerStep }, (_, i) => i);
+  return async (n: number): Promise<number> => {
+    const model = keel.scriptedModel(
+      (_request, index) =>
+        index + 1 > n
+          ? { text: "done" }
+          : {
+              toolCalls: calls.map((i) => ({
+                id: `c${index}_${i}`,
+                name: "touch",
+                arguments: '{"path":"a.txt"}',
+              })),
+            },
+      { record: "none" },
+    );
+    const agent = keel.createAgent({
+      model,
+      tools: [touch],
+      store: store ?? keel.memoryStore(),
+      limits: { maxSteps: n + 1 },
+      maxParallelToolCalls: 8,
+      logger,
+    });
+    const start = performance.now();
+    const out = await agent.session().prompt("go");
+    if (out.status !== "completed") throw new Error(`${name}: prompt ended ${out.status}`);
+    return ((performance.now() - start) * 1000) / n;
+  };
+}
+
+const run = { A: harness(sides.A, "a"), B: harness(sides.B, "b") };
+const warmUntil = performance.now() + 3000;
+while (performance.now() < warmUntil) {
+  await run.A(20);
+  await run.B(20);
+}
+const samples: Record<"A" | "B", number[]> = { A: [], B: [] };
+for (let r = 0; r < rounds; r++) {
+  for (const side of r % 2 === 0 ? (["A", "B"] as const) : (["B", "A"] as const)) {
+    samples[side].push(await run[side](steps));
+  }
+}
+rmSync(dir, { recursive: true, force: true });
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const fmt = (xs: number[]) => `median ${median(xs).toFixed(1)} min ${Math.min(...xs).toFixed(1)}`;
+console.log(
+  `N=${steps} calls/step=${callsPerStep} store=${sqlite ? "sqlite" : "memory"} rounds=${rounds}`,
+);
+console.log(`A ${fmt(samples.A)} µs/step`);
+console.log(`B ${fmt(samples.B)} µs/step`);
+console.log(
+  `B/A median ${(median(samples.B) / median(samples.A)).toFixed(2)}× min ${(Math.min(...samples.B) / Math.min(...samples.A)).toFixed(2)}×`,
+);
