@@ -53,7 +53,7 @@ const profiles: Record<"full" | "quick", Profile> = {
   full: {
     settings: { ns: [10, 100, 1000, 10_000], reps: 5, warmupMs: 2500, budgetPerPointMs: 90_000 },
     stepsDeadlineMs: 540_000,
-    minBudgetPerPointMs: 50_000,
+    minBudgetPerPointMs: 60_000,
     childTimeoutMs: 300_000,
     sessions: { idle: 10_000, afterTurn: 1000, midTurn: 1000 },
     argPreview: [],
