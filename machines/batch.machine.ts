@@ -274,6 +274,15 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
           "xstate.done.actor.*": { actions: ["childSettled", "schedule"] },
           "xstate.error.actor.*": { actions: ["childErrored", "schedule"] },
           "batch.cancel": { actions: "cancel" },
+          // A caller bug, never a race the turn can produce: fail loudly (the actor errors),
+          // rather than drop the calls and leave the caller waiting for a round that never ends.
+          "batch.run": {
+            actions: ({ context }) => {
+              throw new Error(
+                `batch.run while a round of ${context.calls.length} call(s) is running; send it only after roundDone`,
+              );
+            },
+          },
         },
       },
     },

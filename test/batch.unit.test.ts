@@ -131,6 +131,26 @@ describe("batch machine edge cases", () => {
     ]);
   });
 
+  it("rounds: idle after roundDone, a second batch.run starts fresh, an overlapping one fails loudly", () => {
+    const rounds: string[][] = [];
+    const logic = batchMachine.provide({
+      actions: { roundDone: (_, p) => rounds.push(p.results.map((r) => r.callId)) },
+    });
+    const batch = createActor(logic, { input: { stopDeadlineMs: 1000 } }).start();
+    expect(batch.getSnapshot().value).toBe("idle");
+    batch.send({ type: "batch.cancel", reason: "nothing runs" }); // ignored while idle
+    batch.send({ type: "batch.run", calls: [call("a")] });
+    batch.send({ type: "batch.cancel", reason: "user" });
+    expect(rounds).toEqual([["a"]]);
+    batch.send({ type: "batch.run", calls: [call("b"), call("c")] });
+    expect(batch.getSnapshot().context.cancelled).toBe(false);
+    expect(Object.keys(batch.getSnapshot().children).sort()).toEqual(["b", "c"]);
+    let error: unknown;
+    batch.subscribe({ error: (e) => (error = e) });
+    batch.send({ type: "batch.run", calls: [call("d")] });
+    expect(String(error)).toMatch(/batch.run while a round of 2 call\(s\) is running/);
+  });
+
   it("a batch with a bad dependency fails to start with a message that says how to fix it", () => {
     const bad = { stopDeadlineMs: 1000, calls: [call("a", { dependsOn: ["z"] })] };
     const actor = createActor(batchMachine, { input: bad });
