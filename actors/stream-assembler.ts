@@ -160,7 +160,29 @@ export function createAssembler(options: AssemblerOptions): StreamAssembler {
     if (notes.length > 0) call.problems = [...notes];
     return call;
   };
-  const calls = () => [...blocks.values()].sort((a, b) => a.index - b.index).map(output);
+  /**
+   * The calls in index order, with unique ids: a provider that repeats an id within one message
+   * (some OpenAI-compatible servers do) would otherwise give two calls one result slot. A repeat
+   * gets a fresh `ids("call")` and says so in its `problems`.
+   */
+  const calls = () => {
+    const out = [...blocks.values()].sort((a, b) => a.index - b.index).map(output);
+    if (out.length < 2) return out;
+    const seen = new Set<string>();
+    for (const call of out) {
+      if (seen.has(call.id)) {
+        const fresh = ids("call");
+        const note = `the provider repeated the id "${call.id}" of an earlier call in this message; renamed to "${fresh}"`;
+        const b = blocks.get(call.index)!;
+        b.id = fresh; // kept: partial() and finish() agree
+        b.problems.push(note);
+        call.id = fresh;
+        call.problems = [...(call.problems ?? []), note];
+      }
+      seen.add(call.id);
+    }
+    return out;
+  };
   const joinedText = () => {
     if (text.length > 1) text.splice(0, text.length, text.join(""));
     return text.length === 0 ? "" : text[0];

@@ -128,11 +128,15 @@ export class TurnRun {
   private actor!: ReturnType<typeof createActor<typeof turnMachine>>;
   private attemptCtl: AbortController | undefined;
   private retryState: RetryState | undefined;
+  /** The entry id of the assistant message whose calls run now (part of their idempotency keys). */
+  private messageEntryId = "";
   /** When the current response's first attempt started (the retry operation's start). */
   private operationStartedAt: number | undefined;
   private lastCalls: ChatToolCall[] = [];
   private prepared = new Map<string, PrepareOutcome>();
   private records = new Map<string, CallRecord>();
+  /** Calls of the current message whose start record was written (they may have run). */
+  private recorded = new Set<string>();
   private callCtl = new Map<string, AbortController>();
   private phase = "before the first model request";
   private flushing: Promise<void> | undefined;
@@ -339,7 +343,7 @@ export class TurnRun {
       type: "function",
       function: { name: c.name, arguments: c.argumentsText },
     }));
-    log.append({
+    const entry = log.append({
       type: "assistant_message",
       turnId: this.turnId,
       attemptId,
@@ -358,11 +362,17 @@ export class TurnRun {
       toolCalls,
       usage: message.usage,
     });
+    this.messageEntryId = entry.id;
+    for (const problem of message.problems ?? []) this.warn(`model stream: ${problem}`);
+    for (const c of message.toolCalls) {
+      for (const problem of c.problems ?? []) this.warn(`model stream, call ${c.id}: ${problem}`);
+    }
     this.retryState = undefined;
     this.operationStartedAt = undefined;
     this.lastCalls = toolCalls;
     this.prepared.clear();
     this.records.clear();
+    this.recorded.clear();
     const specs: TurnCallSpec[] = [];
     for (const c of message.toolCalls) {
       const outcome = prepareCall(
@@ -475,6 +485,7 @@ export class TurnRun {
     const outcome = this.prepared.get(callId);
     if (!outcome?.ok) return;
     const { call } = outcome;
+    this.recorded.add(callId);
     this.deps.log.append({
       type: "call_started",
       callId,
@@ -493,8 +504,19 @@ export class TurnRun {
     );
   }
 
+  /**
+   * Session, assistant message entry and call id: stable across crash recovery (the key is stored
+   * in `call_started`), and unique even when a model reuses call ids across messages (some number
+   * their calls from 0 in every message), so a ledger never mistakes a new call for a replay.
+   */
   private idempotencyKey(callId: string): string {
-    return `${this.deps.sessionId}:${callId}`;
+    return `${this.deps.sessionId}:${this.messageEntryId}:${callId}`;
+  }
+
+  /** A stream irregularity the model produced: logged and shown, never fatal. */
+  private warn(message: string): void {
+    this.deps.logger.warn(message);
+    this.deps.emit({ type: "log", level: "warn", message });
   }
 
   private execute(actor: AnyActorRef, callId: string): void {
@@ -604,10 +626,18 @@ export class TurnRun {
     const { log } = this.deps;
     this.finalizing = true;
     this.deps.permissions?.cancelAll("the turn ended before a reply");
-    // Every call of the last response gets exactly one result, even if it never started.
+    // Every call of the last response gets exactly one result, even if it never started. Only a
+    // runtime bug leaves a started call here: its outcome is unknown, never "not executed".
     for (const call of this.lastCalls) {
-      if (!this.records.has(call.id))
-        this.settle(call.id, call.function.name, "not_executed", cancelledResult);
+      if (this.records.has(call.id)) continue;
+      if (this.recorded.has(call.id)) {
+        this.settle(call.id, call.function.name, "unknown", {
+          ok: false,
+          code: "OUTCOME_UNKNOWN",
+          message: `the turn ended (${params.reason ?? params.status}) while this call was running; whether it ran is unknown. Check the current state before retrying.`,
+          retryable: false,
+        });
+      } else this.settle(call.id, call.function.name, "not_executed", cancelledResult);
     }
     if (params.cancelled) {
       log.append({

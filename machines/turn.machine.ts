@@ -265,6 +265,18 @@ export const turnMachine = setup({
           maxParallelToolCalls: context.maxParallelToolCalls,
           stopDeadlineMs: context.stopDeadlineMs,
         }),
+        // A bug in the batch (it threw): still end through finalizing, so the log gets its turn
+        // end and every call of the message its one result.
+        onError: {
+          target: "#turn.finalizing",
+          actions: [
+            assign(({ event }) => ({
+              status: "failed" as TurnStatus,
+              reason: `internal error in the tool batch: ${String(event.error)}`,
+            })),
+            "executionStopped",
+          ],
+        },
       },
       after: {
         turnDeadline: {

@@ -72,6 +72,22 @@ describe("stream assembler", () => {
     expect(early).toBe(seededIds(7)("call"));
   });
 
+  it("renames a repeated call id within one message and says so; the first keeps its id", () => {
+    const a = createAssembler({ ids: seededIds(3) });
+    a.push(delta(0, "{}", { id: "same", name: "f" }));
+    a.push(delta(1, "{}", { id: "same", name: "g" }));
+    a.push(delta(2, "{}", { id: "other", name: "h" }));
+    const early = a.partial().toolCalls.map((c) => c.id);
+    const m = a.finish();
+    const fresh = seededIds(3)("call");
+    expect(m.toolCalls.map((c) => c.id)).toEqual(["same", fresh, "other"]);
+    expect(early).toEqual(["same", fresh, "other"]);
+    expect(m.toolCalls[1].problems).toEqual([
+      `the provider repeated the id "same" of an earlier call in this message; renamed to "${fresh}"`,
+    ]);
+    expect(m.toolCalls[0].problems).toBeUndefined();
+  });
+
   it('keeps a missing name as "" (the turn answers UNKNOWN_TOOL) instead of failing', () => {
     const m = assemble([delta(0, "{}", { id: "c1" }), { type: "call.end", index: 0 }]);
     expect(m.toolCalls[0]).toEqual({ index: 0, id: "c1", name: "", argumentsText: "{}" });

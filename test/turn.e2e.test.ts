@@ -83,6 +83,51 @@ describe("turn end to end with the scripted model", () => {
   });
 });
 
+describe("call ids a model gets wrong", () => {
+  it("two calls with one id in a message both run, under distinct ids, with a warning", async () => {
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { id: "same", name: "echo", arguments: '{"text":"a"}' },
+          { id: "same", name: "echo", arguments: '{"text":"b"}' },
+        ],
+      },
+      { text: "done" },
+    ]);
+    const agent = createAgent({ model, tools: [echo] });
+    const session = agent.session("dup");
+    const warnings: string[] = [];
+    session.subscribe((e) => {
+      if (e.type === "log" && e.level === "warn") warnings.push(e.message);
+    });
+    const out = await session.prompt("go");
+    expect(out.status).toBe("completed");
+    const results = session.entries().flatMap((e) => (e.type === "call_result" ? [e] : []));
+    expect(results.map((r) => r.outcome)).toEqual(["completed", "completed"]);
+    expect(new Set(results.map((r) => r.callId)).size).toBe(2);
+    expect(warnings.join("\n")).toMatch(/repeated the id "same"/);
+    const tool = session.messages().filter((m) => m.role === "tool");
+    expect(tool).toHaveLength(2);
+  });
+
+  it("a call id reused in a later message gets a different idempotency key", async () => {
+    const model = scriptedModel([
+      { toolCalls: [{ id: "call_0", name: "echo", arguments: '{"text":"a"}' }] },
+      { toolCalls: [{ id: "call_0", name: "echo", arguments: '{"text":"b"}' }] },
+      { text: "done" },
+    ]);
+    const agent = createAgent({ model, tools: [echo] });
+    const session = agent.session("reuse");
+    expect((await session.prompt("go")).status).toBe("completed");
+    const keys = session
+      .entries()
+      .flatMap((e) => (e.type === "call_started" ? [e.idempotencyKey] : []));
+    expect(keys).toHaveLength(2);
+    expect(keys[0]).not.toBe(keys[1]);
+    expect(keys.every((k) => k.startsWith("reuse:") && k.endsWith(":call_0"))).toBe(true);
+  });
+});
+
 describe("argument previews", () => {
   it("subscribers see call.preview events with the arguments parsed so far", async () => {
     const big = "x".repeat(2000);

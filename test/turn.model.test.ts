@@ -167,4 +167,25 @@ describe("turn statechart, bounded exhaustive search", () => {
     expect(actions.map((a) => a.type)).not.toContain("startAttempt");
     expect(actions.map((a) => a.type)).toContain("xstate.cancel");
   });
+
+  it("a batch that fails (a runtime bug) still ends the turn through finalizing, as failed", () => {
+    let [s] = initialTransition(turnMachine, input);
+    [s] = transition(turnMachine, s, {
+      type: "attempt.done",
+      attempt: 1,
+      finishReason: "tool_calls",
+      callCount: 1,
+      calls: [spec],
+      tokens: 1,
+    });
+    expect(s.matches({ running: "executing" })).toBe(true);
+    const [after, actions] = transition(turnMachine, s, {
+      type: "xstate.error.actor.batch",
+      error: new Error("boom"),
+    } as unknown as Parameters<typeof transition<typeof turnMachine>>[2]);
+    expect(after.value).toBe("finalizing");
+    expect(after.context.status).toBe("failed");
+    expect(after.context.reason).toMatch(/internal error in the tool batch: Error: boom/);
+    expect(actions.map((a) => a.type)).toContain("finalize");
+  });
 });

@@ -86,8 +86,15 @@ async function runTurn(
   });
   const session = agent.session("race");
   const events: AgentEvent[] = [];
+  // The clock jumps past every stop deadline (100 ms) in one scheduled task; before it, no
+  // call may be declared unknown (that would be abandoning it, not waiting for it).
+  let deadlinePassed = false;
+  let early: string | undefined;
   session.subscribe((e) => {
     events.push(e);
+    if (e.type === "call.settled" && e.outcome === "unknown" && !deadlinePassed) {
+      early ??= `call ${e.callId} went unknown before its stop deadline passed`;
+    }
     // The interrupt may land anywhere once the turn runs (before that, the prompt would wait
     // paused in the queue: an interrupt cancels running work, not queued inputs).
     if (interrupt && e.type === "turn.started") {
@@ -95,7 +102,10 @@ async function runTurn(
     }
   });
   const done = session.prompt("go");
-  s.schedule(Promise.resolve(), "clock +150ms").then(() => clock.increment(150));
+  s.schedule(Promise.resolve(), "clock +150ms").then(() => {
+    deadlinePassed = true;
+    clock.increment(150);
+  });
   const out = await s.waitFor(done);
   // Let leftover scheduled tasks (late completions, clock) run: nothing may change afterwards.
   const before = JSON.stringify(session.entries().filter((e) => e.type === "call_result"));
@@ -105,6 +115,7 @@ async function runTurn(
     { type: "call_result" }
   >[];
   if (JSON.stringify(results) !== before) return "a result changed after the turn ended";
+  if (early) return early;
   if (!interrupt && out.status !== "completed") return `turn ended ${out.status}: ${out.reason}`;
   for (let i = 0; i < calls.length; i++) {
     const id = `c${i}`;
