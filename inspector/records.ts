@@ -63,6 +63,21 @@ interface ActorLike {
   sessionId?: string;
   _parent?: { sessionId?: string };
   logic?: { id?: unknown };
+  options?: { input?: unknown };
+}
+
+/**
+ * The id the inspector shows. A tool call's actor is named after its slot in the batch
+ * (`slot0`, …: bounded child ids, see `freeSlots` in machines/batch.machine.ts); the inspector
+ * names it by the call id in its input, which is what the timeline and agent events use.
+ */
+function readableId(ref: ActorLike, sid: string): string {
+  const logicId = ref.logic?.id;
+  if (typeof logicId === "string" && /toolcall/i.test(logicId)) {
+    const input = ref.options?.input as { callId?: unknown } | undefined;
+    if (typeof input?.callId === "string") return input.callId;
+  }
+  return ref.id ?? sid;
 }
 
 function wakeOf(snapshot: { context?: unknown }): string | null | undefined {
@@ -89,7 +104,7 @@ export function inspectionRecord(
 ): InspectRecord | undefined {
   const ref = event.actorRef as unknown as ActorLike;
   const sid = ref.sessionId ?? "?";
-  const id = ref.id ?? sid;
+  const id = readableId(ref, sid);
   switch (event.type) {
     case "@xstate.actor": {
       const logicId = ref.logic?.id;

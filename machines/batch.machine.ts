@@ -60,6 +60,8 @@ export interface BatchContext {
   calls: BatchCallSpec[];
   index: Record<string, number>;
   phases: CallPhase[];
+  /** The child actor id of each call that got an actor (a slot: see {@link freeSlots}). */
+  actorIds: (string | undefined)[];
   outcomes: (CallOutcome | undefined)[];
   results: (ToolResult | undefined)[];
   /** Call indexes in the order they settled. */
@@ -77,6 +79,8 @@ export interface BatchPolicy {
   schedule: Scheduler;
   /** Call indexes in the order results are committed (default: call order). */
   commitOrder: (context: BatchContext) => number[];
+  /** Child actor ids for the calls about to start (default: {@link freeSlots}). */
+  childIds: (context: BatchContext, start: readonly number[]) => string[];
 }
 
 /** Synthetic result of a call skipped because a call it depends on did not complete. */
@@ -130,6 +134,7 @@ function settleAll(context: BatchContext, settles: Settle[]): Partial<BatchConte
 export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
   const schedule = policy.schedule ?? scheduleBatch;
   const commitOrder = policy.commitOrder ?? ((c: BatchContext) => c.calls.map((_, i) => i));
+  const childIds = policy.childIds ?? ((c: BatchContext, start) => freeSlots(c, start.length));
   return setup({
     types: {
       context: {} as BatchContext,
@@ -150,27 +155,27 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
         return checkedRound(event.calls, context.maxParallel);
       }),
       endRound: assign(({ context }) => ({ committed: committedResults(context) })),
-      forward: enqueueActions(({ enqueue, event }) => {
+      forward: enqueueActions(({ enqueue, context, event }) => {
         assertEvent(event, ["call.recorded", "call.complete", "call.fail", "call.aborted"]);
-        enqueue.sendTo(event.callId, event);
+        enqueue.sendTo(context.actorIds[context.index[event.callId]]!, event);
       }),
       childSettled: enqueueActions(({ enqueue, context, event }) => {
         assertEvent(event, "xstate.done.actor.*");
         const { callId, outcome, result } = event.output;
         const index = context.index[callId];
-        if (context.phases[index] !== "running") return;
+        if (context.phases[index] !== "running" || context.actorIds[index] !== event.actorId)
+          return;
         enqueue.assign(settleAll(context, [{ index, outcome, result }]));
-        enqueue.stopChild(callId);
+        enqueue.stopChild(event.actorId);
         enqueue(settledAction(context, { index, outcome, result }));
       }),
       childErrored: enqueueActions(({ enqueue, context, event }) => {
         assertEvent(event, "xstate.error.actor.*");
-        const callId = event.actorId;
-        const index = context.index[callId];
-        if (index === undefined || context.phases[index] !== "running") return;
+        const index = runningIndexOf(context, event.actorId);
+        if (index < 0) return;
         const settle: Settle = { index, outcome: "unknown", result: runtimeFailed(event.error) };
         enqueue.assign(settleAll(context, [settle]));
-        enqueue.stopChild(callId);
+        enqueue.stopChild(event.actorId);
         enqueue(settledAction(context, settle));
       }),
       schedule: enqueueActions(({ enqueue, context }) => {
@@ -188,15 +193,21 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
           outcome: "not_executed" as const,
           result: dependencyFailed(s.dependency),
         }));
-        const next = settleAll(context, skips);
+        const next: Partial<BatchContext> = settleAll(context, skips);
         const phases = next.phases!;
-        for (const i of plan.start) phases[i] = "running";
+        const actorIds = [...context.actorIds];
+        const slots = childIds(context, plan.start);
+        plan.start.forEach((i, k) => {
+          phases[i] = "running";
+          actorIds[i] = slots[k];
+        });
+        next.actorIds = actorIds;
         enqueue.assign(next);
         for (const s of skips) enqueue(settledAction(context, s));
-        for (const i of plan.start) {
+        plan.start.forEach((i, k) => {
           const call = context.calls[i];
           enqueue.spawnChild("toolCall", {
-            id: call.callId,
+            id: slots[k],
             input: {
               callId: call.callId,
               name: call.name,
@@ -205,7 +216,7 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
               autoStart: true,
             },
           });
-        }
+        });
       }),
       cancel: enqueueActions(({ enqueue, context, event }) => {
         assertEvent(event, "batch.cancel");
@@ -220,7 +231,7 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
         for (const s of pending) enqueue(settledAction(context, s));
         context.phases.forEach((p, i) => {
           if (p === "running") {
-            enqueue.sendTo(context.calls[i].callId, { type: "call.cancel", reason: event.reason });
+            enqueue.sendTo(context.actorIds[i]!, { type: "call.cancel", reason: event.reason });
           }
         });
       }),
@@ -315,6 +326,7 @@ function roundContext(calls: BatchCallSpec[], maxParallel: number) {
     calls,
     index,
     phases: new Array<CallPhase>(n).fill("pending"),
+    actorIds: new Array<string | undefined>(n).fill(undefined),
     outcomes: new Array<CallOutcome | undefined>(n).fill(undefined),
     results: new Array<ToolResult | undefined>(n).fill(undefined),
     completionOrder: [] as number[],
@@ -325,13 +337,43 @@ function roundContext(calls: BatchCallSpec[], maxParallel: number) {
 }
 
 /**
+ * Child actor ids are slots (`slot0`, `slot1`, …; the lowest ones no running call holds), not
+ * call ids. XState memoises transition candidates per state node and event type for the life of
+ * the machine definition, which every batch in the process shares: with one id per call, each
+ * call's `xstate.done.actor.<id>` left a cache entry behind forever (≈ 300 B a call, measured in
+ * `bench/extras/leak.ts`). Slots bound those event types by `maxParallelToolCalls`. A call's id
+ * is in its actor's input (`callId`), its output and the batch context.
+ */
+export function freeSlots(context: BatchContext, count: number): string[] {
+  const taken = new Set<string>();
+  context.phases.forEach((p, i) => {
+    if (p === "running") taken.add(context.actorIds[i]!);
+  });
+  const slots: string[] = [];
+  for (let k = 0; slots.length < count; k++) {
+    const id = `slot${k}`;
+    if (!taken.has(id)) slots.push(id);
+  }
+  return slots;
+}
+
+/** The index of the running call whose actor is `actorId`, or -1. */
+function runningIndexOf(context: BatchContext, actorId: string): number {
+  for (let i = 0; i < context.calls.length; i++) {
+    if (context.phases[i] === "running" && context.actorIds[i] === actorId) return i;
+  }
+  return -1;
+}
+
+/**
  * The calls of each assistant message: parallel execution, ordered commit (DESIGN §3.2).
  *
  * Lifecycle: one actor per turn. `idle` ⇄ `running`: `batch.run {calls}` starts a round
  * (schedule, forward, collect); when every call has its result the round ends with
  * `roundDone {results}` (call order; also kept as `context.committed`) and the batch is `idle`
  * again. One long-lived actor instead of one per step: creating an actor costs more than a
- * whole round of events. Each started call is a spawned `toolCall` actor with id = callId, created from the
+ * whole round of events. Each started call is a spawned `toolCall` actor with a slot id (`slot0`, …; see
+ * {@link freeSlots}; its input carries the callId), created from the
  * `toolCall` actor implementation, so the runtime reaches the calls' effects with
  * `batchMachine.provide({ actors: { toolCall: toolCallMachine.provide({ actions }) },
  * actions: { callSettled, roundDone } })`. The runtime sends `call.recorded/complete/fail/aborted

@@ -18,7 +18,13 @@ interface Trace {
   settled: Record<string, { outcome: CallOutcome; result: ToolResult }>;
   cancelled: boolean;
   cancelSent: string[];
+  /** Each started call's child actor id (a slot, reused once its call has settled). */
+  actorOf: Record<string, string>;
 }
+
+/** The started, unsettled call whose actor is `actorId`. */
+const callOn = (t: Trace, actorId: string) =>
+  t.started.find((id) => !t.settled[id] && t.actorOf[id] === actorId);
 
 const resultFor = (id: string, outcome: CallOutcome): ToolResult =>
   outcome === "completed"
@@ -29,13 +35,15 @@ const resultFor = (id: string, outcome: CallOutcome): ToolResult =>
 function nextEvents(t: Trace, withErrors: boolean) {
   const events: Snap[] = [{ type: "batch.cancel", reason: "user interrupt" }];
   for (const id of t.started.filter((s) => !t.settled[s])) {
+    const actor = t.actorOf[id];
     const outcomes: CallOutcome[] = ["completed", "failed", "unknown"];
     if (t.cancelSent.includes(id)) outcomes.push("cancelled", "not_executed");
     for (const outcome of outcomes) {
       const output = { callId: id, outcome, result: resultFor(id, outcome) };
-      events.push({ type: `xstate.done.actor.${id}`, actorId: id, output });
+      events.push({ type: `xstate.done.actor.${actor}`, actorId: actor, output });
     }
-    if (withErrors) events.push({ type: `xstate.error.actor.${id}`, actorId: id, error: "boom" });
+    if (withErrors)
+      events.push({ type: `xstate.error.actor.${actor}`, actorId: actor, error: "boom" });
   }
   return events;
 }
@@ -54,8 +62,15 @@ function step(input: BatchInput, t: Trace, event: Snap, snap: Snap, actions: Act
     }
     // The batch spawns each call already started (`autoStart`): a spawn is a start.
     if (a.type === "xstate.spawnChild") {
-      const id: string = a.params.id;
+      const id: string = a.params.input.callId;
+      const actor: string = a.params.id;
       const i = at(id);
+      if (callOn(t, actor))
+        return `call ${id} got actor ${actor}, still held by ${callOn(t, actor)}`;
+      const slots = new Set([...Object.values(t.actorOf), actor]);
+      // Child ids are bounded (XState caches per event type forever): never more than can run.
+      if (slots.size > (input.maxParallelToolCalls ?? 8))
+        return `${slots.size} distinct child ids for maxParallel ${input.maxParallelToolCalls ?? 8}`;
       if (t.cancelled) return `call ${id} started after batch.cancel`;
       if (t.started.includes(id) || t.settled[id]) return `call ${id} started twice`;
       for (const dep of calls[i].dependsOn ?? []) {
@@ -68,13 +83,16 @@ function step(input: BatchInput, t: Trace, event: Snap, snap: Snap, actions: Act
       if (earlierOpen && !calls[i].concurrencySafe)
         return `unsafe ${id} started before earlier calls settled`;
       t.started.push(id);
+      t.actorOf[id] = actor;
     }
     if (a.type === "roundDone") {
       if (t.done) return "roundDone reported twice in one round";
       t.done = a.params.results;
     }
     if (a.type === "xstate.sendTo" && a.params.event.type === "call.cancel") {
-      t.cancelSent.push(a.params.to.id);
+      const id = callOn(t, a.params.to.id);
+      if (!id) return `call.cancel sent to ${a.params.to.id}, which runs no call`;
+      t.cancelSent.push(id);
     }
   }
   if (event.type === "batch.cancel" && !t.cancelled) {
@@ -83,8 +101,8 @@ function step(input: BatchInput, t: Trace, event: Snap, snap: Snap, actions: Act
       if (!t.settled[id] && !t.cancelSent.includes(id)) return `running ${id} was not cancelled`;
     }
   }
-  if (event.type.startsWith("xstate.done.actor.") && settledNow[0] !== event.actorId) {
-    return `callSettled out of completion order: ${event.actorId} finished, got ${settledNow}`;
+  if (event.type.startsWith("xstate.done.actor.") && settledNow[0] !== event.output.callId) {
+    return `callSettled out of completion order: ${event.output.callId} finished, got ${settledNow}`;
   }
   const running = t.started.filter((id) => !t.settled[id]).map((id) => calls[at(id)]);
   if (running.length > (input.maxParallelToolCalls ?? 8)) return "more than maxParallel running";
@@ -134,7 +152,13 @@ function searchBatch(
       if (!second || round === second) return undefined;
       const event = { type: "batch.run", calls: second.calls };
       const [next, actions] = transition(machine, snap, event);
-      const fresh: Trace = { started: [], settled: {}, cancelled: false, cancelSent: [] };
+      const fresh: Trace = {
+        started: [],
+        settled: {},
+        cancelled: false,
+        cancelSent: [],
+        actorOf: {},
+      };
       const p = [...path, "batch.run"];
       const problem = step(second, fresh, event, next, actions as Action[]);
       if (problem) return `${problem} after ${p.join(" → ")}`;
@@ -157,6 +181,7 @@ function searchBatch(
         started: [...t.started],
         settled: { ...t.settled },
         cancelSent: [...t.cancelSent],
+        actorOf: { ...t.actorOf },
       };
       const p = [...path, event.type];
       const problem = step(round, t2, event, next, actions as Action[]);
@@ -167,7 +192,7 @@ function searchBatch(
     return undefined;
   };
   const [initial, actions] = initialTransition(machine, input);
-  const t0: Trace = { started: [], settled: {}, cancelled: false, cancelSent: [] };
+  const t0: Trace = { started: [], settled: {}, cancelled: false, cancelSent: [], actorOf: {} };
   const problem = step(input, t0, { type: "xstate.init" }, initial, actions as Action[]);
   return problem ?? visit(initial, t0, []);
 }
@@ -277,6 +302,8 @@ describe("batch: exhaustive search over completion orders and cancel points", ()
     ["unsafeRunsBesideOthers", "safe, unsafe, safe", /unsafe/],
     ["ignoresSequential", "sequential batch", /sequential|out of call order/],
     ["commitsInCompletionOrder", "two safe calls", /call order/],
+    ["childIdPerCall", "dependency chain", /distinct child ids/],
+    ["reusesBusySlot", "two safe calls", /still held by/],
   ];
   for (const [mutant, config, message] of catches) {
     it(`the search catches the mutant batch that ${mutant}`, () => {

@@ -144,11 +144,43 @@ describe("batch machine edge cases", () => {
     expect(rounds).toEqual([["a"]]);
     batch.send({ type: "batch.run", calls: [call("b"), call("c")] });
     expect(batch.getSnapshot().context.cancelled).toBe(false);
-    expect(Object.keys(batch.getSnapshot().children).sort()).toEqual(["b", "c"]);
+    // Child ids are slots: the first round's slot0 was freed when its call settled.
+    expect(Object.keys(batch.getSnapshot().children).sort()).toEqual(["slot0", "slot1"]);
+    expect(batch.getSnapshot().context.actorIds).toEqual(["slot0", "slot1"]);
     let error: unknown;
     batch.subscribe({ error: (e) => (error = e) });
     batch.send({ type: "batch.run", calls: [call("d")] });
     expect(String(error)).toMatch(/batch.run while a round of 2 call\(s\) is running/);
+  });
+
+  it("child ids are slots bounded by maxParallel and reused across calls and rounds, never call ids", () => {
+    const spawned = new Set<string>();
+    const toolCall = toolCallMachine.provide({
+      actions: {
+        recordStart: ({ self }) => {
+          spawned.add(self.id);
+          self.send({ type: "call.recorded" });
+        },
+        execute: ({ self }) =>
+          self.send({ type: "call.complete", result: { ok: true, content: "" } }),
+      },
+    });
+    const rounds: string[][] = [];
+    const logic = batchMachine.provide({
+      actors: { toolCall },
+      actions: {
+        roundDone: (_, p) => rounds.push(p.results.map((r) => `${r.callId}:${r.outcome}`)),
+      },
+    });
+    const batch = createActor(logic, { input: { stopDeadlineMs: 1000, maxParallelToolCalls: 3 } });
+    batch.start();
+    for (let r = 0; r < 4; r++) {
+      const calls = [0, 1, 2, 3, 4].map((i) => call(`call_${r}_${i}`));
+      batch.send({ type: "batch.run", calls });
+      expect(rounds[r]).toEqual(calls.map((c) => `${c.callId}:completed`));
+    }
+    expect([...spawned].sort()).toEqual(["slot0", "slot1", "slot2"]);
+    expect(batch.getSnapshot().children).toEqual({});
   });
 
   it("a batch with a bad dependency fails to start with a message that says how to fix it", () => {

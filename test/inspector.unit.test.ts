@@ -57,6 +57,25 @@ describe("inspection records", () => {
     expect(feed.records().filter((r) => r.k === "ev")).toHaveLength(51);
   });
 
+  it("name a tool call's actor by its call id, not its batch slot", () => {
+    const record = inspectionRecord(
+      {
+        type: "@xstate.actor",
+        rootId: "x:0",
+        actorRef: {
+          id: "slot1",
+          sessionId: "x:7",
+          _parent: { sessionId: "x:3" },
+          logic: { id: "toolCall" },
+          options: { input: { callId: "call_two", name: "write" } },
+        },
+      } as never,
+      4,
+      new Map(),
+    );
+    expect(record).toMatchObject({ k: "actor", sid: "x:7", id: "call_two", machine: "toolCall" });
+  });
+
   it("name the actor, its parent and its machine", () => {
     const last = new Map<string, string>();
     const record = inspectionRecord(

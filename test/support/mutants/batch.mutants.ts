@@ -28,6 +28,7 @@ const keepsCancelAcrossRounds = createBatchMachine().provide({
         phases: calls.map(() => "pending" as const),
         outcomes: calls.map(() => undefined),
         results: calls.map(() => undefined),
+        actorIds: calls.map(() => undefined),
         completionOrder: [],
       };
     }),
@@ -42,4 +43,13 @@ export const batchMutants = {
   /** Outputs results in completion order instead of call order. */
   commitsInCompletionOrder: createBatchMachine({ commitOrder: (c) => [...c.completionOrder] }),
   keepsCancelAcrossRounds,
+  /**
+   * Names each call's actor after its call id: every call then has its own
+   * `xstate.done.actor.<id>` event type, which XState caches per machine forever (a leak).
+   */
+  childIdPerCall: createBatchMachine({
+    childIds: (c, start) => start.map((i) => c.calls[i].callId),
+  }),
+  /** Gives every starting call the same child id, even while another call's actor holds it. */
+  reusesBusySlot: createBatchMachine({ childIds: (_, start) => start.map(() => "slot0") }),
 };
