@@ -1,5 +1,4 @@
 import type { Logger } from "pino";
-import type { LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import { recoverSession } from "../session/recovery.ts";
 import type { Registry } from "../tools/registry.ts";
@@ -59,27 +58,21 @@ export async function recoverCalls(options: {
       result,
     });
   }
-  const answered = new Set<string>();
-  const started = new Set<string>();
-  let last: LogEntry | undefined;
-  for (const e of log.path()) {
-    if (e.type === "call_result") answered.add(e.callId);
-    if (e.type === "call_started") started.add(e.callId);
-    if (e.type === "assistant_message" && e.toolCalls.length > 0) last = e;
-  }
+  // Calls the model asked for that never started (the crash came first): "not executed" is
+  // the truth for them. Read from the projection, not the path, so a long session opens without
+  // decoding its history. A call with a start record is never among them.
+  const started = new Set(log.openWork().calls.map((c) => c.callId));
   let notStarted = 0;
-  if (last?.type === "assistant_message") {
-    for (const c of last.toolCalls) {
-      if (answered.has(c.id) || started.has(c.id)) continue;
-      log.append({
-        type: "call_result",
-        callId: c.id,
-        name: c.function.name,
-        outcome: "not_executed",
-        result: neverStarted,
-      });
-      notStarted++;
-    }
+  for (const c of log.unansweredCalls()) {
+    if (started.has(c.callId)) continue;
+    log.append({
+      type: "call_result",
+      callId: c.callId,
+      name: c.name,
+      outcome: "not_executed",
+      result: neverStarted,
+    });
+    notStarted++;
   }
   await log.flush();
   return { retried: report.retry.length, unknown: report.unknown.length, notStarted };

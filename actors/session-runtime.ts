@@ -8,7 +8,6 @@ import {
   emptyInbox,
   type Inbox,
   type InboxEvent,
-  inboxFromEntries,
   queued,
   receive,
 } from "../machines/inbox.ts";
@@ -88,8 +87,10 @@ export class Session {
     this.ready = options.openLog().then(async (log) => {
       this.log = log;
       await options.recover?.(log);
-      this.inbox = inboxFromEntries(log.entries());
-      this.inboxSeq = log.entries().length;
+      // From the log's incremental state, not its entries: a long session opens from its
+      // checkpoint without decoding its history.
+      this.inbox = log.inbox();
+      this.inboxSeq = log.lastSeq;
       this.interruptedAt = this.inboxSeq; // restored inputs wait for resume() or a new input
       this.deps = {
         ...options.deps(

@@ -2,12 +2,15 @@
  * Session store benchmarks. Run: `npx tsx bench/store.bench.ts` (prints JSON), or import
  * `runStoreBench()` for the figures.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+import pino from "pino";
+import { createAgent } from "../actors/agent.ts";
 import type { Clock } from "../actors/clock.ts";
 import { seededIds } from "../actors/ids.ts";
+import { scriptedModel } from "../actors/scripted-model.ts";
 import { exportJsonl } from "../session/branches.ts";
 import type { EntryInput } from "../session/entries.ts";
 import { SessionLog } from "../session/log.ts";
@@ -20,6 +23,11 @@ export interface RecoveryFigures {
   entries: number;
   /** Open from the store (checkpoint + tail) + messages() + openWork(). */
   openMs: number;
+  /**
+   * What resuming costs an application: `createAgent(...).session(id)` until `ready` (open,
+   * crash recovery, inbox), with a SQLite store.
+   */
+  agentOpenMs: number;
   /** The same without checkpoints: decode and replay every entry. */
   fullReplayMs: number;
   /** readFileSync + split + JSON.parse of every line of the session's JSONL export. */
@@ -169,6 +177,24 @@ async function recovery(
     reopened.openWork();
     await s.close();
   });
+  // On a fresh copy each time: resuming writes (recovery entries, a checkpoint at close).
+  let agentOpenMs = Number.POSITIVE_INFINITY;
+  for (let r = 0; r < 5; r++) {
+    const copy = join(dir, `resume-${closeCleanly}-${r}.db`);
+    copyFileSync(db, copy);
+    const s = sqliteStore(copy);
+    const agent = createAgent({
+      model: scriptedModel([{ text: "resumed" }]),
+      store: s,
+      logger: pino({ level: "silent" }),
+    });
+    const t0 = performance.now();
+    await agent.session("big").ready;
+    agentOpenMs = Math.min(agentOpenMs, performance.now() - t0);
+    await agent.close();
+    await s.close();
+    rmSync(copy, { force: true });
+  }
   const fullReplayMs = await best(async () => {
     const s = sqliteStore(db);
     const reopened = await SessionLog.open({
@@ -189,6 +215,7 @@ async function recovery(
     entries: count,
     tailEntries,
     openMs: round(openMs),
+    agentOpenMs: round(agentOpenMs),
     fullReplayMs: round(fullReplayMs),
     jsonlParseMs: round(jsonlParseMs),
     ratio: round(openMs / jsonlParseMs),

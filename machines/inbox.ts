@@ -143,15 +143,48 @@ export function consume(inbox: Inbox, id: string): Inbox {
  */
 export function inboxFromEntries(entries: Iterable<LogEntry>): Inbox {
   let inbox = emptyInbox();
-  for (const entry of entries) {
-    if (entry.type === "inbox") {
-      const { inboxId: id, source, lane, body, seq } = entry;
-      inbox = receive(inbox, { id, source, lane, body, seq }).inbox;
-    } else if (entry.type === "inbox_consumed") {
-      inbox = consume(inbox, entry.inboxId);
-    }
-  }
+  for (const entry of entries) inbox = applyInboxEntry(inbox, entry);
   return inbox;
+}
+
+/**
+ * One step of {@link inboxFromEntries}: `inbox` after `entry` (unchanged for entries that are
+ * neither `inbox` nor `inbox_consumed`). This is a pure function.
+ */
+export function applyInboxEntry(inbox: Inbox, entry: LogEntry): Inbox {
+  if (entry.type === "inbox") {
+    const { inboxId: id, source, lane, body, seq } = entry;
+    return receive(inbox, { id, source, lane, body, seq }).inbox;
+  }
+  if (entry.type === "inbox_consumed") return consume(inbox, entry.inboxId);
+  return inbox;
+}
+
+/** An inbox as plain data (a log checkpoint keeps it, so reopening need not read the history). */
+export interface InboxSnapshot {
+  queue: InboxEvent[];
+  /** Every id ever received or consumed, in the order they were first seen. */
+  ids: string[];
+}
+
+/** The data of `inbox`. This is a pure function. */
+export function inboxSnapshot(inbox: Inbox): InboxSnapshot {
+  const ids: string[] = [];
+  for (const [id, at] of inbox.ids.index.order) if (at < inbox.ids.count) ids.push(id);
+  return { queue: [...inbox.queue], ids };
+}
+
+/** The inbox a snapshot was taken of; null when `data` is not one. This is a pure function. */
+export function restoreInbox(data: unknown): Inbox | null {
+  const s = data as Partial<InboxSnapshot> | null;
+  if (!s || !Array.isArray(s.queue) || !Array.isArray(s.ids)) return null;
+  let ids = emptyInbox().ids;
+  for (const id of s.ids) if (typeof id === "string") ids = remember(ids, id);
+  for (const event of s.queue) {
+    if (validate(event) !== null) return null;
+    if (!ids.index.order.has(event.id)) ids = remember(ids, event.id);
+  }
+  return { queue: [...s.queue], ids };
 }
 
 /**

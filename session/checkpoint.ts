@@ -1,3 +1,4 @@
+import type { InboxSnapshot } from "../machines/inbox.ts";
 import type { LogEntry } from "./entries.ts";
 import type { ProjectionSnapshot } from "./projection.ts";
 import type { SessionStore } from "./store.ts";
@@ -9,6 +10,11 @@ export interface LogCheckpoint {
   seq: number;
   leafId: string | null;
   projection: ProjectionSnapshot;
+  /**
+   * The session's inbox (every branch) at `seq`. Absent in checkpoints written before it was
+   * added: the log then folds the inbox from its history when first asked.
+   */
+  inbox?: InboxSnapshot;
 }
 
 /** What a checkpointing store returns to reopen a session quickly. */

@@ -1,6 +1,14 @@
 import type { Clock } from "../actors/clock.ts";
 import type { IdGenerator } from "../actors/ids.ts";
 import type { ChatMessage } from "../actors/model.ts";
+import {
+  applyInboxEntry,
+  emptyInbox,
+  type Inbox,
+  inboxFromEntries,
+  inboxSnapshot,
+  restoreInbox,
+} from "../machines/inbox.ts";
 import { activeLeaf, pathTo } from "./active-path.ts";
 import {
   type CheckpointPolicy,
@@ -10,7 +18,7 @@ import {
   type LogCheckpoint,
 } from "./checkpoint.ts";
 import type { EntryInput, EntryOf, LogEntry } from "./entries.ts";
-import { type OpenWork, Projection } from "./projection.ts";
+import { type OpenWork, Projection, type UnansweredCall } from "./projection.ts";
 import type { SessionStore } from "./store.ts";
 import { WriteQueue } from "./write-queue.ts";
 
@@ -56,6 +64,8 @@ export class SessionLog {
   /** Loads the entries covered by the checkpoint we opened from; null once materialised. */
   private loadPrefix: (() => LogEntry[]) | null = null;
   private checkpointSeq = 0;
+  /** The inbox folded from every entry so far; null: not known yet (an old checkpoint). */
+  private inboxState: Inbox | null = emptyInbox();
 
   private constructor(options: SessionLogOptions) {
     this.sessionId = options.sessionId;
@@ -86,8 +96,27 @@ export class SessionLog {
     log.seq = log.checkpointSeq = checkpoint.seq;
     log.leaf = checkpoint.leafId;
     log.loadPrefix = load.loadPrefix;
+    log.inboxState = checkpoint.inbox ? restoreInbox(checkpoint.inbox) : null;
     for (const e of load.tail) log.place(Object.freeze(e));
     return log;
+  }
+
+  /** The seq of the last entry (0: none): how many entries the session has, on every branch. */
+  get lastSeq(): number {
+    return this.seq;
+  }
+
+  /**
+   * The session's inbox as its entries left it (DESIGN §3.5): every `inbox` entry received,
+   * every `inbox_consumed` entry consumed, on every branch, in log order. Kept incrementally and
+   * in checkpoints, so reopening a long session does not decode its history for it.
+   */
+  inbox(): Inbox {
+    if (!this.inboxState) {
+      this.materialize();
+      this.inboxState = inboxFromEntries(this.all);
+    }
+    return this.inboxState;
   }
 
   /** The id of the active leaf (null: the empty root). */
@@ -152,6 +181,7 @@ export class SessionLog {
       seq,
       leafId: this.leaf,
       projection: this.fresh().snapshot(),
+      inbox: inboxSnapshot(this.inbox()),
     };
     await this.store.saveCheckpoint(this.sessionId, seq, JSON.stringify(body));
     this.checkpointSeq = Math.max(this.checkpointSeq, seq);
@@ -198,6 +228,11 @@ export class SessionLog {
     return this.fresh().openWork();
   }
 
+  /** The model's tool calls on the active path that have no result yet (see {@link Projection}). */
+  unansweredCalls(): UnansweredCall[] {
+    return this.fresh().unansweredCalls();
+  }
+
   /** Every entry of the log (all branches) in `seq` order. Live; do not mutate. */
   entries(): readonly LogEntry[] {
     this.materialize();
@@ -221,6 +256,9 @@ export class SessionLog {
   /** Records an entry (appended or replayed) and advances leaf, path and projection. */
   private place(entry: LogEntry): void {
     this.seq = entry.seq;
+    if (this.inboxState && (entry.type === "inbox" || entry.type === "inbox_consumed")) {
+      this.inboxState = applyInboxEntry(this.inboxState, entry);
+    }
     this.all.push(entry);
     this.byId.set(entry.id, entry);
     if (entry.type === "leaf") {
@@ -271,6 +309,7 @@ export class SessionLog {
     this.leaf = activeLeaf(this.all, this.byId);
     this.pathEntries = pathTo(this.leaf, this.byId);
     this.projection = Projection.fromPath(this.pathEntries);
+    this.inboxState = inboxFromEntries(this.all);
   }
 
   private validate(input: EntryInput): void {

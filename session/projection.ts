@@ -23,6 +23,12 @@ export interface OpenWork {
   turnId: string | null;
 }
 
+/** A tool call of a projected assistant message with no result yet. */
+export interface UnansweredCall {
+  callId: string;
+  name: string;
+}
+
 /** The text a tool message carries for a result. */
 export function toolResultText(result: ToolResult): string {
   if (!result.ok) return `Error (${result.code}): ${result.message}`;
@@ -178,6 +184,27 @@ export class Projection {
     for (const [id, a] of s.openAttempts) p.openAttempts.set(id, a);
     p.openTurn = s.openTurn;
     return p;
+  }
+
+  /**
+   * The calls of projected assistant messages whose tool slot no result has filled, in slot
+   * order. O(unanswered calls). After every result is in, empty.
+   */
+  unansweredCalls(): UnansweredCall[] {
+    const out: { callId: string; name: string; at: number }[] = [];
+    for (const [callId, slots] of this.pending) {
+      for (const at of slots) {
+        let name = "";
+        for (let j = at - 1; j >= 0; j--) {
+          const m = this.messages[j];
+          if (m.role !== "assistant" || !m.tool_calls) continue;
+          name = m.tool_calls.find((c) => c.id === callId)?.function.name ?? "";
+          break;
+        }
+        out.push({ callId, name, at });
+      }
+    }
+    return out.sort((a, b) => a.at - b.at).map(({ callId, name }) => ({ callId, name }));
   }
 
   /** Begun-but-unfinished work on the path. */

@@ -8,9 +8,11 @@ import {
   type Inbox,
   type InboxEvent,
   inboxFromEntries,
+  inboxSnapshot,
   lanesToDrain,
   queued,
   receive,
+  restoreInbox,
 } from "../machines/inbox.ts";
 import type { InboxLane, LogEntry } from "../session/entries.ts";
 
@@ -129,6 +131,23 @@ describe("inbox", () => {
     expect(receive(inbox, event("a")).type).toBe("duplicate");
     expect(receive(inbox, event("b")).type).toBe("duplicate");
     expect(receive(consume(inbox, "z"), event("z")).type).toBe("duplicate");
+  });
+
+  it("a snapshot restores the same inbox (queue, dedup of every id ever seen); data that is not one is refused", () => {
+    let inbox = emptyInbox();
+    for (const e of [event("a"), event("b", "next-step", 4), event("c", "interrupt", 5)])
+      inbox = receive(inbox, e).inbox;
+    inbox = consume(consume(inbox, "a"), "never-received");
+    const data = JSON.parse(JSON.stringify(inboxSnapshot(inbox)));
+    const restored = restoreInbox(data)!;
+    expect(queued(restored)).toEqual(queued(inbox));
+    expect(inboxSnapshot(restored)).toEqual(inboxSnapshot(inbox));
+    for (const id of ["a", "b", "c", "never-received"])
+      expect(receive(restored, event(id)).type).toBe("duplicate");
+    expect(receive(restored, event("d")).type).toBe("accepted");
+    expect(restoreInbox(null)).toBeNull();
+    expect(restoreInbox({ queue: [{ id: "" }], ids: [] })).toBeNull();
+    expect(restoreInbox({ ids: [] })).toBeNull();
   });
 
   it("poll points: steering only where no call is open or uncommitted, follow-ups only at a natural end, once more after a slow preparation only if nothing was pending", () => {

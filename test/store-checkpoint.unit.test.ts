@@ -2,9 +2,14 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
+import pino from "pino";
 import { afterAll, describe, expect, it } from "vitest";
+import { createAgent } from "../actors/agent.ts";
 import { seededIds } from "../actors/ids.ts";
+import { scriptedModel } from "../actors/scripted-model.ts";
+import { inboxFromEntries, inboxSnapshot } from "../machines/inbox.ts";
 import { checkpointDue } from "../session/checkpoint.ts";
+import type { EntryInput } from "../session/entries.ts";
 import { SessionLog } from "../session/log.ts";
 import { type SqliteSessionStore, sqliteStore } from "../session/sqlite-store.ts";
 import type { SessionStore } from "../session/store.ts";
@@ -126,6 +131,96 @@ describe("projection checkpoints", () => {
     expect(seqOf()).toBe(20);
     expect(checkpointDue({ minEntries: 10, growth: 0.5 }, 29, 20)).toBe(false);
     expect(checkpointDue({ minEntries: 10, growth: 0.5 }, 30, 20)).toBe(true);
+  });
+
+  /** Random inbox traffic: inputs received (some twice), some consumed, some still queued. */
+  const inboxOpArb = fc.oneof(
+    fc.record({ kind: fc.constant("in" as const), id: fc.integer({ min: 0, max: 6 }) }),
+    fc.record({ kind: fc.constant("used" as const), id: fc.integer({ min: 0, max: 6 }) }),
+    fc.record({ kind: fc.constant("msg" as const), id: fc.constant(0) }),
+  );
+  const playInbox = (log: SessionLog, ops: { kind: "in" | "used" | "msg"; id: number }[]) => {
+    for (const op of ops) {
+      const entry: EntryInput =
+        op.kind === "in"
+          ? { type: "inbox", inboxId: `in${op.id}`, source: "user", lane: "next-turn", body: "b" }
+          : op.kind === "used"
+            ? { type: "inbox_consumed", inboxId: `in${op.id}` }
+            : user("talk");
+      log.append(entry);
+    }
+  };
+
+  it("the inbox is kept in the checkpoint: reopening restores it (queue and every id seen) without decoding the history", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(inboxOpArb, { maxLength: 25 }),
+        fc.array(inboxOpArb, { maxLength: 10 }),
+        fc.array(inboxOpArb, { maxLength: 6 }),
+        async (before, after, more) => {
+          const sessionId = `inbox${++n}`;
+          const log = await open(store, sessionId, false);
+          playInbox(log, before);
+          await log.flush();
+          await log.checkpoint();
+          playInbox(log, after);
+          await log.flush();
+          const { store: s, counter } = counting(store);
+          const fast = await open(s, sessionId, false, 7);
+          playInbox(fast, more);
+          const restored = inboxSnapshot(fast.inbox());
+          expect(counter.prefixLoads).toBe(0);
+          expect(restored).toEqual(inboxSnapshot(inboxFromEntries(fast.entries())));
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it("a checkpoint written without an inbox (before it was kept there) still opens right: the inbox is folded from the history", async () => {
+    const log = await open(store, "old-ckpt", false);
+    log.append({ type: "inbox", inboxId: "q1", source: "user", lane: "next-turn", body: "x" });
+    log.append({ type: "inbox", inboxId: "q2", source: "user", lane: "next-turn", body: "y" });
+    log.append({ type: "inbox_consumed", inboxId: "q1" });
+    await log.close();
+    const row = store.db
+      .prepare<[], string>("SELECT body FROM checkpoints WHERE session_id = 'old-ckpt'")
+      .pluck()
+      .get()!;
+    const { inbox: _, ...old } = JSON.parse(row);
+    store.db
+      .prepare("UPDATE checkpoints SET body = ? WHERE session_id = 'old-ckpt'")
+      .run(JSON.stringify(old));
+    const reopened = await open(store, "old-ckpt");
+    reopened.append({ type: "inbox", inboxId: "q3", source: "user", lane: "next-turn", body: "z" });
+    expect(reopened.inbox().queue.map((e) => e.id)).toEqual(["q2", "q3"]);
+    expect(inboxSnapshot(reopened.inbox()).ids).toEqual(["q1", "q2", "q3"]);
+  });
+
+  it("agent.session(id) opens a checkpointed session without decoding its history (recovery and inbox included), and it works", async () => {
+    const log = await open(store, "resume", false);
+    for (let i = 0; i < 30; i++) {
+      log.append({ type: "inbox", inboxId: `p${i}`, source: "user", lane: "next-turn", body: "b" });
+      log.append({ type: "inbox_consumed", inboxId: `p${i}` });
+      log.append(user(`prompt ${i}`));
+    }
+    // One input still queued when the process stopped: it must survive the reopen.
+    log.append({ type: "inbox", inboxId: "left", source: "user", lane: "next-turn", body: "b" });
+    await log.close();
+    const { store: s, counter } = counting(store);
+    const agent = createAgent({
+      model: scriptedModel([{ text: "resumed" }]),
+      store: s,
+      logger: pino({ level: "silent" }),
+    });
+    const session = agent.session("resume");
+    await session.ready;
+    expect(counter.prefixLoads).toBe(0);
+    expect(session.queued().map((e) => e.id)).toEqual(["left"]);
+    expect(await session.followUp("again", { id: "p3" })).toBe("p3"); // a replay: dropped
+    expect(session.queued().map((e) => e.id)).toEqual(["left"]);
+    expect(counter.prefixLoads).toBe(0);
+    await agent.close();
   });
 
   it("an unreadable checkpoint is ignored: the log replays every entry instead", async () => {
