@@ -37,6 +37,12 @@ export interface CheckpointStore {
   saveCheckpoint(sessionId: string, seq: number, body: string): Promise<void>;
   /** Contract: null when the session has no checkpoint. */
   loadFromCheckpoint(sessionId: string): Promise<CheckpointLoad | null>;
+  /**
+   * Optional. Contract: synchronous; the session's entries with seq ≤ `seq`, in seq order, while
+   * the store is open. With it, a log drops the history a checkpoint covers from memory and
+   * reloads it only when asked for it (see `SessionLog`).
+   */
+  loadUpTo?(sessionId: string, seq: number): LogEntry[];
 }
 
 /**

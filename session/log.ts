@@ -42,7 +42,9 @@ export interface SessionLogOptions {
  * - `messages()` is the model's view of the active leaf's path (see {@link Projection}).
  * - With a checkpointing store, `open` restores the projection from the latest checkpoint plus
  *   the entries after it; older entries are decoded only when first needed (`entries()`,
- *   `path()`, `get()`, a leaf move or a projection rebuild).
+ *   `path()`, `get()`, a leaf move or a projection rebuild). Each checkpoint the log writes
+ *   puts it back in that state (when the store has `loadUpTo`): memory holds the projection and
+ *   the entries since the last checkpoint, not the whole history.
  *
  * One writer per session: two logs appending to the same session make the store reject the
  * second writer's batch (its `seq` is not after the stored one).
@@ -54,7 +56,7 @@ export class SessionLog {
   private readonly ids: IdGenerator;
   private readonly policy: CheckpointPolicy | false;
   private all: LogEntry[] = [];
-  private readonly byId = new Map<string, LogEntry>();
+  private byId = new Map<string, LogEntry>();
   private readonly queue: WriteQueue;
   private seq = 0;
   private leaf: string | null = null;
@@ -185,6 +187,28 @@ export class SessionLog {
     };
     await this.store.saveCheckpoint(this.sessionId, seq, JSON.stringify(body));
     this.checkpointSeq = Math.max(this.checkpointSeq, seq);
+    this.release(seq);
+  }
+
+  /**
+   * Drops the entries with seq ≤ `seq` from memory: a checkpoint covers them and the store has
+   * them, so the log is in the state `open` leaves it in (projection and recent entries in
+   * memory, history decoded again on first need). Keeps a long session's memory at its
+   * projection plus the entries since the last checkpoint, not its whole history.
+   */
+  private release(seq: number): void {
+    const store = this.store;
+    if (!hasCheckpoints(store) || !store.loadUpTo) return;
+    let k = 0;
+    while (k < this.all.length && this.all[k].seq <= seq) k++;
+    if (k === 0) return;
+    const tail = this.all.slice(k);
+    this.all = tail;
+    this.byId = new Map();
+    for (const e of tail) this.byId.set(e.id, e);
+    this.pathEntries = [];
+    const sessionId = this.sessionId;
+    this.loadPrefix = () => store.loadUpTo!(sessionId, seq);
   }
 
   /** Flushes, then writes a checkpoint so the next open is fast. The store stays open. */
@@ -233,13 +257,16 @@ export class SessionLog {
     return this.fresh().unansweredCalls();
   }
 
-  /** Every entry of the log (all branches) in `seq` order. Live; do not mutate. */
+  /**
+   * Every entry of the log (all branches) in `seq` order. Live until the log next releases the
+   * history a checkpoint covers (then call again); do not mutate.
+   */
   entries(): readonly LogEntry[] {
     this.materialize();
     return this.all;
   }
 
-  /** The active path, root → leaf. Live until the next leaf move; do not mutate. */
+  /** The active path, root → leaf. Live until the next leaf move or release; do not mutate. */
   path(): readonly LogEntry[] {
     this.materialize();
     return this.pathEntries;

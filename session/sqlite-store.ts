@@ -158,6 +158,11 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
         };
       });
     },
+    loadUpTo(sessionId, seq) {
+      return guard("load (history up to a checkpoint)", () =>
+        loadRange.all(sessionId, 0, seq).map((body) => JSON.parse(body) as LogEntry),
+      );
+    },
     async list(): Promise<SessionSummary[]> {
       return guard("list", () =>
         list.all().map((r) => ({

@@ -47,6 +47,18 @@ function counting(s: SqliteSessionStore) {
   return { store: wrapped, counter };
 }
 
+/** Counts how often a log reloads history it released after a checkpoint. */
+function countingUpTo(s: SqliteSessionStore) {
+  const counter = { loads: 0, seqs: [] as number[] };
+  const wrapped = Object.create(s) as SqliteSessionStore;
+  wrapped.loadUpTo = (id, seq) => {
+    counter.loads++;
+    counter.seqs.push(seq);
+    return s.loadUpTo!(id, seq);
+  };
+  return { store: wrapped, counter };
+}
+
 let n = 0;
 const open = (s: SessionStore, sessionId: string, checkpoints?: false, seed = ++n) =>
   SessionLog.open({
@@ -108,6 +120,62 @@ describe("projection checkpoints", () => {
     expect(reopened.entries().length).toBe(51);
     expect(reopened.path().length).toBe(51);
     expect(counter.prefixLoads).toBe(1);
+  });
+
+  it("after it writes a checkpoint, a log keeps only the entries since in memory, and behaves exactly as before", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(opArb, { maxLength: 30 }),
+        fc.array(opArb, { maxLength: 15 }),
+        async (before, after) => {
+          const sessionId = `r${++n}`;
+          const { store: s, counter } = countingUpTo(store);
+          const log = await open(s, sessionId, false);
+          playOps(log, before);
+          await log.flush();
+          await log.checkpoint(); // releases what it covers
+          playOps(log, after);
+          const work = log.openWork();
+          const messages = log.messages().slice();
+          // Appending, messages() and openWork() need no history; edits, compactions and leaf
+          // moves pick their targets from it, and a committed attempt failing rebuilds.
+          const local = ["user", "turn", "step", "openAttempt", "endTurn", "settings", "note"];
+          if (after.every((op) => local.includes(op.k))) expect(counter.loads).toBe(0);
+          await log.flush();
+          const slow = await open(plain(store), sessionId, false, 7);
+          expect({ ...view(log), messages, work }).toEqual(view(slow));
+          expect(counter.loads).toBeLessThanOrEqual(1);
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it("entries() after a release reloads the history once; a later checkpoint releases it again", async () => {
+    const { store: s, counter } = countingUpTo(store);
+    const log = await open(s, "release", false);
+    for (let i = 0; i < 20; i++) log.append(user(`m${i}`));
+    await log.flush();
+    await log.checkpoint();
+    log.append(user("after"));
+    expect(log.messages().length).toBe(21);
+    expect(counter.loads).toBe(0);
+    expect(log.entries().map((e) => e.seq)).toEqual(Array.from({ length: 21 }, (_, i) => i + 1));
+    expect(log.path().length).toBe(21);
+    expect(counter.loads).toBe(1);
+    await log.flush();
+    await log.checkpoint();
+    expect(log.entries().length).toBe(21);
+    expect(counter.loads).toBe(2);
+    // Checkpoints in a row, the history never asked for: each releases up to its own seq.
+    for (let round = 0; round < 2; round++) {
+      for (let i = 0; i < 5; i++) log.append(user(`r${round}.${i}`));
+      await log.flush();
+      await log.checkpoint();
+    }
+    log.append(user("last"));
+    expect(log.entries().length).toBe(32);
+    expect(counter.seqs).toEqual([20, 21, 31]);
   });
 
   it("flush writes checkpoints automatically by the policy: at minEntries, then after geometric growth", async () => {
