@@ -14,6 +14,7 @@ import {
   turnMachine,
 } from "../machines/turn.machine.ts";
 import type { CallOutcome, EntryOf, TurnStatus } from "../session/entries.ts";
+import { flat } from "../session/flat.ts";
 import type { SessionLog } from "../session/log.ts";
 import { prepareCall, truncatedCallResult } from "../tools/prepare-call.ts";
 import type { Registry } from "../tools/registry.ts";
@@ -510,7 +511,7 @@ export class TurnRun {
    * their calls from 0 in every message), so a ledger never mistakes a new call for a replay.
    */
   private idempotencyKey(callId: string): string {
-    return `${this.deps.sessionId}:${this.messageEntryId}:${callId}`;
+    return flat(`${this.deps.sessionId}:${this.messageEntryId}:${callId}`); // kept in the log
   }
 
   /** A stream irregularity the model produced: logged and shown, never fatal. */

@@ -18,6 +18,7 @@ import {
   type LogCheckpoint,
 } from "./checkpoint.ts";
 import type { EntryInput, EntryOf, LogEntry } from "./entries.ts";
+import { flat } from "./flat.ts";
 import { type OpenWork, Projection, type UnansweredCall } from "./projection.ts";
 import type { SessionStore } from "./store.ts";
 import { WriteQueue } from "./write-queue.ts";
@@ -138,7 +139,7 @@ export class SessionLog {
     // The seq (base 36, fixed width) leads the id, so ids grow with seq: SQLite's unique index on
     // (session, id) then appends at its right edge instead of writing a random page per commit
     // (≈ 75 → 44 µs a commit). The random rest keeps ids unique beyond one session.
-    const id = `e${seq.toString(36).padStart(7, "0")}${this.ids()}`;
+    const id = flat(`e${seq.toString(36).padStart(7, "0")}${this.ids()}`);
     const at = this.clock.now();
     // Object.assign onto a literal is ~8× cheaper than a spread here; the base fields are
     // written again afterwards so input can never override them.

@@ -1,10 +1,14 @@
+import type { CheckpointStore } from "./checkpoint.ts";
 import type { LogEntry } from "./entries.ts";
+import { flat } from "./flat.ts";
 import type { SessionStore, SessionSummary } from "./store.ts";
 import { checkBatch, StoreError } from "./store-error.ts";
 
 interface MemorySession {
   /** Each entry as JSON: the same round trip as SQLite, and nobody can mutate what is stored. */
   entries: string[];
+  /** Each entry's seq, parallel to `entries` (ascending). */
+  seqs: number[];
   ids: Set<string>;
   lastSeq: number;
   createdAt: number;
@@ -17,10 +21,13 @@ interface MemorySession {
  * the writer nor a reader can change stored data by mutating its objects. "Durable" means: in
  * this process's memory.
  * Same contract as every store (the conformance suite runs against it): a batch that breaks
- * seq order or repeats an id is rejected whole.
+ * seq order or repeats an id is rejected whole. It keeps projection checkpoints like SQLite, so
+ * a log over it can drop checkpointed history from memory (the JSON here is the only copy then).
  */
-export function memoryStore(): SessionStore {
+export function memoryStore(): SessionStore & CheckpointStore {
   const sessions = new Map<string, MemorySession>();
+  /** The latest projection checkpoint of each session (like SQLite's `checkpoints` table). */
+  const checkpoints = new Map<string, { seq: number; body: string }>();
   let closed = false;
   const ensureOpen = () => {
     if (closed)
@@ -41,9 +48,10 @@ export function memoryStore(): SessionStore {
         );
       }
       if (entries.length === 0) return;
-      const encoded = entries.map((e) => JSON.stringify(e));
-      const session = existing ?? {
+      const encoded = entries.map((e) => flat(JSON.stringify(e)));
+      const session: MemorySession = existing ?? {
         entries: [],
+        seqs: [],
         ids: new Set<string>(),
         lastSeq: 0,
         createdAt: entries[0].at,
@@ -51,6 +59,7 @@ export function memoryStore(): SessionStore {
       };
       for (let i = 0; i < entries.length; i++) {
         session.entries.push(encoded[i]);
+        session.seqs.push(entries[i].seq);
         session.ids.add(entries[i].id);
       }
       session.lastSeq = entries[entries.length - 1].seq;
@@ -60,6 +69,29 @@ export function memoryStore(): SessionStore {
     async load(sessionId) {
       ensureOpen();
       return (sessions.get(sessionId)?.entries ?? []).map((e) => JSON.parse(e) as LogEntry);
+    },
+    async saveCheckpoint(sessionId, seq, body) {
+      ensureOpen();
+      const current = checkpoints.get(sessionId);
+      if (!current || seq >= current.seq) checkpoints.set(sessionId, { seq, body });
+    },
+    async loadFromCheckpoint(sessionId) {
+      ensureOpen();
+      const session = sessions.get(sessionId);
+      const checkpoint = checkpoints.get(sessionId);
+      if (!session || !checkpoint) return null;
+      const end = upTo(session, checkpoint.seq);
+      return {
+        seq: checkpoint.seq,
+        body: checkpoint.body,
+        tail: decode(session, end, session.entries.length),
+        loadPrefix: () => decode(session, 0, end),
+      };
+    },
+    loadUpTo(sessionId, seq) {
+      ensureOpen();
+      const session = sessions.get(sessionId);
+      return session ? decode(session, 0, upTo(session, seq)) : [];
     },
     async list(): Promise<SessionSummary[]> {
       ensureOpen();
@@ -74,4 +106,22 @@ export function memoryStore(): SessionStore {
       closed = true;
     },
   };
+}
+
+/** How many of the session's entries have seq ≤ `seq` (binary search). */
+function upTo(session: MemorySession, seq: number): number {
+  let lo = 0;
+  let hi = session.seqs.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (session.seqs[mid] <= seq) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function decode(session: MemorySession, from: number, to: number): LogEntry[] {
+  const out: LogEntry[] = [];
+  for (let i = from; i < to; i++) out.push(JSON.parse(session.entries[i]) as LogEntry);
+  return out;
 }

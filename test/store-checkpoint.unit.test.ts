@@ -8,10 +8,11 @@ import { createAgent } from "../actors/agent.ts";
 import { seededIds } from "../actors/ids.ts";
 import { scriptedModel } from "../actors/scripted-model.ts";
 import { inboxFromEntries, inboxSnapshot } from "../machines/inbox.ts";
-import { checkpointDue } from "../session/checkpoint.ts";
+import { type CheckpointStore, checkpointDue } from "../session/checkpoint.ts";
 import type { EntryInput } from "../session/entries.ts";
 import { SessionLog } from "../session/log.ts";
-import { type SqliteSessionStore, sqliteStore } from "../session/sqlite-store.ts";
+import { memoryStore } from "../session/memory-store.ts";
+import { sqliteStore } from "../session/sqlite-store.ts";
 import type { SessionStore } from "../session/store.ts";
 import { countingClock, user } from "./session-fixtures.ts";
 import { opArb, playOps } from "./session-random-log.ts";
@@ -19,9 +20,10 @@ import { opArb, playOps } from "./session-random-log.ts";
 const dir = mkdtempSync(join(tmpdir(), "keel-ckpt-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const store = sqliteStore(join(dir, "keel.db"));
+type CheckpointedStore = SessionStore & CheckpointStore;
 
 /** The same store without its checkpoint methods: opening it replays every entry. */
-const plain = (s: SqliteSessionStore): SessionStore => ({
+const plain = (s: CheckpointedStore): SessionStore => ({
   kind: "plain",
   append: (id, e) => s.append(id, e),
   load: (id) => s.load(id),
@@ -30,9 +32,9 @@ const plain = (s: SqliteSessionStore): SessionStore => ({
 });
 
 /** Counts how often the history before the checkpoint is decoded. */
-function counting(s: SqliteSessionStore) {
+function counting(s: CheckpointedStore) {
   const counter = { prefixLoads: 0 };
-  const wrapped = Object.create(s) as SqliteSessionStore;
+  const wrapped = Object.create(s) as CheckpointedStore;
   wrapped.loadFromCheckpoint = async (id) => {
     const load = await s.loadFromCheckpoint(id);
     if (!load) return load;
@@ -48,9 +50,9 @@ function counting(s: SqliteSessionStore) {
 }
 
 /** Counts how often a log reloads history it released after a checkpoint. */
-function countingUpTo(s: SqliteSessionStore) {
+function countingUpTo(s: CheckpointedStore) {
   const counter = { loads: 0, seqs: [] as number[] };
-  const wrapped = Object.create(s) as SqliteSessionStore;
+  const wrapped = Object.create(s) as CheckpointedStore;
   wrapped.loadUpTo = (id, seq) => {
     counter.loads++;
     counter.seqs.push(seq);
@@ -80,7 +82,13 @@ const view = (log: SessionLog) => ({
   entries: log.entries(),
 });
 
-describe("projection checkpoints", () => {
+/** Every checkpointing store Keel ships: the log must behave the same over each. */
+const stores: [string, CheckpointedStore][] = [
+  ["sqlite", store],
+  ["memory", memoryStore()],
+];
+
+describe.each(stores)("projection checkpoints (%s store)", (_name, store) => {
   it("reopening from a checkpoint plus its tail equals replaying every entry, and stays equal under further appends", async () => {
     await fc.assert(
       fc.asyncProperty(
@@ -178,29 +186,6 @@ describe("projection checkpoints", () => {
     expect(counter.seqs).toEqual([20, 21, 31]);
   });
 
-  it("flush writes checkpoints automatically by the policy: at minEntries, then after geometric growth", async () => {
-    const log = await SessionLog.open({
-      sessionId: "auto",
-      store,
-      clock: countingClock(),
-      ids: seededIds(99),
-      checkpoints: { minEntries: 10, growth: 0.5 },
-    });
-    const seqOf = () =>
-      store.db.prepare("SELECT seq FROM checkpoints WHERE session_id = 'auto'").pluck().get();
-    for (let i = 0; i < 9; i++) log.append(user(`${i}`));
-    await log.flush();
-    expect(seqOf()).toBeUndefined();
-    log.append(user("10"));
-    await log.flush();
-    expect(seqOf()).toBe(10);
-    for (let i = 0; i < 10; i++) log.append(user(`x${i}`));
-    await log.flush();
-    expect(seqOf()).toBe(20);
-    expect(checkpointDue({ minEntries: 10, growth: 0.5 }, 29, 20)).toBe(false);
-    expect(checkpointDue({ minEntries: 10, growth: 0.5 }, 30, 20)).toBe(true);
-  });
-
   /** Random inbox traffic: inputs received (some twice), some consumed, some still queued. */
   const inboxOpArb = fc.oneof(
     fc.record({ kind: fc.constant("in" as const), id: fc.integer({ min: 0, max: 6 }) }),
@@ -245,26 +230,6 @@ describe("projection checkpoints", () => {
     );
   });
 
-  it("a checkpoint written without an inbox (before it was kept there) still opens right: the inbox is folded from the history", async () => {
-    const log = await open(store, "old-ckpt", false);
-    log.append({ type: "inbox", inboxId: "q1", source: "user", lane: "next-turn", body: "x" });
-    log.append({ type: "inbox", inboxId: "q2", source: "user", lane: "next-turn", body: "y" });
-    log.append({ type: "inbox_consumed", inboxId: "q1" });
-    await log.close();
-    const row = store.db
-      .prepare<[], string>("SELECT body FROM checkpoints WHERE session_id = 'old-ckpt'")
-      .pluck()
-      .get()!;
-    const { inbox: _, ...old } = JSON.parse(row);
-    store.db
-      .prepare("UPDATE checkpoints SET body = ? WHERE session_id = 'old-ckpt'")
-      .run(JSON.stringify(old));
-    const reopened = await open(store, "old-ckpt");
-    reopened.append({ type: "inbox", inboxId: "q3", source: "user", lane: "next-turn", body: "z" });
-    expect(reopened.inbox().queue.map((e) => e.id)).toEqual(["q2", "q3"]);
-    expect(inboxSnapshot(reopened.inbox()).ids).toEqual(["q1", "q2", "q3"]);
-  });
-
   it("agent.session(id) opens a checkpointed session without decoding its history (recovery and inbox included), and it works", async () => {
     const log = await open(store, "resume", false);
     for (let i = 0; i < 30; i++) {
@@ -289,6 +254,51 @@ describe("projection checkpoints", () => {
     expect(session.queued().map((e) => e.id)).toEqual(["left"]);
     expect(counter.prefixLoads).toBe(0);
     await agent.close();
+  });
+});
+
+describe("projection checkpoints (SQLite specifics)", () => {
+  it("flush writes checkpoints automatically by the policy: at minEntries, then after geometric growth", async () => {
+    const log = await SessionLog.open({
+      sessionId: "auto",
+      store,
+      clock: countingClock(),
+      ids: seededIds(99),
+      checkpoints: { minEntries: 10, growth: 0.5 },
+    });
+    const seqOf = () =>
+      store.db.prepare("SELECT seq FROM checkpoints WHERE session_id = 'auto'").pluck().get();
+    for (let i = 0; i < 9; i++) log.append(user(`${i}`));
+    await log.flush();
+    expect(seqOf()).toBeUndefined();
+    log.append(user("10"));
+    await log.flush();
+    expect(seqOf()).toBe(10);
+    for (let i = 0; i < 10; i++) log.append(user(`x${i}`));
+    await log.flush();
+    expect(seqOf()).toBe(20);
+    expect(checkpointDue({ minEntries: 10, growth: 0.5 }, 29, 20)).toBe(false);
+    expect(checkpointDue({ minEntries: 10, growth: 0.5 }, 30, 20)).toBe(true);
+  });
+
+  it("a checkpoint written without an inbox (before it was kept there) still opens right: the inbox is folded from the history", async () => {
+    const log = await open(store, "old-ckpt", false);
+    log.append({ type: "inbox", inboxId: "q1", source: "user", lane: "next-turn", body: "x" });
+    log.append({ type: "inbox", inboxId: "q2", source: "user", lane: "next-turn", body: "y" });
+    log.append({ type: "inbox_consumed", inboxId: "q1" });
+    await log.close();
+    const row = store.db
+      .prepare<[], string>("SELECT body FROM checkpoints WHERE session_id = 'old-ckpt'")
+      .pluck()
+      .get()!;
+    const { inbox: _, ...old } = JSON.parse(row);
+    store.db
+      .prepare("UPDATE checkpoints SET body = ? WHERE session_id = 'old-ckpt'")
+      .run(JSON.stringify(old));
+    const reopened = await open(store, "old-ckpt");
+    reopened.append({ type: "inbox", inboxId: "q3", source: "user", lane: "next-turn", body: "z" });
+    expect(reopened.inbox().queue.map((e) => e.id)).toEqual(["q2", "q3"]);
+    expect(inboxSnapshot(reopened.inbox()).ids).toEqual(["q1", "q2", "q3"]);
   });
 
   it("an unreadable checkpoint is ignored: the log replays every entry instead", async () => {
