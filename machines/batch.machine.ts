@@ -213,7 +213,6 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
               name: call.name,
               cancellable: call.cancellable,
               stopDeadlineMs: context.stopDeadlineMs,
-              autoStart: true,
             },
           });
         });

@@ -60,7 +60,7 @@ function step(input: BatchInput, t: Trace, event: Snap, snap: Snap, actions: Act
       t.settled[callId] = { outcome, result };
       settledNow.push(callId);
     }
-    // The batch spawns each call already started (`autoStart`): a spawn is a start.
+    // A call's actor is created when it starts: a spawn is a start.
     if (a.type === "xstate.spawnChild") {
       const id: string = a.params.input.callId;
       const actor: string = a.params.id;

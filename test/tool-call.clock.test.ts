@@ -17,7 +17,6 @@ function startCall(cancellable: boolean) {
   });
   const input = { callId: "c1", name: "slow", cancellable, stopDeadlineMs: DEADLINE };
   const actor = createActor(logic, { input, clock }).start();
-  actor.send({ type: "call.start" });
   actor.send({ type: "call.recorded" });
   return { actor, clock, effects };
 }
@@ -74,7 +73,7 @@ describe("tool call under a simulated clock", () => {
     expect(actor.getSnapshot().value).toBe("started");
   });
 
-  it("autoStart (how the batch spawns calls) records the start at creation and runs nothing before call.recorded", () => {
+  it("a call records its start when its actor is created and runs nothing before call.recorded", () => {
     const effects: string[] = [];
     const logic = toolCallMachine.provide({
       actions: {
@@ -83,13 +82,11 @@ describe("tool call under a simulated clock", () => {
       },
     });
     const input = { callId: "c2", name: "t", cancellable: true, stopDeadlineMs: DEADLINE };
-    const started = createActor(logic, { input: { ...input, autoStart: true } }).start();
+    const started = createActor(logic, { input }).start();
     expect(started.getSnapshot().value).toBe("recording");
     expect(effects).toEqual(["recordStart c2"]);
     started.send({ type: "call.cancel" });
     expect(started.getSnapshot().output?.outcome).toBe("not_executed");
     expect(effects).toEqual(["recordStart c2"]);
-    // Without autoStart a call waits in `queued` for call.start.
-    expect(createActor(logic, { input }).start().getSnapshot().value).toBe("queued");
   });
 });

@@ -6,7 +6,6 @@ const deadline = { type: "xstate.after.stopDeadline.toolCall.stopping" };
 
 /** Passing `events` replaces auto-discovery, so every event is listed, timer included. */
 const events = [
-  { type: "call.start" },
   { type: "call.recorded" },
   { type: "call.complete", result: { ok: true, content: "x" } },
   {
@@ -18,7 +17,7 @@ const events = [
   deadline,
 ] as (ToolCallEvent | typeof deadline)[] as ToolCallEvent[];
 
-const allStates = ["queued", "recording", "started", "stopping", "settled", "unknown"];
+const allStates = ["recording", "started", "stopping", "settled", "unknown"];
 
 function paths(cancellable: boolean) {
   return getShortestPaths(toolCallMachine, {
@@ -41,7 +40,6 @@ describe("tool call state coverage", () => {
     for (const p of toUnknown) {
       expect(p.steps.map((s) => s.event.type)).toEqual([
         "xstate.init",
-        "call.start",
         "call.recorded",
         "call.cancel",
         deadline.type,

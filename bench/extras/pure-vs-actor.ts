@@ -13,7 +13,6 @@ const input = {
   name: "touch",
   cancellable: true,
   stopDeadlineMs: 1000,
-  autoStart: true,
 };
 const result = { ok: true as const, content: "ok" };
 const machine = toolCallMachine.provide({ actions: { recordStart: () => {}, execute: () => {} } });

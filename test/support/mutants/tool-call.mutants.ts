@@ -18,15 +18,16 @@ export const overwritableToolCallMachine: AnyStateMachine = createMachine(
 );
 
 /**
- * BROKEN on purpose: `call.start` goes straight to `started`, so `execute` runs before the
- * start record is written. The write-ahead check must catch it.
+ * BROKEN on purpose: `recording` moves on to `started` at once instead of waiting for
+ * `call.recorded`, so `execute` runs before the start record is durable. The write-ahead check
+ * must catch it.
  */
 export const noWriteAheadToolCallMachine: AnyStateMachine = createMachine(
   {
     ...toolCallMachine.config,
     states: {
       ...toolCallMachine.config.states,
-      queued: { on: { ...toolCallMachine.config.states!.queued!.on, "call.start": "started" } },
+      recording: { ...toolCallMachine.config.states!.recording!, always: "started" },
     },
     // biome-ignore lint/suspicious/noExplicitAny: a mutant rebuilt from the real config
   } as any,
