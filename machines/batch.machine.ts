@@ -5,6 +5,7 @@ import {
   type ErrorActorEvent,
   enqueueActions,
   setup,
+  stopChild,
 } from "xstate";
 import type { CallOutcome } from "../session/entries.ts";
 import type { ToolFailure, ToolResult } from "../tools/types.ts";
@@ -159,16 +160,6 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
         assertEvent(event, ["call.recorded", "call.complete", "call.fail", "call.aborted"]);
         enqueue.sendTo(context.actorIds[context.index[event.callId]]!, event);
       }),
-      childSettled: enqueueActions(({ enqueue, context, event }) => {
-        assertEvent(event, "xstate.done.actor.*");
-        const { callId, outcome, result } = event.output;
-        const index = context.index[callId];
-        if (context.phases[index] !== "running" || context.actorIds[index] !== event.actorId)
-          return;
-        enqueue.assign(settleAll(context, [{ index, outcome, result }]));
-        enqueue.stopChild(event.actorId);
-        enqueue(settledAction(context, { index, outcome, result }));
-      }),
       childErrored: enqueueActions(({ enqueue, context, event }) => {
         assertEvent(event, "xstate.error.actor.*");
         const index = runningIndexOf(context, event.actorId);
@@ -179,7 +170,7 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
         enqueue(settledAction(context, settle));
       }),
       schedule: enqueueActions(({ enqueue, context }) => {
-        if (context.cancelled) return;
+        if (context.cancelled || !context.phases.includes("pending")) return;
         const plan = schedule({
           calls: context.calls,
           phases: context.phases,
@@ -240,6 +231,12 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
       isRunning: ({ context, event }) =>
         "callId" in event && context.phases[context.index[event.callId]] === "running",
       allSettled: ({ context }) => context.phases.every((p) => p === "settled"),
+      /** A done event from the actor of a call that is running (not late, not a stranger). */
+      isRunningChild: ({ context, event }) => {
+        const { actorId, output } = event as DoneActorEvent<ToolCallOutput>;
+        const index = context.index[output?.callId];
+        return context.phases[index] === "running" && context.actorIds[index] === actorId;
+      },
     },
   }).createMachine({
     id: "batch",
@@ -281,7 +278,33 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
           "call.complete": { guard: "isRunning", actions: "forward" },
           "call.fail": { guard: "isRunning", actions: "forward" },
           "call.aborted": { guard: "isRunning", actions: "forward" },
-          "xstate.done.actor.*": { actions: ["childSettled", "schedule"] },
+          // A call's actor finished: settle it (plain actions, not enqueueActions, which builds
+          // a dozen closures: this runs once per call), then start what may start now.
+          "xstate.done.actor.*": {
+            guard: "isRunningChild",
+            actions: [
+              assign(({ context, event }) => {
+                const { callId, outcome, result } = (event as DoneActorEvent<ToolCallOutput>)
+                  .output;
+                return settleAll(context, [{ index: context.index[callId], outcome, result }]);
+              }),
+              stopChild(({ event }) => (event as DoneActorEvent).actorId),
+              {
+                type: "callSettled",
+                params: ({ context, event }) => {
+                  const { callId, outcome, result } = (event as DoneActorEvent<ToolCallOutput>)
+                    .output;
+                  return {
+                    callId,
+                    name: context.calls[context.index[callId]].name,
+                    outcome,
+                    result,
+                  };
+                },
+              },
+              "schedule",
+            ],
+          },
           "xstate.error.actor.*": { actions: ["childErrored", "schedule"] },
           "batch.cancel": { actions: "cancel" },
           // A caller bug, never a race the turn can produce: fail loudly (the actor errors),
