@@ -156,6 +156,13 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
         return checkedRound(event.calls, context.maxParallel);
       }),
       endRound: assign(({ context }) => ({ committed: committedResults(context) })),
+      /** Settles the call whose actor sent this done event (guarded by `isRunningChild`). */
+      settleChild: assign(({ context, event }) => {
+        assertEvent(event, "xstate.done.actor.*");
+        const { callId, outcome, result } = event.output;
+        return settleAll(context, [{ index: context.index[callId], outcome, result }]);
+      }),
+      stopSettledChild: stopChild(({ event }) => (event as DoneActorEvent).actorId),
       forward: enqueueActions(({ enqueue, context, event }) => {
         assertEvent(event, ["call.recorded", "call.complete", "call.fail", "call.aborted"]);
         enqueue.sendTo(context.actorIds[context.index[event.callId]]!, event);
@@ -232,10 +239,11 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
         "callId" in event && context.phases[context.index[event.callId]] === "running",
       allSettled: ({ context }) => context.phases.every((p) => p === "settled"),
       /** A done event from the actor of a call that is running (not late, not a stranger). */
-      isRunningChild: ({ context, event }) => {
-        const { actorId, output } = event as DoneActorEvent<ToolCallOutput>;
-        const index = context.index[output?.callId];
-        return context.phases[index] === "running" && context.actorIds[index] === actorId;
+      isRunningChild: ({ context, event }) => runningChildIndex(context, event) >= 0,
+      /** ... and every other call of the round has settled: this one ends the round. */
+      isLastRunningChild: ({ context, event }) => {
+        const index = runningChildIndex(context, event);
+        return index >= 0 && context.phases.every((p, i) => i === index || p === "settled");
       },
     },
   }).createMachine({
@@ -279,32 +287,33 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
           "call.fail": { guard: "isRunning", actions: "forward" },
           "call.aborted": { guard: "isRunning", actions: "forward" },
           // A call's actor finished: settle it (plain actions, not enqueueActions, which builds
-          // a dozen closures: this runs once per call), then start what may start now.
-          "xstate.done.actor.*": {
-            guard: "isRunningChild",
-            actions: [
-              assign(({ context, event }) => {
-                const { callId, outcome, result } = (event as DoneActorEvent<ToolCallOutput>)
-                  .output;
-                return settleAll(context, [{ index: context.index[callId], outcome, result }]);
-              }),
-              stopChild(({ event }) => (event as DoneActorEvent).actorId),
-              {
-                type: "callSettled",
-                params: ({ context, event }) => {
-                  const { callId, outcome, result } = (event as DoneActorEvent<ToolCallOutput>)
-                    .output;
-                  return {
-                    callId,
-                    name: context.calls[context.index[callId]].name,
-                    outcome,
-                    result,
-                  };
+          // a dozen closures: this runs once per call). The last one ends the round in the same
+          // microstep; any other starts what may start now.
+          "xstate.done.actor.*": [
+            {
+              guard: "isLastRunningChild",
+              target: "idle",
+              actions: [
+                "settleChild",
+                "stopSettledChild",
+                { type: "callSettled", params: settledParams },
+                "endRound",
+                {
+                  type: "roundDone",
+                  params: ({ context }) => ({ results: committedResults(context) }),
                 },
-              },
-              "schedule",
-            ],
-          },
+              ],
+            },
+            {
+              guard: "isRunningChild",
+              actions: [
+                "settleChild",
+                "stopSettledChild",
+                { type: "callSettled", params: settledParams },
+                "schedule",
+              ],
+            },
+          ],
           "xstate.error.actor.*": { actions: ["childErrored", "schedule"] },
           "batch.cancel": { actions: "cancel" },
           // A caller bug, never a race the turn can produce: fail loudly (the actor errors),
@@ -377,6 +386,23 @@ export function freeSlots(context: BatchContext, count: number): string[] {
     if (!taken.has(id)) slots.push(id);
   }
   return slots;
+}
+
+/** The `callSettled` params of the call whose done event this is. */
+function settledParams({ context, event }: { context: BatchContext; event: unknown }) {
+  const { callId, outcome, result } = (event as DoneActorEvent<ToolCallOutput>).output;
+  return { callId, name: context.calls[context.index[callId]].name, outcome, result };
+}
+
+/** The index of the running call that sent this done event from its own actor, or -1. */
+function runningChildIndex(context: BatchContext, event: unknown): number {
+  const { actorId, output } = event as DoneActorEvent<ToolCallOutput>;
+  const index = context.index[output?.callId];
+  return index !== undefined &&
+    context.phases[index] === "running" &&
+    context.actorIds[index] === actorId
+    ? index
+    : -1;
 }
 
 /** The index of the running call whose actor is `actorId`, or -1. */
