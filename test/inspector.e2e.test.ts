@@ -270,13 +270,19 @@ describe.skipIf(!haveChromium)("inspector in headless Chromium", () => {
     const elapsed = performance.now() - started;
     const rows = await page.$$eval('[data-testid="event-log"] .lrow', (els) => els.length);
     expect(rows).toBeLessThan(200);
-    const frameMs = await page.evaluate(
-      () =>
-        new Promise<number>((resolve) => {
-          const t = performance.now();
-          requestAnimationFrame(() => requestAnimationFrame(() => resolve(performance.now() - t)));
-        }),
-    );
+    // Two frames, best of three: a page that renders the 10 000 rows is slow every time; a
+    // busy machine (CI runs test files in parallel) only delays some frames.
+    const twoFrames = () =>
+      page.evaluate(
+        () =>
+          new Promise<number>((resolve) => {
+            const t = performance.now();
+            requestAnimationFrame(() =>
+              requestAnimationFrame(() => resolve(performance.now() - t)),
+            );
+          }),
+      );
+    const frameMs = Math.min(await twoFrames(), await twoFrames(), await twoFrames());
     await page.fill("#text-filter", 'line":9999');
     await page.waitForFunction(
       () => document.querySelectorAll('[data-testid="event-log"] .lrow:not([hidden])').length === 1,
