@@ -13,7 +13,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
-import { z } from "zod";
+import { stepModel, touchTool } from "./keel-prompt.ts";
 
 type Keel = typeof import("../../index.ts");
 
@@ -32,29 +32,10 @@ const logger = pino({ level: "silent" });
 const dir = mkdtempSync(join(tmpdir(), "keel-ab-"));
 
 function harness(keel: Keel, name: string) {
-  const touch = keel.defineTool({
-    name: "touch",
-    description: "touch a file",
-    parameters: z.object({ path: z.string() }),
-    traits: { concurrencySafe: true, readOnly: true, risk: "low" },
-    execute: async () => "ok",
-  });
+  const touch = touchTool(keel);
   const store = sqlite ? keel.sqliteStore(join(dir, `${name}.db`)) : undefined;
-  const calls = Array.from({ length: callsPerStep }, (_, i) => i);
   return async (n: number): Promise<number> => {
-    const model = keel.scriptedModel(
-      (_request, index) =>
-        index + 1 > n
-          ? { text: "done" }
-          : {
-              toolCalls: calls.map((i) => ({
-                id: `c${index}_${i}`,
-                name: "touch",
-                arguments: '{"path":"a.txt"}',
-              })),
-            },
-      { record: "none" },
-    );
+    const model = stepModel(keel, n, callsPerStep);
     const agent = keel.createAgent({
       model,
       tools: [touch],

@@ -12,40 +12,21 @@
  * transition cache kept ≈ 340 B for every call while tool-call actors were named by call id.
  */
 import pino from "pino";
-import { z } from "zod";
+import { stepModel, touchTool } from "./keel-prompt.ts";
 
 type Keel = typeof import("../../index.ts");
 const keel = (await import(process.env.K ?? "../../index.ts")) as Keel;
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) throw new Error("run with node --expose-gc --import tsx bench/extras/leak.ts");
 
-const touch = keel.defineTool({
-  name: "touch",
-  description: "touch a file",
-  parameters: z.object({ path: z.string() }),
-  traits: { concurrencySafe: true, readOnly: true, risk: "low" },
-  execute: async () => "ok",
-});
+const touch = touchTool(keel);
 const logger = pino({ level: "silent" });
 const steps = 50;
 const callsPerStep = 8;
 let run = 0;
 
 async function prompt(): Promise<void> {
-  const r = run++;
-  const model = keel.scriptedModel(
-    (_request, index) =>
-      index >= steps
-        ? { text: "done" }
-        : {
-            toolCalls: Array.from({ length: callsPerStep }, (_, i) => ({
-              id: `call_${r}_${index}_${i}`,
-              name: "touch",
-              arguments: '{"path":"a.txt"}',
-            })),
-          },
-    { record: "none" },
-  );
+  const model = stepModel(keel, steps, callsPerStep, `${run++}_`);
   const agent = keel.createAgent({
     model,
     tools: [touch],

@@ -13,7 +13,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
-import { z } from "zod";
+import { stepModel, touchTool } from "./keel-prompt.ts";
 
 type Keel = typeof import("../../index.ts");
 const keel = (await import(process.env.K ?? "../../index.ts")) as Keel;
@@ -24,29 +24,9 @@ const steps = Number(process.argv[2] ?? 3000);
 const callsPerStep = Number(process.env.CPS ?? 1);
 const sqlite = process.env.STORE === "sqlite";
 const dir = mkdtempSync(join(tmpdir(), "keel-retained-"));
-const touch = keel.defineTool({
-  name: "touch",
-  description: "touch a file",
-  parameters: z.object({ path: z.string() }),
-  traits: { concurrencySafe: true, readOnly: true, risk: "low" },
-  execute: async () => "ok",
-});
-const model = keel.scriptedModel(
-  (_request, index) =>
-    index >= steps
-      ? { text: "done" }
-      : {
-          toolCalls: Array.from({ length: callsPerStep }, (_, i) => ({
-            id: `call_${index}_${i}`,
-            name: "touch",
-            arguments: '{"path":"a.txt"}',
-          })),
-        },
-  { record: "none" },
-);
 const agent = keel.createAgent({
-  model,
-  tools: [touch],
+  model: stepModel(keel, steps, callsPerStep),
+  tools: [touchTool(keel)],
   store: sqlite ? keel.sqliteStore(join(dir, "keel.db")) : keel.memoryStore(),
   limits: { maxSteps: steps + 1 },
   maxParallelToolCalls: 8,

@@ -1,0 +1,41 @@
+/**
+ * The step workload of the extras that drive Keel through its public API (ab, leak, retained):
+ * the `touch` tool and a scripted model that asks for `callsPerStep` calls per step for `steps`
+ * steps, then answers with text. `keel` is a Keel module (this checkout's or another's), so two
+ * versions can run the same workload.
+ */
+import { z } from "zod";
+import { workload } from "../lib/workload.ts";
+
+type Keel = typeof import("../../index.ts");
+
+/** The trivial tool every step calls: `touch {path}` → "ok". */
+export function touchTool(keel: Keel) {
+  return keel.defineTool({
+    name: workload.toolName,
+    description: workload.toolDescription,
+    parameters: z.object({ path: z.string() }),
+    traits: { concurrencySafe: true, readOnly: true, risk: "low" },
+    execute: async () => workload.toolResult,
+  });
+}
+
+/**
+ * A model for one prompt of `steps` steps; call ids are `call_<tag>_<step>_<i>` (give each
+ * prompt its own tag where ids must be unique across prompts, as real providers' are).
+ */
+export function stepModel(keel: Keel, steps: number, callsPerStep: number, tag = "") {
+  return keel.scriptedModel(
+    (_request, index) =>
+      index >= steps
+        ? { text: workload.finalText }
+        : {
+            toolCalls: Array.from({ length: callsPerStep }, (_, i) => ({
+              id: `call_${tag}${index}_${i}`,
+              name: workload.toolName,
+              arguments: workload.argsJson,
+            })),
+          },
+    { record: "none" },
+  );
+}
