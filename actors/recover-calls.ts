@@ -58,13 +58,11 @@ export async function recoverCalls(options: {
       result,
     });
   }
-  // Calls the model asked for that never started (the crash came first): "not executed" is
-  // the truth for them. Read from the projection, not the path, so a long session opens without
-  // decoding its history. A call with a start record is never among them.
-  const started = new Set(log.openWork().calls.map((c) => c.callId));
+  // Calls of the last response that never started (the crash came first): "not executed" is
+  // the truth for them. Kept by the projection, so a long session opens without decoding its
+  // history. A call with a start record or a result after that response is never among them.
   let notStarted = 0;
-  for (const c of log.unansweredCalls()) {
-    if (started.has(c.callId)) continue;
+  for (const c of log.unstartedCalls()) {
     log.append({
       type: "call_result",
       callId: c.callId,

@@ -19,7 +19,7 @@ import {
 } from "./checkpoint.ts";
 import type { EntryInput, EntryOf, LogEntry } from "./entries.ts";
 import { flat } from "./flat.ts";
-import { type OpenWork, Projection, type UnansweredCall } from "./projection.ts";
+import { type OpenWork, Projection, type AskedCall } from "./projection.ts";
 import type { SessionStore } from "./store.ts";
 import { WriteQueue } from "./write-queue.ts";
 
@@ -253,9 +253,9 @@ export class SessionLog {
     return this.fresh().openWork();
   }
 
-  /** The model's tool calls on the active path that have no result yet (see {@link Projection}). */
-  unansweredCalls(): UnansweredCall[] {
-    return this.fresh().unansweredCalls();
+  /** Calls of the last tool-asking message on the active path that never started (see {@link Projection.unstartedCalls}). */
+  unstartedCalls(): AskedCall[] {
+    return this.fresh().unstartedCalls();
   }
 
   /**
@@ -341,6 +341,9 @@ export class SessionLog {
   }
 
   private validate(input: EntryInput): void {
+    // A leaf move rebuilds the path from the whole history: load it now, before anything of
+    // this entry is placed, so a failed load leaves the log as it was.
+    if (input.type === "leaf") this.materialize();
     if (input.type === "leaf" && input.leafId !== null) {
       const target = this.get(input.leafId);
       if (!target || target.type === "leaf") {

@@ -23,10 +23,20 @@ export interface OpenWork {
   turnId: string | null;
 }
 
-/** A tool call of a projected assistant message with no result yet. */
-export interface UnansweredCall {
+/** A tool call the model asked for, by id and tool name. */
+export interface AskedCall {
   callId: string;
   name: string;
+}
+
+/**
+ * The last assistant message on the path that asked for tool calls, and which of its calls have
+ * a start record or a result after it on the path (what crash recovery needs to know).
+ */
+interface LastAsk {
+  calls: AskedCall[];
+  started: string[];
+  answered: string[];
 }
 
 /** The text a tool message carries for a result. */
@@ -52,7 +62,7 @@ type Edit = string | null | undefined;
 
 /** A {@link Projection}'s state as plain data (format version `v`). */
 export interface ProjectionSnapshot {
-  v: 1;
+  v: 2;
   messages: ChatMessage[];
   sources: string[];
   settings: Record<string, unknown>;
@@ -63,6 +73,7 @@ export interface ProjectionSnapshot {
   openCalls: EntryOf<"call_started">[];
   openAttempts: [string, { turnId: string; committed: boolean }][];
   openTurn: string | null;
+  lastAsk: LastAsk | null;
 }
 
 /**
@@ -91,6 +102,7 @@ export class Projection {
   private readonly openCalls = new Map<string, EntryOf<"call_started">>();
   private readonly openAttempts = new Map<string, { turnId: string; committed: boolean }>();
   private openTurn: string | null = null;
+  private lastAsk: LastAsk | null = null;
   /** Source entry id → its message index; built on the first in-place edit. */
   private index: Map<string, number> | null = null;
 
@@ -155,7 +167,7 @@ export class Projection {
   /** The whole state as JSON-ready data (for a persisted checkpoint). */
   snapshot(): ProjectionSnapshot {
     return {
-      v: 1,
+      v: 2,
       messages: this.messages,
       sources: this.sources,
       settings: this.settings,
@@ -166,12 +178,16 @@ export class Projection {
       openCalls: [...this.openCalls.values()],
       openAttempts: [...this.openAttempts],
       openTurn: this.openTurn,
+      lastAsk: this.lastAsk,
     };
   }
 
-  /** The projection a {@link snapshot} was taken of. Returns null for an unknown format. */
+  /**
+   * The projection a {@link snapshot} was taken of. Returns null for an unknown or older format
+   * (v1 lacked `lastAsk`): the caller then replays the entries instead.
+   */
   static restore(s: ProjectionSnapshot): Projection | null {
-    if (s?.v !== 1) return null;
+    if (s?.v !== 2) return null;
     const p = new Projection();
     for (const m of s.messages) p.messages.push(Object.freeze(m));
     for (const id of s.sources) p.sources.push(id);
@@ -183,28 +199,22 @@ export class Projection {
     for (const c of s.openCalls) p.openCalls.set(c.callId, Object.freeze(c));
     for (const [id, a] of s.openAttempts) p.openAttempts.set(id, a);
     p.openTurn = s.openTurn;
+    p.lastAsk = s.lastAsk;
     return p;
   }
 
   /**
-   * The calls of projected assistant messages whose tool slot no result has filled, in slot
-   * order. O(unanswered calls). After every result is in, empty.
+   * The calls of the last assistant message on the path that asked for tools which have neither
+   * a start record nor a result after it on the path: calls that never started. O(its calls).
+   * Only the last such message counts (an earlier one's calls were answered, or belong to a
+   * branch the path left), and only entries after it (a model may reuse call ids).
    */
-  unansweredCalls(): UnansweredCall[] {
-    const out: { callId: string; name: string; at: number }[] = [];
-    for (const [callId, slots] of this.pending) {
-      for (const at of slots) {
-        let name = "";
-        for (let j = at - 1; j >= 0; j--) {
-          const m = this.messages[j];
-          if (m.role !== "assistant" || !m.tool_calls) continue;
-          name = m.tool_calls.find((c) => c.id === callId)?.function.name ?? "";
-          break;
-        }
-        out.push({ callId, name, at });
-      }
-    }
-    return out.sort((a, b) => a.at - b.at).map(({ callId, name }) => ({ callId, name }));
+  unstartedCalls(): AskedCall[] {
+    const ask = this.lastAsk;
+    if (!ask) return [];
+    return ask.calls.filter(
+      (c) => !ask.started.includes(c.callId) && !ask.answered.includes(c.callId),
+    );
   }
 
   /** Begun-but-unfinished work on the path. */
@@ -234,6 +244,10 @@ export class Projection {
       case "assistant_message": {
         const a = this.openAttempts.get(e.attemptId);
         if (a) a.committed = true;
+        if (e.toolCalls.length > 0) {
+          const calls = e.toolCalls.map((c) => ({ callId: c.id, name: c.function.name }));
+          this.lastAsk = { calls, started: [], answered: [] };
+        }
         break;
       }
       case "attempt_end":
@@ -241,9 +255,11 @@ export class Projection {
         break;
       case "call_started":
         if (!this.openCalls.has(e.callId)) this.openCalls.set(e.callId, e);
+        this.lastAsk?.started.push(e.callId);
         break;
       case "call_result":
         this.openCalls.delete(e.callId);
+        this.lastAsk?.answered.push(e.callId);
         break;
     }
   }

@@ -6,13 +6,14 @@ import { afterAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { seededIds } from "../actors/ids.ts";
 import { recoverCalls } from "../actors/recover-calls.ts";
+import { rollback } from "../session/branches.ts";
 import type { EntryOf } from "../session/entries.ts";
 import { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";
 import { type SqliteSessionStore, sqliteStore } from "../session/sqlite-store.ts";
 import { defineTool } from "../tools/define-tool.ts";
 import { createRegistry } from "../tools/registry.ts";
-import { call, countingClock, openLog, started, step, user } from "./session-fixtures.ts";
+import { call, countingClock, openLog, result, started, step, user } from "./session-fixtures.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "keel-recover-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -52,13 +53,94 @@ describe("recoverCalls", () => {
     const report = await recoverCalls({ log, registry, logger });
     expect(report).toEqual({ retried: 0, unknown: 1, notStarted: 1 });
     expect(resultsOf(log)).toEqual({ c1: "completed", c2: "unknown", c3: "not_executed" });
-    expect(log.unansweredCalls()).toEqual([]);
+    expect(log.unstartedCalls()).toEqual([]);
     // Running it again changes nothing.
     expect(await recoverCalls({ log, registry, logger })).toEqual({
       retried: 0,
       unknown: 0,
       notStarted: 0,
     });
+  });
+
+  it("after a rollback to a message whose calls ran on the abandoned branch, a clean reopen writes nothing (only the last tool-asking message counts)", async () => {
+    const store = memoryStore();
+    const log = await openLog(store, "rolled", 1);
+    log.append({ type: "turn_start", turnId: "t1", inboxIds: [] });
+    log.append(user("delete the file"));
+    const asked = step(log, "a1", "", [call("c1")]);
+    log.append(started("c1")); // it ran: the file is gone
+    log.append(result("c1", "deleted"));
+    step(log, "a2", "done");
+    log.append({ type: "turn_end", turnId: "t1", status: "completed" });
+    rollback(log, asked.id); // c1's start and result are now off the path
+    log.append({ type: "turn_start", turnId: "t2", inboxIds: [] });
+    log.append(user("now list the files"));
+    step(log, "a3", "", [call("d1")], "t2");
+    log.append(started("d1"));
+    log.append(result("d1", "listed"));
+    step(log, "a4", "ok", [], "t2");
+    log.append({ type: "turn_end", turnId: "t2", status: "completed" });
+    await log.close();
+    const reopened = await openLog(store, "rolled", 2);
+    expect(await recoverCalls({ log: reopened, registry, logger })).toEqual({
+      retried: 0,
+      unknown: 0,
+      notStarted: 0,
+    });
+    expect(reopened.entries().filter((e) => e.type === "call_result")).toHaveLength(2);
+  });
+
+  it("a model that reuses call ids across messages: the started call of the last message is unknown, never 'not executed'", async () => {
+    const store = memoryStore();
+    const log = await openLog(store, "reused", 1);
+    log.append({ type: "turn_start", turnId: "t1", inboxIds: [] });
+    log.append(user("x"));
+    step(log, "a1", "", [call("call_0")]);
+    log.append(started("call_0"));
+    log.append(result("call_0", "ran"));
+    step(log, "a2", "", [call("call_0"), call("call_1")]);
+    log.append(started("call_0")); // the crash came while it ran; call_1 never started
+    await log.flush();
+    const reopened = await openLog(store, "reused", 2);
+    expect(await recoverCalls({ log: reopened, registry, logger })).toEqual({
+      retried: 0,
+      unknown: 1,
+      notStarted: 1,
+    });
+    const outcomes = reopened
+      .path()
+      .filter((e): e is EntryOf<"call_result"> => e.type === "call_result")
+      .map((e) => `${e.callId}:${e.outcome}`);
+    expect(outcomes).toEqual(["call_0:completed", "call_0:unknown", "call_1:not_executed"]);
+  });
+
+  it("rollback, then a reused call id that crashed while running: unknown, never 'not executed' (it may have run)", async () => {
+    const store = memoryStore();
+    const log = await openLog(store, "rolled-reused", 1);
+    log.append({ type: "turn_start", turnId: "t1", inboxIds: [] });
+    log.append(user("x"));
+    const asked = step(log, "a1", "", [call("call_0")]);
+    log.append(started("call_0"));
+    log.append(result("call_0", "ran"));
+    step(log, "a2", "done");
+    log.append({ type: "turn_end", turnId: "t1", status: "completed" });
+    rollback(log, asked.id);
+    log.append({ type: "turn_start", turnId: "t2", inboxIds: [] });
+    log.append(user("y"));
+    step(log, "a3", "", [call("call_0")], "t2");
+    log.append(started("call_0")); // the crash came while it ran
+    await log.flush();
+    const reopened = await openLog(store, "rolled-reused", 2);
+    expect(await recoverCalls({ log: reopened, registry, logger })).toEqual({
+      retried: 0,
+      unknown: 1,
+      notStarted: 0,
+    });
+    const outcomes = reopened
+      .path()
+      .filter((e): e is EntryOf<"call_result"> => e.type === "call_result")
+      .map((e) => e.outcome);
+    expect(outcomes).toEqual(["unknown"]);
   });
 
   it("reads the projection, not the history: a checkpointed session recovers without decoding entries before its checkpoint", async () => {

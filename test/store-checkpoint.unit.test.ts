@@ -159,6 +159,34 @@ describe.each(stores)("projection checkpoints (%s store)", (_name, store) => {
     );
   });
 
+  it("a leaf move whose history reload fails changes nothing: no seq used, nothing half-placed", async () => {
+    const { store: s, counter } = countingUpTo(store);
+    let fail = true;
+    const flaky = Object.create(s) as CheckpointedStore;
+    flaky.loadUpTo = (id, seq) => {
+      if (fail) {
+        fail = false;
+        throw new Error("disk I/O error");
+      }
+      return s.loadUpTo!(id, seq);
+    };
+    const log = await open(flaky, `flaky${++n}`, false);
+    for (let i = 0; i < 4; i++) log.append(user(`m${i}`));
+    await log.flush();
+    await log.checkpoint(); // m0..m3 leave memory
+    const kept = log.append(user("m4"));
+    expect(() => log.append({ type: "leaf", leafId: kept.id, reason: "switch" })).toThrow(
+      /disk I\/O error/,
+    );
+    expect(log.lastSeq).toBe(5);
+    log.append(user("m5"));
+    await log.flush();
+    const stored = await store.load(log.sessionId);
+    expect(stored.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(log.entries().map((e) => e.id)).toEqual(stored.map((e) => e.id));
+    expect(counter.loads).toBe(1);
+  });
+
   it("entries() after a release reloads the history once; a later checkpoint releases it again", async () => {
     const { store: s, counter } = countingUpTo(store);
     const log = await open(s, "release", false);
@@ -299,6 +327,30 @@ describe("projection checkpoints (SQLite specifics)", () => {
     reopened.append({ type: "inbox", inboxId: "q3", source: "user", lane: "next-turn", body: "z" });
     expect(reopened.inbox().queue.map((e) => e.id)).toEqual(["q2", "q3"]);
     expect(inboxSnapshot(reopened.inbox()).ids).toEqual(["q1", "q2", "q3"]);
+  });
+
+  it("a checkpoint of an older projection format (v1, without lastAsk) is ignored: the log replays instead", async () => {
+    const log = await open(store, "v1-ckpt", false);
+    log.append(user("kept"));
+    log.append({ type: "note", text: "x", audience: "model" });
+    await log.close();
+    const row = store.db
+      .prepare<[], string>("SELECT body FROM checkpoints WHERE session_id = 'v1-ckpt'")
+      .pluck()
+      .get()!;
+    const body = JSON.parse(row);
+    body.projection.v = 1;
+    delete body.projection.lastAsk;
+    store.db
+      .prepare("UPDATE checkpoints SET body = ? WHERE session_id = 'v1-ckpt'")
+      .run(JSON.stringify(body));
+    const { store: s, counter } = counting(store);
+    const reopened = await open(s, "v1-ckpt");
+    expect(counter.prefixLoads).toBe(0); // not opened from the checkpoint at all
+    expect(reopened.messages()).toEqual([
+      { role: "user", content: "kept" },
+      { role: "user", content: "[Note: x]" },
+    ]);
   });
 
   it("an unreadable checkpoint is ignored: the log replays every entry instead", async () => {
