@@ -19,7 +19,7 @@ import {
 } from "./checkpoint.ts";
 import type { EntryInput, EntryOf, LogEntry } from "./entries.ts";
 import { flat } from "./flat.ts";
-import { type OpenWork, Projection, type AskedCall } from "./projection.ts";
+import { type AskedCall, type OpenWork, Projection } from "./projection.ts";
 import type { SessionStore } from "./store.ts";
 import { WriteQueue } from "./write-queue.ts";
 
