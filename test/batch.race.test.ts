@@ -1,8 +1,9 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { type AnyStateMachine, createActor, SimulatedClock } from "xstate";
+import { toolCallLogic } from "../actors/tool-call-logic.ts";
 import { type BatchCallSpec, type BatchInput, batchMachine } from "../machines/batch.machine.ts";
-import { toolCallMachine } from "../machines/tool-call.machine.ts";
+import { type ToolCallMachine, toolCallMachine } from "../machines/tool-call.machine.ts";
 import { batchMutants } from "./support/mutants/batch.mutants.ts";
 
 const DEADLINE = 1_000;
@@ -36,6 +37,27 @@ const scenarioArb = fc
 
 type Scenario = typeof scenarioArb extends fc.Arbitrary<infer T> ? T : never;
 
+/** Which tool-call implementation the batch hosts: the XState machine or the runtime's logic. */
+type ToolCallImpl = "machine" | "logic";
+type CallEffects = Record<"recordStart" | "execute" | "abort", (callId: string) => void>;
+
+function toolCallOf(impl: ToolCallImpl, fx: CallEffects): ToolCallMachine {
+  if (impl === "machine") {
+    return toolCallMachine.provide({
+      actions: {
+        recordStart: (_, { callId }) => fx.recordStart(callId),
+        execute: (_, { callId }) => fx.execute(callId),
+        abort: (_, { callId }) => fx.abort(callId),
+      },
+    });
+  }
+  return toolCallLogic({
+    recordStart: (_self, _system, { callId }) => fx.recordStart(callId),
+    execute: (_self, _system, { callId }) => fx.execute(callId),
+    abort: (_self, _system, { callId }) => fx.abort(callId),
+  }) as unknown as ToolCallMachine;
+}
+
 function toInput(sc: Scenario): BatchInput {
   return {
     maxParallelToolCalls: sc.maxParallel,
@@ -59,7 +81,12 @@ function toInput(sc: Scenario): BatchInput {
  * Runs one batch with real actors; every tool step, the cancel and the clock step are
  * scheduled tasks whose order fast-check picks. Throws on the first broken invariant.
  */
-async function runBatch(machine: AnyStateMachine, sc: Scenario, s: fc.Scheduler) {
+async function runBatch(
+  machine: AnyStateMachine,
+  impl: ToolCallImpl,
+  sc: Scenario,
+  s: fc.Scheduler,
+) {
   const input = toInput(sc);
   const calls = input.calls!;
   const behaviour = new Map<string, Behaviour>(sc.calls.map((c, i) => [`c${i}`, c]));
@@ -85,53 +112,56 @@ async function runBatch(machine: AnyStateMachine, sc: Scenario, s: fc.Scheduler)
     if (settles && first !== event.callId)
       fail(`${event.callId} completed but ${first} settled first`);
   };
-  const childState = (id: string) => batch.getSnapshot().children[id]?.getSnapshot();
-  const toolCall = toolCallMachine.provide({
-    actions: {
-      recordStart: (_, { callId }) => {
-        const c = calls.find((x) => x.callId === callId)!;
-        const i = calls.indexOf(c);
-        const others = [...running].map((id) => calls.find((x) => x.callId === id)!);
-        if (running.size >= (input.maxParallelToolCalls ?? 8)) fail("over maxParallel");
-        if (!c.concurrencySafe && running.size > 0)
-          fail(`unsafe ${callId} overlaps ${[...running]}`);
-        if (others.some((o) => !o.concurrencySafe)) fail(`${callId} overlaps an unsafe call`);
-        if (c.resourceKey && others.some((o) => o.resourceKey === c.resourceKey)) {
-          fail(`${callId} shares resource key ${c.resourceKey} with a running call`);
-        }
-        const earlierOpen = calls
-          .slice(0, i)
-          .some((e) => !settled.some((x) => x.callId === e.callId));
-        if (isSequential && (running.size > 0 || earlierOpen)) {
-          fail(`sequential batch started ${callId} out of order`);
-        }
-        running.add(callId);
-        started.push(callId);
-        s.schedule(Promise.resolve(`recorded ${callId}`)).then(() => {
-          recorded.add(callId);
-          send({ type: "call.recorded", callId }, false);
-        });
-      },
-      execute: (_, { callId }) => {
-        if (!recorded.has(callId)) fail(`${callId} executed before its start was recorded`);
-        const ok = behaviour.get(callId)!.succeeds;
-        s.schedule(Promise.resolve(`${ok ? "complete" : "fail"} ${callId}`)).then(() => {
-          const event = ok
-            ? { type: "call.complete", callId, result: { ok: true, content: callId } }
-            : {
-                type: "call.fail",
-                callId,
-                result: { ok: false, code: "EXECUTION_FAILED", message: "x", retryable: false },
-              };
-          send(event, childState(callId)?.status === "active");
-        });
-      },
-      abort: (_, { callId }) => {
-        if (!behaviour.get(callId)!.honoursAbort) return;
-        s.schedule(Promise.resolve(`aborted ${callId}`)).then(() => {
-          send({ type: "call.aborted", callId }, childState(callId)?.value === "stopping");
-        });
-      },
+  // Children are named by slot; a call's actor is the slot its running call holds.
+  const childState = (callId: string) => {
+    const { context, children } = batch.getSnapshot();
+    const i = context.index[callId];
+    if (context.phases[i] !== "running") return undefined;
+    return children[context.actorIds[i]]?.getSnapshot();
+  };
+  const toolCall = toolCallOf(impl, {
+    recordStart: (callId: string) => {
+      const c = calls.find((x) => x.callId === callId)!;
+      const i = calls.indexOf(c);
+      const others = [...running].map((id) => calls.find((x) => x.callId === id)!);
+      if (running.size >= (input.maxParallelToolCalls ?? 8)) fail("over maxParallel");
+      if (!c.concurrencySafe && running.size > 0) fail(`unsafe ${callId} overlaps ${[...running]}`);
+      if (others.some((o) => !o.concurrencySafe)) fail(`${callId} overlaps an unsafe call`);
+      if (c.resourceKey && others.some((o) => o.resourceKey === c.resourceKey)) {
+        fail(`${callId} shares resource key ${c.resourceKey} with a running call`);
+      }
+      const earlierOpen = calls
+        .slice(0, i)
+        .some((e) => !settled.some((x) => x.callId === e.callId));
+      if (isSequential && (running.size > 0 || earlierOpen)) {
+        fail(`sequential batch started ${callId} out of order`);
+      }
+      running.add(callId);
+      started.push(callId);
+      s.schedule(Promise.resolve(`recorded ${callId}`)).then(() => {
+        recorded.add(callId);
+        send({ type: "call.recorded", callId }, false);
+      });
+    },
+    execute: (callId: string) => {
+      if (!recorded.has(callId)) fail(`${callId} executed before its start was recorded`);
+      const ok = behaviour.get(callId)!.succeeds;
+      s.schedule(Promise.resolve(`${ok ? "complete" : "fail"} ${callId}`)).then(() => {
+        const event = ok
+          ? { type: "call.complete", callId, result: { ok: true, content: callId } }
+          : {
+              type: "call.fail",
+              callId,
+              result: { ok: false, code: "EXECUTION_FAILED", message: "x", retryable: false },
+            };
+        send(event, childState(callId)?.status === "active");
+      });
+    },
+    abort: (callId: string) => {
+      if (!behaviour.get(callId)!.honoursAbort) return;
+      s.schedule(Promise.resolve(`aborted ${callId}`)).then(() => {
+        send({ type: "call.aborted", callId }, childState(callId)?.value === "stopping");
+      });
     },
   });
   const logic = machine.provide({
@@ -182,12 +212,16 @@ async function runBatch(machine: AnyStateMachine, sc: Scenario, s: fc.Scheduler)
   if (problems.length > 0) throw new Error(problems.join("; "));
 }
 
-const property = (machine: AnyStateMachine) =>
-  fc.asyncProperty(scenarioArb, fc.scheduler(), (sc, s) => runBatch(machine, sc, s));
+const property = (machine: AnyStateMachine, impl: ToolCallImpl = "machine") =>
+  fc.asyncProperty(scenarioArb, fc.scheduler(), (sc, s) => runBatch(machine, impl, sc, s));
 
 describe("batch with real actors under a fast-check scheduler", () => {
   it("every call settles exactly once, callSettled in completion order, output in call order, never an unsafe, over-parallel, same-key or out-of-order overlap — also after batch.cancel at any point", async () => {
     await fc.assert(property(batchMachine), { numRuns: 200, seed: 1 });
+  });
+
+  it("the same holds with the calls hosted by toolCallLogic, as the runtime hosts them", async () => {
+    await fc.assert(property(batchMachine, "logic"), { numRuns: 200, seed: 2 });
   });
 
   const catches: [keyof typeof batchMutants, RegExp][] = [
