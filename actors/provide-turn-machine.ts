@@ -1,6 +1,7 @@
-import { batchMachine } from "../machines/batch.machine.ts";
+import type { BatchMachine } from "../machines/batch.machine.ts";
 import type { ToolCallMachine } from "../machines/tool-call.machine.ts";
 import type { turnMachine } from "../machines/turn.machine.ts";
+import { batchLogic } from "./batch-logic.ts";
 import { toolCallLogic } from "./tool-call-logic.ts";
 import type { TurnRun } from "./turn-runner.ts";
 
@@ -34,13 +35,14 @@ export function provideTurnMachine(variant: typeof turnMachine): typeof turnMach
     execute: (self, system, { callId }) => runOf(system).execute(self, callId),
     abort: (_self, system, { callId }) => runOf(system).abort(callId),
   }) as unknown as ToolCallMachine;
-  const batch = batchMachine.provide({
-    actors: { toolCall },
-    actions: {
-      callSettled: ({ system }, params) => runOf(system).callSettled(params),
-      roundDone: ({ system }) => runOf(system).roundDone(),
+  // The batch chart, hand-compiled likewise (see batchLogic): checked against `batchMachine`.
+  const batch = batchLogic({
+    toolCall,
+    effects: {
+      callSettled: (_self, system, result) => runOf(system).callSettled(result),
+      roundDone: (_self, system) => runOf(system).roundDone(),
     },
-  });
+  }) as unknown as BatchMachine;
   const provided = variant.provide({
     actors: { batch },
     actions: {

@@ -94,7 +94,8 @@ export function dependencyFailed(dependency: string): ToolFailure {
   };
 }
 
-function runtimeFailed(error: unknown): ToolFailure {
+/** Synthetic result of a call whose actor failed (a runtime bug): its outcome is unknown. */
+export function runtimeFailed(error: unknown): ToolFailure {
   return {
     ok: false,
     code: "OUTCOME_UNKNOWN",
@@ -105,7 +106,8 @@ function runtimeFailed(error: unknown): ToolFailure {
   };
 }
 
-type Settle = { index: number; outcome: CallOutcome; result: ToolResult };
+/** One call to settle: its index in the round, outcome and result. */
+export type Settle = { index: number; outcome: CallOutcome; result: ToolResult };
 
 /** The `callSettled` action for one settle. */
 function settledAction(context: BatchContext, { index, outcome, result }: Settle) {
@@ -114,7 +116,7 @@ function settledAction(context: BatchContext, { index, outcome, result }: Settle
 }
 
 /** A copy of `context` with the given calls settled, in the order given. */
-function settleAll(context: BatchContext, settles: Settle[]): Partial<BatchContext> {
+export function settleAll(context: BatchContext, settles: Settle[]): Partial<BatchContext> {
   const phases = [...context.phases];
   const outcomes = [...context.outcomes];
   const results = [...context.results];
@@ -133,9 +135,7 @@ function settleAll(context: BatchContext, settles: Settle[]): Partial<BatchConte
  * that the invariant checks catch a broken policy.
  */
 export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
-  const schedule = policy.schedule ?? scheduleBatch;
-  const commitOrder = policy.commitOrder ?? ((c: BatchContext) => c.calls.map((_, i) => i));
-  const childIds = policy.childIds ?? ((c: BatchContext, start) => freeSlots(c, start.length));
+  const { schedule, commitOrder, childIds } = batchPolicy(policy);
   return setup({
     types: {
       context: {} as BatchContext,
@@ -330,26 +330,42 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
     },
   });
 
-  /** The round's results in commit order (every call has one when this is called). */
   function committedResults(context: BatchContext): BatchCallResult[] {
-    return commitOrder(context).map((i) => ({
-      callId: context.calls[i].callId,
-      name: context.calls[i].name,
-      outcome: context.outcomes[i]!,
-      result: context.results[i]!,
-    }));
+    return roundResults(context, commitOrder);
   }
 }
 
+/** `policy` with the defaults (DESIGN §3.2) filled in. */
+export function batchPolicy(policy: Partial<BatchPolicy> = {}): BatchPolicy {
+  return {
+    schedule: policy.schedule ?? scheduleBatch,
+    commitOrder: policy.commitOrder ?? ((c: BatchContext) => c.calls.map((_, i) => i)),
+    childIds: policy.childIds ?? ((c: BatchContext, start) => freeSlots(c, start.length)),
+  };
+}
+
+/** The round's results in commit order (every call has one when this is called). */
+export function roundResults(
+  context: BatchContext,
+  commitOrder: BatchPolicy["commitOrder"],
+): BatchCallResult[] {
+  return commitOrder(context).map((i) => ({
+    callId: context.calls[i].callId,
+    name: context.calls[i].name,
+    outcome: context.outcomes[i]!,
+    result: context.results[i]!,
+  }));
+}
+
 /** A fresh round over `calls`; throws (the actor errors) on calls that cannot form a batch. */
-function checkedRound(calls: BatchCallSpec[], maxParallel: number) {
+export function checkedRound(calls: BatchCallSpec[], maxParallel: number) {
   const problems = checkBatchCalls(calls, maxParallel);
   if (problems.length > 0) throw new Error(`invalid batch: ${problems.join("; ")}`);
   return roundContext(calls, maxParallel);
 }
 
 /** The per-round part of the context, nothing settled yet. */
-function roundContext(calls: BatchCallSpec[], maxParallel: number) {
+export function roundContext(calls: BatchCallSpec[], maxParallel: number) {
   const n = calls.length;
   const index: Record<string, number> = {};
   for (let i = 0; i < n; i++) index[calls[i].callId] = i;
