@@ -1,10 +1,16 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { type AnyStateMachine, createActor, SimulatedClock } from "xstate";
+import { batchLogic } from "../actors/batch-logic.ts";
 import { toolCallLogic } from "../actors/tool-call-logic.ts";
-import { type BatchCallSpec, type BatchInput, batchMachine } from "../machines/batch.machine.ts";
+import {
+  type BatchCallSpec,
+  type BatchInput,
+  type BatchPolicy,
+  batchMachine,
+} from "../machines/batch.machine.ts";
 import { type ToolCallMachine, toolCallMachine } from "../machines/tool-call.machine.ts";
-import { batchMutants } from "./support/mutants/batch.mutants.ts";
+import { batchMutantPolicies, batchMutants } from "./support/mutants/batch.mutants.ts";
 
 const DEADLINE = 1_000;
 
@@ -81,12 +87,10 @@ function toInput(sc: Scenario): BatchInput {
  * Runs one batch with real actors; every tool step, the cancel and the clock step are
  * scheduled tasks whose order fast-check picks. Throws on the first broken invariant.
  */
-async function runBatch(
-  machine: AnyStateMachine,
-  impl: ToolCallImpl,
-  sc: Scenario,
-  s: fc.Scheduler,
-) {
+/** The batch under test: a machine (the spec, or a mutant) or the runtime's hand-compiled logic. */
+type BatchHost = { machine: AnyStateMachine } | { policy: Partial<BatchPolicy> };
+
+async function runBatch(host: BatchHost, impl: ToolCallImpl, sc: Scenario, s: fc.Scheduler) {
   const input = toInput(sc);
   const calls = input.calls!;
   const behaviour = new Map<string, Behaviour>(sc.calls.map((c, i) => [`c${i}`, c]));
@@ -164,22 +168,34 @@ async function runBatch(
       });
     },
   });
-  const logic = machine.provide({
-    actors: { toolCall },
-    actions: {
-      // biome-ignore lint/suspicious/noExplicitAny: params of the batch's callSettled
-      callSettled: (_: unknown, p: any) => {
-        if (settled.some((x) => x.callId === p.callId)) fail(`${p.callId} settled twice`);
-        running.delete(p.callId);
-        settled.push(p);
-      },
-      // biome-ignore lint/suspicious/noExplicitAny: params of the batch's roundDone
-      roundDone: (_: unknown, p: any) => {
-        if (reported !== undefined) fail("roundDone twice");
-        reported = p.results;
-      },
-    },
-  });
+  const callSettled = (p: { callId: string; outcome: string; result: unknown }) => {
+    if (settled.some((x) => x.callId === p.callId)) fail(`${p.callId} settled twice`);
+    running.delete(p.callId);
+    settled.push(p);
+  };
+  const roundDone = (p: { results: unknown[] }) => {
+    if (reported !== undefined) fail("roundDone twice");
+    reported = p.results;
+  };
+  const logic =
+    "machine" in host
+      ? host.machine.provide({
+          actors: { toolCall },
+          actions: {
+            // biome-ignore lint/suspicious/noExplicitAny: params of the batch's callSettled
+            callSettled: (_: unknown, p: any) => callSettled(p),
+            // biome-ignore lint/suspicious/noExplicitAny: params of the batch's roundDone
+            roundDone: (_: unknown, p: any) => roundDone(p),
+          },
+        })
+      : batchLogic({
+          toolCall,
+          policy: host.policy,
+          effects: {
+            callSettled: (_self, _system, p) => callSettled(p),
+            roundDone: (_self, _system, p) => roundDone(p),
+          },
+        });
   batch = createActor(logic, { input, clock });
   batch.start();
   if (sc.cancel) {
@@ -212,19 +228,23 @@ async function runBatch(
   if (problems.length > 0) throw new Error(problems.join("; "));
 }
 
-const property = (machine: AnyStateMachine, impl: ToolCallImpl = "machine") =>
-  fc.asyncProperty(scenarioArb, fc.scheduler(), (sc, s) => runBatch(machine, impl, sc, s));
+const property = (host: BatchHost, impl: ToolCallImpl = "machine") =>
+  fc.asyncProperty(scenarioArb, fc.scheduler(), (sc, s) => runBatch(host, impl, sc, s));
 
 describe("batch with real actors under a fast-check scheduler", () => {
   it("every call settles exactly once, callSettled in completion order, output in call order, never an unsafe, over-parallel, same-key or out-of-order overlap — also after batch.cancel at any point", async () => {
-    await fc.assert(property(batchMachine), { numRuns: 200, seed: 1 });
+    await fc.assert(property({ machine: batchMachine }), { numRuns: 200, seed: 1 });
   });
 
-  it("the same holds with the calls hosted by toolCallLogic, as the runtime hosts them", async () => {
-    await fc.assert(property(batchMachine, "logic"), { numRuns: 200, seed: 2 });
+  it("the same holds with the calls hosted by toolCallLogic", async () => {
+    await fc.assert(property({ machine: batchMachine }, "logic"), { numRuns: 200, seed: 2 });
   });
 
-  const catches: [keyof typeof batchMutants, RegExp][] = [
+  it("the same holds for the runtime's hosting: batchLogic with toolCallLogic calls", async () => {
+    await fc.assert(property({ policy: {} }, "logic"), { numRuns: 200, seed: 3 });
+  });
+
+  const catches: [keyof typeof batchMutantPolicies, RegExp][] = [
     ["ignoresResourceKeys", /resource key/],
     ["unsafeRunsBesideOthers", /unsafe/],
     ["ignoresSequential", /sequential/],
@@ -232,7 +252,14 @@ describe("batch with real actors under a fast-check scheduler", () => {
   ];
   for (const [mutant, message] of catches) {
     it(`the race check catches the mutant batch that ${mutant}`, async () => {
-      const result = await fc.check(property(batchMutants[mutant]), { numRuns: 300, seed: 1 });
+      const host = { machine: batchMutants[mutant] };
+      const result = await fc.check(property(host), { numRuns: 300, seed: 1 });
+      expect(result.failed).toBe(true);
+      expect(String(result.errorInstance)).toMatch(message);
+    });
+    it(`the race check catches batchLogic with the broken policy ${mutant}`, async () => {
+      const host = { policy: batchMutantPolicies[mutant] };
+      const result = await fc.check(property(host, "logic"), { numRuns: 300, seed: 1 });
       expect(result.failed).toBe(true);
       expect(String(result.errorInstance)).toMatch(message);
     });

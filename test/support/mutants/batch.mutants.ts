@@ -1,5 +1,9 @@
 import { assign } from "xstate";
-import { type BatchCallSpec, createBatchMachine } from "../../../machines/batch.machine.ts";
+import {
+  type BatchCallSpec,
+  type BatchPolicy,
+  createBatchMachine,
+} from "../../../machines/batch.machine.ts";
 import { type Scheduler, scheduleBatch } from "../../../machines/batch-schedule.ts";
 
 /** BROKEN on purpose: schedules as if no call had a resource key. */
@@ -35,13 +39,24 @@ const keepsCancelAcrossRounds = createBatchMachine().provide({
   },
 });
 
+/**
+ * The broken policies, for either hosting of the batch chart: `createBatchMachine(policy)` or
+ * the runtime's `batchLogic({ policy })`.
+ */
+export const batchMutantPolicies = {
+  ignoresResourceKeys: { schedule: ignoresResourceKeys },
+  unsafeRunsBesideOthers: { schedule: unsafeRunsBesideOthers },
+  ignoresSequential: { schedule: ignoresSequential },
+  /** Outputs results in completion order instead of call order. */
+  commitsInCompletionOrder: { commitOrder: (c) => [...c.completionOrder] },
+} satisfies Record<string, Partial<BatchPolicy>>;
+
 /** Batches built with one broken policy each; every invariant check must catch its mutant. */
 export const batchMutants = {
-  ignoresResourceKeys: createBatchMachine({ schedule: ignoresResourceKeys }),
-  unsafeRunsBesideOthers: createBatchMachine({ schedule: unsafeRunsBesideOthers }),
-  ignoresSequential: createBatchMachine({ schedule: ignoresSequential }),
-  /** Outputs results in completion order instead of call order. */
-  commitsInCompletionOrder: createBatchMachine({ commitOrder: (c) => [...c.completionOrder] }),
+  ignoresResourceKeys: createBatchMachine(batchMutantPolicies.ignoresResourceKeys),
+  unsafeRunsBesideOthers: createBatchMachine(batchMutantPolicies.unsafeRunsBesideOthers),
+  ignoresSequential: createBatchMachine(batchMutantPolicies.ignoresSequential),
+  commitsInCompletionOrder: createBatchMachine(batchMutantPolicies.commitsInCompletionOrder),
   keepsCancelAcrossRounds,
   /**
    * Names each call's actor after its call id: every call then has its own
