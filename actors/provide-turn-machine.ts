@@ -1,8 +1,9 @@
 import type { BatchMachine } from "../machines/batch.machine.ts";
 import type { ToolCallMachine } from "../machines/tool-call.machine.ts";
-import type { turnMachine } from "../machines/turn.machine.ts";
+import { turnMachine } from "../machines/turn.machine.ts";
 import { batchLogic } from "./batch-logic.ts";
 import { toolCallLogic } from "./tool-call-logic.ts";
+import { turnLogic } from "./turn-logic.ts";
 import type { TurnRun } from "./turn-runner.ts";
 
 /** The effects a turn statechart names, as one run performs them. */
@@ -43,26 +44,52 @@ export function provideTurnMachine(variant: typeof turnMachine): typeof turnMach
       roundDone: (_self, system) => runOf(system).roundDone(),
     },
   }) as unknown as BatchMachine;
-  const provided = variant.provide({
-    actors: { batch },
-    actions: {
-      prepare: ({ system }) => runOf(system).prepare(),
-      startAttempt: ({ self, system }, { attempt, step }) =>
-        runOf(system).startAttempt(self, attempt, step),
-      pollAtEnd: ({ self, system }) => runOf(system).pollAtEnd(self),
-      abortAttempt: ({ system }) => runOf(system).abortAttempt(),
-      refuseCalls: ({ system }) => runOf(system).refuseCalls(),
-      checkPermissions: ({ self, system }) => runOf(system).checkPermissions(self),
-      rejectInvalid: ({ system }) => runOf(system).rejectInvalid(),
-      commitBatch: ({ system }) => runOf(system).commitBatch(),
-      retryScheduled: ({ system }, { delayMs, attempt }) =>
-        runOf(system).retryScheduled(delayMs, attempt),
-      cancelAcknowledged: ({ system }, { reason }) => runOf(system).cancelAcknowledged(reason),
-      executionStopped: ({ system }) => runOf(system).executionStopped(),
-      finalize: ({ self, system }, params) => runOf(system).finalize(self, params),
-      ended: ({ system }, { status, reason }) => runOf(system).ended(status, reason),
-    },
-  }) as typeof turnMachine;
+  // The production chart runs hand-compiled too (see turnLogic); a variant (a test's mutant)
+  // runs as the machine it is.
+  const provided =
+    variant === turnMachine
+      ? (turnLogic({
+          batch,
+          effects: {
+            prepare: (_self, system) => runOf(system).prepare(),
+            startAttempt: (self, system, { attempt, step }) =>
+              runOf(system).startAttempt(self, attempt, step),
+            pollAtEnd: (self, system) => runOf(system).pollAtEnd(self),
+            abortAttempt: (_self, system) => runOf(system).abortAttempt(),
+            refuseCalls: (_self, system) => runOf(system).refuseCalls(),
+            checkPermissions: (self, system) => runOf(system).checkPermissions(self),
+            rejectInvalid: (_self, system) => runOf(system).rejectInvalid(),
+            commitBatch: (_self, system) => runOf(system).commitBatch(),
+            retryScheduled: (_self, system, { delayMs, attempt }) =>
+              runOf(system).retryScheduled(delayMs, attempt),
+            cancelAcknowledged: (_self, system, { reason }) =>
+              runOf(system).cancelAcknowledged(reason),
+            executionStopped: (_self, system) => runOf(system).executionStopped(),
+            finalize: (self, system, params) => runOf(system).finalize(self, params),
+            ended: (_self, system, { status, reason }) => runOf(system).ended(status, reason),
+          },
+        }) as unknown as typeof turnMachine)
+      : (variant.provide({
+          actors: { batch },
+          actions: {
+            prepare: ({ system }) => runOf(system).prepare(),
+            startAttempt: ({ self, system }, { attempt, step }) =>
+              runOf(system).startAttempt(self, attempt, step),
+            pollAtEnd: ({ self, system }) => runOf(system).pollAtEnd(self),
+            abortAttempt: ({ system }) => runOf(system).abortAttempt(),
+            refuseCalls: ({ system }) => runOf(system).refuseCalls(),
+            checkPermissions: ({ self, system }) => runOf(system).checkPermissions(self),
+            rejectInvalid: ({ system }) => runOf(system).rejectInvalid(),
+            commitBatch: ({ system }) => runOf(system).commitBatch(),
+            retryScheduled: ({ system }, { delayMs, attempt }) =>
+              runOf(system).retryScheduled(delayMs, attempt),
+            cancelAcknowledged: ({ system }, { reason }) =>
+              runOf(system).cancelAcknowledged(reason),
+            executionStopped: ({ system }) => runOf(system).executionStopped(),
+            finalize: ({ self, system }, params) => runOf(system).finalize(self, params),
+            ended: ({ system }, { status, reason }) => runOf(system).ended(status, reason),
+          },
+        }) as typeof turnMachine);
   providedMachines.set(variant, provided);
   return provided;
 }

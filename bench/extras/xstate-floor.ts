@@ -4,40 +4,49 @@
  * per call), driven synchronously with no-op effects: no model, no log, no tool, no promise.
  * Whatever a step costs beyond this figure is Keel's own code and its awaits.
  *
- * Two hostings of the calls, rounds interleaved in this one process: `logic` (the runtime's:
- * each call's actor runs `toolCallLogic`, the hand-compiled chart) and `machine` (each call's
- * actor runs `toolCallMachine` through XState's interpreter, as until 2026-11-30).
- * Run: `npx tsx bench/extras/xstate-floor.ts` (µs per step, 1 and 8 calls per step, and the
- * ratio logic / machine).
+ * Three hostings of the batch and its calls, rounds interleaved in this one process: `logic`
+ * (the runtime's: `batchLogic` and `toolCallLogic`, the charts compiled by hand),
+ * `machine+calls` (`batchMachine` hosting `toolCallLogic` calls) and `machine` (both machines
+ * through XState's interpreter, as until 2026-11-30). The turn is `turnMachine` in all three.
+ * Run: `npx tsx bench/extras/xstate-floor.ts` (µs per step, 1 and 8 calls per step, and each
+ * hosting's ratio to `machine`).
  */
 import { type AnyActorRef, createActor } from "xstate";
+import { batchLogic } from "../../actors/batch-logic.ts";
 import { toolCallLogic } from "../../actors/tool-call-logic.ts";
-import { batchMachine } from "../../machines/batch.machine.ts";
+import { type BatchMachine, batchMachine } from "../../machines/batch.machine.ts";
 import type { BatchCallSpec } from "../../machines/batch-schedule.ts";
 import { type ToolCallMachine, toolCallMachine } from "../../machines/tool-call.machine.ts";
 import { turnMachine } from "../../machines/turn.machine.ts";
 
 const recording: AnyActorRef[] = [];
 let turn: AnyActorRef | undefined;
-const hostings = {
-  logic: toolCallLogic({
-    recordStart: (self) => void recording.push(self),
-    execute: () => {},
-    abort: () => {},
-  }) as unknown as ToolCallMachine,
-  machine: toolCallMachine.provide({
-    actions: { recordStart: ({ self }) => void recording.push(self), execute: () => {} },
-  }),
+const callLogic = toolCallLogic({
+  recordStart: (self) => void recording.push(self),
+  execute: () => {},
+  abort: () => {},
+}) as unknown as ToolCallMachine;
+const callMachine = toolCallMachine.provide({
+  actions: { recordStart: ({ self }) => void recording.push(self), execute: () => {} },
+});
+const roundDone = () => turn?.send({ type: "batch.done" });
+const batchOf = (toolCall: ToolCallMachine) =>
+  batchMachine.provide({ actors: { toolCall }, actions: { roundDone } });
+const batches = {
+  /** The runtime's: both charts hand-compiled. */
+  logic: batchLogic({
+    toolCall: callLogic,
+    effects: { callSettled: () => {}, roundDone },
+  }) as unknown as BatchMachine,
+  /** The batch machine hosting hand-compiled calls. */
+  "machine+calls": batchOf(callLogic),
+  /** Both through XState's interpreter, as until 2026-11-30. */
+  machine: batchOf(callMachine),
 };
-type Hosting = keyof typeof hostings;
+type Hosting = keyof typeof batches;
+const hostingNames = Object.keys(batches) as Hosting[];
 const machines = Object.fromEntries(
-  Object.entries(hostings).map(([name, toolCall]) => {
-    const batch = batchMachine.provide({
-      actors: { toolCall },
-      actions: { roundDone: () => turn?.send({ type: "batch.done" }) },
-    });
-    return [name, turnMachine.provide({ actors: { batch } })];
-  }),
+  hostingNames.map((name) => [name, turnMachine.provide({ actors: { batch: batches[name] } })]),
 ) as Record<Hosting, typeof turnMachine>;
 const ok = { ok: true as const, content: "ok" };
 
@@ -85,21 +94,23 @@ function run(hosting: Hosting, steps: number, calls: number): void {
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 for (const calls of [1, 8]) {
   const warmUntil = performance.now() + 1500;
-  while (performance.now() < warmUntil) {
-    run("logic", 20, calls);
-    run("machine", 20, calls);
-  }
-  const samples: Record<Hosting, number[]> = { logic: [], machine: [] };
+  while (performance.now() < warmUntil) for (const h of hostingNames) run(h, 20, calls);
+  const samples = Object.fromEntries(hostingNames.map((h) => [h, [] as number[]])) as Record<
+    Hosting,
+    number[]
+  >;
   for (let r = 0; r < 9; r++) {
-    for (const hosting of (r % 2 ? ["machine", "logic"] : ["logic", "machine"]) as Hosting[]) {
+    const order = r % 2 ? [...hostingNames].reverse() : hostingNames;
+    for (const hosting of order) {
       const start = performance.now();
       run(hosting, 500, calls);
       samples[hosting].push(((performance.now() - start) * 1000) / 500);
     }
   }
-  const [logic, machine] = [median(samples.logic), median(samples.machine)];
-  console.log(
-    `${calls} call(s)/step: logic ${logic.toFixed(1)} µs, machine ${machine.toFixed(1)} µs per step ` +
-      `(median of 9 × 500 steps); logic / machine ${(logic / machine).toFixed(2)}×`,
-  );
+  const machine = median(samples.machine);
+  const parts = hostingNames.map((h) => {
+    const us = median(samples[h]);
+    return `${h} ${us.toFixed(1)} µs (${(us / machine).toFixed(2)}×)`;
+  });
+  console.log(`${calls} call(s)/step, median of 9 × 500 steps: ${parts.join(", ")}`);
 }
