@@ -432,6 +432,11 @@ function runningIndexOf(context: BatchContext, actorId: string): number {
 /**
  * The calls of each assistant message: parallel execution, ordered commit (DESIGN §3.2).
  *
+ * This machine is the chart's definition: the model search, the mutants and the inspector's
+ * chart use it. The runtime runs the same chart as `batchLogic` (actors/batch-logic.ts),
+ * compiled by hand for speed, with the same policies; `test/batch-logic.model.test.ts` fails
+ * when the two differ, so a change here is made there too.
+ *
  * Lifecycle: one actor per turn. `idle` ⇄ `running`: `batch.run {calls}` starts a round
  * (schedule, forward, collect); when every call has its result the round ends with
  * `roundDone {results}` (call order; also kept as `context.committed`) and the batch is `idle`

@@ -75,6 +75,11 @@ export interface CallRef {
 /**
  * One tool call: `recording → started → (stopping) → settled | unknown`.
  *
+ * This machine is the chart's definition: the model tests, the paths tests and the inspector's
+ * chart use it. The runtime runs the same chart as `toolCallLogic` (actors/tool-call-logic.ts),
+ * compiled by hand for speed; `test/tool-call-logic.model.test.ts` fails when the two differ, so
+ * a change here is made there too.
+ *
  * An actor is created when its call starts: a call waiting for its turn (DESIGN's `queued`) is
  * a `pending` call in the batch's context, with no actor (the batch settles it "not executed"
  * on a cancel). Creating actors only for calls that start saves an actor per cancelled call and

@@ -96,6 +96,11 @@ export const attemptIdOf = (turnId: string, seq: number) => `${turnId}.a${seq}`;
 /**
  * One prompt → many steps until done, cancelled, failed or out of budget.
  *
+ * This machine is the chart's definition: the model search, the mutants and the inspector's
+ * chart use it. The runtime runs the same chart as `turnLogic` (actors/turn-logic.ts), compiled
+ * by hand for speed (a variant passed to the runtime runs as the machine);
+ * `test/turn-logic.model.test.ts` fails when the two differ, so a change here is made there too.
+ *
  * `running`: preparing → sampling → (gating | refusing | executing) → [commit, decide, prepare] →
  * sampling … (committing, deciding and preparing are transition actions, see `decideNext`).
  * A response with no tool calls ends the turn `completed`. Every terminal path goes through
