@@ -367,7 +367,9 @@ export function checkedRound(calls: BatchCallSpec[], maxParallel: number) {
 /** The per-round part of the context, nothing settled yet. */
 export function roundContext(calls: BatchCallSpec[], maxParallel: number) {
   const n = calls.length;
-  const index: Record<string, number> = {};
+  // No prototype: a call id is the model's text, and `index["__proto__"] = i` on a plain object
+  // sets nothing (that call then never matched its own done event and the round never ended).
+  const index: Record<string, number> = Object.create(null);
   for (let i = 0; i < n; i++) index[calls[i].callId] = i;
   return {
     calls,

@@ -36,6 +36,25 @@ describe("turn end to end with the scripted model", () => {
     expect(model.requests[1].messages.at(-1)).toMatchObject({ role: "tool", content: "echo: hi" });
   });
 
+  it("call ids that name Object.prototype members (__proto__, constructor, toString) run and settle like any other", async () => {
+    const ids = ["__proto__", "constructor", "toString"];
+    const model = scriptedModel([
+      { toolCalls: ids.map((id) => ({ id, name: "echo", arguments: `{"text":"${id}"}` })) },
+      { text: "done" },
+    ]);
+    const agent = createAgent({ model, tools: [echo] });
+    const session = agent.session("s-proto");
+    const out = await Promise.race([
+      session.prompt("go"),
+      new Promise((resolve) => setTimeout(() => resolve("still running after 2 s"), 2000)),
+    ]);
+    expect(out).toEqual({ status: "completed", reason: undefined });
+    const tools = session.messages().filter((m) => m.role === "tool");
+    expect(tools.map((m) => [m.tool_call_id, m.content])).toEqual(
+      ids.map((id) => [id, `echo: ${id}`]),
+    );
+  });
+
   it("completion order B, A gives call.settled B then A, and committed results A, B", async () => {
     const gates = { a: deferred(), b: deferred() };
     const slow = defineTool({

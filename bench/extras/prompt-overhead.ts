@@ -5,7 +5,7 @@
 import pino from "pino";
 import { createAgent, memoryStore, scriptedModel } from "../../index.ts";
 
-const R = 3000;
+const R = Number(process.env.R ?? 3000);
 const WARM = 300;
 const logger = pino({ level: "silent" });
 const total = { agent: 0, session: 0, ready: 0, prompt: 0 };
