@@ -23,13 +23,11 @@ import {
   settleAll,
 } from "../machines/batch.machine.ts";
 import { cancelledBeforeStart, type ToolCallOutput } from "../machines/tool-call.machine.ts";
+import { ChartSnapshot } from "./chart-snapshot.ts";
 
 /** What a batch actor's snapshot shows: the chart's state, context and children, like a machine's. */
-export type BatchSnapshot = Snapshot<undefined> & {
-  value: "idle" | "running";
-  context: BatchContext;
-  children: Record<string, AnyActorRef>;
-};
+export type BatchSnapshot = Snapshot<undefined> &
+  ChartSnapshot<BatchContext, undefined> & { value: "idle" | "running" };
 
 type System = AnyActorRef["system"];
 
@@ -65,6 +63,8 @@ interface Work {
   context: BatchContext;
   children: Record<string, AnyActorRef>;
   scope: Scope;
+  /** Building the initial snapshot: effects wait for `start` (XState defers them likewise). */
+  initial?: boolean;
 }
 type Scope = {
   self: AnyActorRef;
@@ -97,23 +97,23 @@ export function batchLogic({ toolCall, effects, policy = {} }: BatchLogicOptions
 } {
   const { schedule, commitOrder, childIds } = batchPolicy(policy);
 
-  const snapshotOf = (w: Work): BatchSnapshot => ({
-    status: "active",
-    output: undefined,
-    error: undefined,
-    value: w.value,
-    context: w.context,
-    children: w.children,
-  });
+  const snapshotOf = (w: Work): BatchSnapshot =>
+    new ChartSnapshot(
+      "active",
+      undefined,
+      undefined,
+      w.value,
+      w.context,
+      w.children,
+    ) as BatchSnapshot;
+
+  /** Runs an effect now, or after start when the initial snapshot is being built. */
+  const run = (w: Work, fn: () => void) => (w.initial ? w.scope.defer(fn) : fn());
 
   const settled = (w: Work, s: Settle) => {
     const { callId, name } = w.context.calls[s.index];
-    effects.callSettled(w.scope.self, w.scope.system, {
-      callId,
-      name,
-      outcome: s.outcome,
-      result: s.result,
-    });
+    const result = { callId, name, outcome: s.outcome, result: s.result };
+    run(w, () => effects.callSettled(w.scope.self, w.scope.system, result));
   };
 
   /** The machine's `schedule` action. */
@@ -170,9 +170,8 @@ export function batchLogic({ toolCall, effects, policy = {} }: BatchLogicOptions
     const committed = roundResults(w.context, commitOrder);
     w.context = Object.assign({}, w.context, { committed });
     w.value = "idle";
-    effects.roundDone(w.scope.self, w.scope.system, {
-      results: roundResults(w.context, commitOrder),
-    });
+    const output = { results: roundResults(w.context, commitOrder) };
+    run(w, () => effects.roundDone(w.scope.self, w.scope.system, output));
   };
 
   /** Removes a settled call's child (it is done or errored, so stopping it is immediate). */
@@ -187,7 +186,7 @@ export function batchLogic({ toolCall, effects, policy = {} }: BatchLogicOptions
 
   return {
     id: "batch",
-    getInitialSnapshot: (_scope, input) => {
+    getInitialSnapshot: (scope, input) => {
       const maxParallel = input.maxParallelToolCalls ?? 8;
       const round =
         input.calls === undefined
@@ -197,34 +196,48 @@ export function batchLogic({ toolCall, effects, policy = {} }: BatchLogicOptions
         stopDeadlineMs: input.stopDeadlineMs,
         committed: undefined,
       });
-      const value = context.calls.length > 0 ? "running" : "idle";
-      return {
-        status: "active",
-        output: undefined,
-        error: undefined,
-        value,
-        context,
-        children: {},
-      };
-    },
-    // A batch created with calls runs them as its first round (the machine's `starting`).
-    start: (s, scope) => {
-      if (s.status !== "active" || s.value !== "running") return;
-      const w: Work = { value: s.value, context: s.context, children: s.children, scope };
-      scheduleCalls(w);
-      endRoundIfSettled(w);
-      // The machine enters `running` while its initial state is resolved; here the first
-      // schedule runs at start, so the snapshot is replaced in place before anyone reads it.
-      Object.assign(s, snapshotOf(w));
+      const w: Work = { value: "idle", context, children: {}, scope, initial: true };
+      // A batch created with calls runs them as its first round (the machine's `starting`),
+      // as the machine does: while the initial snapshot is built (children created now), its
+      // effects and the children's starts deferred to `start`.
+      if (context.calls.length > 0) {
+        w.value = "running";
+        scheduleCalls(w);
+        endRoundIfSettled(w);
+      }
+      return snapshotOf(w);
     },
     transition: (s, event, scope) => {
       if ((event as EventObject).type === "xstate.stop") {
         for (const child of Object.values(s.children)) scope.defer(() => scope.stopChild(child));
-        return Object.assign({}, s, { status: "stopped" as const, children: {} });
+        return new ChartSnapshot(
+          "stopped",
+          undefined,
+          undefined,
+          s.value,
+          s.context,
+          {},
+        ) as BatchSnapshot;
       }
       if (s.status !== "active") return s;
       const w: Work = { value: s.value, context: s.context, children: s.children, scope };
       if (w.value === "idle") {
+        // An error event no transition takes errors the actor with it and stops its children
+        // (as XState does for a machine): `idle` takes none.
+        if (event.type.startsWith("xstate.error.actor")) {
+          const error = (event as unknown as { error: unknown }).error;
+          for (const child of Object.values(s.children)) {
+            scope.defer(() => scope.stopChild(child));
+          }
+          return new ChartSnapshot(
+            "error",
+            undefined,
+            error,
+            s.value,
+            s.context,
+            {},
+          ) as BatchSnapshot;
+        }
         if (event.type !== "batch.run") return s;
         w.context = Object.assign(
           {},
@@ -242,6 +255,8 @@ export function batchLogic({ toolCall, effects, policy = {} }: BatchLogicOptions
         case "call.complete":
         case "call.fail":
         case "call.aborted": {
+          // The machine's guard: the event names a running call.
+          if (!("callId" in event)) return s;
           const index = context.index[(event as { callId: string }).callId];
           if (index === undefined || context.phases[index] !== "running") return s;
           const child = w.children[context.actorIds[index]!];

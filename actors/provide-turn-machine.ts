@@ -26,8 +26,15 @@ const providedMachines = new WeakMap<typeof turnMachine, typeof turnMachine>();
  * The three hot charts run as their hand-compiled logic (`turnLogic`, `batchLogic`,
  * `toolCallLogic`), each checked against its machine by a differential test: hosting them
  * through XState's interpreter cost ≈ 60 % of a step. The actors stay XState actors (the same
- * tree, ids, snapshots and inspection events). A turn variant (a test's mutant) runs as the
- * machine it is, hosting the compiled batch and calls.
+ * tree, ids, snapshots and `@xstate.actor` / `@xstate.event` / `@xstate.snapshot` inspection
+ * events). A turn variant (a test's mutant) runs as the machine it is, hosting the compiled
+ * batch and calls.
+ *
+ * What differs from hosting the machines, for an `inspect` callback or a snapshot reader:
+ * no `@xstate.action` or `@xstate.microstep` inspection events (Keel's inspector reads neither);
+ * snapshots have `matches`, `hasTag` and `toJSON` but not `can`; a turn without a deadline arms
+ * no never-taken timer; an effect that throws while an actor starts errors it without a
+ * snapshot inspection event first (effects must not throw).
  */
 export function provideTurnMachine(variant: typeof turnMachine): typeof turnMachine {
   const cached = providedMachines.get(variant);

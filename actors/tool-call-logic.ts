@@ -10,15 +10,19 @@ import {
 } from "../machines/tool-call.machine.ts";
 import type { CallOutcome } from "../session/entries.ts";
 import type { ToolResult } from "../tools/types.ts";
+import { ChartSnapshot } from "./chart-snapshot.ts";
 
 /** The states of the tool-call chart (`toolCallMachine`), as its snapshots name them. */
 export type ToolCallState = "recording" | "started" | "stopping" | "settled" | "unknown";
 
 /** What a tool-call actor's snapshot shows: the chart's state and context, like a machine's. */
-export type ToolCallSnapshot = Snapshot<ToolCallOutput> & {
-  value: ToolCallState;
-  context: ToolCallInput & { outcome?: CallOutcome; result?: ToolResult };
-};
+export type ToolCallSnapshot = Snapshot<ToolCallOutput> &
+  ChartSnapshot<ToolCallInput & { outcome?: CallOutcome; result?: ToolResult }, ToolCallOutput> & {
+    value: ToolCallState;
+  };
+
+/** A call's actor has no children. */
+const NO_CHILDREN: Record<string, AnyActorRef> = Object.freeze({});
 
 type Self = ActorRef<ToolCallSnapshot, ToolCallEvent>;
 type AnyActorSystem = AnyActorRef["system"];
@@ -66,15 +70,14 @@ export function toolCallLogic(
     context: ToolCallSnapshot["context"],
     output?: ToolCallOutput,
   ): ToolCallSnapshot =>
-    (output
-      ? { status: "done", output, error: undefined, value, context }
-      : {
-          status: "active",
-          output: undefined,
-          error: undefined,
-          value,
-          context,
-        }) as ToolCallSnapshot;
+    new ChartSnapshot(
+      output ? "done" : "active",
+      output,
+      undefined,
+      value,
+      context,
+      NO_CHILDREN,
+    ) as ToolCallSnapshot;
 
   const settle = (
     s: ToolCallSnapshot,
@@ -115,15 +118,29 @@ export function toolCallLogic(
     },
     transition: (s, event: ToolCallEvent | EventObject, scope) => {
       if (event.type === "xstate.stop") {
-        return {
-          status: "stopped",
-          output: undefined,
-          error: undefined,
-          value: s.value,
-          context: s.context,
-        } as ToolCallSnapshot;
+        return new ChartSnapshot(
+          "stopped",
+          undefined,
+          undefined,
+          s.value,
+          s.context,
+          NO_CHILDREN,
+        ) as ToolCallSnapshot;
       }
       if (s.status !== "active") return s;
+      // An error event no transition takes errors the actor with it (as XState does for a
+      // machine); this chart takes none.
+      if (event.type.startsWith("xstate.error.actor")) {
+        const error = (event as unknown as { error: unknown }).error;
+        return new ChartSnapshot(
+          "error",
+          undefined,
+          error,
+          s.value,
+          s.context,
+          NO_CHILDREN,
+        ) as ToolCallSnapshot;
+      }
       switch (s.value) {
         case "recording":
           if (event.type === "call.recorded") {

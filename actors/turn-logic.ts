@@ -15,6 +15,7 @@ import type {
   TurnOutput,
 } from "../machines/turn.machine.ts";
 import type { TurnStatus } from "../session/entries.ts";
+import { ChartSnapshot } from "./chart-snapshot.ts";
 
 type System = AnyActorRef["system"];
 
@@ -85,14 +86,22 @@ const TURN_DEADLINE = "xstate.after.turnDeadline.turn.running";
 const RETRY_DELAY = "xstate.after.retryDelay.turn.running.waiting";
 const FINALIZE_DEADLINE = "xstate.after.finalizeDeadline.turn.finalizing";
 
+/** A turn snapshot also keeps its resting state, flat (what the logic switches on). */
+class TurnChartSnapshot extends ChartSnapshot<TurnContext, TurnOutput> {
+  constructor(
+    status: "active" | "done" | "error" | "stopped",
+    output: TurnOutput | undefined,
+    error: unknown,
+    context: TurnContext,
+    children: Record<string, AnyActorRef>,
+    readonly rest: Rest,
+  ) {
+    super(status, output, error, VALUES[rest], context, children);
+  }
+}
+
 /** What a turn actor's snapshot shows: the chart's state value and context, like a machine's. */
-export type TurnSnapshot = Snapshot<TurnOutput> & {
-  value: StateValue;
-  context: TurnContext;
-  children: Record<string, AnyActorRef>;
-  /** The resting state, flat. */
-  rest: Rest;
-};
+export type TurnSnapshot = Snapshot<TurnOutput> & TurnChartSnapshot;
 
 /** XState's relay (not in its public types): delivers with the sender recorded for inspection. */
 type Relay = { _relay: (source: AnyActorRef, target: AnyActorRef, event: EventObject) => void };
@@ -141,25 +150,23 @@ export function turnLogic({
   effects: TurnChartEffects;
 }): ActorLogic<TurnSnapshot, TurnEvent, TurnInput> & { id: string } {
   const snapshotOf = (w: Work): TurnSnapshot =>
-    w.rest === "done"
-      ? {
-          status: "done",
-          output: { status: w.context.status, reason: w.context.reason },
-          error: undefined,
-          value: VALUES.done,
-          context: w.context,
-          children: w.children,
-          rest: "done",
-        }
-      : {
-          status: "active",
-          output: undefined,
-          error: undefined,
-          value: VALUES[w.rest],
-          context: w.context,
-          children: w.children,
-          rest: w.rest,
-        };
+    (w.rest === "done"
+      ? new TurnChartSnapshot(
+          "done",
+          { status: w.context.status, reason: w.context.reason },
+          undefined,
+          w.context,
+          w.children,
+          "done",
+        )
+      : new TurnChartSnapshot(
+          "active",
+          undefined,
+          undefined,
+          w.context,
+          w.children,
+          w.rest,
+        )) as TurnSnapshot;
 
   const set = (w: Work, patch: Partial<TurnContext>) => {
     w.context = Object.assign({}, w.context, patch);
@@ -449,15 +456,14 @@ export function turnLogic({
           stopDeadlineMs: context.stopDeadlineMs,
         },
       });
-      return {
-        status: "active",
-        output: undefined,
-        error: undefined,
-        value: VALUES["sampling.streaming"],
+      return new TurnChartSnapshot(
+        "active",
+        undefined,
+        undefined,
         context,
-        children: { batch: child },
-        rest: "sampling.streaming",
-      };
+        { batch: child },
+        "sampling.streaming",
+      ) as TurnSnapshot;
     },
     // The initial state's entry actions: arm the deadline, start the batch, prepare, sample.
     start: (s, scope) => {
@@ -475,9 +481,34 @@ export function turnLogic({
       if ((event as EventObject).type === "xstate.stop") {
         const child = s.children.batch;
         if (child) scope.defer(() => scope.stopChild(child));
-        return Object.assign({}, s, { status: "stopped" as const, children: {} });
+        return new TurnChartSnapshot(
+          "stopped",
+          undefined,
+          undefined,
+          s.context,
+          {},
+          s.rest,
+        ) as TurnSnapshot;
       }
       if (s.status !== "active") return s;
+      // An error event no transition takes errors the actor with it and stops its children (as
+      // XState does for a machine): the turn takes only its batch's, and only while `running`.
+      const type = (event as EventObject).type;
+      if (
+        type.startsWith("xstate.error.actor") &&
+        !(type === "xstate.error.actor.batch" && inRunning(s.rest))
+      ) {
+        const error = (event as unknown as { error: unknown }).error;
+        for (const child of Object.values(s.children)) scope.defer(() => scope.stopChild(child));
+        return new TurnChartSnapshot(
+          "error",
+          undefined,
+          error,
+          s.context,
+          {},
+          s.rest,
+        ) as TurnSnapshot;
+      }
       const w: Work = { rest: s.rest, context: s.context, children: s.children, scope };
       handle(w, event);
       if (w.rest === s.rest && w.context === s.context && w.children === s.children) return s;

@@ -64,14 +64,29 @@ function specs(round: CallArb[], r: number): BatchCallSpec[] {
 type Effects = {
   trace: string[];
   throws: Set<string>;
+  /** The next `callSettled` or `roundDone` throws (an effect breaking its contract). */
+  armed?: boolean;
+  /** Every call actor ever created (to see each one stopped). */
+  children?: AnyActorRef[];
 };
+
+/** Records a batch effect; throws if armed. */
+function effect(fx: Effects, line: string): void {
+  fx.trace.push(line);
+  if (fx.armed) {
+    fx.armed = false;
+    throw new Error(`effect failed: ${line}`);
+  }
+}
 
 type Host = (fx: Effects, policy?: Partial<BatchPolicy>) => AnyActorLogic;
 
 function callLogic(fx: Effects) {
   return toolCallLogic({
-    recordStart: (self, _system, { callId }) =>
-      fx.trace.push(`recordStart ${callId} as ${self.id}`),
+    recordStart: (self, _system, { callId }) => {
+      fx.children?.push(self);
+      fx.trace.push(`recordStart ${callId} as ${self.id}`);
+    },
     execute: (_self, _system, { callId }) => {
       fx.trace.push(`execute ${callId}`);
       if (fx.throws.has(callId)) throw new Error(`tool ${callId} crashed the runtime`);
@@ -89,8 +104,8 @@ const machineHost: Host = (fx, policy) =>
   createBatchMachine(policy).provide({
     actors: { toolCall: callLogic(fx) as never },
     actions: {
-      callSettled: (_, p) => fx.trace.push(settledLine(p)),
-      roundDone: (_, p) => fx.trace.push(roundLine(p.results)),
+      callSettled: (_, p) => effect(fx, settledLine(p)),
+      roundDone: (_, p) => effect(fx, roundLine(p.results)),
     },
   });
 
@@ -99,14 +114,14 @@ const logicHost: Host = (fx, policy) =>
     toolCall: callLogic(fx),
     policy,
     effects: {
-      callSettled: (_self, _system, p) => fx.trace.push(settledLine(p)),
-      roundDone: (_self, _system, p) => fx.trace.push(roundLine(p.results)),
+      callSettled: (_self, _system, p) => effect(fx, settledLine(p)),
+      roundDone: (_self, _system, p) => effect(fx, roundLine(p.results)),
     },
   });
 
 /** One side of the comparison: a batch actor and what it did. */
 class Side {
-  readonly fx: Effects = { trace: [], throws: new Set() };
+  readonly fx: Effects = { trace: [], throws: new Set(), children: [] };
   readonly clock = new SimulatedClock();
   readonly actor: AnyActorRef;
   constructor(host: Host, maxParallel: number, policy?: Partial<BatchPolicy>) {
@@ -133,8 +148,13 @@ class Side {
       .map(([id, c]) => `${id}=${(c as AnyActorRef).getSnapshot().value}`)
       .sort();
     const trace = this.fx.trace.splice(0);
-    if (s.status !== "active") return JSON.stringify([s.status, String(s.error), trace]);
-    return JSON.stringify([s.value, s.context, children, trace]);
+    // Every call actor ever created, in creation order: its state and status (stopped ones too).
+    const calls = (this.fx.children ?? []).map((c) => {
+      const cs = c.getSnapshot();
+      return `${c.id}:${cs.value}:${cs.status}`;
+    });
+    if (s.status !== "active") return JSON.stringify([s.status, String(s.error), trace, calls]);
+    return JSON.stringify([s.value, s.context, children, trace, calls]);
   }
 }
 
@@ -148,6 +168,9 @@ function enabled(side: Side, rounds: BatchCallSpec[][], next: number, choice: nu
   if (s.status !== "active") return [];
   const out: string[] = [];
   if (choice % 13 === 0) out.push("stray");
+  if (choice % 17 === 0) out.push("stray error", "stray done");
+  if (choice % 31 === 0) out.push("stop");
+  if (choice % 19 === 0) out.push("arm");
   if (s.value === "idle") {
     if (next < rounds.length) out.push("run");
     return out;
@@ -191,6 +214,20 @@ function act(side: Side, action: string, rounds: BatchCallSpec[][], next: number
       return;
     case "stray":
       side.actor.send({ type: "call.complete", callId: "nobody", result: ok("nobody") });
+      return;
+    case "stray error":
+      side.actor.send({ type: "xstate.error.actor.slot7", error: new Error("late") } as never);
+      return;
+    case "stray done": {
+      const output = { callId: "nobody", outcome: "completed", result: ok("nobody") };
+      side.actor.send({ type: "xstate.done.actor.slot7", actorId: "slot7", output } as never);
+      return;
+    }
+    case "stop":
+      side.actor.stop();
+      return;
+    case "arm":
+      side.fx.armed = true;
       return;
     case "tick":
       side.clock.increment(DEADLINE);
@@ -262,11 +299,18 @@ describe("batchLogic against the batchMachine chart", () => {
     );
     const looks = [machineHost, logicHost].map((host) => {
       const fx: Effects = { trace: [], throws: new Set() };
-      const actor = createActor(host(fx), { input: { calls, stopDeadlineMs: DEADLINE } }).start();
-      const s = actor.getSnapshot();
-      return JSON.stringify([s.value, s.context, Object.keys(s.children), fx.trace]);
+      const actor = createActor(host(fx), { input: { calls, stopDeadlineMs: DEADLINE } });
+      const look = () => {
+        const s = actor.getSnapshot();
+        return JSON.stringify([s.value, s.context, Object.keys(s.children), fx.trace]);
+      };
+      // Before start the round is already scheduled (children created), nothing has run yet.
+      const before = look();
+      actor.start();
+      return [before, look()];
     });
-    expect(looks[1]).toBe(looks[0]);
+    expect(looks[1]).toEqual(looks[0]);
+    expect(looks[0][0]).toContain("slot0");
   });
 
   it("an invalid round errors the actor on both, with the same message", () => {

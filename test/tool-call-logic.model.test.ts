@@ -24,8 +24,22 @@ type Input =
   | "cancel"
   | "aborted"
   | "tick" // the clock moves DEADLINE - 1 ms
-  | "tick1"; // the clock moves 1 ms
-const INPUTS: Input[] = ["recorded", "complete", "fail", "cancel", "aborted", "tick", "tick1"];
+  | "tick1" // the clock moves 1 ms
+  | "stray error" // a child's error event no transition takes: the actor errors
+  | "stop"; // the actor is stopped
+const INPUTS: Input[] = [
+  "recorded",
+  "complete",
+  "fail",
+  "cancel",
+  "aborted",
+  "tick",
+  "tick1",
+  "stray error",
+  "stop",
+];
+
+const STATES = ["recording", "started", "stopping", "settled", "unknown"];
 
 type Impl = { name: string; make: (fx: ToolCallEffects) => AnyActorLogic };
 
@@ -69,7 +83,10 @@ function observe(impl: Impl, cancellable: boolean, inputs: Input[]): [string, st
       if (!setAt.has(key)) setAt.set(key, clock.now());
       return `${t.event.type} (${t.delay} ms) set ${clock.now() - setAt.get(key)!} ms ago`;
     });
-    seen.push([JSON.stringify([s.value, s.status, s.context, s.output, timers]), effects.join()]);
+    // The snapshot API too: `matches` for every state of the chart.
+    const matches = STATES.map((v) => (typeof s.matches === "function" ? s.matches(v) : "none"));
+    const state = [s.value, s.status, String(s.error), s.context, s.output, timers, matches];
+    seen.push([JSON.stringify(state), effects.join()]);
     effects = [];
   };
   look();
@@ -85,7 +102,9 @@ function observe(impl: Impl, cancellable: boolean, inputs: Input[]): [string, st
     else if (what === "complete") actor.send({ type: "call.complete", result });
     else if (what === "fail") actor.send({ type: "call.fail", result: failure });
     else if (what === "cancel") actor.send({ type: "call.cancel", reason: "interrupt" });
-    else actor.send({ type: "call.aborted" });
+    else if (what === "aborted") actor.send({ type: "call.aborted" });
+    else if (what === "stop") actor.stop();
+    else actor.send({ type: "xstate.error.actor.x", error: new Error("late") } as never);
     look();
   }
   return seen;

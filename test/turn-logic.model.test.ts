@@ -23,7 +23,22 @@ import { type TurnCallSpec, turnMachine } from "../machines/turn.machine.ts";
  * comparison catching a difference.
  */
 
-/** A stand-in batch: records what it is sent; `boom` makes it throw (its actor errors). */
+/** What a side's effects write to; `armed` makes the next effect throw (then disarms). */
+type Fx = { trace: string[]; armed: boolean };
+
+/** Records an effect; throws if armed (an effect that breaks its contract mid-run). */
+function effect(fx: Fx, line: string): void {
+  fx.trace.push(line);
+  if (fx.armed) {
+    fx.armed = false;
+    throw new Error(`effect failed: ${line}`);
+  }
+}
+
+/**
+ * A stand-in batch: records what it is sent, and its stop; `boom` makes it throw (its actor
+ * errors).
+ */
 function fakeBatch(trace: string[]): AnyActorLogic {
   const logic: ActorLogic<
     { status: "active"; output: undefined; error: undefined },
@@ -33,6 +48,10 @@ function fakeBatch(trace: string[]): AnyActorLogic {
     getInitialSnapshot: () => ({ status: "active", output: undefined, error: undefined }),
     transition: (s, event) => {
       if (event.type === "boom") throw new Error("the batch broke");
+      if (event.type === "xstate.stop") {
+        trace.push("batch stopped");
+        return { ...s, status: "stopped" } as never;
+      }
       if (!event.type.startsWith("xstate.")) trace.push(`batch got ${JSON.stringify(event)}`);
       return s;
     },
@@ -57,23 +76,23 @@ const names = [
   "ended",
 ] as const;
 
-type Host = (trace: string[]) => AnyActorLogic;
+type Host = (fx: Fx) => AnyActorLogic;
 
-const machineHost: Host = (trace) =>
+const machineHost: Host = (fx) =>
   turnMachine.provide({
-    actors: { batch: fakeBatch(trace) as never },
+    actors: { batch: fakeBatch(fx.trace) as never },
     actions: Object.fromEntries(
-      names.map((n) => [n, (_: unknown, p: unknown) => trace.push(`${n} ${JSON.stringify(p)}`)]),
+      names.map((n) => [n, (_: unknown, p: unknown) => effect(fx, `${n} ${JSON.stringify(p)}`)]),
     ),
   });
 
-const logicHost: Host = (trace) =>
+const logicHost: Host = (fx) =>
   turnLogic({
-    batch: fakeBatch(trace),
+    batch: fakeBatch(fx.trace),
     effects: Object.fromEntries(
       names.map((n) => [
         n,
-        (_self: unknown, _system: unknown, p: unknown) => trace.push(`${n} ${JSON.stringify(p)}`),
+        (_self: unknown, _system: unknown, p: unknown) => effect(fx, `${n} ${JSON.stringify(p)}`),
       ]),
     ) as unknown as TurnChartEffects,
   });
@@ -131,6 +150,17 @@ const inputArb = fc.oneof(
     arbitrary: fc.record({ kind: fc.constant("tick" as const), ms: fc.constantFrom(5, 20, 60) }),
   },
   { weight: 1, arbitrary: fc.constant({ kind: "boom" as const }) },
+  // Stray child reports: an error no transition takes errors the turn (a machine does so).
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(
+      { kind: "stray error" as const, from: "batch" },
+      { kind: "stray error" as const, from: "other" },
+      { kind: "stray done" as const, from: "batch" },
+    ),
+  },
+  { weight: 1, arbitrary: fc.constant({ kind: "stop" as const }) },
+  { weight: 1, arbitrary: fc.constant({ kind: "arm" as const }) },
 );
 type Input = typeof inputArb extends fc.Arbitrary<infer T> ? T : never;
 
@@ -140,16 +170,28 @@ const scenarioArb = fc.record({
 });
 type Scenario = typeof scenarioArb extends fc.Arbitrary<infer T> ? T : never;
 
+const MATCHES = [
+  "running",
+  { running: "sampling" },
+  { running: { sampling: "stopping" } },
+  { running: "executing" },
+  { running: "waiting" },
+  "finalizing",
+  "done",
+];
+
 class Side {
-  readonly trace: string[] = [];
+  readonly fx: Fx = { trace: [], armed: false };
   readonly clock = new SimulatedClock();
   readonly actor: AnyActorRef;
+  /** The batch child the turn created (kept to see that it is stopped). */
+  readonly batch: AnyActorRef | undefined;
   private readonly setAt = new Map<string, number>();
   constructor(
     host: Host,
     readonly sc: Scenario,
   ) {
-    this.actor = createActor(host(this.trace), {
+    this.actor = createActor(host(this.fx), {
       input: {
         turnId: "t1",
         limits: sc.limits,
@@ -161,11 +203,29 @@ class Side {
     });
     this.actor.subscribe({ error: () => {} });
     this.actor.start();
+    this.batch = this.actor.getSnapshot().children?.batch;
   }
 
   send(input: Input, attemptSeq: number): void {
     // An ended turn drops events whatever its logic (XState's actor); only the clock moves.
     if (this.actor.getSnapshot().status !== "active" && input.kind !== "tick") return;
+    if (input.kind === "arm") {
+      this.fx.armed = true;
+      return;
+    }
+    if (input.kind === "stop") {
+      this.actor.stop();
+      return;
+    }
+    if (input.kind === "stray error") {
+      const error = new Error("a late report");
+      this.actor.send({ type: `xstate.error.actor.${input.from}`, error } as never);
+      return;
+    }
+    if (input.kind === "stray done") {
+      this.actor.send({ type: `xstate.done.actor.${input.from}`, output: undefined } as never);
+      return;
+    }
     const attempt = "stale" in input && input.stale ? attemptSeq - 1 : attemptSeq;
     switch (input.kind) {
       case "done":
@@ -232,9 +292,13 @@ class Side {
         return `${t.event.type} (${t.delay} ms) set ${this.clock.now() - this.setAt.get(key)!} ms ago`;
       })
       .sort();
-    const trace = this.trace.splice(0);
+    const trace = this.fx.trace.splice(0);
     const children = Object.keys(s.children ?? {}).sort();
+    // The snapshot API too: `matches` at every level of the chart.
+    const matches = MATCHES.map((v) => (typeof s.matches === "function" ? s.matches(v) : "none"));
     return JSON.stringify([
+      this.batch?.getSnapshot().status,
+      matches,
       s.value,
       s.status,
       s.status === "error" ? String(s.error) : undefined,
@@ -281,6 +345,9 @@ const mutants: Record<string, Host> = {
   "ignores the finalizer deadline": broken(
     (inner) => (s, event, scope) =>
       event.type.includes("finalizeDeadline") ? s : inner(s, event, scope),
+  ),
+  "forgets its batch running when it leaves running": broken(
+    (inner) => (s, event, scope) => inner(s, event, { ...scope, stopChild: () => {} } as never),
   ),
   "never tells the batch to cancel": broken(
     (inner) => (s, event, scope) =>
