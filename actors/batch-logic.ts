@@ -15,7 +15,7 @@ import {
   type BatchPolicy,
   batchPolicy,
   checkedRound,
-  dependencyFailed,
+  planRound,
   roundContext,
   roundResults,
   runtimeFailed,
@@ -23,7 +23,7 @@ import {
   settleAll,
 } from "../machines/batch.machine.ts";
 import { cancelledBeforeStart, type ToolCallOutput } from "../machines/tool-call.machine.ts";
-import { ChartSnapshot } from "./chart-snapshot.ts";
+import { ChartSnapshot, endedSnapshot } from "./chart-snapshot.ts";
 
 /** What a batch actor's snapshot shows: the chart's state, context and children, like a machine's. */
 export type BatchSnapshot = Snapshot<undefined> &
@@ -118,49 +118,17 @@ export function batchLogic({ toolCall, effects, policy = {} }: BatchLogicOptions
 
   /** The machine's `schedule` action. */
   const scheduleCalls = (w: Work) => {
-    const context = w.context;
-    if (context.cancelled || !context.phases.includes("pending")) return;
-    const plan = schedule({
-      calls: context.calls,
-      phases: context.phases,
-      outcomes: context.outcomes,
-      maxParallel: context.maxParallel,
-      sequential: context.sequential,
-    });
-    if (plan.start.length === 0 && plan.skip.length === 0) return;
-    const skips = plan.skip.map((s) => ({
-      index: s.index,
-      outcome: "not_executed" as const,
-      result: dependencyFailed(s.dependency),
-    }));
-    const next = Object.assign({}, context, settleAll(context, skips));
-    const phases = next.phases;
-    const actorIds = [...context.actorIds];
-    const slots = childIds(context, plan.start);
-    plan.start.forEach((i, k) => {
-      phases[i] = "running";
-      actorIds[i] = slots[k];
-    });
-    next.actorIds = actorIds;
-    w.context = next;
-    for (const s of skips) settled(w, s);
-    if (plan.start.length === 0) return;
+    const plan = planRound(w.context, schedule, childIds);
+    if (!plan) return;
+    w.context = Object.assign({}, w.context, plan.next);
+    for (const s of plan.skips) settled(w, s);
+    if (plan.starts.length === 0) return;
     const children = Object.assign({}, w.children);
-    plan.start.forEach((i, k) => {
-      const call = context.calls[i];
-      const child = createActor(toolCall, {
-        id: slots[k],
-        parent: w.scope.self,
-        input: {
-          callId: call.callId,
-          name: call.name,
-          cancellable: call.cancellable,
-          stopDeadlineMs: context.stopDeadlineMs,
-        },
-      });
-      children[slots[k]] = child;
+    for (const { slot, input } of plan.starts) {
+      const child = createActor(toolCall, { id: slot, parent: w.scope.self, input });
+      children[slot] = child;
       w.scope.defer(() => child.start());
-    });
+    }
     w.children = children;
   };
 
@@ -209,15 +177,7 @@ export function batchLogic({ toolCall, effects, policy = {} }: BatchLogicOptions
     },
     transition: (s, event, scope) => {
       if ((event as EventObject).type === "xstate.stop") {
-        for (const child of Object.values(s.children)) scope.defer(() => scope.stopChild(child));
-        return new ChartSnapshot(
-          "stopped",
-          undefined,
-          undefined,
-          s.value,
-          s.context,
-          {},
-        ) as BatchSnapshot;
+        return endedSnapshot(s, "stopped", undefined, scope);
       }
       if (s.status !== "active") return s;
       const w: Work = { value: s.value, context: s.context, children: s.children, scope };
@@ -226,17 +186,7 @@ export function batchLogic({ toolCall, effects, policy = {} }: BatchLogicOptions
         // (as XState does for a machine): `idle` takes none.
         if (event.type.startsWith("xstate.error.actor")) {
           const error = (event as unknown as { error: unknown }).error;
-          for (const child of Object.values(s.children)) {
-            scope.defer(() => scope.stopChild(child));
-          }
-          return new ChartSnapshot(
-            "error",
-            undefined,
-            error,
-            s.value,
-            s.context,
-            {},
-          ) as BatchSnapshot;
+          return endedSnapshot(s, "error", error, scope);
         }
         if (event.type !== "batch.run") return s;
         w.context = Object.assign(

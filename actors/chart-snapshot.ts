@@ -43,3 +43,18 @@ export class ChartSnapshot<TContext, TOutput> {
     readonly children: Record<string, AnyActorRef>,
   ) {}
 }
+
+/**
+ * `s` ended (`"stopped"`, or `"error"` with `error`), with its children stopped once the event is
+ * handled (they may still be running), as XState ends a machine. Same class as `s`.
+ */
+export function endedSnapshot<S extends ChartSnapshot<unknown, unknown>>(
+  s: S,
+  status: "stopped" | "error",
+  error: unknown,
+  scope: { defer: (fn: () => void) => void; stopChild: (child: AnyActorRef) => void },
+): S {
+  for (const child of Object.values(s.children)) scope.defer(() => scope.stopChild(child));
+  const copy = Object.create(Object.getPrototypeOf(s)) as S;
+  return Object.assign(copy, s, { status, error, children: {} });
+}

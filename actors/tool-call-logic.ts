@@ -10,7 +10,7 @@ import {
 } from "../machines/tool-call.machine.ts";
 import type { CallOutcome } from "../session/entries.ts";
 import type { ToolResult } from "../tools/types.ts";
-import { ChartSnapshot } from "./chart-snapshot.ts";
+import { ChartSnapshot, endedSnapshot } from "./chart-snapshot.ts";
 
 /** The states of the tool-call chart (`toolCallMachine`), as its snapshots name them. */
 export type ToolCallState = "recording" | "started" | "stopping" | "settled" | "unknown";
@@ -117,29 +117,13 @@ export function toolCallLogic(
       if (s.status === "active") effects.recordStart(scope.self, scope.system, ref(s));
     },
     transition: (s, event: ToolCallEvent | EventObject, scope) => {
-      if (event.type === "xstate.stop") {
-        return new ChartSnapshot(
-          "stopped",
-          undefined,
-          undefined,
-          s.value,
-          s.context,
-          NO_CHILDREN,
-        ) as ToolCallSnapshot;
-      }
+      if (event.type === "xstate.stop") return endedSnapshot(s, "stopped", undefined, scope);
       if (s.status !== "active") return s;
       // An error event no transition takes errors the actor with it (as XState does for a
       // machine); this chart takes none.
       if (event.type.startsWith("xstate.error.actor")) {
         const error = (event as unknown as { error: unknown }).error;
-        return new ChartSnapshot(
-          "error",
-          undefined,
-          error,
-          s.value,
-          s.context,
-          NO_CHILDREN,
-        ) as ToolCallSnapshot;
+        return endedSnapshot(s, "error", error, scope);
       }
       switch (s.value) {
         case "recording":

@@ -7,15 +7,16 @@ import {
   type Snapshot,
   type StateValue,
 } from "xstate";
-import type {
-  TurnCallSpec,
-  TurnContext,
-  TurnEvent,
-  TurnInput,
-  TurnOutput,
+import {
+  initialTurnContext,
+  type TurnCallSpec,
+  type TurnContext,
+  type TurnEvent,
+  type TurnInput,
+  type TurnOutput,
 } from "../machines/turn.machine.ts";
 import type { TurnStatus } from "../session/entries.ts";
-import { ChartSnapshot } from "./chart-snapshot.ts";
+import { ChartSnapshot, endedSnapshot } from "./chart-snapshot.ts";
 
 type System = AnyActorRef["system"];
 
@@ -432,22 +433,9 @@ export function turnLogic({
   return {
     id: "turn",
     getInitialSnapshot: (scope, input) => {
-      const context: TurnContext = {
-        turnId: input.turnId,
-        limits: input.limits,
-        maxParallelToolCalls: input.maxParallelToolCalls,
-        stopDeadlineMs: input.stopDeadlineMs,
-        finalizeDeadlineMs: input.finalizeDeadlineMs,
-        step: 0,
-        // The first attempt starts on entry (as the machine's initial state resolves it).
-        attemptSeq: 1,
-        tokens: 0,
-        calls: [],
-        retryDelayMs: 0,
-        cancelRequested: false,
-        status: "completed",
-        reason: undefined,
-      };
+      const context = initialTurnContext(input);
+      // The first attempt starts on entry (as the machine's initial state resolves it).
+      context.attemptSeq = 1;
       const child = createActor(batch, {
         id: "batch",
         parent: scope.self,
@@ -479,16 +467,7 @@ export function turnLogic({
     },
     transition: (s, event, scope) => {
       if ((event as EventObject).type === "xstate.stop") {
-        const child = s.children.batch;
-        if (child) scope.defer(() => scope.stopChild(child));
-        return new TurnChartSnapshot(
-          "stopped",
-          undefined,
-          undefined,
-          s.context,
-          {},
-          s.rest,
-        ) as TurnSnapshot;
+        return endedSnapshot(s, "stopped", undefined, scope);
       }
       if (s.status !== "active") return s;
       // An error event no transition takes errors the actor with it and stops its children (as
@@ -499,15 +478,7 @@ export function turnLogic({
         !(type === "xstate.error.actor.batch" && inRunning(s.rest))
       ) {
         const error = (event as unknown as { error: unknown }).error;
-        for (const child of Object.values(s.children)) scope.defer(() => scope.stopChild(child));
-        return new TurnChartSnapshot(
-          "error",
-          undefined,
-          error,
-          s.context,
-          {},
-          s.rest,
-        ) as TurnSnapshot;
+        return endedSnapshot(s, "error", error, scope);
       }
       const w: Work = { rest: s.rest, context: s.context, children: s.children, scope };
       handle(w, event);

@@ -16,7 +16,12 @@ import {
   type Scheduler,
   scheduleBatch,
 } from "./batch-schedule.ts";
-import { cancelledBeforeStart, type ToolCallOutput, toolCallMachine } from "./tool-call.machine.ts";
+import {
+  cancelledBeforeStart,
+  type ToolCallInput,
+  type ToolCallOutput,
+  toolCallMachine,
+} from "./tool-call.machine.ts";
 
 export type { BatchCallSpec, CallPhase } from "./batch-schedule.ts";
 
@@ -116,7 +121,10 @@ function settledAction(context: BatchContext, { index, outcome, result }: Settle
 }
 
 /** A copy of `context` with the given calls settled, in the order given. */
-export function settleAll(context: BatchContext, settles: Settle[]): Partial<BatchContext> {
+export function settleAll(
+  context: BatchContext,
+  settles: Settle[],
+): Pick<BatchContext, "phases" | "outcomes" | "results" | "completionOrder"> {
   const phases = [...context.phases];
   const outcomes = [...context.outcomes];
   const results = [...context.results];
@@ -177,43 +185,13 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
         enqueue(settledAction(context, settle));
       }),
       schedule: enqueueActions(({ enqueue, context }) => {
-        if (context.cancelled || !context.phases.includes("pending")) return;
-        const plan = schedule({
-          calls: context.calls,
-          phases: context.phases,
-          outcomes: context.outcomes,
-          maxParallel: context.maxParallel,
-          sequential: context.sequential,
-        });
-        if (plan.start.length === 0 && plan.skip.length === 0) return;
-        const skips = plan.skip.map((s) => ({
-          index: s.index,
-          outcome: "not_executed" as const,
-          result: dependencyFailed(s.dependency),
-        }));
-        const next: Partial<BatchContext> = settleAll(context, skips);
-        const phases = next.phases!;
-        const actorIds = [...context.actorIds];
-        const slots = childIds(context, plan.start);
-        plan.start.forEach((i, k) => {
-          phases[i] = "running";
-          actorIds[i] = slots[k];
-        });
-        next.actorIds = actorIds;
-        enqueue.assign(next);
-        for (const s of skips) enqueue(settledAction(context, s));
-        plan.start.forEach((i, k) => {
-          const call = context.calls[i];
-          enqueue.spawnChild("toolCall", {
-            id: slots[k],
-            input: {
-              callId: call.callId,
-              name: call.name,
-              cancellable: call.cancellable,
-              stopDeadlineMs: context.stopDeadlineMs,
-            },
-          });
-        });
+        const plan = planRound(context, schedule, childIds);
+        if (!plan) return;
+        enqueue.assign(plan.next);
+        for (const s of plan.skips) enqueue(settledAction(context, s));
+        for (const { slot, input } of plan.starts) {
+          enqueue.spawnChild("toolCall", { id: slot, input });
+        }
       }),
       cancel: enqueueActions(({ enqueue, context, event }) => {
         assertEvent(event, "batch.cancel");
@@ -333,6 +311,55 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
   function committedResults(context: BatchContext): BatchCallResult[] {
     return roundResults(context, commitOrder);
   }
+}
+
+/** What one `schedule` decides: the new phases and slots, the calls skipped, the calls started. */
+export interface RoundPlan {
+  next: Pick<BatchContext, "phases" | "outcomes" | "results" | "completionOrder" | "actorIds">;
+  skips: Settle[];
+  starts: { slot: string; input: ToolCallInput }[];
+}
+
+/**
+ * The `schedule` action's decision, pure (shared by `batchMachine` and the runtime's compiled
+ * `batchLogic`): which pending calls start now (with their slots and actor inputs) and which are
+ * skipped because a dependency failed. Undefined when nothing changes.
+ */
+export function planRound(
+  context: BatchContext,
+  schedule: Scheduler,
+  childIds: BatchPolicy["childIds"],
+): RoundPlan | undefined {
+  if (context.cancelled || !context.phases.includes("pending")) return undefined;
+  const plan = schedule({
+    calls: context.calls,
+    phases: context.phases,
+    outcomes: context.outcomes,
+    maxParallel: context.maxParallel,
+    sequential: context.sequential,
+  });
+  if (plan.start.length === 0 && plan.skip.length === 0) return undefined;
+  const skips = plan.skip.map((s) => ({
+    index: s.index,
+    outcome: "not_executed" as const,
+    result: dependencyFailed(s.dependency),
+  }));
+  const settled = settleAll(context, skips);
+  const actorIds = [...context.actorIds];
+  const slots = childIds(context, plan.start);
+  const starts = plan.start.map((i, k) => {
+    settled.phases[i] = "running";
+    actorIds[i] = slots[k];
+    const call = context.calls[i];
+    const input: ToolCallInput = {
+      callId: call.callId,
+      name: call.name,
+      cancellable: call.cancellable,
+      stopDeadlineMs: context.stopDeadlineMs,
+    };
+    return { slot: slots[k], input };
+  });
+  return { next: Object.assign(settled, { actorIds }), skips, starts };
 }
 
 /** `policy` with the defaults (DESIGN §3.2) filled in. */
