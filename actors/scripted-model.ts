@@ -232,7 +232,9 @@ export function scriptedModel(script: Script, options: ScriptedModelOptions = {}
       });
     if (signal.aborted) throw aborted();
     const step = resolveStep(request, index);
-    await wait(step.delayMs);
+    // Waits only when there is a delay: an await of nothing still costs a promise and a turn of
+    // the microtask queue for every chunk.
+    if (step.delayMs) await wait(step.delayMs);
     if (step.error) {
       const e = step.error;
       const kind = e.kind ?? (e.status !== undefined ? "http" : "network");
@@ -252,7 +254,7 @@ export function scriptedModel(script: Script, options: ScriptedModelOptions = {}
         });
       }
       if (k === events.length) return;
-      if (k > 0) await wait(step.chunkDelayMs);
+      if (k > 0 && step.chunkDelayMs) await wait(step.chunkDelayMs);
       if (signal.aborted) throw aborted();
       yield events[k];
     }
