@@ -6,12 +6,16 @@
  *   npm run bench -- --quick           ≈ 1 min, writes RESULTS.quick.md / steps.quick.svg
  *   npm run bench -- --only=bare,keel-memory   those runtimes only; prints, writes nothing
  *   npm run bench -- --profile         also write each child's V8 CPU profile (to a tmp dir)
+ *
+ * Keel is measured as its built package, dist/index.js, which this rebuilds first
+ * (`KEEL_ENTRY=index.ts npm run bench` measures the sources through tsx instead).
  */
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { renderStepChart } from "./lib/chart.ts";
 import { type ChildOutcome, PROFILE_ENV, runChild } from "./lib/child.ts";
+import { buildKeel, KEEL_ENTRY_ENV, keelEntry } from "./lib/keel-entry.ts";
 import { currentLoad, describeMachine } from "./lib/machine.ts";
 import type { StepBenchOptions, StepBenchResult } from "./lib/protocol.ts";
 import { renderStepSection } from "./lib/report.ts";
@@ -157,6 +161,16 @@ async function main(): Promise<void> {
     );
   }
   const p = profiles[mode];
+  const entry = keelEntry();
+  if (entry.built) {
+    // Keel is measured as its built package: rebuild it so it is the current sources.
+    process.stderr.write(`▶ node scripts/build.mjs (${entry.shown})\n`);
+    buildKeel();
+  } else {
+    // The children run in the repository: hand them the path as this process resolved it.
+    process.env[KEEL_ENTRY_ENV] = entry.file;
+    process.stderr.write(`Keel from ${entry.shown} (${KEEL_ENTRY_ENV}), not its built package\n`);
+  }
   const machine = describeMachine();
   const started = performance.now();
   const startedAt = new Date().toISOString().replace(/\.\d+Z$/, "Z");

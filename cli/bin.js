@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The `keel` command: registers tsx's loader in this process and runs cli/main.ts.
-// No build step: the TypeScript sources are the package.
+// The command runs the TypeScript sources (no build needed); `import "keel"` loads dist/.
 import { register } from "tsx/esm/api";
 
 register();

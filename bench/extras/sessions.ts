@@ -3,10 +3,12 @@
  * - `idle`: sessions opened and ready, no turn yet;
  * - `afterTurn`: sessions that ran one prompt (one tool step, then text) and are idle again;
  * - `midTurn`: sessions whose one tool call is running (held on a gate) when the heap is read.
- * Each figure is (heap with the sessions − heap before them) / count.
+ * Each figure is (heap with the sessions − heap before them) / count. Keel is its built package,
+ * dist/index.js, like in the step benchmark (lib/keel-entry.ts; `KEEL_ENTRY` names another entry).
  */
 import { z } from "zod";
 import type { ModelRequest } from "../../actors/model.ts";
+import { importKeel, type KeelModule } from "../lib/keel-entry.ts";
 import { describeError } from "../lib/measure.ts";
 import { emitResult, readChildOptions } from "../lib/protocol.ts";
 import { workload } from "../lib/workload.ts";
@@ -29,7 +31,7 @@ export type SessionsResult =
   | { ok: true; idle: SessionsFigure; afterTurn: SessionsFigure; midTurn: SessionsFigure }
   | { ok: false; error: string };
 
-type Keel = typeof import("../../index.ts");
+type Keel = KeelModule;
 
 const gc = (globalThis as { gc?: () => void }).gc;
 
@@ -136,7 +138,7 @@ async function main(keel: Keel, o: SessionsOptions): Promise<SessionsResult> {
 
 try {
   const o = readChildOptions<SessionsOptions>();
-  const keel = (await import("../../index.ts")) as Keel;
+  const keel = await importKeel(["createAgent", "defineTool", "scriptedModel", "memoryStore"]);
   emitResult(await main(keel, o));
   process.exit(0);
 } catch (e) {

@@ -1,5 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { cpus, loadavg, release, totalmem, type } from "node:os";
+import { type KeelEntry, keelEntry } from "./keel-entry.ts";
 import { installedVersion, repoDir } from "./workload.ts";
 
 /** Where the numbers were taken. */
@@ -13,6 +14,8 @@ export interface MachineInfo {
   loadAtStart: number;
   /** The commit Keel was measured at, and whether the work tree had changes on top. */
   keel: string;
+  /** The Keel module measured (the built dist/index.js unless KEEL_ENTRY named another). */
+  keelEntry: Omit<KeelEntry, "file">;
   packages: Record<string, string>;
 }
 
@@ -34,6 +37,7 @@ export function describeMachine(): MachineInfo {
   const list = cpus();
   const versions: Record<string, string> = {};
   for (const p of packages) versions[p] = installedVersion(p) ?? "not installed";
+  const entry = keelEntry();
   return {
     cpuModel: list[0]?.model.trim() ?? "unknown",
     cores: list.length,
@@ -42,6 +46,7 @@ export function describeMachine(): MachineInfo {
     os: `${type()} ${release()}`,
     loadAtStart: loadavg()[0],
     keel: keelRevision(),
+    keelEntry: { shown: entry.shown, built: entry.built, label: entry.label },
     packages: versions,
   };
 }

@@ -203,6 +203,7 @@ function renderMachine(r: BenchResults): string {
     ["memory", `${m.memoryGiB.toFixed(1)} GiB`],
     ["Node", m.node],
     ["Keel (git)", m.keel],
+    ["Keel entry measured", m.keelEntry.label],
     ["OS", m.os],
     [
       "load average (1 min) at start / end",

@@ -9,6 +9,18 @@ import {
 import type { BenchResults } from "./results.ts";
 import { formatUs } from "./stats.ts";
 
+/** How Keel was imported: its built package (the default), or what `KEEL_ENTRY` named. */
+function keelEntryBullet(r: BenchResults): string {
+  const e = r.machine.keelEntry;
+  if (e.built) {
+    return `- **Keel as its built package.** Keel is measured as its built package, \`${e.shown}\`: the esbuild bundle of \`index.ts\` that \`npm ci\` builds and an embedder's \`import "keel"\` loads, as the peers are measured as the compiled JS they ship; \`bench/run.ts\` rebuilds it from the current sources first. (The harnesses run under tsx, which leaves \`.js\` as it is; Keel's \`.ts\` sources through tsx would pay esbuild's keepNames \`__name(…)\` call at every function creation. \`KEEL_ENTRY=index.ts\` measures them.)`;
+  }
+  const tsx = e.shown.endsWith(".ts")
+    ? " Through tsx, every function creation in Keel pays esbuild's keepNames `__name(…)` call, which its built package does not."
+    : "";
+  return `- **Keel not as its built package.** This run measured Keel from \`${e.shown}\` (\`KEEL_ENTRY\`), not its built package \`dist/index.js\` that \`npm ci\` builds and an embedder imports; the peers are measured as the compiled JS they ship.${tsx}`;
+}
+
 function method(r: BenchResults): string {
   const s = r.settings;
   return [
@@ -16,6 +28,7 @@ function method(r: BenchResults): string {
     '- **Fakes.** Every fake model is O(1) per call and keeps no call log: Keel `scriptedModel(stepFn, { record: "none" })`; pi-agent-core a `streamFn` pushing start/toolcall_*/done into an `AssistantMessageEventStream`; Vercel `ai` `MockLanguageModelV3` with `doGenerateCalls` cleared on every call; `@openai/agents` a `Model` whose `getResponse` returns `function_call` items; the bare loop an async generator of Keel\'s `ModelEvent`s.',
     "- **Fastest reasonable configuration.** No listeners, no logging, tracing/telemetry off, parallel tool execution; Vercel and `@openai/agents` run non-streamed (their faster path), Keel and pi-agent-core stream (they have no other path). Each runtime gets a fresh agent per prompt.",
     "- **One process per runtime and setting.** `bench/run.ts` spawns `node --expose-gc --import tsx bench/runtimes/<name>.ts` for each runtime × calls-per-step and collects one JSON line. `@openai/agents` switches on AsyncLocalStorage at first use, which slows every `await` in the process (≈ 85 → 137 ns a hop on Node 20): in a shared process it would tax every runtime measured after it.",
+    keelEntryBullet(r),
     `- **Warm-up and repetitions.** Each child first runs 20-step prompts for ≥ ${(s.warmupMs / 1000).toFixed(1)} s (XState needs ≈ 1 s to reach steady state), then times each N ${s.reps} times back to back and reports the median. A repetition shorter than 20 ms is re-timed as back-to-back prompts lasting ≥ 20 ms. No timed run follows a forced GC: a full \`gc()\` drops V8's type feedback for object shapes with no live instance, and the next prompt runs de-optimised (Keel ≈ 2× slower for that prompt, \`node --expose-gc --import tsx bench/extras/gc-effect.ts\`), a cost no agent pays in steady operation.`,
     `- **Skips (¹).** Before each N the child projects the time of all repetitions from the last two points (µs/step growing by the same factor per decade); over ${(s.budgetPerPointMs / 1000).toFixed(0)} s it skips that N and says so (see the raw samples). A skipped N means "grows too fast to measure here", not "failed".`,
     "- **Retained heap.** Separate, untimed runs (median of up to 3 per N, 1 at N ≥ 10 000, after every N was timed): `gc()` twice (after a few event-loop turns, so clean-up a runtime defers past its prompt has run) before and after one run while the runtime's handle is held; the difference is what the runtime keeps for that prompt (history, logs).",

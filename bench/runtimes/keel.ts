@@ -4,45 +4,30 @@
  * `defineTool` tool (concurrencySafe, returns "ok"), and the memory store or a SQLite store
  * on a temporary file with durability "process" (variant "memory" | "sqlite"). A fresh agent
  * and session per run, like the peers' fresh agent per run (one silent logger shared by all
- * runs); `maxSteps` N + 1.
+ * runs); `maxSteps` N + 1. Keel is imported as its built package, dist/index.js (see
+ * lib/keel-entry.ts; `KEEL_ENTRY` names another entry).
  */
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
+import { importKeel, keelEntry } from "../lib/keel-entry.ts";
 import { runStepChild, type StepHarness } from "../lib/measure.ts";
 import type { StepBenchOptions } from "../lib/protocol.ts";
-import { callId, repoDir, workload } from "../lib/workload.ts";
-
-type KeelModule = typeof import("../../index.ts");
-
-async function loadKeel(): Promise<KeelModule> {
-  if (!existsSync(join(repoDir, "index.ts"))) {
-    throw new Error(
-      "Keel's runtime is not there yet: index.ts does not exist at the repository root",
-    );
-  }
-  const keel = (await import("../../index.ts")) as KeelModule;
-  for (const name of [
-    "createAgent",
-    "defineTool",
-    "scriptedModel",
-    "memoryStore",
-    "sqliteStore",
-  ] as const) {
-    if (typeof keel[name] !== "function") {
-      throw new Error(`Keel's runtime is not there yet: index.ts does not export ${name}`);
-    }
-  }
-  return keel;
-}
+import { callId, workload } from "../lib/workload.ts";
 
 async function createKeelHarness(o: StepBenchOptions): Promise<StepHarness> {
   const variant = o.variant ?? "memory";
   if (variant !== "memory" && variant !== "sqlite") {
     throw new Error(`keel variant must be "memory" or "sqlite", got ${JSON.stringify(variant)}`);
   }
-  const keel = await loadKeel();
+  const keel = await importKeel([
+    "createAgent",
+    "defineTool",
+    "scriptedModel",
+    "memoryStore",
+    "sqliteStore",
+  ]);
   const { z } = await import("zod");
   let executions = 0;
   const touch = keel.defineTool({
@@ -64,7 +49,7 @@ async function createKeelHarness(o: StepBenchOptions): Promise<StepHarness> {
       : keel.sqliteStore(join(dir, "bench.db"), { durability: "process" });
   return {
     label: variant === "sqlite" ? "Keel (SQLite)" : "Keel (memory)",
-    version: "keel (this checkout)",
+    version: `keel (this checkout, ${keelEntry().shown})`,
     notes: [
       variant === "sqlite"
         ? 'sqliteStore(tmp file, { durability: "process" }), one store for the process'

@@ -1,5 +1,6 @@
-import { describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { runChild } from "../lib/child.ts";
+import { buildKeel } from "../lib/keel-entry.ts";
 import type { StepBenchResult } from "../lib/protocol.ts";
 
 describe("runChild", () => {
@@ -14,6 +15,23 @@ describe("runChild", () => {
     if (!out.ok || !out.value.ok) throw new Error("expected a result");
     expect(out.value.label).toBe("bare loop");
     expect(out.value.points[0].usPerStep).toBeGreaterThan(0);
+  });
+
+  describe("Keel", () => {
+    // Like `npm run bench`: the child imports the built package, rebuilt from the sources.
+    beforeAll(() => buildKeel());
+
+    it("measures Keel as its built package, dist/index.js", async () => {
+      const out = await runChild<StepBenchResult>(
+        "runtimes/keel.ts",
+        { ns: [10], reps: 1, warmupMs: 0, callsPerStep: 8, budgetPerPointMs: 5000 },
+        "[test]",
+        15_000,
+      );
+      if (!out.ok || !out.value.ok) throw new Error(`expected a result: ${JSON.stringify(out)}`);
+      expect(out.value.version).toBe("keel (this checkout, dist/index.js)");
+      expect(out.value.points[0].usPerStep).toBeGreaterThan(0);
+    });
   });
 
   it("passes on a helper bench's absence as a clear 'not available' answer", async () => {

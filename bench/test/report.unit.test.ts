@@ -57,6 +57,26 @@ describe("renderResultsMarkdown", () => {
   it("says why each runtime runs in its own process", () => {
     expect(md).toMatch(/AsyncLocalStorage/);
   });
+  it("says Keel is measured as its built package, and names the entry in the Machine table", () => {
+    expect(md).toContain(
+      "- **Keel as its built package.** Keel is measured as its built package, `dist/index.js`",
+    );
+    expect(md).toMatch(
+      /that `npm ci` builds and an embedder's `import "keel"` loads, as the peers/,
+    );
+    expect(md).toContain("| Keel entry measured | dist/index.js (the built package) |");
+  });
+  it("says so when KEEL_ENTRY made it measure the sources instead", () => {
+    const r = results(runs);
+    r.machine.keelEntry = { shown: "index.ts", built: false, label: "index.ts (KEEL_ENTRY)" };
+    const src = renderResultsMarkdown(r, "steps.svg");
+    expect(src).toContain(
+      "- **Keel not as its built package.** This run measured Keel from `index.ts`",
+    );
+    expect(src).toContain("keepNames");
+    expect(src).not.toContain("Keel as its built package.");
+    expect(src).toContain("| Keel entry measured | index.ts (KEEL_ENTRY) |");
+  });
   it("lists the runtime that could not run with its exact error", () => {
     expect(md).toContain("- **Vercel ai** (1 call(s)/step): `Error: ai@7 needs Node 22`");
   });

@@ -55,6 +55,11 @@ export function results(steps: StepRun[]): BenchResults {
       os: "Linux",
       loadAtStart: 0.1,
       keel: "abc1234",
+      keelEntry: {
+        shown: "dist/index.js",
+        built: true,
+        label: "dist/index.js (the built package)",
+      },
       packages: { xstate: "5.33.3" },
     },
     loadAtEnd: 0.2,
