@@ -35,15 +35,23 @@ export function defaultStorePath(cwd: string): string {
 }
 
 /**
- * The file's schema version (`PRAGMA user_version`). 2: `sessions` holds only when each session
+ * The version of Keel's tables in the file, kept in Keel's own `keel_meta` table (not
+ * `PRAGMA user_version`: the file is shared with the application's own tables through the
+ * ledger, and the application may version those). 2: `sessions` holds only when each session
  * began; its last seq, entry count and last time are read from `entries` (by its primary key), so
  * an append writes no summary row: one page fewer in every commit's WAL, 0.86× version 1's time
  * a commit (`npx tsx bench/extras/sqlite-commit.ts`), 0.89× a step with one tool call
- * (`bench/extras/ab.ts`, `STORE=sqlite`). Files of version 0/1 are migrated when opened.
+ * (`bench/extras/ab.ts`, `STORE=sqlite`). Older files are migrated when opened, after which a
+ * Keel from before version 2 can no longer append to them: every process sharing a store file
+ * must be upgraded together.
  */
 const SCHEMA_VERSION = 2;
 
 const SCHEMA = `
+CREATE TABLE IF NOT EXISTS keel_meta (
+  key TEXT PRIMARY KEY,
+  value
+);
 CREATE TABLE IF NOT EXISTS sessions (
   session_id TEXT PRIMARY KEY,
   created_at REAL NOT NULL
@@ -79,11 +87,15 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
   const durability = options.durability ?? "process";
   const db = openDatabase(path);
   try {
-    refuseNewer(db, path); // before anything changes the file, its journal mode included
+    // Before anything changes the file (its journal mode included): refuse a newer Keel's.
+    const version = schemaVersion(db, path);
     db.pragma("journal_mode = WAL");
     db.pragma(`synchronous = ${durability === "power" ? "FULL" : "NORMAL"}`);
     db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
-    migrate(db, path);
+    // A current file takes no write lock to open (a reader must open while another process
+    // holds a long write transaction); CREATE … IF NOT EXISTS changes nothing there.
+    if (version < SCHEMA_VERSION) migrate(db, path);
+    else db.exec(SCHEMA);
   } catch (error) {
     db.close();
     throw error;
@@ -95,7 +107,11 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
   const insert = db.prepare(
     "INSERT INTO entries (session_id, seq, id, parent_id, type, at, body) VALUES (?, ?, ?, ?, ?, ?, ?)",
   );
-  const begin = db.prepare("INSERT INTO sessions (session_id, created_at) VALUES (?, ?)");
+  // Every append (a lookup, and no write once the row exists): a session whose row went
+  // missing gets it back rather than staying out of list().
+  const begin = db.prepare(
+    "INSERT INTO sessions (session_id, created_at) VALUES (?, ?) ON CONFLICT (session_id) DO NOTHING",
+  );
   const load = db
     .prepare<[string], string>("SELECT body FROM entries WHERE session_id = ? ORDER BY seq")
     .pluck();
@@ -117,15 +133,15 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
   >(
     `SELECT s.session_id, s.created_at,
        (SELECT count(*) FROM entries e WHERE e.session_id = s.session_id) AS entries,
-       (SELECT e.at FROM entries e WHERE e.session_id = s.session_id ORDER BY e.seq DESC LIMIT 1)
-         AS updated_at
+       coalesce((SELECT e.at FROM entries e WHERE e.session_id = s.session_id
+         ORDER BY e.seq DESC LIMIT 1), s.created_at) AS updated_at
      FROM sessions s ORDER BY s.created_at, s.session_id`,
   );
   const appendBatch = db.transaction((sessionId: string, entries: readonly LogEntry[]) => {
     const last = lastSeq.get(sessionId) ?? 0;
     const error = checkBatch(sessionId, last, entries);
     if (error) throw error;
-    if (last === 0) begin.run(sessionId, entries[0].at);
+    begin.run(sessionId, entries[0].at);
     for (const e of entries)
       insert.run(sessionId, e.seq, e.id, e.parentId, e.type, e.at, JSON.stringify(e));
   });
@@ -203,15 +219,26 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
  * `entries` now). Throws a `StoreError` naming the file when it cannot.
  */
 function migrate(db: Database.Database, path: string): void {
+  const SUMMARY = ["updated_at", "entries", "last_seq"];
   const run = db.transaction(() => {
-    const version = refuseNewer(db, path);
+    if (schemaVersion(db, path) === SCHEMA_VERSION) return; // another process just did it
     db.exec(SCHEMA);
-    if (version === SCHEMA_VERSION) return;
     const columns = db.prepare("SELECT name FROM pragma_table_info('sessions')").pluck().all();
-    for (const column of ["updated_at", "entries", "last_seq"]) {
-      if (columns.includes(column)) db.exec(`ALTER TABLE sessions DROP COLUMN ${column}`);
+    for (const column of SUMMARY) {
+      if (!columns.includes(column)) continue;
+      try {
+        db.exec(`ALTER TABLE sessions DROP COLUMN ${column}`);
+      } catch (error) {
+        throw new StoreError(
+          "IO",
+          `sqlite store ${path}: cannot migrate Keel's tables to schema version ${SCHEMA_VERSION}: dropping sessions.${column} failed (${(error as Error).message}); a view, trigger or index of yours that uses sessions.${SUMMARY.join("/")} must be dropped first`,
+          { cause: error },
+        );
+      }
     }
-    db.pragma(`user_version = ${SCHEMA_VERSION}`);
+    db.prepare(
+      "INSERT INTO keel_meta (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+    ).run(SCHEMA_VERSION);
   });
   try {
     run.immediate();
@@ -220,13 +247,22 @@ function migrate(db: Database.Database, path: string): void {
   }
 }
 
-/** The file's schema version; throws a `StoreError` when a newer Keel wrote it. */
-function refuseNewer(db: Database.Database, path: string): number {
-  const version = db.pragma("user_version", { simple: true }) as number;
+/**
+ * The version of Keel's tables in the file (0: none, or from before versions were kept). Reads
+ * only. Throws a `StoreError` when a newer Keel wrote the file.
+ */
+function schemaVersion(db: Database.Database, path: string): number {
+  const hasMeta = db
+    .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'keel_meta'")
+    .get();
+  const value = hasMeta
+    ? db.prepare("SELECT value FROM keel_meta WHERE key = 'schema_version'").pluck().get()
+    : undefined;
+  const version = typeof value === "number" ? value : 0;
   if (version > SCHEMA_VERSION) {
     throw new StoreError(
       "IO",
-      `sqlite store ${path}: the file has schema version ${version}, newer than this Keel's ${SCHEMA_VERSION}; open it with a newer Keel`,
+      `sqlite store ${path}: Keel's tables in this file are schema version ${version}, newer than this Keel's ${SCHEMA_VERSION}; open it with a newer Keel`,
     );
   }
   return version;

@@ -50,8 +50,13 @@ function writeVersion1(path: string): void {
 const columns = (path: string) => {
   const db = new Database(path, { readonly: true });
   try {
+    const meta = db
+      .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'keel_meta'")
+      .get();
     return {
-      version: db.pragma("user_version", { simple: true }),
+      version: meta
+        ? db.prepare("SELECT value FROM keel_meta WHERE key = 'schema_version'").pluck().get()
+        : undefined,
       sessions: db.prepare("SELECT name FROM pragma_table_info('sessions')").pluck().all(),
     };
   } finally {
@@ -110,7 +115,8 @@ describe("sqlite store schema", () => {
   it("refuses a file from a newer Keel, saying which versions, and leaves it as it was", () => {
     const path = file();
     const db = new Database(path);
-    db.pragma("user_version = 7");
+    db.exec("CREATE TABLE keel_meta (key TEXT PRIMARY KEY, value)");
+    db.exec("INSERT INTO keel_meta VALUES ('schema_version', 7)");
     db.close();
     let error: unknown;
     try {
@@ -120,11 +126,89 @@ describe("sqlite store schema", () => {
     }
     expect(error).toBeInstanceOf(StoreError);
     expect(String((error as Error).message)).toMatch(
-      /schema version 7, newer than this Keel's 2; open it with a newer Keel/,
+      /tables in this file are schema version 7, newer than this Keel's 2; open it with a newer Keel/,
     );
     expect(columns(path)).toEqual({ version: 7, sessions: [] });
     const db2 = new Database(path, { readonly: true });
     expect(db2.pragma("journal_mode", { simple: true })).toBe("delete");
     db2.close();
+  });
+
+  it("leaves the application's user_version alone: the file is shared with its tables", async () => {
+    const path = file();
+    const app = new Database(path);
+    app.exec("CREATE TABLE orders (id TEXT PRIMARY KEY)");
+    app.pragma("user_version = 3");
+    app.close();
+    const store = sqliteStore(path);
+    await store.append("s", [entry(1, 1)]);
+    await store.close();
+    const db = new Database(path, { readonly: true });
+    expect(db.pragma("user_version", { simple: true })).toBe(3);
+    db.close();
+    expect(columns(path).version).toBe(2);
+  });
+
+  it("opens a current file while another process holds a write transaction (no write lock to open)", async () => {
+    const path = file();
+    const first = sqliteStore(path);
+    await first.append("s", [entry(1, 1)]);
+    const writer = new Database(path);
+    writer.pragma("busy_timeout = 0");
+    writer.exec("BEGIN IMMEDIATE");
+    try {
+      const reader = sqliteStore(path, { busyTimeoutMs: 0 });
+      expect(await reader.list()).toEqual([
+        { sessionId: "s", entries: 1, createdAt: 1, updatedAt: 1 },
+      ]);
+      await reader.close();
+    } finally {
+      writer.exec("ROLLBACK");
+      writer.close();
+      await first.close();
+    }
+  });
+
+  it("a session whose row went missing gets it back at its next append; no entries: updatedAt is createdAt", async () => {
+    const path = file();
+    const store = sqliteStore(path);
+    await store.append("a", [entry(1, 10)]);
+    await store.append("b", [entry(1, 20)]);
+    const db = new Database(path);
+    db.exec("DELETE FROM sessions WHERE session_id = 'a'");
+    db.exec("DELETE FROM entries WHERE session_id = 'b'");
+    db.close();
+    await store.append("a", [entry(2, 30)]);
+    expect(await store.list()).toEqual([
+      { sessionId: "b", entries: 0, createdAt: 20, updatedAt: 20 },
+      { sessionId: "a", entries: 2, createdAt: 30, updatedAt: 30 },
+    ]);
+    await store.append("b", [entry(1, 40)]);
+    expect((await store.list())[0]).toEqual({
+      sessionId: "b",
+      entries: 1,
+      createdAt: 20,
+      updatedAt: 40,
+    });
+    await store.close();
+  });
+
+  it("names the dropped column and what to do when an object of the application's blocks the migration", () => {
+    const path = file();
+    writeVersion1(path);
+    const db = new Database(path);
+    db.exec("CREATE VIEW recent AS SELECT session_id, updated_at FROM sessions");
+    db.close();
+    expect(() => sqliteStore(path)).toThrow(
+      /cannot migrate Keel's tables to schema version 2: dropping sessions\.updated_at failed .*a view, trigger or index of yours/,
+    );
+    // Nothing was changed: the migration is one transaction.
+    expect(columns(path).sessions).toEqual([
+      "session_id",
+      "created_at",
+      "updated_at",
+      "entries",
+      "last_seq",
+    ]);
   });
 });

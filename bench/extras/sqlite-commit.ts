@@ -38,7 +38,7 @@ function version1(): () => void {
   return () => tx.immediate();
 }
 
-/** Version 2's append, by hand: the last seq read from `entries`, the entries, no summary row. */
+/** Version 2's append, by hand: the last seq read from `entries`, the session's row kept (no write once there), the entries. */
 function version2(): () => void {
   const db = new Database(join(dir, "v2.db"));
   db.pragma("journal_mode = WAL");
@@ -50,9 +50,13 @@ function version2(): () => void {
   INSERT INTO sessions VALUES ('s', 1);`);
   const last = db.prepare("SELECT max(seq) FROM entries WHERE session_id = ?").pluck();
   const insert = db.prepare("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?)");
+  const begin = db.prepare(
+    "INSERT INTO sessions VALUES (?, ?) ON CONFLICT (session_id) DO NOTHING",
+  );
   let seq = 0;
   const tx = db.transaction(() => {
     last.get("s");
+    begin.run("s", 1);
     for (let i = 0; i < 3; i++) {
       seq++;
       insert.run("s", seq, `e${seq}`, null, "tool_result", seq, body);
