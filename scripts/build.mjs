@@ -6,37 +6,30 @@
 //   node scripts/build.mjs [outdir]      outdir: default dist/ (or $KEEL_BUILD_OUTDIR)
 //
 // Types stay the .ts sources (package.json "exports" → "types"). Code shared by the two
-// entries goes to one chunk, so `keel` and `keel/testing` hand out the same functions.
-import { realpathSync } from "node:fs";
-import { readFile } from "node:fs/promises";
-import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
+// entries goes to shared chunks, so `keel` and `keel/testing` hand out the same functions. The
+// inspector's page is copied to outdir/page/, where the bundled server looks for it.
+import { cpSync, readdirSync, realpathSync, rmSync } from "node:fs";
+import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 
 /**
- * Inside a bundle `import.meta.url` is the output file's URL, not the source's. Sources that
- * find files next to themselves (inspector/server.ts reads inspector/page/) get their own
- * source's URL instead, written relative to the output file so dist/ can move with the sources.
+ * What a build writes directly in outdir: its two entries, the shared chunks, their maps, and
+ * the inspector's page. Removed before each build, so no chunk of an earlier build is left
+ * (chunk names carry a hash); nothing else in outdir is touched.
  */
-function sourceImportMetaUrl(outdir) {
-  return {
-    name: "source-import-meta-url",
-    setup(build) {
-      build.onLoad({ filter: /\.ts$/ }, async (args) => {
-        if (args.path.includes(`${sep}node_modules${sep}`)) return undefined;
-        const text = await readFile(args.path, "utf8");
-        if (!text.includes("import.meta.url")) return undefined;
-        const rel = relative(outdir, args.path).split(sep).join("/");
-        const url = `new URL(${JSON.stringify(rel)}, import.meta.url).href`;
-        return {
-          contents: text.replaceAll("import.meta.url", url),
-          loader: "ts",
-          resolveDir: dirname(args.path),
-        };
-      });
-    },
-  };
+const OWN = /^(index|testing|chunk(-[A-Z0-9]+)?)\.js(\.map)?$/;
+
+function clean(outdir) {
+  let names = [];
+  try {
+    names = readdirSync(outdir);
+  } catch {
+    return; // no outdir yet
+  }
+  for (const name of names) if (OWN.test(name)) rmSync(join(outdir, name));
+  rmSync(join(outdir, "page"), { recursive: true, force: true });
 }
 
 export async function buildKeel(outdir) {
@@ -48,14 +41,14 @@ export async function buildKeel(outdir) {
       `cannot load esbuild (${e instanceof Error ? e.message : e}); it is a devDependency: run \`npm ci\` first`,
     );
   }
-  // Outputs all sit directly in outdir (chunks too): the import.meta.url rewrite relies on it.
-  return esbuild.build({
+  clean(outdir);
+  const result = await esbuild.build({
     absWorkingDir: root,
     entryPoints: { index: join(root, "index.ts"), testing: join(root, "testing.ts") },
     outdir,
     bundle: true,
     splitting: true,
-    chunkNames: "[name]",
+    chunkNames: "chunk-[hash]",
     format: "esm",
     platform: "node",
     target: "node20",
@@ -63,8 +56,11 @@ export async function buildKeel(outdir) {
     sourcemap: true,
     keepNames: false,
     logLevel: "silent",
-    plugins: [sourceImportMetaUrl(outdir)],
   });
+  // inspector/server.ts serves the page next to its module (`new URL("./page/",
+  // import.meta.url)`); bundled, its module is a file of outdir, so the page goes there too.
+  cpSync(join(root, "inspector", "page"), join(outdir, "page"), { recursive: true });
+  return result;
 }
 
 /** A path for messages: relative to the repository when inside it. */

@@ -2,7 +2,7 @@
 // exports exactly what index.ts and testing.ts export, and a session runs through it in plain
 // Node, with no TypeScript loader, as an embedder's `import "keel"` runs it.
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -37,7 +37,7 @@ const session = agent.session();
 const result = await session.prompt("Touch a.txt");
 const messages = session.messages();
 await agent.close();
-// inspector/server.ts reads its page next to its source: the bundle must still find it.
+// inspector/server.ts reads its page next to its module: the build copies it to outdir/page/.
 const inspector = await keel.startInspector();
 const page = await fetch("http://127.0.0.1:" + inspector.port + "/?token=" + inspector.token);
 await inspector.close();
@@ -125,8 +125,34 @@ describe("the built package (scripts/build.mjs)", () => {
     expect(checked.sameScriptedModel).toBe(true);
   });
 
-  it("still finds the inspector's page, which sits next to the sources", () => {
+  it("finds the inspector's page, which the build copies next to the bundle", () => {
     expect(checked.page).toBe(200);
+    expect(readFileSync(join(outdir, "page", "index.html"), "utf8")).toBe(
+      readFileSync(join(ROOT, "inspector", "page", "index.html"), "utf8"),
+    );
+  });
+
+  it("a rebuild removes what an earlier build wrote (stale chunks) and nothing else", () => {
+    const dir = mkdtempSync(join(ROOT, "test-output", "rebuild-"));
+    try {
+      writeFileSync(join(dir, "chunk-STALE123.js"), "stale");
+      writeFileSync(join(dir, "chunk.js"), "stale");
+      writeFileSync(join(dir, "notes.txt"), "mine");
+      mkdirSync(join(dir, "page"));
+      writeFileSync(join(dir, "page", "old.css"), "stale");
+      execFileSync(process.execPath, [join(ROOT, "scripts", "build.mjs"), dir], {
+        cwd: ROOT,
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      const names = readdirSync(dir);
+      expect(names).not.toContain("chunk-STALE123.js");
+      expect(names).not.toContain("chunk.js");
+      expect(names).toContain("notes.txt");
+      expect(names).toEqual(expect.arrayContaining(["index.js", "testing.js", "page"]));
+      expect(readdirSync(join(dir, "page"))).not.toContain("old.css");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("is the plain JS that package.json maps `keel` to: ESM, no keepNames, a sourcemap", () => {
