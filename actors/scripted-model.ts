@@ -165,9 +165,10 @@ function eventsOf(step: ScriptStep): ModelEvent[] {
 /**
  * A scripted `Model` for tests (public: users test their tools with it). Request `i` plays
  * step `i`; running out of steps fails that request with a `protocol` ModelError naming the
- * missing step. Every wait goes through the injected clock (none when delays are 0); aborting
- * `request.signal` rejects the stream promptly with an `aborted` ModelError, also during
- * delays and hangs. Throws a TypeError at creation for an invalid step in a list script.
+ * missing step. Every wait goes through the injected clock (none when delays are 0: chunks
+ * then follow one another with no turn of the microtask queue between them); aborting
+ * `request.signal` rejects the stream with an `aborted` ModelError at the first chunk asked for
+ * after the abort, and at once during delays and hangs. Throws a TypeError at creation for an invalid step in a list script.
  */
 export function scriptedModel(script: Script, options: ScriptedModelOptions = {}): ScriptedModel {
   const clock = options.clock ?? systemClock;
