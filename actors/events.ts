@@ -31,7 +31,8 @@ export type AgentEvent = { sessionId: string; at: number } & (
   | { type: "call.queued"; turnId: string; callId: string; name: string }
   | { type: "call.started"; turnId: string; callId: string; name: string; args: unknown }
   | { type: "call.update"; callId: string; progress: unknown }
-  | { type: "call.stopping"; callId: string }
+  /** A cancelled call that was running: its tool was asked to stop (aborted if cancellable). */
+  | { type: "call.stopping"; turnId: string; callId: string; name: string }
   /** In completion order. */
   | {
       type: "call.settled";

@@ -1,17 +1,21 @@
 import type { Logger } from "pino";
 import { type AnyActorRef, createActor, type InspectionEvent } from "xstate";
+import type { BatchCallResult, BatchOutput } from "../machines/batch.machine.ts";
 import {
   decideRetry,
   initialRetryState,
   type RetryPolicy,
   type RetryState,
 } from "../machines/retry-policy.ts";
+import type { CallRef } from "../machines/tool-call.machine.ts";
 import {
   attemptIdOf,
+  type FinalizeParams,
   type TurnCallSpec,
+  type TurnEffects,
   type TurnLimits,
   type TurnOutput,
-  turnMachine,
+  type turnMachine,
 } from "../machines/turn.machine.ts";
 import type { CallOutcome, EntryOf, TurnStatus } from "../session/entries.ts";
 import { flat } from "../session/flat.ts";
@@ -25,12 +29,12 @@ import type {
   ToolFailure,
   ToolResult,
 } from "../tools/types.ts";
+import { bindEffects, hostedTurnMachine } from "./charts.ts";
 import type { Clock } from "./clock.ts";
 import type { AgentEvent } from "./events.ts";
 import type { IdGenerator } from "./ids.ts";
 import type { ChatToolCall, Model } from "./model.ts";
 import { decideAll, type PermissionBroker } from "./permissions.ts";
-import { bindRun, provideTurnMachine } from "./provide-turn-machine.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import { runTool, type ToolReport } from "./run-tool.ts";
 import { createAssembler } from "./stream-assembler.ts";
@@ -123,7 +127,7 @@ const specOf = (call: PreparedCall): TurnCallSpec => ({
  * log durable). `interrupt(reason)` sends `turn.interrupt`. Model streams and tool executions
  * are promises run here; they report to the statecharts by events (no promise actor per call).
  */
-export class TurnRun {
+export class TurnRun implements TurnEffects {
   readonly turnId: string;
   private readonly deps: TurnDeps;
   private actor!: ReturnType<typeof createActor<typeof turnMachine>>;
@@ -165,7 +169,7 @@ export class TurnRun {
       turnId: this.turnId,
       input: inputs.map((i) => i.text).join("\n"),
     });
-    this.actor = createActor(provideTurnMachine(this.deps.turnMachine ?? turnMachine), {
+    this.actor = createActor(hostedTurnMachine(this.deps.turnMachine), {
       id: this.turnId,
       input: {
         turnId: this.turnId,
@@ -177,7 +181,7 @@ export class TurnRun {
       clock: this.deps.clock,
       inspect: this.deps.inspect,
     });
-    bindRun(this.actor.system, this.effects);
+    bindEffects(this.actor.system, this);
     this.actor.subscribe({
       complete: () => this.resolveDone(this.actor.getSnapshot().output!),
       error: (err) => {
@@ -209,78 +213,152 @@ export class TurnRun {
     return this.flushing;
   }
 
-  /** The effects the turn statechart names, performed for this run (see `provideTurnMachine`). */
-  readonly effects = {
-    recordStart: (self: AnyActorRef, callId: string) => this.recordStart(self, callId),
-    execute: (self: AnyActorRef, callId: string) => this.execute(self, callId),
-    abort: (callId: string) => this.callCtl.get(callId)?.abort(new Error("cancelled")),
-    callSettled: (r: { callId: string; name: string; outcome: CallOutcome; result: ToolResult }) =>
-      this.settle(r.callId, r.name, r.outcome, r.result),
-    // The batch (a child of the turn) ended its round: the turn may leave `executing`.
-    roundDone: () => this.actor.send({ type: "batch.done" }),
-    prepare: () => {
-      this.deps.drainSteer();
-    },
-    startAttempt: (self: AnyActorRef, attempt: number, step: number) => {
-      this.phase = `while waiting for model response ${step + 1}`;
-      void this.runAttempt(self, attempt, step);
-    },
-    pollAtEnd: (self: AnyActorRef) => {
-      this.phase = "after the model's final answer";
-      self.send({ type: this.deps.drainSteer() > 0 ? "end.steered" : "end.none" });
-    },
-    abortAttempt: () => this.attemptCtl?.abort(new Error("interrupted")),
-    refuseCalls: () => {
-      for (const call of this.lastCalls) {
-        this.settle(call.id, call.function.name, "not_executed", truncatedCallResult(call));
-      }
-    },
-    checkPermissions: (self: AnyActorRef) => {
-      this.phase = "while waiting for permission to run tool calls";
-      void this.checkPermissions(self);
-    },
-    rejectInvalid: () => {
-      this.phase = "while tool calls were running";
-      for (const outcome of this.prepared.values()) {
-        if (!outcome.ok) this.settle(outcome.id, outcome.name, "not_executed", outcome.error);
-      }
-    },
-    commitBatch: () => {
-      this.deps.emit({
-        type: "batch.committed",
-        turnId: this.turnId,
-        calls: this.lastCalls.map((c) => {
-          const r = this.records.get(c.id)!;
-          return { callId: c.id, name: c.function.name, outcome: r.outcome, result: r.result };
-        }),
+  // The effects the charts name (TurnEffects), performed for this run; `actors/charts.ts` binds them.
+
+  recordStart(self: AnyActorRef, { callId }: CallRef): void {
+    const outcome = this.prepared.get(callId);
+    if (!outcome?.ok) return;
+    const { call } = outcome;
+    this.recorded.add(callId);
+    this.deps.log.append({
+      type: "call_started",
+      callId,
+      name: call.name,
+      args: call.args,
+      idempotencyKey: this.idempotencyKey(callId),
+      idempotent: call.traits.idempotent,
+    });
+    this.flushSoon().then(
+      () => {
+        if (self.getSnapshot().status === "active") self.send({ type: "call.recorded", callId });
+      },
+      // The tool must not run without its start record: end the turn; the call settles as
+      // not executed when the batch cancels it.
+      (err) => this.storeFailed(err),
+    );
+  }
+
+  execute(self: AnyActorRef, { callId }: CallRef): void {
+    this.runCall(self, callId);
+  }
+
+  abort({ callId }: CallRef): void {
+    this.callCtl.get(callId)?.abort(new Error("cancelled"));
+  }
+
+  stopping({ callId, name }: CallRef): void {
+    this.deps.emit({ type: "call.stopping", turnId: this.turnId, callId, name });
+  }
+
+  callSettled(r: BatchCallResult): void {
+    this.settle(r.callId, r.name, r.outcome, r.result);
+  }
+
+  // The batch (a child of the turn) ended its round: the turn may leave `executing`.
+  roundDone(_self: AnyActorRef, _output: BatchOutput): void {
+    this.actor.send({ type: "batch.done" });
+  }
+
+  prepare(): void {
+    this.deps.drainSteer();
+  }
+
+  startAttempt(self: AnyActorRef, { attempt, step }: { attempt: number; step: number }): void {
+    this.phase = `while waiting for model response ${step + 1}`;
+    void this.runAttempt(self, attempt, step);
+  }
+
+  pollAtEnd(self: AnyActorRef): void {
+    this.phase = "after the model's final answer";
+    self.send({ type: this.deps.drainSteer() > 0 ? "end.steered" : "end.none" });
+  }
+
+  abortAttempt(): void {
+    this.attemptCtl?.abort(new Error("interrupted"));
+  }
+
+  refuseCalls(): void {
+    for (const call of this.lastCalls) {
+      this.settle(call.id, call.function.name, "not_executed", truncatedCallResult(call));
+    }
+  }
+
+  checkPermissions(self: AnyActorRef): void {
+    this.phase = "while waiting for permission to run tool calls";
+    void this.askPermissions(self);
+  }
+
+  correctCalls({ corrected }: { corrected: { callId: string; feedback: string }[] }): void {
+    for (const { callId, feedback } of corrected) {
+      const p = this.prepared.get(callId);
+      this.settle(callId, p?.ok ? p.call.name : (p?.name ?? ""), "not_executed", {
+        ok: false,
+        code: "DENIED",
+        message: feedback,
+        retryable: false,
       });
-      this.phase = "after the tool results were committed";
-    },
-    retryScheduled: (delayMs: number, attempt: number) =>
-      this.deps.emit({
-        type: "retry.scheduled",
-        turnId: this.turnId,
-        attemptId: attemptIdOf(this.turnId, attempt),
-        retry: this.retryState?.retries ?? 0,
-        delayMs,
-        readyAt: this.retryState?.readyAt ?? this.deps.clock.now() + delayMs,
-        reason: this.lastFailure,
-        mode: this.lastMode,
+    }
+  }
+
+  declineCalls({ reason }: { reason: string }): void {
+    for (const c of this.lastCalls) {
+      this.settle(c.id, c.function.name, "not_executed", {
+        ok: false,
+        code: "DENIED",
+        message: `not executed: ${reason}; the turn was stopped`,
+        retryable: false,
+      });
+    }
+  }
+
+  rejectInvalid(): void {
+    this.phase = "while tool calls were running";
+    for (const outcome of this.prepared.values()) {
+      if (!outcome.ok) this.settle(outcome.id, outcome.name, "not_executed", outcome.error);
+    }
+  }
+
+  commitBatch(): void {
+    this.deps.emit({
+      type: "batch.committed",
+      turnId: this.turnId,
+      calls: this.lastCalls.map((c) => {
+        const r = this.records.get(c.id)!;
+        return { callId: c.id, name: c.function.name, outcome: r.outcome, result: r.result };
       }),
-    cancelAcknowledged: (reason: string) =>
-      this.deps.emit({ type: "turn.cancel_acknowledged", turnId: this.turnId, reason }),
-    executionStopped: () => this.deps.emit({ type: "turn.execution_stopped", turnId: this.turnId }),
-    finalize: (
-      self: AnyActorRef,
-      params: { status: TurnStatus; reason: string | undefined; cancelled: boolean },
-    ) => {
-      void this.finalize(self, params);
-    },
-    ended: (status: TurnStatus, reason: string | undefined) => {
-      this.deps.logger.info({ status, reason }, "turn ended");
-      this.deps.emit({ type: "turn.ended", turnId: this.turnId, status, reason });
-    },
-  };
+    });
+    this.phase = "after the tool results were committed";
+  }
+
+  retryScheduled({ delayMs, attempt }: { delayMs: number; attempt: number }): void {
+    this.deps.emit({
+      type: "retry.scheduled",
+      turnId: this.turnId,
+      attemptId: attemptIdOf(this.turnId, attempt),
+      retry: this.retryState?.retries ?? 0,
+      delayMs,
+      readyAt: this.retryState?.readyAt ?? this.deps.clock.now() + delayMs,
+      reason: this.lastFailure,
+      mode: this.lastMode,
+    });
+  }
+
+  cancelAcknowledged({ reason }: { reason: string }): void {
+    this.deps.emit({ type: "turn.cancel_acknowledged", turnId: this.turnId, reason });
+  }
+
+  executionStopped(): void {
+    this.deps.emit({ type: "turn.execution_stopped", turnId: this.turnId });
+  }
+
+  finalize(self: AnyActorRef, params: FinalizeParams): void {
+    void this.settleAndPersist(self, params);
+  }
+
+  ended({ status, reason }: { status: TurnStatus; reason: string | undefined }): void {
+    this.deps.logger.info({ status, reason }, "turn ended");
+    this.deps.emit({ type: "turn.ended", turnId: this.turnId, status, reason });
+  }
 
   private lastFailure = "";
   private lastMode: "retry" | "continue" = "retry";
@@ -482,29 +560,6 @@ export class TurnRun {
     });
   }
 
-  private recordStart(actor: AnyActorRef, callId: string): void {
-    const outcome = this.prepared.get(callId);
-    if (!outcome?.ok) return;
-    const { call } = outcome;
-    this.recorded.add(callId);
-    this.deps.log.append({
-      type: "call_started",
-      callId,
-      name: call.name,
-      args: call.args,
-      idempotencyKey: this.idempotencyKey(callId),
-      idempotent: call.traits.idempotent,
-    });
-    this.flushSoon().then(
-      () => {
-        if (actor.getSnapshot().status === "active") actor.send({ type: "call.recorded", callId });
-      },
-      // The tool must not run without its start record: end the turn; the call settles as
-      // not executed when the batch cancels it.
-      (err) => this.storeFailed(this.actor, err),
-    );
-  }
-
   /**
    * Session, assistant message entry and call id: stable across crash recovery (the key is stored
    * in `call_started`), and unique even when a model reuses call ids across messages (some number
@@ -520,7 +575,7 @@ export class TurnRun {
     this.deps.emit({ type: "log", level: "warn", message });
   }
 
-  private execute(actor: AnyActorRef, callId: string): void {
+  private runCall(actor: AnyActorRef, callId: string): void {
     const outcome = this.prepared.get(callId);
     if (!outcome?.ok) return;
     const { call } = outcome;
@@ -555,8 +610,11 @@ export class TurnRun {
     }).then(report);
   }
 
-  /** Asks for every call that needs it; a decline without feedback ends the turn. */
-  private async checkPermissions(self: AnyActorRef): Promise<void> {
+  /**
+   * Asks for every call that needs it and answers the gate with the decisions as data: the chart
+   * settles the denied calls (`correctCalls`, `declineCalls`) only if the turn is still at its gate.
+   */
+  private async askPermissions(self: AnyActorRef): Promise<void> {
     const broker = this.deps.permissions!;
     const { emit, sessionId } = this.deps;
     const valid = this.lastCalls
@@ -568,34 +626,19 @@ export class TurnRun {
       sessionId,
       emit,
     );
-    if (this.finalizing) return;
     const declined = decisions.find((d) => d.decision.type === "declined");
     if (declined && declined.decision.type === "declined") {
-      for (const c of this.lastCalls) {
-        this.settle(c.id, c.function.name, "not_executed", {
-          ok: false,
-          code: "DENIED",
-          message: `not executed: ${declined.decision.reason}; the turn was stopped`,
-          retryable: false,
-        });
-      }
       self.send({ type: "gate.declined", reason: declined.decision.reason });
       return;
     }
     const allowed: TurnCallSpec[] = [];
+    const corrected: { callId: string; feedback: string }[] = [];
     for (const { call, decision } of decisions) {
-      if (decision.type === "corrected") {
-        this.settle(call.id, call.name, "not_executed", {
-          ok: false,
-          code: "DENIED",
-          message: decision.feedback,
-          retryable: false,
-        });
-      } else {
-        allowed.push(specOf(call));
-      }
+      if (decision.type === "corrected")
+        corrected.push({ callId: call.id, feedback: decision.feedback });
+      else allowed.push(specOf(call));
     }
-    self.send({ type: "gate.allowed", calls: allowed });
+    self.send({ type: "gate.allowed", calls: allowed, corrected });
   }
 
   private settle(callId: string, name: string, outcome: CallOutcome, result: ToolResult): void {
@@ -604,28 +647,22 @@ export class TurnRun {
     this.deps.log.append({ type: "call_result", callId, name, outcome, result });
     // Durable as soon as known (coalesced per tick): a crash later in the batch cannot lose it.
     // A store that cannot write ends the turn (the entries stay queued in the log, not lost).
-    this.flushSoon().catch((err) => this.storeFailed(this.actor, err));
+    this.flushSoon().catch((err) => this.storeFailed(err));
     this.deps.logger.debug({ callId, tool: name, outcome }, "call settled");
     this.deps.emit({ type: "call.settled", turnId: this.turnId, callId, name, outcome, result });
   }
 
-  private storeFailed(self: AnyActorRef, err: unknown): void {
+  private storeFailed(err: unknown): void {
     this.deps.logger.error({ err }, "the session store failed");
-    self.send({
+    this.actor.send({
       type: "turn.interrupt",
       reason: `the session store failed: ${String(err)}`,
       status: "failed",
     });
   }
 
-  private finalizing = false;
-
-  private async finalize(
-    self: AnyActorRef,
-    params: { status: TurnStatus; reason: string | undefined; cancelled: boolean },
-  ): Promise<void> {
+  private async settleAndPersist(self: AnyActorRef, params: FinalizeParams): Promise<void> {
     const { log } = this.deps;
-    this.finalizing = true;
     this.deps.permissions?.cancelAll("the turn ended before a reply");
     // Every call of the last response gets exactly one result, even if it never started. Only a
     // runtime bug leaves a started call here: its outcome is unknown, never "not executed".

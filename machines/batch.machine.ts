@@ -1,9 +1,11 @@
 import {
+  type AnyActorRef,
   assertEvent,
   assign,
   type DoneActorEvent,
   type ErrorActorEvent,
   enqueueActions,
+  sendTo,
   setup,
   stopChild,
 } from "xstate";
@@ -18,6 +20,7 @@ import {
 } from "./batch-schedule.ts";
 import {
   cancelledBeforeStart,
+  type ToolCallEvent,
   type ToolCallInput,
   type ToolCallOutput,
   toolCallMachine,
@@ -78,6 +81,21 @@ export interface BatchContext {
   cancelled: boolean;
   /** The last finished round's results in commit order (what `roundDone` reported). */
   committed: BatchCallResult[] | undefined;
+}
+
+/**
+ * The effects the batch chart names, implemented by the runtime and bound by `actors/charts.ts`
+ * (the batch's calls have their own, {@link import("./tool-call.machine.ts").ToolCallEffects}).
+ */
+export interface BatchEffects {
+  /** Tell observers a call settled; runs in completion order. Contract: must not throw. */
+  callSettled(result: BatchCallResult): void;
+  /**
+   * The round is over, every call has its one result (`results`, commit order): tell the owner
+   * (`self` is the batch; the turn answers with `batch.done`). Runs once per round.
+   * Contract: must not throw.
+   */
+  roundDone(self: AnyActorRef, output: BatchOutput): void;
 }
 
 /** Pluggable pure policies; the defaults implement DESIGN §3.2. */
@@ -171,10 +189,12 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
         return settleAll(context, [{ index: context.index[callId], outcome, result }]);
       }),
       stopSettledChild: stopChild(({ event }) => (event as DoneActorEvent).actorId),
-      forward: enqueueActions(({ enqueue, context, event }) => {
-        assertEvent(event, ["call.recorded", "call.complete", "call.fail", "call.aborted"]);
-        enqueue.sendTo(context.actorIds[context.index[event.callId]]!, event);
-      }),
+      /** Passes a call's event on to that call's actor (guarded by `isRunning`). */
+      forward: sendTo(
+        ({ context, event }) =>
+          context.actorIds[context.index[(event as { callId: string }).callId]]!,
+        ({ event }) => event as ToolCallEvent,
+      ),
       childErrored: enqueueActions(({ enqueue, context, event }) => {
         assertEvent(event, "xstate.error.actor.*");
         const index = runningIndexOf(context, event.actorId);
@@ -461,22 +481,19 @@ function runningIndexOf(context: BatchContext, actorId: string): number {
 /**
  * The calls of each assistant message: parallel execution, ordered commit (DESIGN §3.2).
  *
- * This machine is the chart's definition: the model search, the mutants and the inspector's
- * chart use it. The runtime runs the same chart as `batchLogic` (actors/batch-logic.ts),
- * compiled by hand for speed, with the same policies; `test/batch-logic.model.test.ts` fails
- * when the two differ, so a change here is made there too.
+ * This machine is what runs: the runtime hosts it through `actors/charts.ts` with its effects
+ * bound ({@link BatchEffects}), and the model search, the race test, the mutants and the
+ * inspector's chart use the same definition.
  *
  * Lifecycle: one actor per turn. `idle` ⇄ `running`: `batch.run {calls}` starts a round
  * (schedule, forward, collect); when every call has its result the round ends with
  * `roundDone {results}` (call order; also kept as `context.committed`) and the batch is `idle`
  * again. One long-lived actor instead of one per step: creating an actor costs more than a
- * whole round of events. Each started call is a spawned `toolCall` actor with a slot id (`slot0`, …; see
- * {@link freeSlots}; its input carries the callId), created from the
- * `toolCall` actor implementation, so the runtime reaches the calls' effects with
- * `batchMachine.provide({ actors: { toolCall: toolCallMachine.provide({ actions }) },
- * actions: { callSettled, roundDone } })`. The runtime sends `call.recorded/complete/fail/aborted
- * {callId}` and `batch.cancel {reason}` to the batch; call events for a call that is not
- * running (late, or unknown id) are dropped.
+ * whole round of events. Each started call is a spawned `toolCall` actor with a slot id (`slot0`,
+ * …; see {@link freeSlots}; its input carries the callId). Call events sent to the batch
+ * (`call.recorded/complete/fail/aborted {callId}`) are forwarded to that call's actor, and
+ * dropped for a call that is not running (late, or unknown id); the runtime may also send them
+ * to the call's actor directly. `batch.cancel {reason}` cancels the round.
  *
  * Per-call phases (`pending → running → settled`) live in context and are the only thing the
  * scheduler reads; a call becomes `settled` when its actor reaches a final state (done event),

@@ -1,4 +1,4 @@
-import { assertEvent, assign, enqueueActions, setup } from "xstate";
+import { type AnyActorRef, assertEvent, assign, setup } from "xstate";
 import type { CallOutcome } from "../session/entries.ts";
 import type { ToolFailure, ToolResult } from "../tools/types.ts";
 
@@ -73,25 +73,46 @@ export interface CallRef {
 }
 
 /**
+ * The effects the tool-call chart names, implemented by the runtime (`actors/turn-runner.ts`)
+ * and bound by `actors/charts.ts`. `self` is the call's own actor: answers go to it.
+ */
+export interface ToolCallEffects {
+  /**
+   * Write the `call_started` entry, make it durable, then send `call.recorded` to `self`.
+   * Contract: must not throw.
+   */
+  recordStart(self: AnyActorRef, call: CallRef): void;
+  /**
+   * Run the tool with an AbortSignal and send `self` exactly one of `call.complete {result}`,
+   * `call.fail {result}`, `call.aborted`. Contract: must not throw.
+   */
+  execute(self: AnyActorRef, call: CallRef): void;
+  /** Signal the call's AbortSignal. Only run for cancellable tools. Contract: must not throw. */
+  abort(call: CallRef): void;
+  /** The call was asked to stop and has not settled yet (tell observers). Must not throw. */
+  stopping(call: CallRef): void;
+}
+
+/** The call an effect is about. */
+const refOf = ({ context }: { context: ToolCallContext }): CallRef => ({
+  callId: context.callId,
+  name: context.name,
+});
+
+/**
  * One tool call: `recording → started → (stopping) → settled | unknown`.
  *
- * This machine is the chart's definition: the model tests, the paths tests and the inspector's
- * chart use it. The runtime runs the same chart as `toolCallLogic` (actors/tool-call-logic.ts),
- * compiled by hand for speed; `test/tool-call-logic.model.test.ts` fails when the two differ, so
- * a change here is made there too.
+ * This machine is what runs: the runtime hosts it through `actors/charts.ts` with its effects
+ * bound (`toolCallMachine.provide`), and the model tests, paths tests, mutants and the
+ * inspector's chart use the same definition.
  *
  * An actor is created when its call starts: a call waiting for its turn (DESIGN's `queued`) is
  * a `pending` call in the batch's context, with no actor (the batch settles it "not executed"
  * on a cancel). Creating actors only for calls that start saves an actor per cancelled call and
- * a microstep per started one (≈ a quarter of a call's statechart cost).
+ * a microstep per started one.
  *
- * Effects are named actions, declared here as no-ops and provided by the runtime with
- * `toolCallMachine.provide({ actions: { recordStart, execute, abort } })`:
- * - `recordStart` — Contract: write the `call_started` entry, make it durable, then send
- *   `call.recorded` (to the batch, which forwards it). Must not throw.
- * - `execute` — Contract: run the tool with an AbortSignal and report exactly one of
- *   `call.complete {result}` / `call.fail {result}` / `call.aborted`. Must not throw.
- * - `abort` — Contract: signal the call's AbortSignal. Only run for cancellable tools.
+ * Effects are named actions, declared here as no-ops; {@link ToolCallEffects} is their contract
+ * (`recordStart`, `execute`, `abort`, `stopping`).
  *
  * Invariants (DESIGN §10, 1 and 2):
  * - write-ahead is structural: `execute` is only the entry action of `started`, and
@@ -114,6 +135,7 @@ export const toolCallMachine = setup({
     recordStart: (_: unknown, _params: CallRef) => {},
     execute: (_: unknown, _params: CallRef) => {},
     abort: (_: unknown, _params: CallRef) => {},
+    stopping: (_: unknown, _params: CallRef) => {},
     settleNotExecuted: assign({ outcome: "not_executed", result: cancelledBeforeStart }),
     settleCompleted: assign(({ event }) => {
       assertEvent(event, "call.complete");
@@ -143,7 +165,7 @@ export const toolCallMachine = setup({
     recording: {
       entry: {
         type: "recordStart",
-        params: ({ context }) => ({ callId: context.callId, name: context.name }),
+        params: refOf,
       },
       on: {
         "call.recorded": "started",
@@ -154,20 +176,20 @@ export const toolCallMachine = setup({
     started: {
       entry: {
         type: "execute",
-        params: ({ context }) => ({ callId: context.callId, name: context.name }),
+        params: refOf,
       },
       on: {
         "call.complete": { target: "settled", actions: "settleCompleted" },
         "call.fail": { target: "settled", actions: "settleFailed" },
-        "call.cancel": "stopping",
+        // A tool that does not honour its signal is not aborted: it gets the stop deadline.
+        "call.cancel": [
+          { guard: "isCancellable", target: "stopping", actions: { type: "abort", params: refOf } },
+          { target: "stopping" },
+        ],
       },
     },
     stopping: {
-      entry: enqueueActions(({ enqueue, check, context }) => {
-        if (check({ type: "isCancellable" })) {
-          enqueue({ type: "abort", params: { callId: context.callId, name: context.name } });
-        }
-      }),
+      entry: { type: "stopping", params: refOf },
       after: { stopDeadline: { target: "unknown", actions: "settleUnknown" } },
       on: {
         "call.complete": { target: "settled", actions: "settleCompleted" },

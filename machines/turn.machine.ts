@@ -1,7 +1,17 @@
-import { assertEvent, assign, not, raise, sendTo, setup } from "xstate";
+import {
+  type AnyActorRef,
+  assertEvent,
+  assign,
+  cancel,
+  enqueueActions,
+  not,
+  sendTo,
+  setup,
+} from "xstate";
 import type { TurnStatus } from "../session/entries.ts";
-import { batchMachine } from "./batch.machine.ts";
+import { type BatchEffects, batchMachine } from "./batch.machine.ts";
 import type { BatchCallSpec } from "./batch-schedule.ts";
+import type { ToolCallEffects } from "./tool-call.machine.ts";
 
 /** What the batch needs to know about one valid call: the batch's own call spec. */
 export type TurnCallSpec = BatchCallSpec;
@@ -57,7 +67,13 @@ export type TurnEvent =
       status: TurnStatus;
       reason: string;
     }
-  | { type: "gate.allowed"; calls: TurnCallSpec[] }
+  | {
+      type: "gate.allowed";
+      /** The calls that may run. */
+      calls: TurnCallSpec[];
+      /** Calls denied with feedback: the feedback becomes their result; the turn goes on. */
+      corrected: { callId: string; feedback: string }[];
+    }
   | { type: "gate.declined"; reason: string }
   | { type: "batch.done" }
   | { type: "end.steered" }
@@ -68,6 +84,53 @@ export type TurnEvent =
 export interface TurnOutput {
   status: TurnStatus;
   reason?: string;
+}
+
+/** Params of `finalize`: how the turn ends. */
+export interface FinalizeParams {
+  status: TurnStatus;
+  reason: string | undefined;
+  /** The turn was interrupted (the log gets a `turn_aborted` note). */
+  cancelled: boolean;
+}
+
+/**
+ * Every effect the turn chart names (its own, its batch's and its calls'), as one contract the
+ * runtime implements (`TurnRun` in `actors/turn-runner.ts`) and `actors/charts.ts` binds to the
+ * machines. `self` is the actor the effect runs in; an effect that starts async work answers
+ * that actor with the event named in its TSDoc. Contract for all: must not throw.
+ */
+export interface TurnEffects extends ToolCallEffects, BatchEffects {
+  /** Drain steering (synchronous: the model call starts right after). */
+  prepare(): void;
+  /** Start model attempt `attempt`. Answers `attempt.done` or `attempt.failed`. */
+  startAttempt(self: AnyActorRef, params: { attempt: number; step: number }): void;
+  /** Abort the running attempt's request (it then answers `attempt.failed`). */
+  abortAttempt(params: { attempt: number }): void;
+  /** Natural end: drain steering. Answers `end.steered` (some consumed) or `end.none`. */
+  pollAtEnd(self: AnyActorRef): void;
+  /** Give every call of the last response a TRUNCATED_CALL result (synchronous). */
+  refuseCalls(): void;
+  /** Decide permissions for the calls. Answers `gate.allowed` or `gate.declined`. */
+  checkPermissions(self: AnyActorRef): void;
+  /** Give each corrected call its feedback as a DENIED result (synchronous). */
+  correctCalls(params: { corrected: { callId: string; feedback: string }[] }): void;
+  /** Give every call of the last response a DENIED result naming `reason` (synchronous). */
+  declineCalls(params: { reason: string }): void;
+  /** Give every call that failed preparation its error result (synchronous). */
+  rejectInvalid(): void;
+  /** Emit `batch.committed` in call order (synchronous). */
+  commitBatch(): void;
+  /** Emit `retry.scheduled`. */
+  retryScheduled(params: { delayMs: number; attempt: number }): void;
+  /** Moment 1: the interrupt was received. */
+  cancelAcknowledged(params: { reason: string }): void;
+  /** Moment 2: no model request or tool is running any more. */
+  executionStopped(): void;
+  /** Settle leftovers, write turn end, flush. Answers `finalize.done`. */
+  finalize(self: AnyActorRef, params: FinalizeParams): void;
+  /** Moment 3 (after `finalize`): the turn has ended; emit `turn.ended`. */
+  ended(params: { status: TurnStatus; reason: string | undefined }): void;
 }
 
 /**
@@ -113,19 +176,24 @@ export function initialTurnContext(input: TurnInput): TurnContext {
   };
 }
 
+/** The corrected calls of a `gate.allowed` event. */
+const correctedOf = ({ event }: { event: TurnEvent }) => ({
+  corrected: (event as Extract<TurnEvent, { type: "gate.allowed" }>).corrected,
+});
+
 /** The attempt id of attempt number `seq` in turn `turnId` (pure, so the machine can derive it). */
 export const attemptIdOf = (turnId: string, seq: number) => `${turnId}.a${seq}`;
 
 /**
  * One prompt → many steps until done, cancelled, failed or out of budget.
  *
- * This machine is the chart's definition: the model search, the mutants and the inspector's
- * chart use it. The runtime runs the same chart as `turnLogic` (actors/turn-logic.ts), compiled
- * by hand for speed (a variant passed to the runtime runs as the machine);
- * `test/turn-logic.model.test.ts` fails when the two differ, so a change here is made there too.
+ * This machine is what runs: the runtime hosts it through `actors/charts.ts` with the effects of
+ * one turn bound ({@link TurnEffects}), and the model search, the race tests, the mutants and
+ * the inspector's chart use the same definition.
  *
- * `running`: preparing → sampling → (gating | refusing | executing) → [commit, decide, prepare] →
- * sampling … (committing, deciding and preparing are transition actions, see `decideNext`).
+ * `running` (entry: prepare) → sampling → (gating | refusing | executing) → [commit, decide,
+ * prepare] → sampling … (committing, deciding and preparing are transition actions, see
+ * `decideNext`).
  * A response with no tool calls ends the turn `completed`. Every terminal path goes through
  * `finalizing` (persist, settle leftovers; bounded by its own deadline, not cancellable) to the
  * final `done`.
@@ -159,11 +227,12 @@ export const turnMachine = setup({
     pollAtEnd: () => {},
     /** Give every call of the last response a TRUNCATED_CALL result (synchronous). */
     refuseCalls: () => {},
-    /**
-     * Decide permissions for the calls. Answers `gate.allowed {calls}` (the calls that may run;
-     * the others already have their feedback results) or `gate.declined {reason}`.
-     */
+    /** Decide permissions for the calls. Answers `gate.allowed` or `gate.declined`. */
     checkPermissions: () => {},
+    /** Give each corrected call its feedback as its result (synchronous). */
+    correctCalls: (_, _params: { corrected: { callId: string; feedback: string }[] }) => {},
+    /** Give every call of the last response a DENIED result (synchronous). */
+    declineCalls: (_, _params: { reason: string }) => {},
     /** Give every call that failed preparation its error result (before the batch starts). */
     rejectInvalid: () => {},
     /**
@@ -178,10 +247,7 @@ export const turnMachine = setup({
     /** Moment 2: no model request or tool is running any more. */
     executionStopped: () => {},
     /** Settle leftovers, write turn end, flush. Answers `finalize.done`. */
-    finalize: (
-      _,
-      _params: { status: TurnStatus; reason: string | undefined; cancelled: boolean },
-    ) => {},
+    finalize: (_, _params: FinalizeParams) => {},
     /** Moment 3 (after `finalize`): the turn has ended; emit `turn.ended`. */
     ended: (_, _params: { status: TurnStatus; reason: string | undefined }) => {},
     markCancelled: assign(({ context, event }) => {
@@ -257,9 +323,6 @@ export const turnMachine = setup({
     retryDelay: ({ context }) => context.retryDelayMs,
     stopDeadline: ({ context }) => context.stopDeadlineMs,
     finalizeDeadline: ({ context }) => context.finalizeDeadlineMs,
-    // A turn without a deadline still arms a (guarded, never-taken) timer: keep it finite.
-    turnDeadline: ({ context }) =>
-      context.limits.deadlineMs > 0 ? context.limits.deadlineMs : 2_147_483_647,
   },
 }).createMachine({
   id: "turn",
@@ -267,7 +330,20 @@ export const turnMachine = setup({
   initial: "running",
   states: {
     running: {
-      initial: "preparing",
+      // Steering is drained before the first request as before every later one.
+      entry: [
+        "prepare",
+        // The deadline timer is armed only when the turn has a deadline, and cancelled on leaving.
+        enqueueActions(({ enqueue, check, context }) => {
+          if (!check("hasDeadline")) return;
+          enqueue.raise(
+            { type: "turn.interrupt", reason: "turn deadline reached", status: "budget_exhausted" },
+            { id: "turnDeadline", delay: context.limits.deadlineMs },
+          );
+        }),
+      ],
+      exit: cancel("turnDeadline"),
+      initial: "sampling",
       // One batch actor for the whole turn; each `executing` is one round of it. Leaving
       // `running` stops it, but only `batch.done` leaves `executing`, so no round is cut short.
       invoke: {
@@ -290,16 +366,6 @@ export const turnMachine = setup({
           ],
         },
       },
-      after: {
-        turnDeadline: {
-          guard: "hasDeadline",
-          actions: raise({
-            type: "turn.interrupt",
-            reason: "turn deadline reached",
-            status: "budget_exhausted",
-          }),
-        },
-      },
       on: {
         // Default for phases with nothing running: acknowledge and finalize at once.
         "turn.interrupt": {
@@ -312,10 +378,6 @@ export const turnMachine = setup({
         },
       },
       states: {
-        preparing: {
-          entry: "prepare",
-          always: "sampling",
-        },
         sampling: {
           entry: [
             assign({ attemptSeq: ({ context }) => context.attemptSeq + 1 }),
@@ -413,21 +475,35 @@ export const turnMachine = setup({
           entry: ["rejectInvalid", "checkPermissions"],
           on: {
             "gate.allowed": [
-              { guard: "noneAllowed", target: "committing" },
+              {
+                guard: "noneAllowed",
+                target: "committing",
+                actions: { type: "correctCalls", params: correctedOf },
+              },
               {
                 target: "executing",
-                actions: assign(({ event }) => {
-                  assertEvent(event, "gate.allowed");
-                  return { calls: event.calls };
-                }),
+                actions: [
+                  { type: "correctCalls", params: correctedOf },
+                  assign(({ event }) => {
+                    assertEvent(event, "gate.allowed");
+                    return { calls: event.calls };
+                  }),
+                ],
               },
             ],
+            // Only here: a decision that arrives after the turn left the gate changes nothing.
             "gate.declined": {
               target: "#turn.finalizing",
-              actions: assign(({ event }) => {
-                assertEvent(event, "gate.declined");
-                return { status: "cancelled" as TurnStatus, reason: event.reason };
-              }),
+              actions: [
+                {
+                  type: "declineCalls",
+                  params: ({ event }) => ({ reason: (event as { reason: string }).reason }),
+                },
+                assign(({ event }) => {
+                  assertEvent(event, "gate.declined");
+                  return { status: "cancelled" as TurnStatus, reason: event.reason };
+                }),
+              ],
             },
           },
         },

@@ -1,16 +1,14 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type AnyStateMachine, createActor, SimulatedClock } from "xstate";
-import { batchLogic } from "../actors/batch-logic.ts";
-import { toolCallLogic } from "../actors/tool-call-logic.ts";
+import { createActor, SimulatedClock } from "xstate";
+import { bindEffects, hostedBatchMachine } from "../actors/charts.ts";
 import {
   type BatchCallSpec,
   type BatchInput,
-  type BatchPolicy,
+  type BatchMachine,
   batchMachine,
 } from "../machines/batch.machine.ts";
-import { type ToolCallMachine, toolCallMachine } from "../machines/tool-call.machine.ts";
-import { batchMutantPolicies, batchMutants } from "./support/mutants/batch.mutants.ts";
+import { batchMutants } from "./support/mutants/batch.mutants.ts";
 
 const DEADLINE = 1_000;
 
@@ -43,26 +41,7 @@ const scenarioArb = fc
 
 type Scenario = typeof scenarioArb extends fc.Arbitrary<infer T> ? T : never;
 
-/** Which tool-call implementation the batch hosts: the XState machine or the runtime's logic. */
-type ToolCallImpl = "machine" | "logic";
 type CallEffects = Record<"recordStart" | "execute" | "abort", (callId: string) => void>;
-
-function toolCallOf(impl: ToolCallImpl, fx: CallEffects): ToolCallMachine {
-  if (impl === "machine") {
-    return toolCallMachine.provide({
-      actions: {
-        recordStart: (_, { callId }) => fx.recordStart(callId),
-        execute: (_, { callId }) => fx.execute(callId),
-        abort: (_, { callId }) => fx.abort(callId),
-      },
-    });
-  }
-  return toolCallLogic({
-    recordStart: (_self, _system, { callId }) => fx.recordStart(callId),
-    execute: (_self, _system, { callId }) => fx.execute(callId),
-    abort: (_self, _system, { callId }) => fx.abort(callId),
-  }) as unknown as ToolCallMachine;
-}
 
 function toInput(sc: Scenario): BatchInput {
   return {
@@ -87,10 +66,7 @@ function toInput(sc: Scenario): BatchInput {
  * Runs one batch with real actors; every tool step, the cancel and the clock step are
  * scheduled tasks whose order fast-check picks. Throws on the first broken invariant.
  */
-/** The batch under test: a machine (the spec, or a mutant) or the runtime's hand-compiled logic. */
-type BatchHost = { machine: AnyStateMachine } | { policy: Partial<BatchPolicy> };
-
-async function runBatch(host: BatchHost, impl: ToolCallImpl, sc: Scenario, s: fc.Scheduler) {
+async function runBatch(machine: BatchMachine, sc: Scenario, s: fc.Scheduler) {
   const input = toInput(sc);
   const calls = input.calls!;
   const behaviour = new Map<string, Behaviour>(sc.calls.map((c, i) => [`c${i}`, c]));
@@ -123,7 +99,7 @@ async function runBatch(host: BatchHost, impl: ToolCallImpl, sc: Scenario, s: fc
     if (context.phases[i] !== "running") return undefined;
     return children[context.actorIds[i]]?.getSnapshot();
   };
-  const toolCall = toolCallOf(impl, {
+  const fx: CallEffects = {
     recordStart: (callId: string) => {
       const c = calls.find((x) => x.callId === callId)!;
       const i = calls.indexOf(c);
@@ -167,7 +143,7 @@ async function runBatch(host: BatchHost, impl: ToolCallImpl, sc: Scenario, s: fc
         send({ type: "call.aborted", callId }, childState(callId)?.value === "stopping");
       });
     },
-  });
+  };
   const callSettled = (p: { callId: string; outcome: string; result: unknown }) => {
     if (settled.some((x) => x.callId === p.callId)) fail(`${p.callId} settled twice`);
     running.delete(p.callId);
@@ -177,26 +153,16 @@ async function runBatch(host: BatchHost, impl: ToolCallImpl, sc: Scenario, s: fc
     if (reported !== undefined) fail("roundDone twice");
     reported = p.results;
   };
-  const logic =
-    "machine" in host
-      ? host.machine.provide({
-          actors: { toolCall },
-          actions: {
-            // biome-ignore lint/suspicious/noExplicitAny: params of the batch's callSettled
-            callSettled: (_: unknown, p: any) => callSettled(p),
-            // biome-ignore lint/suspicious/noExplicitAny: params of the batch's roundDone
-            roundDone: (_: unknown, p: any) => roundDone(p),
-          },
-        })
-      : batchLogic({
-          toolCall,
-          policy: host.policy,
-          effects: {
-            callSettled: (_self, _system, p) => callSettled(p),
-            roundDone: (_self, _system, p) => roundDone(p),
-          },
-        });
-  batch = createActor(logic, { input, clock });
+  // Hosted as the runtime hosts it (actors/charts.ts): effects found through the actor system.
+  batch = createActor(hostedBatchMachine(machine), { input, clock });
+  bindEffects(batch.system, {
+    recordStart: (_self, { callId }) => fx.recordStart(callId),
+    execute: (_self, { callId }) => fx.execute(callId),
+    abort: ({ callId }) => fx.abort(callId),
+    stopping: () => {},
+    callSettled,
+    roundDone: (_self, p) => roundDone(p),
+  });
   batch.start();
   if (sc.cancel) {
     s.schedule(Promise.resolve("batch.cancel")).then(() => {
@@ -228,23 +194,15 @@ async function runBatch(host: BatchHost, impl: ToolCallImpl, sc: Scenario, s: fc
   if (problems.length > 0) throw new Error(problems.join("; "));
 }
 
-const property = (host: BatchHost, impl: ToolCallImpl = "machine") =>
-  fc.asyncProperty(scenarioArb, fc.scheduler(), (sc, s) => runBatch(host, impl, sc, s));
+const property = (machine: BatchMachine) =>
+  fc.asyncProperty(scenarioArb, fc.scheduler(), (sc, s) => runBatch(machine, sc, s));
 
-describe("batch with real actors under a fast-check scheduler", () => {
+describe("batch with real actors under a fast-check scheduler, hosted as the runtime hosts it", () => {
   it("every call settles exactly once, callSettled in completion order, output in call order, never an unsafe, over-parallel, same-key or out-of-order overlap — also after batch.cancel at any point", async () => {
-    await fc.assert(property({ machine: batchMachine }), { numRuns: 200, seed: 1 });
+    await fc.assert(property(batchMachine), { numRuns: 300, seed: 1 });
   });
 
-  it("the same holds with the calls hosted by toolCallLogic", async () => {
-    await fc.assert(property({ machine: batchMachine }, "logic"), { numRuns: 200, seed: 2 });
-  });
-
-  it("the same holds for the runtime's hosting: batchLogic with toolCallLogic calls", async () => {
-    await fc.assert(property({ policy: {} }, "logic"), { numRuns: 200, seed: 3 });
-  });
-
-  const catches: [keyof typeof batchMutantPolicies, RegExp][] = [
+  const catches: [keyof typeof batchMutants, RegExp][] = [
     ["ignoresResourceKeys", /resource key/],
     ["unsafeRunsBesideOthers", /unsafe/],
     ["ignoresSequential", /sequential/],
@@ -252,14 +210,7 @@ describe("batch with real actors under a fast-check scheduler", () => {
   ];
   for (const [mutant, message] of catches) {
     it(`the race check catches the mutant batch that ${mutant}`, async () => {
-      const host = { machine: batchMutants[mutant] };
-      const result = await fc.check(property(host), { numRuns: 300, seed: 1 });
-      expect(result.failed).toBe(true);
-      expect(String(result.errorInstance)).toMatch(message);
-    });
-    it(`the race check catches batchLogic with the broken policy ${mutant}`, async () => {
-      const host = { policy: batchMutantPolicies[mutant] };
-      const result = await fc.check(property(host, "logic"), { numRuns: 300, seed: 1 });
+      const result = await fc.check(property(batchMutants[mutant]), { numRuns: 300, seed: 1 });
       expect(result.failed).toBe(true);
       expect(String(result.errorInstance)).toMatch(message);
     });
