@@ -1,20 +1,7 @@
 // The public API of Keel. Re-exports only.
 export { type Agent, type AgentOptions, createAgent, DEFAULT_LIMITS } from "./actors/agent.ts";
-export { type Clock, sleep, systemClock } from "./actors/clock.ts";
 export type { AgentEvent, AgentEventOf, AgentEventType, InspectSink } from "./actors/events.ts";
-export { createIds, type IdGenerator, randomIds, seededIds } from "./actors/ids.ts";
-export {
-  type ChatMessage,
-  type ChatToolCall,
-  type FinishReason,
-  type Model,
-  ModelError,
-  type ModelErrorKind,
-  type ModelEvent,
-  type ModelRequest,
-  type Usage,
-} from "./actors/model.ts";
-export { type OpenAIModelOptions, openaiModel } from "./actors/openai-model.ts";
+export { createIds, randomIds, seededIds } from "./actors/ids.ts";
 export {
   PermissionBroker,
   type PermissionDecision,
@@ -28,14 +15,23 @@ export {
   tokenBucketBudget,
   unlimitedRetryBudget,
 } from "./actors/retry-budget.ts";
-export {
-  type Script,
-  type ScriptedModel,
-  type ScriptedModelOptions,
-  type ScriptStep,
-  scriptedModel,
-} from "./actors/scripted-model.ts";
 export { type InboxOptions, type PromptResult, Session } from "./actors/session-runtime.ts";
+export { type Clock, sleep, systemClock } from "./contracts/clock.ts";
+export type { IdGenerator } from "./contracts/ids.ts";
+export {
+  type ChatMessage,
+  type ChatToolCall,
+  type FinishReason,
+  type Model,
+  ModelError,
+  type ModelErrorKind,
+  type ModelEvent,
+  type ModelRequest,
+  type ModelToolSpec,
+  type Usage,
+} from "./contracts/model.ts";
+export type * from "./contracts/status.ts";
+export type * from "./contracts/tool-result.ts";
 export { startInspector } from "./inspector/server.ts";
 export {
   classifyModelError,
@@ -43,20 +39,30 @@ export {
   decideRetry,
   parseRetryAfter,
   type RetryPolicy,
-} from "./machines/retry-policy.ts";
+} from "./machines/policies/retry-policy.ts";
 export type { TurnLimits, TurnOutput } from "./machines/turn.machine.ts";
-export { exportJsonl, fork, rollback, switchLeaf } from "./session/branches.ts";
+export { type OpenAIModelOptions, openaiModel } from "./providers/openai-model.ts";
 export {
-  type CompactionResult,
-  compactSession,
-  legalCutPoints,
-} from "./session/compaction.ts";
+  type Script,
+  type ScriptedModel,
+  type ScriptedModelOptions,
+  type ScriptStep,
+  scriptedModel,
+} from "./providers/scripted-model.ts";
+export { exportJsonl, fork, rollback, switchLeaf } from "./session/branches.ts";
+export { type CompactionResult, compactSession, legalCutPoints } from "./session/compaction.ts";
 export type * from "./session/entries.ts";
 export { type Ledger, memoryLedger } from "./session/ledger.ts";
 export { SessionLog } from "./session/log.ts";
 export { memoryStore } from "./session/memory-store.ts";
 export { sqliteLedger } from "./session/sqlite-ledger.ts";
-export { type Durability, defaultStorePath, sqliteStore } from "./session/sqlite-store.ts";
+export {
+  type Durability,
+  defaultStorePath,
+  type SqliteSessionStore,
+  type SqliteStoreOptions,
+  sqliteStore,
+} from "./session/sqlite-store.ts";
 export type { SessionStore, SessionSummary } from "./session/store.ts";
 export { builtinTools } from "./tools/builtin/index.ts";
 export { defineTool, type Tool, ToolDefinitionError } from "./tools/define-tool.ts";

@@ -7,4 +7,4 @@ export {
   type ScriptedModel,
   type ScriptStep,
   scriptedModel,
-} from "./actors/scripted-model.ts";
+} from "./providers/scripted-model.ts";

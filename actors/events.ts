@@ -1,12 +1,12 @@
+import type { ChatToolCall, Usage } from "../contracts/model.ts";
 import type {
   AttemptStatus,
   CallOutcome,
   InboxLane,
   InboxSource,
   TurnStatus,
-} from "../session/entries.ts";
-import type { ToolResult } from "../tools/types.ts";
-import type { ChatToolCall, Usage } from "./model.ts";
+} from "../contracts/status.ts";
+import type { ToolResult } from "../contracts/tool-result.ts";
 import type { PermissionDecision, PermissionRequest } from "./permissions.ts";
 
 /**

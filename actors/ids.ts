@@ -1,8 +1,6 @@
 import { randomFillSync } from "node:crypto";
 import { customRandom, urlAlphabet } from "nanoid";
-
-/** Returns a fresh id, optionally with a readable prefix (`call_…`, `turn_…`). */
-export type IdGenerator = (prefix?: string) => string;
+import type { IdGenerator } from "../contracts/ids.ts";
 
 /**
  * Ids of `size` characters from the secure random source, in nanoid's alphabet (`A-Za-z0-9_-`,

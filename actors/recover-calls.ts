@@ -1,9 +1,9 @@
 import type { Logger } from "pino";
+import type { ToolFailure } from "../contracts/tool-result.ts";
 import type { SessionLog } from "../session/log.ts";
 import { recoverSession } from "../session/recovery.ts";
 import type { Registry } from "../tools/registry.ts";
 import { resolveTraits } from "../tools/traits.ts";
-import type { ToolFailure } from "../tools/types.ts";
 import { runTool } from "./run-tool.ts";
 
 const neverStarted: ToolFailure = {

@@ -1,5 +1,5 @@
-import type { Clock } from "./clock.ts";
-import { systemClock } from "./clock.ts";
+import type { Clock } from "../contracts/clock.ts";
+import { systemClock } from "../contracts/clock.ts";
 
 /**
  * A shared allowance of EXTRA model requests (retries and continues) per provider, so that a

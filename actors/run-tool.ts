@@ -1,5 +1,6 @@
+import type { ToolResult } from "../contracts/tool-result.ts";
 import { applyOutputBudget, errorToResult, toToolResult } from "../tools/tool-output.ts";
-import type { OutputBudget, ToolContext, ToolDefinition, ToolResult } from "../tools/types.ts";
+import type { OutputBudget, ToolContext, ToolDefinition } from "../tools/types.ts";
 
 /** How one execution ended, as the tool-call statechart's event. */
 export type ToolReport =

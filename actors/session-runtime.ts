@@ -1,5 +1,7 @@
 import type { Logger } from "pino";
 import type { InspectionEvent } from "xstate";
+import type { ChatMessage } from "../contracts/model.ts";
+import type { InboxLane, InboxSource } from "../contracts/status.ts";
 import type { WakeScope } from "../machines/coordinator.machine.ts";
 import {
   clear,
@@ -10,7 +12,7 @@ import {
   type InboxEvent,
   queued,
   receive,
-} from "../machines/inbox.ts";
+} from "../machines/policies/inbox.ts";
 import type { TurnOutput } from "../machines/turn.machine.ts";
 import {
   type BranchOptions,
@@ -21,11 +23,10 @@ import {
   switchLeaf,
 } from "../session/branches.ts";
 import { compactSession } from "../session/compaction.ts";
-import type { InboxLane, InboxSource, LogEntry } from "../session/entries.ts";
+import type { LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import { type Coordinator, createCoordinator } from "./coordinator.ts";
 import type { AgentEvent } from "./events.ts";
-import type { ChatMessage } from "./model.ts";
 import { modelSummarizer } from "./model-summarizer.ts";
 import type { PermissionReply, PermissionRequest } from "./permissions.ts";
 import { type EventBody, type TurnDeps, TurnRun } from "./turn-runner.ts";

@@ -1,12 +1,17 @@
 import type { Logger } from "pino";
 import { type AnyActorRef, createActor, type InspectionEvent } from "xstate";
+import type { Clock } from "../contracts/clock.ts";
+import type { IdGenerator } from "../contracts/ids.ts";
+import type { ChatToolCall, Model } from "../contracts/model.ts";
+import type { CallOutcome, TurnStatus } from "../contracts/status.ts";
+import type { ToolFailure, ToolResult } from "../contracts/tool-result.ts";
 import type { BatchCallResult, BatchOutput } from "../machines/batch.machine.ts";
 import {
   decideRetry,
   initialRetryState,
   type RetryPolicy,
   type RetryState,
-} from "../machines/retry-policy.ts";
+} from "../machines/policies/retry-policy.ts";
 import type { CallRef } from "../machines/tool-call.machine.ts";
 import {
   attemptIdOf,
@@ -17,27 +22,18 @@ import {
   type TurnOutput,
   type turnMachine,
 } from "../machines/turn.machine.ts";
-import type { CallOutcome, EntryOf, TurnStatus } from "../session/entries.ts";
+import { createAssembler } from "../providers/stream-assembler.ts";
+import type { EntryOf } from "../session/entries.ts";
 import { flat } from "../session/flat.ts";
 import type { SessionLog } from "../session/log.ts";
 import { prepareCall, truncatedCallResult } from "../tools/prepare-call.ts";
 import type { Registry } from "../tools/registry.ts";
-import type {
-  PreparedCall,
-  PrepareOutcome,
-  ToolContext,
-  ToolFailure,
-  ToolResult,
-} from "../tools/types.ts";
+import type { PreparedCall, PrepareOutcome, ToolContext } from "../tools/types.ts";
 import { bindEffects, hostedTurnMachine } from "./charts.ts";
-import type { Clock } from "./clock.ts";
 import type { AgentEvent } from "./events.ts";
-import type { IdGenerator } from "./ids.ts";
-import type { ChatToolCall, Model } from "./model.ts";
 import { decideAll, type PermissionBroker } from "./permissions.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import { runTool, type ToolReport } from "./run-tool.ts";
-import { createAssembler } from "./stream-assembler.ts";
 
 /** Distributes an event without `sessionId`/`at`; the session stamps them. */
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;

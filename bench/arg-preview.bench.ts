@@ -10,8 +10,8 @@
 import { pathToFileURL } from "node:url";
 import { Allow, parse as partialParse } from "partial-json";
 import { createIds } from "../actors/ids.ts";
-import type { ModelEvent } from "../actors/model.ts";
-import { createAssembler } from "../actors/stream-assembler.ts";
+import type { ModelEvent } from "../contracts/model.ts";
+import { createAssembler } from "../providers/stream-assembler.ts";
 
 export interface ArgPreviewBenchRow {
   /** "file": one long escaped string (a write-file call); "records": many small objects. */

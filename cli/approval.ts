@@ -1,6 +1,5 @@
 import { createInterface } from "node:readline/promises";
-import { defineTool, type Tool } from "../tools/define-tool.ts";
-import type { ToolDefinition, ToolResult } from "../tools/types.ts";
+import { defineTool, type Tool, type ToolDefinition, type ToolResult } from "../index.ts";
 
 /**
  * Asks whether a call may run. Contract: resolves true (allow) or false (deny); resolves

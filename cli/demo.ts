@@ -1,9 +1,14 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createAgent, type Model, type ScriptStep, scriptedModel } from "../index.ts";
-import { startInspector } from "../inspector/server.ts";
-import { builtinTools } from "../tools/builtin/index.ts";
+import {
+  builtinTools,
+  createAgent,
+  type Model,
+  type ScriptStep,
+  scriptedModel,
+  startInspector,
+} from "../index.ts";
 import { EXIT, type ExitCode } from "./errors.ts";
 import { modelFromEnv } from "./run.ts";
 import { openStore, shown, storePath } from "./store.ts";

@@ -1,4 +1,4 @@
-import { startInspector } from "../inspector/server.ts";
+import { startInspector } from "../index.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
 import { loadSession } from "./sessions.ts";
 import { openStore, shown, storePath } from "./store.ts";

@@ -1,6 +1,4 @@
-import { createAgent, openaiModel } from "../index.ts";
-import { startInspector } from "../inspector/server.ts";
-import { builtinTools } from "../tools/builtin/index.ts";
+import { builtinTools, createAgent, openaiModel, startInspector } from "../index.ts";
 import { terminalAsk, withApproval } from "./approval.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
 import { loadSession } from "./sessions.ts";

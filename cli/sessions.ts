@@ -1,7 +1,4 @@
-import { systemClock } from "../actors/clock.ts";
-import { createIds } from "../actors/ids.ts";
-import type { LogEntry } from "../session/entries.ts";
-import { SessionLog } from "../session/log.ts";
+import { createIds, type LogEntry, SessionLog, systemClock } from "../index.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
 import { renderProjection, renderTree } from "./show-format.ts";
 import { openStore, shown, storePath } from "./store.ts";

@@ -1,5 +1,4 @@
-import type { ChatMessage } from "../actors/model.ts";
-import type { LogEntry } from "../session/entries.ts";
+import type { ChatMessage, LogEntry } from "../index.ts";
 
 const clip = (text: string, max = 80) => {
   const flat = text.replace(/\s+/g, " ").trim();

@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import { relative } from "node:path";
-import { defaultStorePath, type SqliteSessionStore, sqliteStore } from "../session/sqlite-store.ts";
+import { defaultStorePath, type SqliteSessionStore, sqliteStore } from "../index.ts";
 import { CliError, EXIT, oneLine } from "./errors.ts";
 
 /** The project's store file: `--store` or `./.keel/keel.db`. */

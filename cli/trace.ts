@@ -1,4 +1,4 @@
-import type { AgentEvent } from "../actors/events.ts";
+import type { AgentEvent } from "../index.ts";
 
 /**
  * Where the trace goes: a stream with the TTY fields Node's stdout has.

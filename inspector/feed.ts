@@ -1,7 +1,7 @@
 import type { InspectionEvent } from "xstate";
-import type { Clock } from "../actors/clock.ts";
-import { systemClock } from "../actors/clock.ts";
-import type { AgentEvent, InspectSink } from "../actors/events.ts";
+import type { Clock } from "../contracts/clock.ts";
+import { systemClock } from "../contracts/clock.ts";
+import type { AgentEvent, InspectSink } from "../index.ts";
 import { agentRecord, type InspectRecord, inspectionRecord } from "./records.ts";
 
 export interface FeedOptions {

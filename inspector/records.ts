@@ -1,5 +1,5 @@
 import type { InspectionEvent } from "xstate";
-import type { AgentEvent } from "../actors/events.ts";
+import type { AgentEvent } from "../index.ts";
 
 /**
  * The inspector's wire format: small, flat JSON records, one per observable change. Whole

@@ -1,5 +1,4 @@
-import type { AgentEvent } from "../actors/events.ts";
-import type { LogEntry } from "../session/entries.ts";
+import type { AgentEvent, LogEntry } from "../index.ts";
 import { agentRecord, clip, type InspectRecord } from "./records.ts";
 
 type Body = AgentEvent extends infer E

@@ -9,15 +9,15 @@ import {
   setup,
   stopChild,
 } from "xstate";
-import type { CallOutcome } from "../session/entries.ts";
-import type { ToolFailure, ToolResult } from "../tools/types.ts";
+import type { CallOutcome } from "../contracts/status.ts";
+import type { ToolFailure, ToolResult } from "../contracts/tool-result.ts";
 import {
   type BatchCallSpec,
   type CallPhase,
   checkBatchCalls,
   type Scheduler,
   scheduleBatch,
-} from "./batch-schedule.ts";
+} from "./policies/batch-schedule.ts";
 import {
   cancelledBeforeStart,
   type ToolCallEvent,
@@ -26,7 +26,7 @@ import {
   toolCallMachine,
 } from "./tool-call.machine.ts";
 
-export type { BatchCallSpec, CallPhase } from "./batch-schedule.ts";
+export type { BatchCallSpec, CallPhase } from "./policies/batch-schedule.ts";
 
 /**
  * How a batch actor is created. One actor serves a whole turn: each assistant message's calls

@@ -1,6 +1,6 @@
 import { type AnyActorRef, assertEvent, assign, setup } from "xstate";
-import type { CallOutcome } from "../session/entries.ts";
-import type { ToolFailure, ToolResult } from "../tools/types.ts";
+import type { CallOutcome } from "../contracts/status.ts";
+import type { ToolFailure, ToolResult } from "../contracts/tool-result.ts";
 
 /** What the caller knows about one call when it is created. */
 export interface ToolCallInput {

@@ -8,9 +8,9 @@ import {
   sendTo,
   setup,
 } from "xstate";
-import type { TurnStatus } from "../session/entries.ts";
+import type { TurnStatus } from "../contracts/status.ts";
 import { type BatchEffects, batchMachine } from "./batch.machine.ts";
-import type { BatchCallSpec } from "./batch-schedule.ts";
+import type { BatchCallSpec } from "./policies/batch-schedule.ts";
 import type { ToolCallEffects } from "./tool-call.machine.ts";
 
 /** What the batch needs to know about one valid call: the batch's own call spec. */

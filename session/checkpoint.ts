@@ -1,4 +1,4 @@
-import type { InboxSnapshot } from "../machines/inbox.ts";
+import type { InboxSnapshot } from "../machines/policies/inbox.ts";
 import type { LogEntry } from "./entries.ts";
 import type { ProjectionSnapshot } from "./projection.ts";
 import type { SessionStore } from "./store.ts";

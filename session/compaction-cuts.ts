@@ -1,4 +1,4 @@
-import type { ChatMessage } from "../actors/model.ts";
+import type { ChatMessage } from "../contracts/model.ts";
 import type { EntryOf, LogEntry } from "./entries.ts";
 import { Projection } from "./projection.ts";
 

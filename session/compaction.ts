@@ -1,4 +1,4 @@
-import type { ChatMessage } from "../actors/model.ts";
+import type { ChatMessage } from "../contracts/model.ts";
 import {
   type CutRule,
   estimateTokens,

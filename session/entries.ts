@@ -1,5 +1,12 @@
-import type { ChatToolCall, FinishReason, Usage } from "../actors/model.ts";
-import type { ToolResult } from "../tools/types.ts";
+import type { ChatToolCall, FinishReason, Usage } from "../contracts/model.ts";
+import type {
+  AttemptStatus,
+  CallOutcome,
+  InboxLane,
+  InboxSource,
+  TurnStatus,
+} from "../contracts/status.ts";
+import type { ToolResult } from "../contracts/tool-result.ts";
 
 /** Fields every log entry has. `parentId` links the branch; `seq` orders the whole log. */
 export interface EntryBase {
@@ -9,13 +16,6 @@ export interface EntryBase {
   /** Clock milliseconds at append. */
   at: number;
 }
-
-export type TurnStatus = "completed" | "cancelled" | "failed" | "budget_exhausted";
-export type AttemptStatus = "completed" | "interrupted" | "failed";
-/** How a call ended. `not_executed`: it never started (cancelled while queued, gated, invalid). */
-export type CallOutcome = "completed" | "failed" | "cancelled" | "unknown" | "not_executed";
-export type InboxLane = "interrupt" | "next-step" | "next-turn";
-export type InboxSource = "user" | "tool" | "job" | "system";
 
 /** The payload of each entry type, keyed by `type`. */
 export interface EntryPayloads {

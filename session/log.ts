@@ -1,14 +1,7 @@
-import type { Clock } from "../actors/clock.ts";
-import type { IdGenerator } from "../actors/ids.ts";
-import type { ChatMessage } from "../actors/model.ts";
-import {
-  applyInboxEntry,
-  emptyInbox,
-  type Inbox,
-  inboxFromEntries,
-  inboxSnapshot,
-  restoreInbox,
-} from "../machines/inbox.ts";
+import type { Clock } from "../contracts/clock.ts";
+import type { IdGenerator } from "../contracts/ids.ts";
+import type { ChatMessage } from "../contracts/model.ts";
+import { emptyInbox, type Inbox, inboxSnapshot, restoreInbox } from "../machines/policies/inbox.ts";
 import { activeLeaf, pathTo } from "./active-path.ts";
 import {
   type CheckpointPolicy,
@@ -19,6 +12,7 @@ import {
 } from "./checkpoint.ts";
 import type { EntryInput, EntryOf, LogEntry } from "./entries.ts";
 import { flat } from "./flat.ts";
+import { applyInboxEntry, inboxFromEntries } from "./inbox-log.ts";
 import { type AskedCall, type OpenWork, Projection } from "./projection.ts";
 import type { SessionStore } from "./store.ts";
 import { WriteQueue } from "./write-queue.ts";

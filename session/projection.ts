@@ -1,5 +1,5 @@
-import type { ChatMessage } from "../actors/model.ts";
-import type { ToolResult } from "../tools/types.ts";
+import type { ChatMessage } from "../contracts/model.ts";
+import type { ToolResult } from "../contracts/tool-result.ts";
 import type { EntryOf, LogEntry } from "./entries.ts";
 
 /**

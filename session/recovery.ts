@@ -1,4 +1,4 @@
-import type { ToolFailure } from "../tools/types.ts";
+import type { ToolFailure } from "../contracts/tool-result.ts";
 import { activePath } from "./active-path.ts";
 import type { EntryOf, LogEntry } from "./entries.ts";
 import type { SessionLog } from "./log.ts";

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { Allow, parse as partialParse } from "partial-json";
 import { describe, expect, it } from "vitest";
-import { type ArgPreview, createArgPreview } from "../actors/arg-preview.ts";
+import { type ArgPreview, createArgPreview } from "../providers/arg-preview.ts";
 
 /**
  * The preview semantics, written as a slow, obviously-correct reference: parse the whole

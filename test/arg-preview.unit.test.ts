@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createArgPreview } from "../actors/arg-preview.ts";
+import { createArgPreview } from "../providers/arg-preview.ts";
 
 /** Feeds `text` one char at a time and returns the preview after each char. */
 function previews(text: string): unknown[] {

@@ -1,9 +1,9 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { type AnyStateMachine, initialTransition, transition } from "xstate";
+import type { CallOutcome } from "../contracts/status.ts";
+import type { ToolResult } from "../contracts/tool-result.ts";
 import { type BatchCallSpec, type BatchInput, batchMachine } from "../machines/batch.machine.ts";
-import type { CallOutcome } from "../session/entries.ts";
-import type { ToolResult } from "../tools/types.ts";
 import { batchMutants } from "./support/mutants/batch.mutants.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: snapshots of real and mutant batches alike

@@ -1,14 +1,14 @@
 import { describe, expect, it } from "vitest";
 import { createActor } from "xstate";
+import type { CallOutcome } from "../contracts/status.ts";
 import { batchMachine } from "../machines/batch.machine.ts";
 import {
   type BatchCallSpec,
   type CallPhase,
   checkBatchCalls,
   scheduleBatch,
-} from "../machines/batch-schedule.ts";
+} from "../machines/policies/batch-schedule.ts";
 import { cancelledBeforeStart, toolCallMachine } from "../machines/tool-call.machine.ts";
-import type { CallOutcome } from "../session/entries.ts";
 
 function call(callId: string, traits: Partial<BatchCallSpec> = {}): BatchCallSpec {
   return {

@@ -12,11 +12,11 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ToolResult } from "../contracts/tool-result.ts";
 import { builtinTools } from "../tools/builtin/index.ts";
 import { prepareCall } from "../tools/prepare-call.ts";
 import { createRegistry } from "../tools/registry.ts";
 import { toToolResult } from "../tools/tool-output.ts";
-import type { ToolResult } from "../tools/types.ts";
 
 // Built at collection time: the it.each tables below name paths inside it.
 const base = realpathSync(mkdtempSync(path.join(tmpdir(), "keel-builtin-")));

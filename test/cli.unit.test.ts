@@ -4,9 +4,10 @@ import type { AgentEvent } from "../actors/events.ts";
 import { withApproval } from "../cli/approval.ts";
 import { renderTree } from "../cli/show-format.ts";
 import { createTrace } from "../cli/trace.ts";
+import type { ToolResult } from "../contracts/tool-result.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { defineTool } from "../tools/define-tool.ts";
-import type { ToolContext, ToolResult } from "../tools/types.ts";
+import type { ToolContext } from "../tools/types.ts";
 
 const ev = (body: Record<string, unknown>, at = 1000): AgentEvent =>
   ({ sessionId: "s", at, ...body }) as AgentEvent;

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type ChatMessage, ModelError } from "../actors/model.ts";
+import { type ChatMessage, ModelError } from "../contracts/model.ts";
 import {
   type CompactionResult,
   type CompactOptions,

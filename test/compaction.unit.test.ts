@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { type ChatMessage, ModelError } from "../actors/model.ts";
+import { type ChatMessage, ModelError } from "../contracts/model.ts";
 import {
   chooseCut,
   compactSession,

@@ -5,9 +5,16 @@ import {
   CoordinatorStoppedError,
   createCoordinator,
 } from "../actors/coordinator.ts";
+import type { InboxLane } from "../contracts/status.ts";
 import type { CoordinatorMachine, WakeScope } from "../machines/coordinator.machine.ts";
-import { clear, drain, emptyInbox, type InboxEvent, queued, receive } from "../machines/inbox.ts";
-import type { InboxLane } from "../session/entries.ts";
+import {
+  clear,
+  drain,
+  emptyInbox,
+  type InboxEvent,
+  queued,
+  receive,
+} from "../machines/policies/inbox.ts";
 import { coordinatorDropsWake } from "./support/mutants/coordinator-drops-wake.ts";
 import { coordinatorIdleAfterCleanup } from "./support/mutants/coordinator-idle-after-cleanup.ts";
 import { coordinatorInterruptDropsLaterWake } from "./support/mutants/coordinator-interrupt-drops-later-wake.ts";

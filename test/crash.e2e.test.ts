@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { createAgent } from "../actors/agent.ts";
-import { scriptedModel } from "../actors/scripted-model.ts";
+import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { sqliteLedger } from "../session/sqlite-ledger.ts";
 import { sqliteStore } from "../session/sqlite-store.ts";

@@ -1,5 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import type { InboxLane } from "../contracts/status.ts";
 import {
   type DrainMode,
   drain,
@@ -9,8 +10,7 @@ import {
   type PollPoint,
   queued,
   receive,
-} from "../machines/inbox.ts";
-import type { InboxLane } from "../session/entries.ts";
+} from "../machines/policies/inbox.ts";
 
 /** Fixed so every run explores the same interleavings; change it to explore others. */
 const SEED = 0x6b65656c;

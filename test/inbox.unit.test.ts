@@ -1,5 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import type { InboxLane } from "../contracts/status.ts";
 import {
   clear,
   consume,
@@ -7,14 +8,14 @@ import {
   emptyInbox,
   type Inbox,
   type InboxEvent,
-  inboxFromEntries,
   inboxSnapshot,
   lanesToDrain,
   queued,
   receive,
   restoreInbox,
-} from "../machines/inbox.ts";
-import type { InboxLane, LogEntry } from "../session/entries.ts";
+} from "../machines/policies/inbox.ts";
+import type { LogEntry } from "../session/entries.ts";
+import { inboxFromEntries } from "../session/inbox-log.ts";
 
 const SEED = 0x6b65656c;
 

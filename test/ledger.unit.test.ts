@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
-import type { Clock } from "../actors/clock.ts";
+import type { Clock } from "../contracts/clock.ts";
 import { fingerprint, type Ledger, memoryLedger } from "../session/ledger.ts";
 import { sqliteLedger } from "../session/sqlite-ledger.ts";
 import { sqliteStore } from "../session/sqlite-store.ts";

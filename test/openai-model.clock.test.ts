@@ -1,8 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SimulatedClock } from "xstate";
-import type { Clock } from "../actors/clock.ts";
-import type { ModelRequest } from "../actors/model.ts";
-import { openaiModel } from "../actors/openai-model.ts";
+import type { Clock } from "../contracts/clock.ts";
+import type { ModelRequest } from "../contracts/model.ts";
+import { openaiModel } from "../providers/openai-model.ts";
 import {
   type FakeOpenAIServer,
   neverAnswer,

@@ -1,8 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { Model, ModelEvent, ModelRequest } from "../actors/model.ts";
-import { ModelError } from "../actors/model.ts";
-import { openaiModel } from "../actors/openai-model.ts";
-import { classifyModelError, parseRetryAfter } from "../machines/retry-policy.ts";
+import type { Model, ModelEvent, ModelRequest } from "../contracts/model.ts";
+import { ModelError } from "../contracts/model.ts";
+import { classifyModelError, parseRetryAfter } from "../machines/policies/retry-policy.ts";
+import { openaiModel } from "../providers/openai-model.ts";
 import {
   chunk,
   contextOverflow,

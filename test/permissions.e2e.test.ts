@@ -3,7 +3,7 @@ import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
 import type { AgentEvent } from "../actors/events.ts";
 import type { PermissionReply, PermissionRequest } from "../actors/permissions.ts";
-import { scriptedModel } from "../actors/scripted-model.ts";
+import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { defineTool } from "../tools/define-tool.ts";
 

@@ -9,7 +9,7 @@ import type {
   PermissionOptions,
   PermissionReply,
 } from "../actors/permissions.ts";
-import { scriptedModel } from "../actors/scripted-model.ts";
+import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { defineTool } from "../tools/define-tool.ts";
 import { failWithSchedule } from "./support/harness.ts";

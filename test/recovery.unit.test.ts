@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { ChatMessage } from "../actors/model.ts";
+import type { ChatMessage } from "../contracts/model.ts";
 import type { LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";

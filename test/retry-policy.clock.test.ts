@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { ModelError, type ModelErrorKind } from "../actors/model.ts";
+import { ModelError, type ModelErrorKind } from "../contracts/model.ts";
 import {
   decideRetry,
   initialRetryState,
@@ -10,7 +10,7 @@ import {
   type RetryPolicy,
   type RetryState,
   remainingWait,
-} from "../machines/retry-policy.ts";
+} from "../machines/policies/retry-policy.ts";
 
 /**
  * DESIGN §10 invariant 7, as a property over random fault sequences, random clock origins,

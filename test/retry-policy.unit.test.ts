@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from "vitest";
-import { ModelError } from "../actors/model.ts";
+import { ModelError } from "../contracts/model.ts";
 import {
   classifyModelError,
   DEFAULT_RETRY_POLICY,
@@ -11,7 +11,7 @@ import {
   remainingWait,
   resolveRetryPolicy,
   timeLeft,
-} from "../machines/retry-policy.ts";
+} from "../machines/policies/retry-policy.ts";
 
 const http = (
   status: number,

@@ -2,10 +2,10 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SimulatedClock } from "xstate";
 import { createAgent } from "../actors/agent.ts";
 import type { AgentEvent, AgentEventOf } from "../actors/events.ts";
-import { openaiModel } from "../actors/openai-model.ts";
 import { tokenBucketBudget } from "../actors/retry-budget.ts";
-import { scriptedModel } from "../actors/scripted-model.ts";
-import type { RetryPolicy } from "../machines/retry-policy.ts";
+import type { RetryPolicy } from "../machines/policies/retry-policy.ts";
+import { openaiModel } from "../providers/openai-model.ts";
+import { scriptedModel } from "../providers/scripted-model.ts";
 import {
   contextOverflow,
   cutAfterText,

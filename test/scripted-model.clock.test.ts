@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { SimulatedClock } from "xstate";
-import { systemClock } from "../actors/clock.ts";
-import { ModelError, type ModelEvent, type ModelRequest } from "../actors/model.ts";
-import { type ScriptStep, scriptedModel } from "../actors/scripted-model.ts";
+import { systemClock } from "../contracts/clock.ts";
+import { ModelError, type ModelEvent, type ModelRequest } from "../contracts/model.ts";
+import { type ScriptStep, scriptedModel } from "../providers/scripted-model.ts";
 
 const request = (signal: AbortSignal): ModelRequest => ({
   messages: [],

@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
-import type { Clock } from "../actors/clock.ts";
+import type { Clock } from "../contracts/clock.ts";
 import {
   type ChatMessage,
   ModelError,
   type ModelEvent,
   type ModelRequest,
-} from "../actors/model.ts";
-import { type Script, scriptedModel } from "../actors/scripted-model.ts";
+} from "../contracts/model.ts";
+import { type Script, scriptedModel } from "../providers/scripted-model.ts";
 
 const request = (over: Partial<ModelRequest> = {}): ModelRequest => ({
   messages: [{ role: "user", content: "hi" }],

@@ -2,9 +2,10 @@
  * Shared fixtures for the session tests (not a test file): a counting clock, a seeded log
  * opener and entry builders for a typical step (attempt → assistant message → calls).
  */
-import type { Clock } from "../actors/clock.ts";
+
 import { seededIds } from "../actors/ids.ts";
-import type { ChatToolCall } from "../actors/model.ts";
+import type { Clock } from "../contracts/clock.ts";
+import type { ChatToolCall } from "../contracts/model.ts";
 import type { EntryInput } from "../session/entries.ts";
 import { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";

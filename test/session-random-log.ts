@@ -4,7 +4,7 @@
  * projection (DESIGN §5) to compare the incremental one against.
  */
 import fc from "fast-check";
-import type { ChatMessage } from "../actors/model.ts";
+import type { ChatMessage } from "../contracts/model.ts";
 import { fork, rollback } from "../session/branches.ts";
 import type { EntryOf, LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { type AgentOptions, createAgent } from "../actors/agent.ts";
-import { type ScriptStep, scriptedModel } from "../actors/scripted-model.ts";
+import { type ScriptStep, scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { memoryStore } from "../session/memory-store.ts";
 import { defineTool } from "../tools/define-tool.ts";

@@ -1,8 +1,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { seededIds } from "../actors/ids.ts";
-import type { ModelEvent } from "../actors/model.ts";
-import { createAssembler, toChatMessage } from "../actors/stream-assembler.ts";
+import type { ModelEvent } from "../contracts/model.ts";
+import { createAssembler, toChatMessage } from "../providers/stream-assembler.ts";
 
 function assemble(
   events: ModelEvent[],

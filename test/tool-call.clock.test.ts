@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createActor, SimulatedClock } from "xstate";
+import type { ToolResult } from "../contracts/tool-result.ts";
 import { toolCallMachine } from "../machines/tool-call.machine.ts";
-import type { ToolResult } from "../tools/types.ts";
 
 const DEADLINE = 5_000;
 

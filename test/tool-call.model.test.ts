@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { type AnyStateMachine, initialTransition, transition } from "xstate";
+import type { ToolResult } from "../contracts/tool-result.ts";
 import { type ToolCallEvent, toolCallMachine } from "../machines/tool-call.machine.ts";
-import type { ToolResult } from "../tools/types.ts";
 import {
   noWriteAheadToolCallMachine,
   overwritableToolCallMachine,

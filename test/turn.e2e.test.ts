@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
 import type { AgentEvent } from "../actors/events.ts";
-import { scriptedModel } from "../actors/scripted-model.ts";
+import { scriptedModel } from "../providers/scripted-model.ts";
 import { defineTool } from "../tools/define-tool.ts";
 import { deferred } from "./support/harness.ts";
 

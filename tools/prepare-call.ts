@@ -1,3 +1,4 @@
+import type { ToolErrorCode } from "../contracts/tool-result.ts";
 import type { Tool } from "./define-tool.ts";
 import {
   compactJson,
@@ -10,7 +11,7 @@ import { type ReadArguments, readArguments } from "./prepare/read-arguments.ts";
 import { remapKeys } from "./prepare/remap-keys.ts";
 import { type ArgIssue, validateArgs } from "./prepare/validate-args.ts";
 import type { Registry } from "./registry.ts";
-import type { PreparedCall, PrepareOutcome, RawToolCall, ToolErrorCode } from "./types.ts";
+import type { PreparedCall, PrepareOutcome, RawToolCall } from "./types.ts";
 
 export { truncatedCallResult } from "./prepare/truncated-call.ts";
 

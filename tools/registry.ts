@@ -1,7 +1,8 @@
+import type { ModelToolSpec } from "../contracts/model.ts";
 import { TOOL_ALIASES } from "./aliases.ts";
 import { defineTool, type Tool } from "./define-tool.ts";
 import { closestName, normalizeName } from "./edit-distance.ts";
-import type { ModelToolSpec, ToolDefinition } from "./types.ts";
+import type { ToolDefinition } from "./types.ts";
 
 /** How a requested name reached a registered tool. */
 export type ResolvedTool =

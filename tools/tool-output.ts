@@ -1,10 +1,10 @@
 import type {
   Continuation,
-  OutputBudget,
   ToolErrorCode,
   ToolFailure,
   ToolResult,
-} from "./types.ts";
+} from "../contracts/tool-result.ts";
+import type { OutputBudget } from "./types.ts";
 import { truncateUtf8, utf8Length } from "./utf8.ts";
 
 const CODES: ReadonlySet<string> = new Set<ToolErrorCode>([

@@ -1,5 +1,6 @@
 import type { Logger } from "pino";
 import type { z } from "zod";
+import type { ToolFailure, ToolResult } from "../contracts/tool-result.ts";
 
 /** How much damage a tool can do; read by the permission policy. Missing → "high". */
 export type Risk = "low" | "medium" | "high";
@@ -39,47 +40,6 @@ export interface ResolvedTraits {
   executionMode: "parallel" | "sequential";
 }
 
-/** Stable machine-readable codes of failed tool results. */
-export type ToolErrorCode =
-  | "UNKNOWN_TOOL"
-  | "INVALID_ARGS"
-  | "TRUNCATED_CALL"
-  | "EXECUTION_FAILED"
-  | "CANCELLED"
-  | "OUTCOME_UNKNOWN"
-  | "DENIED"
-  | "DEPENDENCY_FAILED"
-  | "PATH_OUTSIDE_WORKSPACE"
-  | "PARAMETER_MISMATCH"
-  | "NOT_FOUND"
-  | "TIMEOUT"
-  | "NO_RESULT_RECORDED";
-
-/** How the model can fetch the rest of a truncated output: call `tool` with `args`. */
-export interface Continuation {
-  tool: string;
-  args: Record<string, unknown>;
-  /** Where spilled output was written (path under the workspace), when `overflow: "spill"`. */
-  path?: string;
-}
-
-export interface ToolSuccess {
-  ok: true;
-  content: string;
-  truncated?: boolean;
-  continuation?: Continuation;
-}
-
-export interface ToolFailure {
-  ok: false;
-  code: ToolErrorCode;
-  message: string;
-  retryable: boolean;
-}
-
-/** The one result shape every tool call ends with. */
-export type ToolResult = ToolSuccess | ToolFailure;
-
 /** What a tool's `execute` may return: a plain string is read as `{ ok: true, content }`. */
 export type ToolOutput = string | ToolResult;
 
@@ -111,12 +71,6 @@ export interface ToolDefinition<Args = any> {
    * error's message and a short stack summary. Should honour `ctx.signal` when `cancellable`.
    */
   execute: (args: Args, ctx: ToolContext) => Promise<ToolOutput> | ToolOutput;
-}
-
-/** The model-facing description of a tool (OpenAI Chat Completions `tools[]` item). */
-export interface ModelToolSpec {
-  type: "function";
-  function: { name: string; description: string; parameters: Record<string, unknown> };
 }
 
 /** A raw tool call as the model emitted it. */

@@ -9,9 +9,9 @@
  *   npx tsx bench/extras/calls-as-data.ts        # CPS=8 for a round of 8 calls
  */
 import { type AnyActorRef, assign, createActor, setup } from "xstate";
+import type { ToolResult } from "../../contracts/tool-result.ts";
 import { batchMachine } from "../../machines/batch.machine.ts";
 import { toolCallMachine } from "../../machines/tool-call.machine.ts";
-import type { ToolResult } from "../../tools/types.ts";
 
 const ok: ToolResult = { ok: true, content: "ok" };
 const calls = Number(process.env.CPS ?? 1);

@@ -7,7 +7,7 @@
  * dist/index.js, like in the step benchmark (lib/keel-entry.ts; `KEEL_ENTRY` names another entry).
  */
 import { z } from "zod";
-import type { ModelRequest } from "../../actors/model.ts";
+import type { ModelRequest } from "../../contracts/model.ts";
 import { importKeel, type KeelModule } from "../lib/keel-entry.ts";
 import { describeError } from "../lib/measure.ts";
 import { emitResult, readChildOptions } from "../lib/protocol.ts";

@@ -11,7 +11,7 @@
  */
 import type { AnyActorRef } from "xstate";
 import { createActor } from "xstate";
-import type { BatchCallSpec } from "../../machines/batch-schedule.ts";
+import type { BatchCallSpec } from "../../machines/policies/batch-schedule.ts";
 import type { TurnEffects } from "../../machines/turn.machine.ts";
 
 const root = process.env.KEEL_ROOT ?? new URL("../..", import.meta.url).pathname;

@@ -4,7 +4,7 @@
  * delta, end; then finish), the loop assembles the calls, parses the arguments, runs the tool
  * calls of a step with `Promise.all` and appends the results to the message list.
  */
-import type { ChatMessage, ChatToolCall, ModelEvent } from "../../actors/model.ts";
+import type { ChatMessage, ChatToolCall, ModelEvent } from "../../contracts/model.ts";
 import { runStepChild, type StepHarness } from "../lib/measure.ts";
 import { callId, workload } from "../lib/workload.ts";
 

@@ -1,7 +1,7 @@
 // A child process for crash tests: runs one scenario on a SQLite session and blocks at the
 // moment to crash, printing "READY <scenario>" on stdout; the parent then kills it (SIGKILL).
 import { createAgent } from "../../actors/agent.ts";
-import { type ScriptStep, scriptedModel } from "../../actors/scripted-model.ts";
+import { type ScriptStep, scriptedModel } from "../../providers/scripted-model.ts";
 import { sqliteLedger } from "../../session/sqlite-ledger.ts";
 import { sqliteStore } from "../../session/sqlite-store.ts";
 import { crashTools } from "./crash-tools.ts";

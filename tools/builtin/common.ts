@@ -1,7 +1,7 @@
 import { readdir, stat } from "node:fs/promises";
 import path from "node:path";
+import type { ToolFailure } from "../../contracts/tool-result.ts";
 import { closestName } from "../edit-distance.ts";
-import type { ToolFailure } from "../types.ts";
 import { toolError } from "./workspace.ts";
 
 /** Output budget of the built-ins that page their own output (read_file, grep, glob, list_dir). */

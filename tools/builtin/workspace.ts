@@ -1,6 +1,6 @@
 import { lstat, realpath } from "node:fs/promises";
 import path from "node:path";
-import type { ToolFailure } from "../types.ts";
+import type { ToolFailure } from "../../contracts/tool-result.ts";
 
 /** The directory every built-in tool is confined to. */
 export interface Workspace {

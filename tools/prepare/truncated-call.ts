@@ -1,4 +1,5 @@
-import type { RawToolCall, ToolFailure } from "../types.ts";
+import type { ToolFailure } from "../../contracts/tool-result.ts";
+import type { RawToolCall } from "../types.ts";
 import { receivedSnippet } from "./messages.ts";
 
 /** The OpenAI Chat Completions shape of a call (`actors/model.ts` `ChatToolCall`). */

@@ -4,7 +4,7 @@ import {
   type BatchPolicy,
   createBatchMachine,
 } from "../../../machines/batch.machine.ts";
-import { type Scheduler, scheduleBatch } from "../../../machines/batch-schedule.ts";
+import { type Scheduler, scheduleBatch } from "../../../machines/policies/batch-schedule.ts";
 
 /** BROKEN on purpose: schedules as if no call had a resource key. */
 export const ignoresResourceKeys: Scheduler = (state) =>

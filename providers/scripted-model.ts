@@ -1,5 +1,5 @@
-import type { ModelToolSpec } from "../tools/types.ts";
-import { type Clock, sleep, systemClock } from "./clock.ts";
+import { type Clock, sleep, systemClock } from "../contracts/clock.ts";
+import type { ModelToolSpec } from "../contracts/model.ts";
 import {
   type ChatMessage,
   type FinishReason,
@@ -9,7 +9,7 @@ import {
   type ModelEvent,
   type ModelRequest,
   type Usage,
-} from "./model.ts";
+} from "../contracts/model.ts";
 
 /** A tool call the scripted model emits; `arguments` is sent verbatim (may be malformed). */
 export interface ScriptedToolCall {

@@ -1,6 +1,6 @@
+import type { IdGenerator } from "../contracts/ids.ts";
+import type { ChatMessage, FinishReason, ModelEvent, Usage } from "../contracts/model.ts";
 import { type ArgPreview, createArgPreview } from "./arg-preview.ts";
-import type { IdGenerator } from "./ids.ts";
-import type { ChatMessage, FinishReason, ModelEvent, Usage } from "./model.ts";
 
 /** One tool call of an assembled message. `name` is "" when the provider never sent one. */
 export interface AssembledCall {

@@ -1,4 +1,4 @@
-import type { InboxLane, InboxSource, LogEntry } from "../session/entries.ts";
+import type { InboxLane, InboxSource } from "../../contracts/status.ts";
 
 /**
  * One asynchronous input (DESIGN §3.5). `body` is data: whatever it says, it never changes
@@ -134,30 +134,6 @@ export function clear(inbox: Inbox, lane?: InboxLane): { cleared: InboxEvent[]; 
 export function consume(inbox: Inbox, id: string): Inbox {
   const queue = inbox.queue.filter((e) => e.id !== id);
   return { queue, ids: seen(inbox, id) ? inbox.ids : remember(inbox.ids, id) };
-}
-
-/**
- * Rebuilds the inbox after a restart from the log, in log order: every `inbox` entry is
- * received (with the entry's `seq`), every `inbox_consumed` entry consumes its id. Events that
- * were received but not consumed are queued again; consumed ones stay deduplicated.
- */
-export function inboxFromEntries(entries: Iterable<LogEntry>): Inbox {
-  let inbox = emptyInbox();
-  for (const entry of entries) inbox = applyInboxEntry(inbox, entry);
-  return inbox;
-}
-
-/**
- * One step of {@link inboxFromEntries}: `inbox` after `entry` (unchanged for entries that are
- * neither `inbox` nor `inbox_consumed`). This is a pure function.
- */
-export function applyInboxEntry(inbox: Inbox, entry: LogEntry): Inbox {
-  if (entry.type === "inbox") {
-    const { inboxId: id, source, lane, body, seq } = entry;
-    return receive(inbox, { id, source, lane, body, seq }).inbox;
-  }
-  if (entry.type === "inbox_consumed") return consume(inbox, entry.inboxId);
-  return inbox;
 }
 
 /** An inbox as plain data (a log checkpoint keeps it, so reopening need not read the history). */

@@ -1,4 +1,4 @@
-import type { ModelError } from "../actors/model.ts";
+import type { ModelError } from "../../contracts/model.ts";
 
 /**
  * What a failed model request was (DESIGN §3.6), as data: classification tables tested with

@@ -1,5 +1,3 @@
-import type { ModelToolSpec } from "../tools/types.ts";
-
 /** A message in OpenAI Chat Completions shape: what `session.messages()` returns. */
 export type ChatMessage =
   | { role: "system"; content: string }
@@ -95,4 +93,10 @@ export class ModelError extends Error {
     this.type = options.type;
     this.body = options.body;
   }
+}
+
+/** The model-facing description of a tool (OpenAI Chat Completions `tools[]` item). */
+export interface ModelToolSpec {
+  type: "function";
+  function: { name: string; description: string; parameters: Record<string, unknown> };
 }

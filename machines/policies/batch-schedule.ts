@@ -1,4 +1,4 @@
-import type { CallOutcome } from "../session/entries.ts";
+import type { CallOutcome } from "../../contracts/status.ts";
 
 /** The scheduling traits of one call of a batch. */
 export interface BatchCallSpec {

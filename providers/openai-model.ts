@@ -1,7 +1,7 @@
 import OpenAI from "openai";
 import type { ChatCompletionChunk } from "openai/resources/chat/completions";
-import type { Clock } from "./clock.ts";
-import { systemClock } from "./clock.ts";
+import type { Clock } from "../contracts/clock.ts";
+import { systemClock } from "../contracts/clock.ts";
 import type {
   FinishReason,
   Model,
@@ -9,8 +9,8 @@ import type {
   ModelEvent,
   ModelRequest,
   Usage,
-} from "./model.ts";
-import { ModelError } from "./model.ts";
+} from "../contracts/model.ts";
+import { ModelError } from "../contracts/model.ts";
 
 export interface OpenAIModelOptions {
   model: string;

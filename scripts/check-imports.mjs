@@ -1,0 +1,93 @@
+#!/usr/bin/env node
+// The folders' import rules (DESIGN §2), checked by `npm run lint`: a file may import only the
+// Keel folders its own folder lists, and `contracts/` and `machines/` only the packages listed.
+// Run: `node scripts/check-imports.mjs [root]`; exits 1 and names each wrong-way import.
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import path from "node:path";
+
+/**
+ * Each folder: which Keel folders (or top-level files) it may import, and which packages
+ * (`null`: any). The first matching prefix wins, so a sub-folder listed before its parent gets
+ * its own rule.
+ */
+export const RULES = [
+  { folder: "contracts/", keel: ["contracts/"], packages: [] },
+  { folder: "machines/policies/", keel: ["machines/policies/", "contracts/"], packages: [] },
+  { folder: "machines/", keel: ["machines/", "contracts/"], packages: ["xstate"] },
+  { folder: "tools/", keel: ["tools/", "contracts/"], packages: null },
+  { folder: "session/", keel: ["session/", "contracts/", "machines/policies/"], packages: null },
+  { folder: "providers/", keel: ["providers/", "contracts/"], packages: null },
+  {
+    folder: "actors/",
+    keel: ["actors/", "contracts/", "machines/", "tools/", "session/", "providers/"],
+    packages: null,
+  },
+  // Consumers: the public API. The inspector may also read `contracts/` directly, because
+  // index.ts re-exports the inspector (a value import of index.ts from here would be a cycle).
+  { folder: "inspector/", keel: ["inspector/", "index.ts", "contracts/"], packages: null },
+  { folder: "cli/", keel: ["cli/", "index.ts", "package.json"], packages: null },
+  { folder: "client/", keel: ["client/", "contracts/"], packages: null },
+];
+
+const SOURCE = /\.(ts|mts|js|mjs)$/;
+const SKIP = new Set(["node_modules", "dist", ".git", "test-output", ".keel", "page"]);
+const IMPORT =
+  /(?:^|[\s;])(?:import|export)(?:[\s\w{},*]*?from\s*)?\s*["']([^"']+)["']|import\(\s*["']([^"']+)["']\s*\)/g;
+
+function* files(dir, root) {
+  for (const name of readdirSync(dir)) {
+    if (SKIP.has(name)) continue;
+    const full = path.join(dir, name);
+    if (statSync(full).isDirectory()) yield* files(full, root);
+    else if (SOURCE.test(name) && !name.endsWith(".d.ts")) yield path.relative(root, full);
+  }
+}
+
+/** The import specifiers of a source text (comments removed first). */
+export function importsOf(text) {
+  const code = text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/(^|[^:"'`])\/\/.*$/gm, "$1");
+  return [...code.matchAll(IMPORT)].map((m) => m[1] ?? m[2]);
+}
+
+/** The wrong-way imports under `root`, one message each. */
+export function violations(root) {
+  const found = [];
+  for (const file of files(root, root)) {
+    const rel = file.split(path.sep).join("/");
+    const rule = RULES.find((r) => rel.startsWith(r.folder));
+    if (!rule) continue;
+    for (const spec of importsOf(readFileSync(path.join(root, file), "utf8"))) {
+      if (spec.startsWith(".")) {
+        const target = path.posix.normalize(path.posix.join(path.posix.dirname(rel), spec));
+        if (target.startsWith("..")) continue;
+        if (!rule.keel.some((k) => (k.endsWith("/") ? target.startsWith(k) : target === k))) {
+          found.push(
+            `${rel}: imports ${spec} (${target}); ${rule.folder} may import only ${rule.keel.join(", ")}`,
+          );
+        }
+      } else if (rule.packages !== null) {
+        const pkg = spec.startsWith("@")
+          ? spec.split("/").slice(0, 2).join("/")
+          : spec.split("/")[0];
+        if (!rule.packages.includes(pkg)) {
+          const allowed = rule.packages.length ? rule.packages.join(", ") : "no package";
+          found.push(`${rel}: imports "${spec}"; ${rule.folder} may import ${allowed} (no I/O)`);
+        }
+      }
+    }
+  }
+  return found;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const root = path.resolve(process.argv[2] ?? path.join(path.dirname(process.argv[1]), ".."));
+  const found = violations(root);
+  for (const v of found) console.error(`wrong-way import: ${v}`);
+  if (found.length > 0) {
+    console.error(
+      `${found.length} wrong-way import(s): see the folder table in DESIGN §2 / README`,
+    );
+    process.exit(1);
+  }
+  console.log("imports: every folder imports only what DESIGN §2 allows");
+}

@@ -1,0 +1,67 @@
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+// @ts-expect-error: a plain .mjs script without declarations
+import { importsOf, violations } from "../scripts/check-imports.mjs";
+
+const root = path.resolve(import.meta.dirname, "..");
+
+function tree(files: Record<string, string>): string {
+  const dir = mkdtempSync(path.join(tmpdir(), "keel-imports-"));
+  for (const [file, text] of Object.entries(files)) {
+    mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
+    writeFileSync(path.join(dir, file), text);
+  }
+  return dir;
+}
+
+describe("the folders' import rules (DESIGN §2), as npm run lint checks them", () => {
+  it("Keel's own tree has no wrong-way import", () => {
+    expect(violations(root)).toEqual([]);
+  });
+
+  it("a machine importing the session layer, a timer package or node:fs is refused", () => {
+    const dir = tree({
+      "machines/a.machine.ts": 'import type { X } from "../session/entries.ts";\nimport "node:fs";',
+      "machines/b.machine.ts":
+        'import { setup } from "xstate";\nimport type { Y } from "../contracts/status.ts";',
+    });
+    const found = violations(dir);
+    expect(found).toHaveLength(2);
+    expect(found[0]).toMatch(/machines\/a\.machine\.ts: imports \.\.\/session\/entries\.ts/);
+    expect(found[1]).toMatch(/imports "node:fs"; machines\/ may import xstate/);
+  });
+
+  it("contracts import nothing of Keel's and no package; session and tools never import actors", () => {
+    const dir = tree({
+      "contracts/x.ts": 'import type { Z } from "../tools/types.ts";\nimport { z } from "zod";',
+      "session/s.ts": 'import { TurnRun } from "../actors/turn-runner.ts";',
+      "tools/t.ts": 'export { a } from "../actors/agent.ts";',
+      "machines/policies/p.ts": 'import { setup } from "xstate";',
+    });
+    expect(violations(dir)).toHaveLength(5);
+  });
+
+  it("consumers reach Keel only through the public API", () => {
+    const dir = tree({
+      "cli/c.ts":
+        'import { createAgent } from "../index.ts";\nconst m = await import("../session/log.ts");',
+    });
+    const found = violations(dir);
+    expect(found).toHaveLength(1);
+    expect(found[0]).toMatch(/cli\/c\.ts: imports \.\.\/session\/log\.ts/);
+  });
+
+  it("reads static, type-only, re-export and dynamic imports, and skips those in comments", () => {
+    const text = [
+      'import a from "./a.ts";',
+      'import type { B } from "./b.ts";',
+      'export * from "./c.ts";',
+      'const d = await import("./d.ts");',
+      '// import e from "./e.ts";',
+      '/* import f from "./f.ts"; */',
+    ].join("\n");
+    expect(importsOf(text)).toEqual(["./a.ts", "./b.ts", "./c.ts", "./d.ts"]);
+  });
+});
