@@ -1,14 +1,15 @@
-import type { ActorSystem } from "xstate";
+import type { ActorSystem, AnyActorRef, AnyStateMachine } from "xstate";
 import { type BatchEffects, batchMachine } from "../machines/batch.machine.ts";
+import { isEffect } from "../machines/effect.ts";
 import { type ToolCallEffects, toolCallMachine } from "../machines/tool-call.machine.ts";
 import { type TurnEffects, turnMachine } from "../machines/turn.machine.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: any actor system (its type parameter is the tree's)
 type System = ActorSystem<any>;
+type AnyEffects = Record<string, (self: AnyActorRef, params: unknown) => void>;
 
 /** The effects of the turn each actor system (one per turn actor tree) belongs to. */
-const runs = new WeakMap<System, TurnEffects>();
-const runOf = (system: System): TurnEffects => runs.get(system)!;
+const runs = new WeakMap<System, AnyEffects>();
 
 /**
  * Binds one turn's effects to the actor system of its turn actor. Call it after
@@ -19,38 +20,41 @@ export function bindEffects(system: System, effects: TurnEffects): void;
 /** A batch hosted alone (tests): only the batch's and its calls' effects are needed. */
 export function bindEffects(system: System, effects: BatchEffects & ToolCallEffects): void;
 export function bindEffects(system: System, effects: BatchEffects & ToolCallEffects): void {
-  runs.set(system, effects as TurnEffects);
+  runs.set(system, effects as unknown as AnyEffects);
 }
 
+/**
+ * The implementations of every action `machine` declares with `effect()`: each calls the method
+ * of the same name on the effects bound to the actor's system, with the actor and the params.
+ * Generic on purpose: a new effect in a chart needs its method in `TurnEffects` and `TurnRun`,
+ * and nothing here.
+ */
+function effectsOf(machine: AnyStateMachine) {
+  const actions: Record<string, (args: { self: AnyActorRef; system: System }, p: unknown) => void> =
+    {};
+  for (const [name, action] of Object.entries(machine.implementations.actions)) {
+    if (!isEffect(action)) continue;
+    actions[name] = ({ self, system }, params) => runs.get(system)![name](self, params);
+  }
+  return actions;
+}
+
+const toolCall = toolCallMachine.provide({ actions: effectsOf(toolCallMachine) });
 const hostedBatches = new WeakMap<typeof batchMachine, typeof batchMachine>();
 
 /**
  * The batch chart (`batchMachine`, or a test's variant) hosting the tool-call chart, with their
  * effects bound through {@link bindEffects}; built once per variant: building machines per turn
- * would cost more than a whole step. Each action finds its turn through `system`.
+ * would cost more than a whole step.
  */
 export function hostedBatchMachine(
   variant: typeof batchMachine = batchMachine,
 ): typeof batchMachine {
-  const cached = hostedBatches.get(variant);
-  if (cached) return cached;
-  const machine = variant.provide({
-    actors: {
-      toolCall: toolCallMachine.provide({
-        actions: {
-          recordStart: ({ self, system }, call) => runOf(system).recordStart(self, call),
-          execute: ({ self, system }, call) => runOf(system).execute(self, call),
-          abort: ({ system }, call) => runOf(system).abort(call),
-          stopping: ({ system }, call) => runOf(system).stopping(call),
-        },
-      }),
-    },
-    actions: {
-      callSettled: ({ system }, result) => runOf(system).callSettled(result),
-      roundDone: ({ self, system }, output) => runOf(system).roundDone(self, output),
-    },
-  });
-  hostedBatches.set(variant, machine);
+  let machine = hostedBatches.get(variant);
+  if (!machine) {
+    machine = variant.provide({ actors: { toolCall }, actions: effectsOf(variant) });
+    hostedBatches.set(variant, machine);
+  }
   return machine;
 }
 
@@ -63,28 +67,18 @@ const hosted = new WeakMap<typeof turnMachine, typeof turnMachine>();
  * per variant and shared by every turn.
  */
 export function hostedTurnMachine(variant: typeof turnMachine = turnMachine): typeof turnMachine {
-  const cached = hosted.get(variant);
-  if (cached) return cached;
-  const machine = variant.provide({
-    actors: { batch: hostedBatchMachine() },
-    actions: {
-      prepare: ({ system }) => runOf(system).prepare(),
-      startAttempt: ({ self, system }, params) => runOf(system).startAttempt(self, params),
-      abortAttempt: ({ system }, params) => runOf(system).abortAttempt(params),
-      pollAtEnd: ({ self, system }) => runOf(system).pollAtEnd(self),
-      refuseCalls: ({ system }) => runOf(system).refuseCalls(),
-      checkPermissions: ({ self, system }) => runOf(system).checkPermissions(self),
-      correctCalls: ({ system }, params) => runOf(system).correctCalls(params),
-      declineCalls: ({ system }, params) => runOf(system).declineCalls(params),
-      rejectInvalid: ({ system }) => runOf(system).rejectInvalid(),
-      commitBatch: ({ system }) => runOf(system).commitBatch(),
-      retryScheduled: ({ system }, params) => runOf(system).retryScheduled(params),
-      cancelAcknowledged: ({ system }, params) => runOf(system).cancelAcknowledged(params),
-      executionStopped: ({ system }) => runOf(system).executionStopped(),
-      finalize: ({ self, system }, params) => runOf(system).finalize(self, params),
-      ended: ({ system }, params) => runOf(system).ended(params),
-    },
-  });
-  hosted.set(variant, machine);
+  let machine = hosted.get(variant);
+  if (!machine) {
+    machine = variant.provide({
+      actors: { batch: hostedBatchMachine() },
+      actions: effectsOf(variant),
+    });
+    hosted.set(variant, machine);
+  }
   return machine;
+}
+
+/** The names of every effect the three charts declare (a test checks `TurnRun` has each). */
+export function declaredEffects(): string[] {
+  return [turnMachine, batchMachine, toolCallMachine].flatMap((m) => Object.keys(effectsOf(m)));
 }

@@ -238,15 +238,15 @@ export class TurnRun implements TurnEffects {
     this.runCall(self, callId);
   }
 
-  abort({ callId }: CallRef): void {
+  abort(_self: AnyActorRef, { callId }: CallRef): void {
     this.callCtl.get(callId)?.abort(new Error("cancelled"));
   }
 
-  stopping({ callId, name }: CallRef): void {
+  stopping(_self: AnyActorRef, { callId, name }: CallRef): void {
     this.deps.emit({ type: "call.stopping", turnId: this.turnId, callId, name });
   }
 
-  callSettled(r: BatchCallResult): void {
+  callSettled(_self: AnyActorRef, r: BatchCallResult): void {
     this.settle(r.callId, r.name, r.outcome, r.result);
   }
 
@@ -255,7 +255,7 @@ export class TurnRun implements TurnEffects {
     this.actor.send({ type: "batch.done" });
   }
 
-  prepare(): void {
+  prepare(_self: AnyActorRef): void {
     this.deps.drainSteer();
   }
 
@@ -269,11 +269,11 @@ export class TurnRun implements TurnEffects {
     self.send({ type: this.deps.drainSteer() > 0 ? "end.steered" : "end.none" });
   }
 
-  abortAttempt(): void {
+  abortAttempt(_self: AnyActorRef): void {
     this.attemptCtl?.abort(new Error("interrupted"));
   }
 
-  refuseCalls(): void {
+  refuseCalls(_self: AnyActorRef): void {
     for (const call of this.lastCalls) {
       this.settle(call.id, call.function.name, "not_executed", truncatedCallResult(call));
     }
@@ -284,7 +284,10 @@ export class TurnRun implements TurnEffects {
     void this.askPermissions(self);
   }
 
-  correctCalls({ corrected }: { corrected: { callId: string; feedback: string }[] }): void {
+  correctCalls(
+    _self: AnyActorRef,
+    { corrected }: { corrected: { callId: string; feedback: string }[] },
+  ): void {
     for (const { callId, feedback } of corrected) {
       const p = this.prepared.get(callId);
       this.settle(callId, p?.ok ? p.call.name : (p?.name ?? ""), "not_executed", {
@@ -296,7 +299,7 @@ export class TurnRun implements TurnEffects {
     }
   }
 
-  declineCalls({ reason }: { reason: string }): void {
+  declineCalls(_self: AnyActorRef, { reason }: { reason: string }): void {
     for (const c of this.lastCalls) {
       this.settle(c.id, c.function.name, "not_executed", {
         ok: false,
@@ -307,14 +310,14 @@ export class TurnRun implements TurnEffects {
     }
   }
 
-  rejectInvalid(): void {
+  rejectInvalid(_self: AnyActorRef): void {
     this.phase = "while tool calls were running";
     for (const outcome of this.prepared.values()) {
       if (!outcome.ok) this.settle(outcome.id, outcome.name, "not_executed", outcome.error);
     }
   }
 
-  commitBatch(): void {
+  commitBatch(_self: AnyActorRef): void {
     this.deps.emit({
       type: "batch.committed",
       turnId: this.turnId,
@@ -326,7 +329,10 @@ export class TurnRun implements TurnEffects {
     this.phase = "after the tool results were committed";
   }
 
-  retryScheduled({ delayMs, attempt }: { delayMs: number; attempt: number }): void {
+  retryScheduled(
+    _self: AnyActorRef,
+    { delayMs, attempt }: { delayMs: number; attempt: number },
+  ): void {
     this.deps.emit({
       type: "retry.scheduled",
       turnId: this.turnId,
@@ -339,11 +345,11 @@ export class TurnRun implements TurnEffects {
     });
   }
 
-  cancelAcknowledged({ reason }: { reason: string }): void {
+  cancelAcknowledged(_self: AnyActorRef, { reason }: { reason: string }): void {
     this.deps.emit({ type: "turn.cancel_acknowledged", turnId: this.turnId, reason });
   }
 
-  executionStopped(): void {
+  executionStopped(_self: AnyActorRef): void {
     this.deps.emit({ type: "turn.execution_stopped", turnId: this.turnId });
   }
 
@@ -351,7 +357,10 @@ export class TurnRun implements TurnEffects {
     void this.settleAndPersist(self, params);
   }
 
-  ended({ status, reason }: { status: TurnStatus; reason: string | undefined }): void {
+  ended(
+    _self: AnyActorRef,
+    { status, reason }: { status: TurnStatus; reason: string | undefined },
+  ): void {
     this.deps.logger.info({ status, reason }, "turn ended");
     this.deps.emit({ type: "turn.ended", turnId: this.turnId, status, reason });
   }

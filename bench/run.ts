@@ -2,7 +2,7 @@
  * `npm run bench`: runs every runtime of the step benchmark in its own child process, then the
  * extra sections, and writes bench/RESULTS.md and bench/steps.svg.
  *
- *   npm run bench                      full run (≈ 10 min on 2 cores)
+ *   npm run bench                      full run (≈ 15 min on 2 cores)
  *   npm run bench -- --quick           ≈ 1 min, writes RESULTS.quick.md / steps.quick.svg
  *   npm run bench -- --only=bare,keel-memory   those runtimes only; prints, writes nothing
  *   npm run bench -- --profile         also write each child's V8 CPU profile (to a tmp dir)
@@ -38,6 +38,19 @@ export const runtimes: RuntimeSpec[] = [
   { id: "pi-agent-core", label: "pi-agent-core", script: "runtimes/pi-agent-core.ts" },
   { id: "vercel-ai", label: "Vercel ai", script: "runtimes/vercel-ai.ts" },
   { id: "openai-agents", label: "@openai/agents", script: "runtimes/openai-agents.ts" },
+  // The durable peer: LangGraph.js checkpoints every superstep (MemorySaver or SqliteSaver).
+  {
+    id: "langgraph-memory",
+    label: "LangGraph (MemorySaver)",
+    script: "runtimes/langgraph.ts",
+    variant: "memory",
+  },
+  {
+    id: "langgraph-sqlite",
+    label: "LangGraph (SQLite)",
+    script: "runtimes/langgraph.ts",
+    variant: "sqlite",
+  },
 ];
 
 interface Profile {
@@ -58,7 +71,10 @@ const profiles: Record<"full" | "quick", Profile> = {
     settings: { ns: [10, 100, 1000, 10_000], reps: 5, warmupMs: 2500, budgetPerPointMs: 90_000 },
     stepsDeadlineMs: 540_000,
     minBudgetPerPointMs: 60_000,
-    childTimeoutMs: 300_000,
+    // The skip rule projects from the last two N; LangGraph's per-step cost grows faster than
+    // that between N = 100 and 1 000 (≈ 1.8× then ≈ 6× a decade), so a point it lets through
+    // can take ≈ 2.5 min: room for that on a busy machine.
+    childTimeoutMs: 600_000,
     sessions: { idle: 10_000, afterTurn: 1000, midTurn: 1000 },
     argPreview: [],
     store: [],

@@ -11,6 +11,7 @@ import {
 } from "xstate";
 import type { CallOutcome } from "../contracts/status.ts";
 import type { ToolFailure, ToolResult } from "../contracts/tool-result.ts";
+import { effect } from "./effect.ts";
 import {
   type BatchCallSpec,
   type CallPhase,
@@ -89,7 +90,7 @@ export interface BatchContext {
  */
 export interface BatchEffects {
   /** Tell observers a call settled; runs in completion order. Contract: must not throw. */
-  callSettled(result: BatchCallResult): void;
+  callSettled(self: AnyActorRef, result: BatchCallResult): void;
   /**
    * The round is over, every call has its one result (`results`, commit order): tell the owner
    * (`self` is the batch; the turn answers with `batch.done`). Runs once per round.
@@ -171,12 +172,12 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
     actors: { toolCall: toolCallMachine },
     actions: {
       /** Contract: emit `call.settled` for the call; runs in completion order. Must not throw. */
-      callSettled: (_: unknown, _params: BatchCallResult) => {},
+      callSettled: effect<BatchCallResult>(),
       /**
        * Contract: the round is over, every call has its one result (`results`, commit order);
        * tell the owner (the turn answers `batch.done`). Runs once per round. Must not throw.
        */
-      roundDone: (_: unknown, _params: BatchOutput) => {},
+      roundDone: effect<BatchOutput>(),
       beginRound: assign(({ context, event }) => {
         assertEvent(event, "batch.run");
         return checkedRound(event.calls, context.maxParallel);

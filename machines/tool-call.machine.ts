@@ -1,6 +1,7 @@
 import { type AnyActorRef, assertEvent, assign, setup } from "xstate";
 import type { CallOutcome } from "../contracts/status.ts";
 import type { ToolFailure, ToolResult } from "../contracts/tool-result.ts";
+import { effect } from "./effect.ts";
 
 /** What the caller knows about one call when it is created. */
 export interface ToolCallInput {
@@ -73,8 +74,9 @@ export interface CallRef {
 }
 
 /**
- * The effects the tool-call chart names, implemented by the runtime (`actors/turn-runner.ts`)
- * and bound by `actors/charts.ts`. `self` is the call's own actor: answers go to it.
+ * The effects the tool-call chart names (declared with `effect()`), implemented by the runtime
+ * (`actors/turn-runner.ts`) and bound by `actors/charts.ts`. `self` is the call's own actor:
+ * answers go to it.
  */
 export interface ToolCallEffects {
   /**
@@ -88,9 +90,9 @@ export interface ToolCallEffects {
    */
   execute(self: AnyActorRef, call: CallRef): void;
   /** Signal the call's AbortSignal. Only run for cancellable tools. Contract: must not throw. */
-  abort(call: CallRef): void;
+  abort(self: AnyActorRef, call: CallRef): void;
   /** The call was asked to stop and has not settled yet (tell observers). Must not throw. */
-  stopping(call: CallRef): void;
+  stopping(self: AnyActorRef, call: CallRef): void;
 }
 
 /** The call an effect is about. */
@@ -132,10 +134,10 @@ export const toolCallMachine = setup({
     output: {} as ToolCallOutput,
   },
   actions: {
-    recordStart: (_: unknown, _params: CallRef) => {},
-    execute: (_: unknown, _params: CallRef) => {},
-    abort: (_: unknown, _params: CallRef) => {},
-    stopping: (_: unknown, _params: CallRef) => {},
+    recordStart: effect<CallRef>(),
+    execute: effect<CallRef>(),
+    abort: effect<CallRef>(),
+    stopping: effect<CallRef>(),
     settleNotExecuted: assign({ outcome: "not_executed", result: cancelledBeforeStart }),
     settleCompleted: assign(({ event }) => {
       assertEvent(event, "call.complete");

@@ -10,6 +10,7 @@ import {
 } from "xstate";
 import type { TurnStatus } from "../contracts/status.ts";
 import { type BatchEffects, batchMachine } from "./batch.machine.ts";
+import { effect } from "./effect.ts";
 import type { BatchCallSpec } from "./policies/batch-schedule.ts";
 import type { ToolCallEffects } from "./tool-call.machine.ts";
 
@@ -95,42 +96,47 @@ export interface FinalizeParams {
 }
 
 /**
- * Every effect the turn chart names (its own, its batch's and its calls'), as one contract the
- * runtime implements (`TurnRun` in `actors/turn-runner.ts`) and `actors/charts.ts` binds to the
- * machines. `self` is the actor the effect runs in; an effect that starts async work answers
- * that actor with the event named in its TSDoc. Contract for all: must not throw.
+ * Every effect the turn chart names (its own, its batch's and its calls', each declared in the
+ * chart with `effect()`), as one contract the runtime implements (`TurnRun` in
+ * `actors/turn-runner.ts`); `actors/charts.ts` binds each declared effect to the method of the
+ * same name. Every method gets `self`, the actor the effect runs in (an effect that starts async
+ * work answers it with the event named in its TSDoc), and the action's params.
+ * Contract for all: must not throw.
  */
 export interface TurnEffects extends ToolCallEffects, BatchEffects {
   /** Drain steering (synchronous: the model call starts right after). */
-  prepare(): void;
+  prepare(self: AnyActorRef): void;
   /** Start model attempt `attempt`. Answers `attempt.done` or `attempt.failed`. */
   startAttempt(self: AnyActorRef, params: { attempt: number; step: number }): void;
   /** Abort the running attempt's request (it then answers `attempt.failed`). */
-  abortAttempt(params: { attempt: number }): void;
+  abortAttempt(self: AnyActorRef, params: { attempt: number }): void;
   /** Natural end: drain steering. Answers `end.steered` (some consumed) or `end.none`. */
   pollAtEnd(self: AnyActorRef): void;
   /** Give every call of the last response a TRUNCATED_CALL result (synchronous). */
-  refuseCalls(): void;
+  refuseCalls(self: AnyActorRef): void;
   /** Decide permissions for the calls. Answers `gate.allowed` or `gate.declined`. */
   checkPermissions(self: AnyActorRef): void;
   /** Give each corrected call its feedback as a DENIED result (synchronous). */
-  correctCalls(params: { corrected: { callId: string; feedback: string }[] }): void;
+  correctCalls(
+    self: AnyActorRef,
+    params: { corrected: { callId: string; feedback: string }[] },
+  ): void;
   /** Give every call of the last response a DENIED result naming `reason` (synchronous). */
-  declineCalls(params: { reason: string }): void;
+  declineCalls(self: AnyActorRef, params: { reason: string }): void;
   /** Give every call that failed preparation its error result (synchronous). */
-  rejectInvalid(): void;
+  rejectInvalid(self: AnyActorRef): void;
   /** Emit `batch.committed` in call order (synchronous). */
-  commitBatch(): void;
+  commitBatch(self: AnyActorRef): void;
   /** Emit `retry.scheduled`. */
-  retryScheduled(params: { delayMs: number; attempt: number }): void;
+  retryScheduled(self: AnyActorRef, params: { delayMs: number; attempt: number }): void;
   /** Moment 1: the interrupt was received. */
-  cancelAcknowledged(params: { reason: string }): void;
+  cancelAcknowledged(self: AnyActorRef, params: { reason: string }): void;
   /** Moment 2: no model request or tool is running any more. */
-  executionStopped(): void;
+  executionStopped(self: AnyActorRef): void;
   /** Settle leftovers, write turn end, flush. Answers `finalize.done`. */
   finalize(self: AnyActorRef, params: FinalizeParams): void;
   /** Moment 3 (after `finalize`): the turn has ended; emit `turn.ended`. */
-  ended(params: { status: TurnStatus; reason: string | undefined }): void;
+  ended(self: AnyActorRef, params: { status: TurnStatus; reason: string | undefined }): void;
 }
 
 /**
@@ -217,39 +223,22 @@ export const turnMachine = setup({
     output: {} as TurnOutput,
   },
   actions: {
-    /** Drain steering (synchronous: the model call starts right after). */
-    prepare: () => {},
-    /** Start model attempt `attempt`. Answers `attempt.done` or `attempt.failed`. */
-    startAttempt: (_, _params: { attempt: number; step: number }) => {},
-    /** Abort the running attempt's request. */
-    abortAttempt: (_, _params: { attempt: number }) => {},
-    /** Natural end: drain steering. Answers `end.steered` (some consumed) or `end.none`. */
-    pollAtEnd: () => {},
-    /** Give every call of the last response a TRUNCATED_CALL result (synchronous). */
-    refuseCalls: () => {},
-    /** Decide permissions for the calls. Answers `gate.allowed` or `gate.declined`. */
-    checkPermissions: () => {},
-    /** Give each corrected call its feedback as its result (synchronous). */
-    correctCalls: (_, _params: { corrected: { callId: string; feedback: string }[] }) => {},
-    /** Give every call of the last response a DENIED result (synchronous). */
-    declineCalls: (_, _params: { reason: string }) => {},
-    /** Give every call that failed preparation its error result (before the batch starts). */
-    rejectInvalid: () => {},
-    /**
-     * Emit `batch.committed` in call order (synchronous). Results were appended and scheduled
-     * for durability as each call settled, so the next step need not wait for a write.
-     */
-    commitBatch: () => {},
-    /** Emit `retry.scheduled`. */
-    retryScheduled: (_, _params: { delayMs: number; attempt: number }) => {},
-    /** Moment 1: the interrupt was received. */
-    cancelAcknowledged: (_, _params: { reason: string }) => {},
-    /** Moment 2: no model request or tool is running any more. */
-    executionStopped: () => {},
-    /** Settle leftovers, write turn end, flush. Answers `finalize.done`. */
-    finalize: (_, _params: FinalizeParams) => {},
-    /** Moment 3 (after `finalize`): the turn has ended; emit `turn.ended`. */
-    ended: (_, _params: { status: TurnStatus; reason: string | undefined }) => {},
+    // The effects: the runtime performs them (TurnEffects); here they are named no-ops.
+    prepare: effect(),
+    startAttempt: effect<{ attempt: number; step: number }>(),
+    abortAttempt: effect<{ attempt: number }>(),
+    pollAtEnd: effect(),
+    refuseCalls: effect(),
+    checkPermissions: effect(),
+    correctCalls: effect<{ corrected: { callId: string; feedback: string }[] }>(),
+    declineCalls: effect<{ reason: string }>(),
+    rejectInvalid: effect(),
+    commitBatch: effect(),
+    retryScheduled: effect<{ delayMs: number; attempt: number }>(),
+    cancelAcknowledged: effect<{ reason: string }>(),
+    executionStopped: effect(),
+    finalize: effect<FinalizeParams>(),
+    ended: effect<{ status: TurnStatus; reason: string | undefined }>(),
     markCancelled: assign(({ context, event }) => {
       assertEvent(event, "turn.interrupt");
       return {

@@ -158,9 +158,9 @@ async function runBatch(machine: BatchMachine, sc: Scenario, s: fc.Scheduler) {
   bindEffects(batch.system, {
     recordStart: (_self, { callId }) => fx.recordStart(callId),
     execute: (_self, { callId }) => fx.execute(callId),
-    abort: ({ callId }) => fx.abort(callId),
+    abort: (_self, { callId }) => fx.abort(callId),
     stopping: () => {},
-    callSettled,
+    callSettled: (_self, p) => callSettled(p),
     roundDone: (_self, p) => roundDone(p),
   });
   batch.start();

@@ -1,18 +1,27 @@
 /**
- * The fixed cost of a prompt with no tool step: a fresh agent, a session, its log, and one turn
- * that answers with text. Run: `npx tsx bench/extras/prompt-overhead.ts` (prints µs per phase).
+ * The fixed cost of a short session: a fresh agent, a session, its log, one prompt, and closing
+ * the agent. `STEPS=1` (default) makes the prompt one tool step (one `touch` call) then the text
+ * answer; `STEPS=0` a text answer only. Measures the built package (`dist/index.js`; set
+ * `KEEL_ENTRY=index.ts` for the sources). Run: `npx tsx bench/extras/prompt-overhead.ts`
+ * (prints µs per phase and the total against the ≤ 300 µs budget of DESIGN §11).
  */
 import pino from "pino";
-import { createAgent, memoryStore, scriptedModel } from "../../index.ts";
+import { stepModel, touchTool } from "./keel-prompt.ts";
 
+const entry = process.env.KEEL_ENTRY ?? "dist/index.js";
+const keel = (await import(
+  new URL(`../../${entry}`, import.meta.url).href
+)) as typeof import("../../index.ts");
 const R = Number(process.env.R ?? 3000);
+const STEPS = Number(process.env.STEPS ?? 1);
 const WARM = 300;
 const logger = pino({ level: "silent" });
-const total = { agent: 0, session: 0, ready: 0, prompt: 0 };
+const touch = touchTool(keel);
+const phases = { agent: 0, session: 0, ready: 0, prompt: 0, close: 0 };
 for (let r = 0; r < R + WARM; r++) {
-  const model = scriptedModel(() => ({ text: "done" }), { record: "none" });
+  const model = stepModel(keel, STEPS, 1);
   const t0 = performance.now();
-  const agent = createAgent({ model, store: memoryStore(), logger });
+  const agent = keel.createAgent({ model, tools: [touch], store: keel.memoryStore(), logger });
   const t1 = performance.now();
   const session = agent.session();
   const t2 = performance.now();
@@ -20,14 +29,22 @@ for (let r = 0; r < R + WARM; r++) {
   const t3 = performance.now();
   const out = await session.prompt("go");
   const t4 = performance.now();
+  await agent.close();
+  const t5 = performance.now();
   if (out.status !== "completed") throw new Error(`prompt ended ${out.status}: ${out.reason}`);
   if (r >= WARM) {
-    total.agent += t1 - t0;
-    total.session += t2 - t1;
-    total.ready += t3 - t2;
-    total.prompt += t4 - t3;
+    phases.agent += t1 - t0;
+    phases.session += t2 - t1;
+    phases.ready += t3 - t2;
+    phases.prompt += t4 - t3;
+    phases.close += t5 - t4;
   }
 }
-for (const [phase, ms] of Object.entries(total)) {
+let sum = 0;
+for (const [phase, ms] of Object.entries(phases)) {
+  sum += ms;
   console.log(`${phase.padEnd(8)} ${((ms * 1000) / R).toFixed(1)} µs`);
 }
+console.log(
+  `total    ${((sum * 1000) / R).toFixed(1)} µs (${entry}, ${STEPS} tool step(s); budget 300 µs)`,
+);

@@ -15,12 +15,23 @@ export interface ChartPanel {
 }
 
 /** Colours by series position, readable on white and distinct in greyscale order. */
-const palette = ["#222222", "#d62728", "#ff7f0e", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b"];
+const palette = [
+  "#222222",
+  "#d62728",
+  "#ff7f0e",
+  "#1f77b4",
+  "#2ca02c",
+  "#9467bd",
+  "#8c564b",
+  "#e377c2",
+  "#17becf",
+];
 
 const panelWidth = 440;
 const panelHeight = 340;
 const margin = { left: 76, right: 30, top: 36, bottom: 48 };
 const legendHeight = 40;
+const legendRowHeight = 16;
 
 function escapeXml(s: string): string {
   return s.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;");
@@ -45,7 +56,20 @@ export function renderStepChart(panels: readonly ChartPanel[]): string {
   const labels = [...new Set(panels.flatMap((p) => p.series.map((s) => s.label)))];
   const colour = (label: string) => palette[labels.indexOf(label) % palette.length];
   const width = panelWidth * panels.length;
-  const height = panelHeight + legendHeight + 8;
+  // The legend wraps onto as many rows as its labels need.
+  const legend: { label: string; x: number; row: number }[] = [];
+  let lx = margin.left;
+  let row = 0;
+  for (const label of labels) {
+    const w = 24 + label.length * 6.5;
+    if (lx + w > width - margin.right && lx > margin.left) {
+      lx = margin.left;
+      row++;
+    }
+    legend.push({ label, x: lx, row });
+    lx += w;
+  }
+  const height = panelHeight + legendHeight + row * legendRowHeight + 8;
   const out: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="11">`,
     `<rect width="${width}" height="${height}" fill="#ffffff"/>`,
@@ -95,13 +119,12 @@ export function renderStepChart(panels: readonly ChartPanel[]): string {
       }
     }
   });
-  let lx = margin.left;
-  const ly = panelHeight + 12;
-  for (const label of labels) {
-    out.push(`<rect x="${lx}" y="${ly - 8}" width="14" height="4" fill="${colour(label)}"/>`);
-    out.push(`<text x="${lx + 18}" y="${ly - 3}">${escapeXml(label)}</text>`);
-    lx += 24 + label.length * 6.5;
+  for (const { label, x, row: r } of legend) {
+    const ly = panelHeight + 12 + r * legendRowHeight;
+    out.push(`<rect x="${x}" y="${ly - 8}" width="14" height="4" fill="${colour(label)}"/>`);
+    out.push(`<text x="${x + 18}" y="${ly - 3}">${escapeXml(label)}</text>`);
   }
+  const ly = panelHeight + 12 + row * legendRowHeight;
   out.push(
     `<text x="${margin.left}" y="${ly + 18}" fill="#555555">A line that stops before the last N: larger N skipped, projected over the time budget (see RESULTS.md).</text>`,
   );

@@ -31,6 +31,10 @@ const packages = [
   "@openai/agents-core",
   "@mariozechner/pi-agent-core",
   "@mariozechner/pi-ai",
+  "@langchain/langgraph",
+  "@langchain/langgraph-checkpoint",
+  "@langchain/langgraph-checkpoint-sqlite",
+  "@langchain/core",
 ];
 
 export function describeMachine(): MachineInfo {

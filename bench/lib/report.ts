@@ -6,6 +6,12 @@ import { formatBytes, formatRatio, formatUs } from "./stats.ts";
 const bareId = "bare";
 const piId = "pi-agent-core";
 
+/** Keel's two stores, each over LangGraph.js with the matching checkpointer (the durable peer). */
+const durablePairs = [
+  { keel: "keel-memory", peer: "langgraph-memory", label: "Keel memory ÷ LangGraph MemorySaver" },
+  { keel: "keel-sqlite", peer: "langgraph-sqlite", label: "Keel SQLite ÷ LangGraph SQLite" },
+] as const;
+
 /** A Markdown table; columns after the first are right-aligned unless `align` is "left". */
 export function table(
   head: string[],
@@ -45,9 +51,29 @@ function usCell(p: PointResult | undefined): string {
   return p.usPerStep === null ? "skipped¹" : formatUs(p.usPerStep);
 }
 
+/**
+ * Keel over LangGraph.js, store for checkpointer, per N (below 1× Keel is faster); null when
+ * neither pair was run.
+ */
+function renderDurableRatios(r: BenchResults, runs: StepRun[]): string | null {
+  const rows = durablePairs.flatMap((pair) => {
+    const keel = runs.find((s) => s.id === pair.keel);
+    const peer = runs.find((s) => s.id === pair.peer);
+    if (keel === undefined || peer === undefined) return [];
+    return [[pair.label, ...r.settings.ns.map((n) => ratioCell(keel, peer, n))]];
+  });
+  if (rows.length === 0) return null;
+  return [
+    "Keel ÷ LangGraph.js, the durable peer (same N; below 1× Keel is faster; — where either skipped¹):",
+    "",
+    table(["ratio", ...r.settings.ns.map((n) => `N = ${nLabel(n)}`)], rows),
+  ].join("\n");
+}
+
 /** Median µs per step, ratios, retained heap: the tables of one calls-per-step setting. */
 export function renderStepSection(r: BenchResults, cps: number): string {
   const runs = runsFor(r, cps);
+  const durable = renderDurableRatios(r, runs);
   const bare = runs.find((s) => s.id === bareId);
   const pi = runs.find((s) => s.id === piId);
   const head = ["runtime", ...r.settings.ns.map((n) => `N = ${nLabel(n)}`)];
@@ -79,6 +105,7 @@ export function renderStepSection(r: BenchResults, cps: number): string {
       rows((run, n) => ratioCell(run, pi, n)),
     ),
     "",
+    ...(durable === null ? [] : [durable, ""]),
     "Retained heap after one run while the runtime's handle (agent, session, result) is still held (median; small N is within GC noise):",
     "",
     table(

@@ -1,0 +1,29 @@
+import { describe, expect, it } from "vitest";
+import { declaredEffects } from "../actors/charts.ts";
+import { TurnRun } from "../actors/turn-runner.ts";
+import { batchMachine } from "../machines/batch.machine.ts";
+import { effect, isEffect } from "../machines/effect.ts";
+import { toolCallMachine } from "../machines/tool-call.machine.ts";
+import { turnMachine } from "../machines/turn.machine.ts";
+
+describe("the charts' effects are bound generically to the turn's effects object", () => {
+  it("every effect a chart declares is a method of TurnRun, so a declared effect is never left unbound", () => {
+    const names = declaredEffects();
+    expect(names).toEqual(expect.arrayContaining(["startAttempt", "roundDone", "recordStart"]));
+    for (const name of names) {
+      expect(typeof (TurnRun.prototype as unknown as Record<string, unknown>)[name], name).toBe(
+        "function",
+      );
+    }
+  });
+
+  it("only actions declared with effect() are effects: assign actions stay the chart's own", () => {
+    expect(isEffect(effect())).toBe(true);
+    expect(isEffect(() => {})).toBe(false);
+    const turnActions = turnMachine.implementations.actions;
+    expect(isEffect(turnActions.markCancelled)).toBe(false);
+    expect(isEffect(turnActions.finalize)).toBe(true);
+    expect(isEffect(batchMachine.implementations.actions.beginRound)).toBe(false);
+    expect(isEffect(toolCallMachine.implementations.actions.settleCompleted)).toBe(false);
+  });
+});
