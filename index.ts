@@ -30,6 +30,7 @@ export {
   type ModelToolSpec,
   type Usage,
 } from "./contracts/model.ts";
+export { type Refusal, type RefusalCode, refuse } from "./contracts/refusal.ts";
 export type * from "./contracts/status.ts";
 export type * from "./contracts/tool-result.ts";
 export { startInspector } from "./inspector/server.ts";
@@ -49,8 +50,20 @@ export {
   type ScriptStep,
   scriptedModel,
 } from "./providers/scripted-model.ts";
-export { exportJsonl, fork, rollback, switchLeaf } from "./session/branches.ts";
-export { type CompactionResult, compactSession, legalCutPoints } from "./session/compaction.ts";
+export {
+  type BranchRefusalCode,
+  type BranchResult,
+  exportJsonl,
+  fork,
+  rollback,
+  switchLeaf,
+} from "./session/branches.ts";
+export {
+  type CompactionRefusalCode,
+  type CompactionResult,
+  compactSession,
+  legalCutPoints,
+} from "./session/compaction.ts";
 export type * from "./session/entries.ts";
 export { type Ledger, memoryLedger } from "./session/ledger.ts";
 export { SessionLog } from "./session/log.ts";

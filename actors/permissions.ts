@@ -109,10 +109,13 @@ export class PermissionBroker {
     });
   }
 
-  /** Applies a reply to every pending request of the session. Unknown or late ids change nothing. */
-  reply(requestId: string, reply: PermissionReply): void {
+  /**
+   * Applies a reply to every pending request of the session. Returns false, changing nothing,
+   * when no request with that id is waiting (unknown, or already answered).
+   */
+  reply(requestId: string, reply: PermissionReply): boolean {
     const origin = this.pending.get(requestId);
-    if (!origin) return;
+    if (!origin) return false;
     if (reply.type === "allow_always") {
       this.always.add(origin.request.tool);
       for (const [id, p] of this.pending) {
@@ -128,7 +131,7 @@ export class PermissionBroker {
               },
         );
       }
-      return;
+      return true;
     }
     const decision: PermissionDecision =
       reply.type === "allow_once"
@@ -139,6 +142,7 @@ export class PermissionBroker {
     const all = [...this.pending.values()];
     this.pending.clear();
     for (const p of all) p.resolve(decision);
+    return true;
   }
 
   /** Requests waiting for a reply (for UIs and the control protocol). */

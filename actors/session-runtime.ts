@@ -1,6 +1,7 @@
 import type { Logger } from "pino";
 import type { InspectionEvent } from "xstate";
 import type { ChatMessage } from "../contracts/model.ts";
+import { type Refusal, refuse } from "../contracts/refusal.ts";
 import type { InboxLane, InboxSource } from "../contracts/status.ts";
 import type { WakeScope } from "../machines/coordinator.machine.ts";
 import {
@@ -22,7 +23,7 @@ import {
   rollback,
   switchLeaf,
 } from "../session/branches.ts";
-import { compactSession } from "../session/compaction.ts";
+import { type CompactionResult, compactSession } from "../session/compaction.ts";
 import type { LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import { type Coordinator, createCoordinator } from "./coordinator.ts";
@@ -140,9 +141,29 @@ export class Session {
     if (this.hasRunnable()) this.coordinator.wake("input");
   }
 
-  /** Answers a permission request (and every other pending one of this session, DESIGN §7). */
-  replyPermission(requestId: string, reply: PermissionReply): void {
-    this.deps?.permissions?.reply(requestId, reply);
+  /**
+   * Answers a permission request (and every other pending one of this session, DESIGN §7).
+   * Refused with `UNKNOWN_REQUEST` when no request with that id is waiting: it was answered
+   * already, its turn ended, or the session asks no permissions.
+   */
+  replyPermission(
+    requestId: string,
+    reply: PermissionReply,
+  ): { ok: true } | Refusal<"UNKNOWN_REQUEST"> {
+    const broker = this.deps?.permissions;
+    if (!broker) {
+      return refuse(
+        "UNKNOWN_REQUEST",
+        `no permission request ${requestId} is waiting: session ${this.id} asks no permissions (createAgent has no \`permissions\` option)`,
+      );
+    }
+    if (!broker.reply(requestId, reply)) {
+      return refuse(
+        "UNKNOWN_REQUEST",
+        `no permission request ${requestId} is waiting in session ${this.id}: it was answered already or its turn ended; see session.pendingPermissions()`,
+      );
+    }
+    return { ok: true };
   }
 
   /** Permission requests waiting for a reply. */
@@ -200,18 +221,14 @@ export class Session {
   /**
    * Replaces older history by a summary written by the session's model (DESIGN §6): cut only
    * at legal points, the summary is a candidate until validated, a failure keeps the old
-   * baseline. Refused while a turn runs.
+   * baseline. Refused with `TURN_OPEN` while a turn runs; every refusal is a
+   * {@link CompactionResult} with `ok: false`, a `code` and a `message`.
    */
-  async compact(options: { keepRecentTokens?: number; signal?: AbortSignal } = {}) {
+  async compact(
+    options: { keepRecentTokens?: number; signal?: AbortSignal } = {},
+  ): Promise<CompactionResult> {
     await this.ready;
-    if (this.current) {
-      return {
-        ok: false as const,
-        reason: "turn_open" as const,
-        message: "a turn is running; compact between turns (await session.awaitIdle())",
-        attempts: [],
-      };
-    }
+    if (this.current) return { ...this.turnOpen("compact", this.current.turnId), attempts: [] };
     return compactSession(this.log, {
       ...options,
       summarize: modelSummarizer(this.deps.model, this.options.ids),
@@ -225,17 +242,17 @@ export class Session {
 
   private async branch(move: () => BranchResult): Promise<BranchResult> {
     await this.ready;
-    if (this.current) {
-      return {
-        ok: false,
-        code: "TURN_OPEN",
-        message:
-          "a turn is running; interrupt it or await session.awaitIdle() before moving the branch",
-      };
-    }
+    if (this.current) return this.turnOpen("move the branch", this.current.turnId);
     const result = move();
     if (result.ok) await this.log.flush();
     return result;
+  }
+
+  private turnOpen(what: string, turnId: string): Refusal<"TURN_OPEN"> {
+    return refuse(
+      "TURN_OPEN",
+      `cannot ${what} while turn ${turnId} is running; interrupt it or await session.awaitIdle() first`,
+    );
   }
 
   /** The log, for branches, export and recovery. */
