@@ -33,6 +33,7 @@ export {
 export { type Refusal, type RefusalCode, refuse } from "./contracts/refusal.ts";
 export type * from "./contracts/status.ts";
 export type * from "./contracts/tool-result.ts";
+export { NOT_EXECUTED, notExecuted } from "./contracts/tool-result.ts";
 export { startInspector } from "./inspector/server.ts";
 export {
   classifyModelError,

@@ -43,7 +43,10 @@ export interface PermissionOptions {
   ask?: (request: PermissionRequest) => Promise<PermissionReply>;
 }
 
-/** How one request ended. */
+/**
+ * How one request ended. `corrected.feedback` says why the call may not run; it becomes the
+ * call's `DENIED` result, `not executed: <feedback>`.
+ */
 export type PermissionDecision =
   | { type: "allow" }
   | { type: "declined"; reason: string }
@@ -90,14 +93,14 @@ export class PermissionBroker {
     if (action === "deny") {
       return Promise.resolve({
         type: "corrected",
-        feedback: `not executed: the session's permission rules deny ${request.tool}. Do not retry it; use another way or ask the user.`,
+        feedback: `the session's permission rules deny ${request.tool}. Do not retry it; use another way or ask the user.`,
       });
     }
     const ask = this.options.ask;
     if (!ask) {
       return Promise.resolve({
         type: "corrected",
-        feedback: `not executed: ${request.tool} (risk ${request.risk}) needs the user's approval and no one can approve it in this session. Use a lower-risk tool or tell the user what you need.`,
+        feedback: `${request.tool} (risk ${request.risk}) needs the user's approval and no one can approve it in this session. Use a lower-risk tool or tell the user what you need.`,
       });
     }
     return new Promise((resolve) => {
@@ -127,7 +130,7 @@ export class PermissionBroker {
             ? { type: "allow" }
             : {
                 type: "corrected",
-                feedback: `not executed: the permission rules deny ${p.request.tool}`,
+                feedback: `the session's permission rules deny ${p.request.tool}. Do not retry it; use another way or ask the user.`,
               },
         );
       }
@@ -138,7 +141,7 @@ export class PermissionBroker {
         ? { type: "allow" }
         : reply.type === "deny"
           ? { type: "declined", reason: `permission to run ${origin.request.tool} was declined` }
-          : { type: "corrected", feedback: reply.feedback };
+          : { type: "corrected", feedback: `the user declined this call: ${reply.feedback}` };
     const all = [...this.pending.values()];
     this.pending.clear();
     for (const p of all) p.resolve(decision);

@@ -4,7 +4,7 @@ import type { Clock } from "../contracts/clock.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
 import type { ChatToolCall, Model } from "../contracts/model.ts";
 import type { CallOutcome, TurnStatus } from "../contracts/status.ts";
-import type { ToolFailure, ToolResult } from "../contracts/tool-result.ts";
+import { notExecuted, type ToolResult } from "../contracts/tool-result.ts";
 import type { BatchCallResult, BatchOutput } from "../machines/batch.machine.ts";
 import {
   decideRetry,
@@ -74,13 +74,6 @@ interface CallRecord {
   outcome: CallOutcome;
   result: ToolResult;
 }
-
-const cancelledResult: ToolFailure = {
-  ok: false,
-  code: "CANCELLED",
-  message: "not executed: the turn was cancelled before this call started",
-  retryable: false,
-};
 
 /**
  * A tool's `ctx`. The signal and the child logger are made on first use: most tools touch
@@ -287,23 +280,15 @@ export class TurnRun implements TurnEffects {
   correctCalls({ corrected }: { corrected: { callId: string; feedback: string }[] }): void {
     for (const { callId, feedback } of corrected) {
       const p = this.prepared.get(callId);
-      this.settle(callId, p?.ok ? p.call.name : (p?.name ?? ""), "not_executed", {
-        ok: false,
-        code: "DENIED",
-        message: feedback,
-        retryable: false,
-      });
+      const name = p?.ok ? p.call.name : (p?.name ?? "");
+      this.settle(callId, name, "not_executed", notExecuted("DENIED", feedback));
     }
   }
 
   declineCalls({ reason }: { reason: string }): void {
     for (const c of this.lastCalls) {
-      this.settle(c.id, c.function.name, "not_executed", {
-        ok: false,
-        code: "DENIED",
-        message: `not executed: ${reason}; the turn was stopped`,
-        retryable: false,
-      });
+      const result = notExecuted("DENIED", `${reason}; the turn was stopped`);
+      this.settle(c.id, c.function.name, "not_executed", result);
     }
   }
 
@@ -671,7 +656,10 @@ export class TurnRun implements TurnEffects {
           message: `the turn ended (${params.reason ?? params.status}) while this call was running; whether it ran is unknown. Check the current state before retrying.`,
           retryable: false,
         });
-      } else this.settle(call.id, call.function.name, "not_executed", cancelledResult);
+      } else {
+        const why = `the turn ended (${params.reason ?? params.status}) before this call started`;
+        this.settle(call.id, call.function.name, "not_executed", notExecuted("CANCELLED", why));
+      }
     }
     if (params.cancelled) {
       log.append({
