@@ -1,6 +1,12 @@
 // The public API of Keel. Re-exports only.
 export { type Agent, type AgentOptions, createAgent, DEFAULT_LIMITS } from "./actors/agent.ts";
-export type { AgentEvent, AgentEventOf, AgentEventType, InspectSink } from "./actors/events.ts";
+export type {
+  AgentEvent,
+  AgentEventBody,
+  AgentEventOf,
+  AgentEventType,
+  InspectSink,
+} from "./actors/events.ts";
 export { createIds, randomIds, seededIds } from "./actors/ids.ts";
 export {
   PermissionBroker,

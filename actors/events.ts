@@ -69,6 +69,15 @@ export type AgentEvent = { sessionId: string; at: number } & (
   | { type: "log"; level: "warn" | "info"; message: string }
 );
 
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+/**
+ * An event as its producer builds it, without `sessionId` and `at`. The session stamps both,
+ * once, when it emits the event (`Session.emit`); its listeners and the inspector receive the
+ * same stamped object. Nothing else stamps or re-stamps a live event.
+ */
+export type AgentEventBody = DistributiveOmit<AgentEvent, "sessionId" | "at">;
+
 export type AgentEventType = AgentEvent["type"];
 export type AgentEventOf<K extends AgentEventType> = Extract<AgentEvent, { type: K }>;
 

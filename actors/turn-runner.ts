@@ -30,14 +30,10 @@ import { prepareCall, truncatedCallResult } from "../tools/prepare-call.ts";
 import type { Registry } from "../tools/registry.ts";
 import type { PreparedCall, PrepareOutcome, ToolContext } from "../tools/types.ts";
 import { bindEffects, hostedTurnMachine } from "./charts.ts";
-import type { AgentEvent } from "./events.ts";
+import type { AgentEventBody } from "./events.ts";
 import { decideAll, type PermissionBroker } from "./permissions.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import { runTool, type ToolReport } from "./run-tool.ts";
-
-/** Distributes an event without `sessionId`/`at`; the session stamps them. */
-type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
-export type EventBody = DistributiveOmit<AgentEvent, "sessionId" | "at">;
 
 /** Everything a turn needs from its session. Built once per session. */
 export interface TurnDeps {
@@ -48,7 +44,8 @@ export interface TurnDeps {
   clock: Clock;
   ids: IdGenerator;
   logger: Logger;
-  emit: (event: EventBody) => void;
+  /** The session's emit: stamps `sessionId` and `at`. Contract: must not throw. */
+  emit: (event: AgentEventBody) => void;
   retry: Partial<RetryPolicy>;
   retryBudget?: RetryBudget;
   random: () => number;

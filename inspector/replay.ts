@@ -1,11 +1,5 @@
-import type { AgentEvent, LogEntry } from "../index.ts";
+import type { AgentEvent, AgentEventBody, LogEntry } from "../index.ts";
 import { agentRecord, clip, type InspectRecord } from "./records.ts";
-
-type Body = AgentEvent extends infer E
-  ? E extends AgentEvent
-    ? Omit<E, "sessionId" | "at">
-    : never
-  : never;
 
 /**
  * Turns a stored session's log into the records a live session would have produced, so the
@@ -29,7 +23,8 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
       pendingTurn = undefined;
     }
   }
-  const emit = (at: number, body: Body) => {
+  // A replayed event is stamped here, once, with its log entry's time.
+  const emit = (at: number, body: AgentEventBody) => {
     out.push(agentRecord({ ...body, sessionId, at } as AgentEvent));
   };
   for (const entry of entries) {
