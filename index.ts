@@ -1,11 +1,12 @@
 // The public API of Keel. Re-exports only.
 export { type Agent, type AgentOptions, createAgent, DEFAULT_LIMITS } from "./actors/agent.ts";
-export type {
-  AgentEvent,
-  AgentEventBody,
-  AgentEventOf,
-  AgentEventType,
-  InspectSink,
+export {
+  AGENT_EVENT_TYPES,
+  type AgentEvent,
+  type AgentEventBody,
+  type AgentEventOf,
+  type AgentEventType,
+  type InspectSink,
 } from "./actors/events.ts";
 export { createIds, randomIds, seededIds } from "./actors/ids.ts";
 export {

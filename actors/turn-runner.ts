@@ -233,7 +233,7 @@ export class TurnRun implements TurnEffects {
   }
 
   stopping({ callId, name }: CallRef): void {
-    this.deps.emit({ type: "call.stopping", turnId: this.turnId, callId, name });
+    this.deps.emit({ type: "call.stop-requested", turnId: this.turnId, callId, name });
   }
 
   callSettled(r: BatchCallResult): void {
@@ -322,11 +322,11 @@ export class TurnRun implements TurnEffects {
   }
 
   cancelAcknowledged({ reason }: { reason: string }): void {
-    this.deps.emit({ type: "turn.cancel_acknowledged", turnId: this.turnId, reason });
+    this.deps.emit({ type: "turn.cancel-acknowledged", turnId: this.turnId, reason });
   }
 
   executionStopped(): void {
-    this.deps.emit({ type: "turn.execution_stopped", turnId: this.turnId });
+    this.deps.emit({ type: "turn.execution-stopped", turnId: this.turnId });
   }
 
   finalize(self: AnyActorRef, params: FinalizeParams): void {
@@ -358,7 +358,7 @@ export class TurnRun implements TurnEffects {
       previewEvery: 256,
       onPreview: previews
         ? (index, name, preview) =>
-            emit({ type: "call.preview", attemptId, index, name: name || undefined, preview })
+            emit({ type: "call.previewed", attemptId, index, name: name || undefined, preview })
         : undefined,
     });
     try {
@@ -371,7 +371,8 @@ export class TurnRun implements TurnEffects {
       for await (const event of stream) {
         if (ctl.signal.aborted) break;
         assembler.push(event);
-        if (event.type === "text.delta") emit({ type: "text.delta", attemptId, text: event.text });
+        if (event.type === "text.delta")
+          emit({ type: "text.streamed", attemptId, text: event.text });
       }
       if (ctl.signal.aborted) throw ctl.signal.reason;
       const message = assembler.finish();
@@ -440,7 +441,11 @@ export class TurnRun implements TurnEffects {
       if (!outcome.ok) continue;
       const { call } = outcome;
       for (const warning of call.warnings) {
-        emit({ type: "log", level: "warn", message: `${call.name} (${call.id}): ${warning}` });
+        emit({
+          type: "log.written",
+          level: "warn",
+          message: `${call.name} (${call.id}): ${warning}`,
+        });
       }
       specs.push(specOf(call));
       emit({ type: "call.queued", turnId: this.turnId, callId: call.id, name: call.name });
@@ -550,7 +555,7 @@ export class TurnRun implements TurnEffects {
   /** A stream irregularity the model produced: logged and shown, never fatal. */
   private warn(message: string): void {
     this.deps.logger.warn(message);
-    this.deps.emit({ type: "log", level: "warn", message });
+    this.deps.emit({ type: "log.written", level: "warn", message });
   }
 
   private runCall(actor: AnyActorRef, callId: string): void {
@@ -567,7 +572,7 @@ export class TurnRun implements TurnEffects {
       ctl,
       this.idempotencyKey(callId),
       (progress: unknown) => {
-        if (!settled) emit({ type: "call.update", callId, progress });
+        if (!settled) emit({ type: "call.updated", callId, progress });
       },
       () => logger.child({ callId, tool: call.name }),
     );
