@@ -1,6 +1,13 @@
 // The public API of Keel. Re-exports only.
 export { type Agent, type AgentOptions, createAgent, DEFAULT_LIMITS } from "./actors/agent.ts";
-export type { AgentEvent, AgentEventOf, AgentEventType, InspectSink } from "./actors/events.ts";
+export {
+  AGENT_EVENT_TYPES,
+  type AgentEvent,
+  type AgentEventBody,
+  type AgentEventOf,
+  type AgentEventType,
+  type InspectSink,
+} from "./actors/events.ts";
 export { createIds, randomIds, seededIds } from "./actors/ids.ts";
 export {
   PermissionBroker,
@@ -30,8 +37,10 @@ export {
   type ModelToolSpec,
   type Usage,
 } from "./contracts/model.ts";
+export { type Refusal, type RefusalCode, refuse } from "./contracts/refusal.ts";
 export type * from "./contracts/status.ts";
 export type * from "./contracts/tool-result.ts";
+export { NOT_EXECUTED, notExecuted } from "./contracts/tool-result.ts";
 export { startInspector } from "./inspector/server.ts";
 export {
   classifyModelError,
@@ -49,8 +58,20 @@ export {
   type ScriptStep,
   scriptedModel,
 } from "./providers/scripted-model.ts";
-export { exportJsonl, fork, rollback, switchLeaf } from "./session/branches.ts";
-export { type CompactionResult, compactSession, legalCutPoints } from "./session/compaction.ts";
+export {
+  type BranchRefusalCode,
+  type BranchResult,
+  exportJsonl,
+  fork,
+  rollback,
+  switchLeaf,
+} from "./session/branches.ts";
+export {
+  type CompactionRefusalCode,
+  type CompactionResult,
+  compactSession,
+  legalCutPoints,
+} from "./session/compaction.ts";
 export type * from "./session/entries.ts";
 export { type Ledger, memoryLedger } from "./session/ledger.ts";
 export { SessionLog } from "./session/log.ts";

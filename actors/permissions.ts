@@ -43,7 +43,10 @@ export interface PermissionOptions {
   ask?: (request: PermissionRequest) => Promise<PermissionReply>;
 }
 
-/** How one request ended. */
+/**
+ * How one request ended. `corrected.feedback` says why the call may not run; it becomes the
+ * call's `DENIED` result, `not executed: <feedback>`.
+ */
 export type PermissionDecision =
   | { type: "allow" }
   | { type: "declined"; reason: string }
@@ -90,14 +93,14 @@ export class PermissionBroker {
     if (action === "deny") {
       return Promise.resolve({
         type: "corrected",
-        feedback: `not executed: the session's permission rules deny ${request.tool}. Do not retry it; use another way or ask the user.`,
+        feedback: `the session's permission rules deny ${request.tool}. Do not retry it; use another way or ask the user.`,
       });
     }
     const ask = this.options.ask;
     if (!ask) {
       return Promise.resolve({
         type: "corrected",
-        feedback: `not executed: ${request.tool} (risk ${request.risk}) needs the user's approval and no one can approve it in this session. Use a lower-risk tool or tell the user what you need.`,
+        feedback: `${request.tool} (risk ${request.risk}) needs the user's approval and no one can approve it in this session. Use a lower-risk tool or tell the user what you need.`,
       });
     }
     return new Promise((resolve) => {
@@ -109,10 +112,13 @@ export class PermissionBroker {
     });
   }
 
-  /** Applies a reply to every pending request of the session. Unknown or late ids change nothing. */
-  reply(requestId: string, reply: PermissionReply): void {
+  /**
+   * Applies a reply to every pending request of the session. Returns false, changing nothing,
+   * when no request with that id is waiting (unknown, or already answered).
+   */
+  reply(requestId: string, reply: PermissionReply): boolean {
     const origin = this.pending.get(requestId);
-    if (!origin) return;
+    if (!origin) return false;
     if (reply.type === "allow_always") {
       this.always.add(origin.request.tool);
       for (const [id, p] of this.pending) {
@@ -124,21 +130,22 @@ export class PermissionBroker {
             ? { type: "allow" }
             : {
                 type: "corrected",
-                feedback: `not executed: the permission rules deny ${p.request.tool}`,
+                feedback: `the session's permission rules deny ${p.request.tool}. Do not retry it; use another way or ask the user.`,
               },
         );
       }
-      return;
+      return true;
     }
     const decision: PermissionDecision =
       reply.type === "allow_once"
         ? { type: "allow" }
         : reply.type === "deny"
           ? { type: "declined", reason: `permission to run ${origin.request.tool} was declined` }
-          : { type: "corrected", feedback: reply.feedback };
+          : { type: "corrected", feedback: `the user declined this call: ${reply.feedback}` };
     const all = [...this.pending.values()];
     this.pending.clear();
     for (const p of all) p.resolve(decision);
+    return true;
   }
 
   /** Requests waiting for a reply (for UIs and the control protocol). */

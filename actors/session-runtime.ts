@@ -1,6 +1,7 @@
 import type { Logger } from "pino";
 import type { InspectionEvent } from "xstate";
 import type { ChatMessage } from "../contracts/model.ts";
+import { type Refusal, refuse } from "../contracts/refusal.ts";
 import type { InboxLane, InboxSource } from "../contracts/status.ts";
 import type { WakeScope } from "../machines/coordinator.machine.ts";
 import {
@@ -22,14 +23,14 @@ import {
   rollback,
   switchLeaf,
 } from "../session/branches.ts";
-import { compactSession } from "../session/compaction.ts";
+import { type CompactionResult, compactSession } from "../session/compaction.ts";
 import type { LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import { type Coordinator, createCoordinator } from "./coordinator.ts";
-import type { AgentEvent } from "./events.ts";
+import type { AgentEvent, AgentEventBody } from "./events.ts";
 import { modelSummarizer } from "./model-summarizer.ts";
 import type { PermissionReply, PermissionRequest } from "./permissions.ts";
-import { type EventBody, type TurnDeps, TurnRun } from "./turn-runner.ts";
+import { type TurnDeps, TurnRun } from "./turn-runner.ts";
 
 /** What `session.prompt()` resolves to. */
 export type PromptResult = TurnOutput;
@@ -42,12 +43,17 @@ export interface InboxOptions {
 export interface SessionOptions {
   sessionId: string;
   /** Builds the per-turn dependencies once the log is open. */
-  deps: (log: SessionLog, emit: (e: EventBody) => void, drainSteer: () => number) => TurnDeps;
+  deps: (log: SessionLog, emit: (e: AgentEventBody) => void, drainSteer: () => number) => TurnDeps;
   openLog: () => Promise<SessionLog>;
   logger: Logger;
   now: () => number;
   ids: (prefix?: string) => string;
   drain: { steer: DrainMode; followUp: DrainMode };
+  /**
+   * Receives every event of the session, stamped, like a listener (the inspector's sink).
+   * Contract: must return quickly and must not throw.
+   */
+  publish?: (event: AgentEvent) => void;
   /** Sees the coordinator's statechart (its doorbell) like every other actor. */
   inspect?: (event: InspectionEvent) => void;
   /** Closes what a crash left open in the log before anything else runs. */
@@ -140,9 +146,29 @@ export class Session {
     if (this.hasRunnable()) this.coordinator.wake("input");
   }
 
-  /** Answers a permission request (and every other pending one of this session, DESIGN §7). */
-  replyPermission(requestId: string, reply: PermissionReply): void {
-    this.deps?.permissions?.reply(requestId, reply);
+  /**
+   * Answers a permission request (and every other pending one of this session, DESIGN §7).
+   * Refused with `UNKNOWN_REQUEST` when no request with that id is waiting: it was answered
+   * already, its turn ended, or the session asks no permissions.
+   */
+  replyPermission(
+    requestId: string,
+    reply: PermissionReply,
+  ): { ok: true } | Refusal<"UNKNOWN_REQUEST"> {
+    const broker = this.deps?.permissions;
+    if (!broker) {
+      return refuse(
+        "UNKNOWN_REQUEST",
+        `no permission request ${requestId} is waiting: session ${this.id} asks no permissions (createAgent has no \`permissions\` option)`,
+      );
+    }
+    if (!broker.reply(requestId, reply)) {
+      return refuse(
+        "UNKNOWN_REQUEST",
+        `no permission request ${requestId} is waiting in session ${this.id}: it was answered already or its turn ended; see session.pendingPermissions()`,
+      );
+    }
+    return { ok: true };
   }
 
   /** Permission requests waiting for a reply. */
@@ -200,18 +226,14 @@ export class Session {
   /**
    * Replaces older history by a summary written by the session's model (DESIGN §6): cut only
    * at legal points, the summary is a candidate until validated, a failure keeps the old
-   * baseline. Refused while a turn runs.
+   * baseline. Refused with `TURN_OPEN` while a turn runs; every refusal is a
+   * {@link CompactionResult} with `ok: false`, a `code` and a `message`.
    */
-  async compact(options: { keepRecentTokens?: number; signal?: AbortSignal } = {}) {
+  async compact(
+    options: { keepRecentTokens?: number; signal?: AbortSignal } = {},
+  ): Promise<CompactionResult> {
     await this.ready;
-    if (this.current) {
-      return {
-        ok: false as const,
-        reason: "turn_open" as const,
-        message: "a turn is running; compact between turns (await session.awaitIdle())",
-        attempts: [],
-      };
-    }
+    if (this.current) return { ...this.turnOpen("compact", this.current.turnId), attempts: [] };
     return compactSession(this.log, {
       ...options,
       summarize: modelSummarizer(this.deps.model, this.options.ids),
@@ -225,17 +247,17 @@ export class Session {
 
   private async branch(move: () => BranchResult): Promise<BranchResult> {
     await this.ready;
-    if (this.current) {
-      return {
-        ok: false,
-        code: "TURN_OPEN",
-        message:
-          "a turn is running; interrupt it or await session.awaitIdle() before moving the branch",
-      };
-    }
+    if (this.current) return this.turnOpen("move the branch", this.current.turnId);
     const result = move();
     if (result.ok) await this.log.flush();
     return result;
+  }
+
+  private turnOpen(what: string, turnId: string): Refusal<"TURN_OPEN"> {
+    return refuse(
+      "TURN_OPEN",
+      `cannot ${what} while turn ${turnId} is running; interrupt it or await session.awaitIdle() first`,
+    );
   }
 
   /** The log, for branches, export and recovery. */
@@ -276,14 +298,20 @@ export class Session {
     if (this.log) await this.log.close();
   }
 
-  private emit(body: EventBody): void {
-    if (this.listeners.size === 0) return;
+  /**
+   * The one place a live event is stamped: `sessionId` and `at` are set here, once, and the
+   * same object goes to the inspector's sink and to every listener.
+   */
+  private emit(body: AgentEventBody): void {
+    const publish = this.options.publish;
+    if (this.listeners.size === 0 && !publish) return;
     // Not `{ ...body, sessionId, at }`: each property after a spread is a slow runtime call on
-    // Node 20 (≈ 0.6 µs each, per event).
+    // Node 20, paid per event.
     const event = Object.assign({}, body, {
       sessionId: this.id,
       at: this.options.now(),
     }) as AgentEvent;
+    publish?.(event);
     for (const listener of this.listeners) {
       try {
         listener(event);

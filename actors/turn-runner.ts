@@ -4,7 +4,7 @@ import type { Clock } from "../contracts/clock.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
 import type { ChatToolCall, Model } from "../contracts/model.ts";
 import type { CallOutcome, TurnStatus } from "../contracts/status.ts";
-import type { ToolFailure, ToolResult } from "../contracts/tool-result.ts";
+import { notExecuted, type ToolResult } from "../contracts/tool-result.ts";
 import type { BatchCallResult, BatchOutput } from "../machines/batch.machine.ts";
 import {
   decideRetry,
@@ -30,14 +30,10 @@ import { prepareCall, truncatedCallResult } from "../tools/prepare-call.ts";
 import type { Registry } from "../tools/registry.ts";
 import type { PreparedCall, PrepareOutcome, ToolContext } from "../tools/types.ts";
 import { bindEffects, hostedTurnMachine } from "./charts.ts";
-import type { AgentEvent } from "./events.ts";
+import type { AgentEventBody } from "./events.ts";
 import { decideAll, type PermissionBroker } from "./permissions.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import { runTool, type ToolReport } from "./run-tool.ts";
-
-/** Distributes an event without `sessionId`/`at`; the session stamps them. */
-type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
-export type EventBody = DistributiveOmit<AgentEvent, "sessionId" | "at">;
 
 /** Everything a turn needs from its session. Built once per session. */
 export interface TurnDeps {
@@ -48,7 +44,8 @@ export interface TurnDeps {
   clock: Clock;
   ids: IdGenerator;
   logger: Logger;
-  emit: (event: EventBody) => void;
+  /** The session's emit: stamps `sessionId` and `at`. Contract: must not throw. */
+  emit: (event: AgentEventBody) => void;
   retry: Partial<RetryPolicy>;
   retryBudget?: RetryBudget;
   random: () => number;
@@ -74,13 +71,6 @@ interface CallRecord {
   outcome: CallOutcome;
   result: ToolResult;
 }
-
-const cancelledResult: ToolFailure = {
-  ok: false,
-  code: "CANCELLED",
-  message: "not executed: the turn was cancelled before this call started",
-  retryable: false,
-};
 
 /**
  * A tool's `ctx`. The signal and the child logger are made on first use: most tools touch
@@ -243,7 +233,7 @@ export class TurnRun implements TurnEffects {
   }
 
   stopping(_self: AnyActorRef, { callId, name }: CallRef): void {
-    this.deps.emit({ type: "call.stopping", turnId: this.turnId, callId, name });
+    this.deps.emit({ type: "call.stop-requested", turnId: this.turnId, callId, name });
   }
 
   callSettled(_self: AnyActorRef, r: BatchCallResult): void {
@@ -290,23 +280,15 @@ export class TurnRun implements TurnEffects {
   ): void {
     for (const { callId, feedback } of corrected) {
       const p = this.prepared.get(callId);
-      this.settle(callId, p?.ok ? p.call.name : (p?.name ?? ""), "not_executed", {
-        ok: false,
-        code: "DENIED",
-        message: feedback,
-        retryable: false,
-      });
+      const name = p?.ok ? p.call.name : (p?.name ?? "");
+      this.settle(callId, name, "not_executed", notExecuted("DENIED", feedback));
     }
   }
 
   declineCalls(_self: AnyActorRef, { reason }: { reason: string }): void {
     for (const c of this.lastCalls) {
-      this.settle(c.id, c.function.name, "not_executed", {
-        ok: false,
-        code: "DENIED",
-        message: `not executed: ${reason}; the turn was stopped`,
-        retryable: false,
-      });
+      const result = notExecuted("DENIED", `${reason}; the turn was stopped`);
+      this.settle(c.id, c.function.name, "not_executed", result);
     }
   }
 
@@ -346,11 +328,11 @@ export class TurnRun implements TurnEffects {
   }
 
   cancelAcknowledged(_self: AnyActorRef, { reason }: { reason: string }): void {
-    this.deps.emit({ type: "turn.cancel_acknowledged", turnId: this.turnId, reason });
+    this.deps.emit({ type: "turn.cancel-acknowledged", turnId: this.turnId, reason });
   }
 
   executionStopped(_self: AnyActorRef): void {
-    this.deps.emit({ type: "turn.execution_stopped", turnId: this.turnId });
+    this.deps.emit({ type: "turn.execution-stopped", turnId: this.turnId });
   }
 
   finalize(self: AnyActorRef, params: FinalizeParams): void {
@@ -385,7 +367,7 @@ export class TurnRun implements TurnEffects {
       previewEvery: 256,
       onPreview: previews
         ? (index, name, preview) =>
-            emit({ type: "call.preview", attemptId, index, name: name || undefined, preview })
+            emit({ type: "call.previewed", attemptId, index, name: name || undefined, preview })
         : undefined,
     });
     try {
@@ -398,7 +380,8 @@ export class TurnRun implements TurnEffects {
       for await (const event of stream) {
         if (ctl.signal.aborted) break;
         assembler.push(event);
-        if (event.type === "text.delta") emit({ type: "text.delta", attemptId, text: event.text });
+        if (event.type === "text.delta")
+          emit({ type: "text.streamed", attemptId, text: event.text });
       }
       if (ctl.signal.aborted) throw ctl.signal.reason;
       const message = assembler.finish();
@@ -467,7 +450,11 @@ export class TurnRun implements TurnEffects {
       if (!outcome.ok) continue;
       const { call } = outcome;
       for (const warning of call.warnings) {
-        emit({ type: "log", level: "warn", message: `${call.name} (${call.id}): ${warning}` });
+        emit({
+          type: "log.written",
+          level: "warn",
+          message: `${call.name} (${call.id}): ${warning}`,
+        });
       }
       specs.push(specOf(call));
       emit({ type: "call.queued", turnId: this.turnId, callId: call.id, name: call.name });
@@ -577,7 +564,7 @@ export class TurnRun implements TurnEffects {
   /** A stream irregularity the model produced: logged and shown, never fatal. */
   private warn(message: string): void {
     this.deps.logger.warn(message);
-    this.deps.emit({ type: "log", level: "warn", message });
+    this.deps.emit({ type: "log.written", level: "warn", message });
   }
 
   private runCall(actor: AnyActorRef, callId: string): void {
@@ -594,7 +581,7 @@ export class TurnRun implements TurnEffects {
       ctl,
       this.idempotencyKey(callId),
       (progress: unknown) => {
-        if (!settled) emit({ type: "call.update", callId, progress });
+        if (!settled) emit({ type: "call.updated", callId, progress });
       },
       () => logger.child({ callId, tool: call.name }),
     );
@@ -680,7 +667,10 @@ export class TurnRun implements TurnEffects {
           message: `the turn ended (${params.reason ?? params.status}) while this call was running; whether it ran is unknown. Check the current state before retrying.`,
           retryable: false,
         });
-      } else this.settle(call.id, call.function.name, "not_executed", cancelledResult);
+      } else {
+        const why = `the turn ended (${params.reason ?? params.status}) before this call started`;
+        this.settle(call.id, call.function.name, "not_executed", notExecuted("CANCELLED", why));
+      }
     }
     if (params.cancelled) {
       log.append({

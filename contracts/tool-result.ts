@@ -40,3 +40,30 @@ export interface ToolFailure {
 
 /** The one result shape every tool call ends with. */
 export type ToolResult = ToolSuccess | ToolFailure;
+
+/** The codes of results for calls whose tool never ran (outcome `not_executed`). */
+export type NotExecutedCode =
+  | "CANCELLED"
+  | "DENIED"
+  | "DEPENDENCY_FAILED"
+  | "TRUNCATED_CALL"
+  | "UNKNOWN_TOOL"
+  | "INVALID_ARGS";
+
+/** How every result of a call that never ran begins. */
+export const NOT_EXECUTED = "not executed: ";
+
+/**
+ * The result of a call whose tool never ran: its message is `not executed: <why>`, the one
+ * text form of every such result (cancelled before start, declined, a failed dependency, a
+ * truncated or invalid call, a crash before the start record). `why` starts in lower case and
+ * says why, then how to fix it. A result that may have run (an unknown outcome, no recorded
+ * result) must not use it. This is a pure function.
+ */
+export function notExecuted(
+  code: NotExecutedCode,
+  why: string,
+  options: { retryable?: boolean } = {},
+): ToolFailure {
+  return { ok: false, code, message: NOT_EXECUTED + why, retryable: options.retryable ?? false };
+}

@@ -1,18 +1,12 @@
-import type { AgentEvent, LogEntry } from "../index.ts";
+import type { AgentEvent, AgentEventBody, LogEntry } from "../index.ts";
 import { agentRecord, clip, type InspectRecord } from "./records.ts";
-
-type Body = AgentEvent extends infer E
-  ? E extends AgentEvent
-    ? Omit<E, "sessionId" | "at">
-    : never
-  : never;
 
 /**
  * Turns a stored session's log into the records a live session would have produced, so the
  * page draws the same timeline: turns, attempts, calls (queued at their assistant message,
  * started at their write-ahead record, settled at their result), inbox lanes and turn ends.
  * Entries with no live counterpart (context edits, compactions, settings, leaf moves, notes)
- * become `log` records. This is a pure function.
+ * become `log.written` records. This is a pure function.
  */
 export function replayRecords(entries: readonly LogEntry[], sessionId: string): InspectRecord[] {
   const out: InspectRecord[] = [];
@@ -29,14 +23,15 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
       pendingTurn = undefined;
     }
   }
-  const emit = (at: number, body: Body) => {
+  // A replayed event is stamped here, once, with its log entry's time.
+  const emit = (at: number, body: AgentEventBody) => {
     out.push(agentRecord({ ...body, sessionId, at } as AgentEvent));
   };
   for (const entry of entries) {
     const at = entry.at;
     switch (entry.type) {
       case "user_message":
-        emit(at, { type: "log", level: "info", message: `user: ${clip(entry.text, 200)}` });
+        emit(at, { type: "log.written", level: "info", message: `user: ${clip(entry.text, 200)}` });
         break;
       case "turn_start":
         turnId = entry.turnId;
@@ -117,10 +112,24 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
         });
         break;
       case "turn_aborted":
-        emit(at, { type: "log", level: "warn", message: `turn aborted at ${entry.where}` });
+        emit(at, { type: "log.written", level: "warn", message: `turn aborted at ${entry.where}` });
         break;
-      default:
-        emit(at, { type: "log", level: "info", message: `${entry.type}: ${describe(entry)}` });
+      case "context_edit":
+      case "compaction":
+      case "settings":
+      case "leaf":
+      case "note":
+        emit(at, {
+          type: "log.written",
+          level: "info",
+          message: `${entry.type}: ${describe(entry)}`,
+        });
+        break;
+      default: {
+        // Exhaustive: a new log entry type fails tsc here until replay shows it.
+        const unhandled: never = entry;
+        void unhandled;
+      }
     }
   }
   return out;
@@ -128,7 +137,12 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
 
 type AgentEventOfLane = Extract<LogEntry, { type: "inbox" }>["lane"];
 
-function describe(entry: LogEntry): string {
+type NoLiveCounterpart = Extract<
+  LogEntry,
+  { type: "context_edit" | "compaction" | "settings" | "leaf" | "note" }
+>;
+
+function describe(entry: NoLiveCounterpart): string {
   switch (entry.type) {
     case "context_edit":
       return `${entry.targetId} ${entry.replacement === null ? "removed" : "replaced"}`;
@@ -140,7 +154,5 @@ function describe(entry: LogEntry): string {
       return `→ ${entry.leafId ?? "root"} (${entry.reason})`;
     case "note":
       return clip(entry.text, 200);
-    default:
-      return entry.id;
   }
 }

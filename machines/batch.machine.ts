@@ -10,7 +10,7 @@ import {
   stopChild,
 } from "xstate";
 import type { CallOutcome } from "../contracts/status.ts";
-import type { ToolFailure, ToolResult } from "../contracts/tool-result.ts";
+import { notExecuted, type ToolFailure, type ToolResult } from "../contracts/tool-result.ts";
 import { effect } from "./effect.ts";
 import {
   type BatchCallSpec,
@@ -110,12 +110,7 @@ export interface BatchPolicy {
 
 /** Synthetic result of a call skipped because a call it depends on did not complete. */
 export function dependencyFailed(dependency: string): ToolFailure {
-  return {
-    ok: false,
-    code: "DEPENDENCY_FAILED",
-    message: `not executed: dependency ${dependency} failed`,
-    retryable: false,
-  };
+  return notExecuted("DEPENDENCY_FAILED", `dependency ${dependency} failed`);
 }
 
 /** Synthetic result of a call whose actor failed (a runtime bug): its outcome is unknown. */

@@ -1,6 +1,6 @@
 import { type AnyActorRef, assertEvent, assign, setup } from "xstate";
 import type { CallOutcome } from "../contracts/status.ts";
-import type { ToolFailure, ToolResult } from "../contracts/tool-result.ts";
+import { notExecuted, type ToolFailure, type ToolResult } from "../contracts/tool-result.ts";
 import { effect } from "./effect.ts";
 
 /** What the caller knows about one call when it is created. */
@@ -39,12 +39,7 @@ interface ToolCallContext extends ToolCallInput {
 }
 
 /** Synthetic result of a call cancelled before its tool ran. */
-export const cancelledBeforeStart: ToolFailure = {
-  ok: false,
-  code: "CANCELLED",
-  message: "not executed: cancelled before start",
-  retryable: false,
-};
+export const cancelledBeforeStart: ToolFailure = notExecuted("CANCELLED", "cancelled before start");
 
 /** Synthetic result of a call whose tool honoured the abort. */
 export const cancelledWhileRunning: ToolFailure = {

@@ -260,7 +260,7 @@ describe.skipIf(!haveChromium)("inspector in headless Chromium", () => {
     const before = Number((await page.textContent("#log-count"))?.split("/")[1].replace(/\D/g, ""));
     const started = performance.now();
     for (let i = 0; i < 10_000; i++) {
-      publish({ type: "call.update", callId: `call_${i % 50}`, progress: { line: i } });
+      publish({ type: "call.updated", callId: `call_${i % 50}`, progress: { line: i } });
     }
     // At least: records of the previous test may still be arriving when `before` is read (on
     // a busy machine an exact count then never matches and the wait hangs).

@@ -166,4 +166,23 @@ describe("permissions", () => {
     const decided = events.filter((e) => e.type === "permission.decided");
     expect(decided).toHaveLength(3);
   });
+
+  it("replyPermission refuses an id that is not waiting (answered already) with UNKNOWN_REQUEST", async () => {
+    const ran: string[] = [];
+    const model = scriptedModel([
+      { toolCalls: [{ id: "d1", name: "danger", arguments: '{"n":1}' }] },
+      { text: "done" },
+    ]);
+    const session = createAgent({
+      model,
+      tools: tools(ran),
+      permissions: { ask: async () => ({ type: "allow_once" }) },
+    }).session();
+    expect((await session.prompt("go")).status).toBe("completed");
+    expect(session.replyPermission("d1.perm", { type: "allow_once" })).toEqual({
+      ok: false,
+      code: "UNKNOWN_REQUEST",
+      message: expect.stringMatching(/d1\.perm.*answered already.*pendingPermissions/),
+    });
+  });
 });

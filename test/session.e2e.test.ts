@@ -225,3 +225,47 @@ describe("session compaction", () => {
     expect(JSON.stringify(seen)).not.toContain("a long first answer");
   });
 });
+
+describe("session refusals", () => {
+  it("every public method that can refuse answers { ok: false, code, message } and changes nothing", async () => {
+    const { gate, started, session } = gatedSession([
+      { toolCalls: [{ id: "c1", name: "slow", arguments: "{}" }] },
+      { text: "done" },
+    ]);
+    const done = session.prompt("go");
+    await started.promise;
+    const before = session.entries().length;
+    const turnId = session.currentTurn!.turnId;
+    const refusals = [
+      await session.compact(),
+      await session.rollback(null),
+      await session.fork(null),
+      await session.switchLeaf(null),
+      session.replyPermission("nope", { type: "allow_once" }),
+    ];
+    for (const r of refusals) {
+      expect(Object.keys(r).filter((k) => k !== "attempts")).toEqual(["ok", "code", "message"]);
+    }
+    expect(refusals.map((r) => (r.ok ? "ok" : r.code))).toEqual([
+      "TURN_OPEN",
+      "TURN_OPEN",
+      "TURN_OPEN",
+      "TURN_OPEN",
+      "UNKNOWN_REQUEST",
+    ]);
+    for (const r of refusals.slice(0, 4)) {
+      // What was wrong (which turn) and how to fix it.
+      expect(r.ok ? "" : r.message).toContain(turnId);
+      expect(r.ok ? "" : r.message).toMatch(/interrupt it or await session\.awaitIdle\(\)/);
+    }
+    expect(refusals[4].ok ? "" : refusals[4].message).toMatch(/asks no permissions/);
+    expect(session.entries().length).toBe(before);
+    gate.resolve();
+    expect((await done).status).toBe("completed");
+    expect(await session.rollback("no-such-entry")).toMatchObject({
+      ok: false,
+      code: "UNKNOWN_ENTRY",
+      message: expect.stringContaining("no-such-entry"),
+    });
+  });
+});

@@ -110,7 +110,7 @@ describe("batches end to end", () => {
     const session = createAgent({ model, tools: [tool] }).session();
     const updates: unknown[] = [];
     session.subscribe((e: AgentEvent) => {
-      if (e.type === "call.update") updates.push(e.progress);
+      if (e.type === "call.updated") updates.push(e.progress);
     });
     await session.prompt("go");
     late("after the end");

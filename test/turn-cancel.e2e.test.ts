@@ -80,8 +80,8 @@ describe("interrupt", () => {
     const out = await session.prompt("first");
     expect(out.status).toBe("cancelled");
     const types = events.map((e) => e.type);
-    const ack = types.indexOf("turn.cancel_acknowledged");
-    const stopped = types.indexOf("turn.execution_stopped");
+    const ack = types.indexOf("turn.cancel-acknowledged");
+    const stopped = types.indexOf("turn.execution-stopped");
     const ended = types.indexOf("turn.ended");
     expect(ack).toBeGreaterThan(-1);
     expect(ack).toBeLessThan(stopped);

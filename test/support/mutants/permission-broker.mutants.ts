@@ -22,9 +22,9 @@ export class OneAtATimeBroker extends PermissionBroker {
     });
   }
 
-  override reply(requestId: string, reply: PermissionReply): void {
+  override reply(requestId: string, reply: PermissionReply): boolean {
     const resolve = this.own.get(requestId);
-    if (!resolve) return;
+    if (!resolve) return false;
     this.own.delete(requestId);
     resolve(
       reply.type === "deny"
@@ -33,5 +33,6 @@ export class OneAtATimeBroker extends PermissionBroker {
           ? { type: "corrected", feedback: reply.feedback }
           : { type: "allow" },
     );
+    return true;
   }
 }
