@@ -248,6 +248,7 @@ export class Session {
   private async branch(move: () => BranchResult): Promise<BranchResult> {
     await this.ready;
     if (this.current) return this.turnOpen("move the branch", this.current.turnId);
+    await this.log.loadHistory();
     const result = move();
     if (result.ok) await this.log.flush();
     return result;

@@ -371,6 +371,7 @@ export class TurnRun implements TurnEffects {
         : undefined,
     });
     try {
+      if (log.needsHistory) await log.loadHistory();
       const stream = model.stream({
         messages: log.messages(),
         tools: registry.modelTools(),

@@ -79,6 +79,7 @@ export async function showSession(
       clock: systemClock,
       ids: createIds(),
     });
+    await log.loadHistory();
     const entries = log.entries();
     const messages = log.messages();
     if (options.json) {

@@ -25,10 +25,10 @@ export interface CheckpointLoad {
   /** Entries after the checkpoint, in seq order. */
   tail: LogEntry[];
   /**
-   * Contract: synchronous; returns the entries with seq ≤ `seq` in seq order. Called at most
-   * once, lazily, while the store is still open (the first time the log needs its history).
+   * Contract: resolves to the entries with seq ≤ `seq` in seq order. Called at most once,
+   * lazily, while the store is still open (when the log is asked to load its history).
    */
-  loadPrefix(): LogEntry[];
+  loadPrefix(): Promise<LogEntry[]>;
 }
 
 /** A store that can persist projection checkpoints (SQLite does). */
@@ -38,11 +38,11 @@ export interface CheckpointStore {
   /** Contract: null when the session has no checkpoint. */
   loadFromCheckpoint(sessionId: string): Promise<CheckpointLoad | null>;
   /**
-   * Optional. Contract: synchronous; the session's entries with seq ≤ `seq`, in seq order, while
+   * Optional. Contract: resolves to the session's entries with seq ≤ `seq`, in seq order, while
    * the store is open. With it, a log drops the history a checkpoint covers from memory and
-   * reloads it only when asked for it (see `SessionLog`).
+   * reloads it only when asked for it (see `SessionLog.loadHistory`).
    */
-  loadUpTo?(sessionId: string, seq: number): LogEntry[];
+  loadUpTo?(sessionId: string, seq: number): Promise<LogEntry[]>;
 }
 
 /**

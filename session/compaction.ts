@@ -115,6 +115,7 @@ export async function compactSession(
   options: CompactOptions,
 ): Promise<CompactionResult> {
   checkOptions(options);
+  await log.loadHistory();
   const estimate = options.estimate ?? estimateTokens;
   const cutPoints = options.cutPoints ?? legalCutPoints;
   const signal = options.signal ?? new AbortController().signal;

@@ -24,15 +24,19 @@ export type LedgerOutcome<T> =
 
 export interface RunOptions {
   /**
-   * `true` (SQLite ledgers only): `fn` must perform its effect through `ctx.transact(effect)`;
+   * `true` (SQLite and PostgreSQL ledgers): `fn` must perform its effect through `ctx.transact(effect)`;
    * the effect and the ledger row commit in ONE transaction, so they happen together or not at all.
    */
   atomic?: boolean;
 }
 
 export interface RunContext {
-  /** Runs `effect` inside the ledger's transaction (atomic runs only); its return value is the result recorded. */
-  transact<R>(effect: (db: unknown) => R): R;
+  /**
+   * Runs `effect` inside the ledger's transaction (atomic runs only), with the store's handle
+   * (SQLite: the `better-sqlite3` database, and `effect` must be synchronous; PostgreSQL: the
+   * `pg` client of the transaction). Its return value is the result recorded.
+   */
+  transact<R>(effect: (db: unknown) => R | Promise<R>): Promise<R>;
 }
 
 /**
@@ -43,16 +47,21 @@ export interface RunContext {
  * - same key, different payload fingerprint → `failed` with `PARAMETER_MISMATCH`, `fn` not called;
  * - same key already `done` → `replayed` with the stored result, `fn` not called;
  * - same key in flight in this process → waits for it and replays its result;
- * - same key `started` by a run that never finished (a crash) → `failed` with
- *   `OUTCOME_UNKNOWN`: the effect may or may not have happened; `fn` is not called.
+ * - same key `started` by a run that has not finished (a crash, or another process running it
+ *   now) → `failed` with `OUTCOME_UNKNOWN`: the effect may or may not have happened; `fn` is not
+ *   called.
  *
- * Atomicity. External effects (files, HTTP): the ledger writes `started` (durably) BEFORE
- * calling `fn` and `done` after; the effect itself is not in any transaction, so a crash between
- * them leaves `started` — reported as outcome unknown, never silently re-run. If `fn` throws, the
- * row stays `started` and the error propagates (the effect may have partly happened).
- * SQLite effects (`{ atomic: true }`, SQLite ledger): no `started` row; the effect and the `done`
- * row commit in one transaction — a crash or throw before commit leaves neither, so a retry
- * runs it again safely.
+ * Across processes the decision is one statement: the `started` row is claimed by an insert
+ * that does nothing when a live row exists (claim-or-get), so of two processes racing one key
+ * exactly one runs `fn`.
+ *
+ * Atomicity. External effects (files, HTTP): the ledger claims `started` (durably) BEFORE
+ * calling `fn` and writes `done` after; the effect itself is not in any transaction, so a crash
+ * between them leaves `started` — reported as outcome unknown, never silently re-run. If `fn`
+ * throws, the row stays `started` and the error propagates (the effect may have partly happened).
+ * Store effects (`{ atomic: true }`, SQLite or PostgreSQL ledger): the claim, the effect and the
+ * `done` row commit in one transaction — a crash or throw before commit leaves none of them, so
+ * a retry runs it again safely; a concurrent claim waits for that transaction.
  *
  * Retention: rows not updated for `retentionMs` are treated as absent and purged (`purge()`,
  * also run lazily). A key reused after that runs again.
@@ -67,24 +76,40 @@ export interface Ledger {
     options?: RunOptions,
   ): Promise<LedgerOutcome<T>>;
   /** The live (unexpired) row, if any. */
-  get(caller: string, key: string): LedgerRecord | undefined;
-  /** Deletes rows older than the retention window; returns how many. */
-  purge(): number;
+  get(caller: string, key: string): Promise<LedgerRecord | undefined>;
+  /** Deletes rows older than the retention window; resolves to how many. */
+  purge(): Promise<number>;
 }
 
-/** Where a ledger keeps rows. Contract: `write` replaces the row of (caller, key). */
+/** How an atomic claim ended: claimed (the effect ran and committed with its row), or the live row. */
+export type AtomicClaim<R> = { claimed: true; result: R } | { claimed: false; row: LedgerRecord };
+
+/** Where a ledger keeps rows (memory, SQLite, PostgreSQL). */
 export interface LedgerBackend {
-  read(caller: string, key: string): LedgerRecord | undefined;
-  write(row: LedgerRecord): void;
-  purgeBefore(at: number): number;
-  /** Runs `fn` atomically with the rows it writes; the atomic mode's `db` is `handle`. */
-  transaction<R>(fn: () => R): R;
-  readonly handle: unknown;
-  readonly supportsAtomic: boolean;
+  /**
+   * Claim-or-get, atomically: stores `row` (status `started`) unless a row of (caller, key)
+   * updated at or after `liveAfter` exists (an older one is replaced). Contract: resolves null
+   * when this call claimed the key, else the live row; two concurrent claims never both win.
+   */
+  claim(row: LedgerRecord, liveAfter: number): Promise<LedgerRecord | null>;
+  /** Contract: replaces the row of (row.caller, row.key) with `row` (status `done`). */
+  finish(row: LedgerRecord): Promise<void>;
+  read(caller: string, key: string): Promise<LedgerRecord | undefined>;
+  purgeBefore(at: number): Promise<number>;
+  /**
+   * Optional (stores with transactions). In ONE transaction: claim as {@link claim}; when
+   * claimed, run `effect(handle)` and store `row` as `done` with its result. A throw rolls all
+   * of it back. Contract: resolves `{ claimed: false, row }` when a live row exists (nothing ran).
+   */
+  atomic?<R>(
+    row: LedgerRecord,
+    liveAfter: number,
+    effect: (handle: unknown) => R | Promise<R>,
+  ): Promise<AtomicClaim<R>>;
 }
 
 export interface LedgerOptions {
-  /** Contract: `now()` in epoch-like ms, comparable across restarts (stamps rows). */
+  /** Contract: `now()` in epoch-like ms, comparable across restarts and processes (stamps rows). */
   clock: Clock;
   /** How long a finished key is remembered (default 24 h). */
   retentionMs?: number;
@@ -114,22 +139,27 @@ export function memoryLedger(options: LedgerOptions): Ledger {
   const id = (caller: string, key: string) => `${caller}\u0000${key}`;
   return createLedger(
     {
-      read: (caller, key) => structuredClone(rows.get(id(caller, key))),
-      write: (row) => void rows.set(id(row.caller, row.key), structuredClone(row)),
-      purgeBefore(at) {
+      async claim(row, liveAfter) {
+        const existing = rows.get(id(row.caller, row.key));
+        if (existing && existing.updatedAt >= liveAfter) return structuredClone(existing);
+        rows.set(id(row.caller, row.key), structuredClone(row));
+        return null;
+      },
+      async finish(row) {
+        rows.set(id(row.caller, row.key), structuredClone(row));
+      },
+      read: async (caller, key) => structuredClone(rows.get(id(caller, key))),
+      async purgeBefore(at) {
         let n = 0;
         for (const [k, row] of rows) if (row.updatedAt < at && rows.delete(k)) n++;
         return n;
       },
-      transaction: (fn) => fn(),
-      handle: undefined,
-      supportsAtomic: false,
     },
     options,
   );
 }
 
-/** Builds a ledger over a backend (memory, SQLite). */
+/** Builds a ledger over a backend (memory, SQLite, PostgreSQL). */
 export function createLedger(backend: LedgerBackend, options: LedgerOptions): Ledger {
   const { clock } = options;
   const retentionMs = options.retentionMs ?? 24 * 60 * 60 * 1000;
@@ -138,11 +168,12 @@ export function createLedger(backend: LedgerBackend, options: LedgerOptions): Le
     { fingerprint: string; done: Promise<LedgerOutcome<unknown>> }
   >();
   let lastPurge = Number.NEGATIVE_INFINITY;
-  const live = (caller: string, key: string) => {
-    const row = backend.read(caller, key);
-    return row && row.updatedAt >= clock.now() - retentionMs ? row : undefined;
+  const liveAfter = () => clock.now() - retentionMs;
+  const live = async (caller: string, key: string) => {
+    const row = await backend.read(caller, key);
+    return row && row.updatedAt >= liveAfter() ? row : undefined;
   };
-  const purge = () => backend.purgeBefore(clock.now() - retentionMs);
+  const purge = () => backend.purgeBefore(liveAfter());
 
   const decide = (
     row: LedgerRecord,
@@ -163,42 +194,50 @@ export function createLedger(backend: LedgerBackend, options: LedgerOptions): Le
     const now = clock.now();
     const base = { caller, key, fingerprint: print, createdAt: now };
     if (atomic) {
+      const runAtomic = backend.atomic!.bind(backend);
       let recorded = false;
-      let value: T | undefined;
-      const transact = <R>(effect: (db: unknown) => R): R => {
-        if (recorded)
+      let lost: LedgerRecord | undefined;
+      const transact = async <R>(effect: (db: unknown) => R | Promise<R>): Promise<R> => {
+        if (recorded || lost)
           throw new Error(`ledger ${caller}/${key}: transact called twice in one atomic run`);
-        return backend.transaction(() => {
-          const existing = live(caller, key);
-          if (existing) throw new RaceLost(existing);
-          const r = effect(backend.handle);
-          backend.write({ ...base, status: "done", result: r, updatedAt: clock.now() });
-          recorded = true;
-          return r;
-        });
+        const claim = await runAtomic(
+          { ...base, status: "started", updatedAt: now },
+          liveAfter(),
+          effect,
+        );
+        if (!claim.claimed) {
+          lost = claim.row;
+          throw new RaceLost(claim.row);
+        }
+        recorded = true;
+        return claim.result;
       };
+      let value: T;
       try {
         value = await fn({ transact });
       } catch (error) {
-        if (error instanceof RaceLost) return decide(error.row, print) as LedgerOutcome<T>;
+        if (lost) return decide(lost, print) as LedgerOutcome<T>;
         throw error;
       }
+      if (lost) return decide(lost, print) as LedgerOutcome<T>;
       if (!recorded)
         throw new Error(
           `ledger ${caller}/${key}: an atomic run must perform its effect through ctx.transact`,
         );
-      return { type: "ran", result: value as T };
+      return { type: "ran", result: value };
     }
-    backend.transaction(() => backend.write({ ...base, status: "started", updatedAt: now }));
+    const existing = await backend.claim(
+      { ...base, status: "started", updatedAt: now },
+      liveAfter(),
+    );
+    if (existing) return decide(existing, print) as LedgerOutcome<T>;
     const noTransact = () => {
       throw new Error(
-        `ledger ${caller}/${key}: ctx.transact needs { atomic: true } and a SQLite ledger`,
+        `ledger ${caller}/${key}: ctx.transact needs { atomic: true } and a SQLite or PostgreSQL ledger`,
       );
     };
     const result = await fn({ transact: noTransact });
-    backend.transaction(() =>
-      backend.write({ ...base, status: "done", result, updatedAt: clock.now() }),
-    );
+    await backend.finish({ ...base, status: "done", result, updatedAt: clock.now() });
     return { type: "ran", result };
   }
 
@@ -213,14 +252,10 @@ export function createLedger(backend: LedgerBackend, options: LedgerOptions): Le
       fn: (ctx: RunContext) => Promise<T> | T,
       options: RunOptions = {},
     ) {
-      if (options.atomic && !backend.supportsAtomic) {
+      if (options.atomic && !backend.atomic) {
         throw new TypeError(
-          `ledger ${caller}/${key}: { atomic: true } needs a SQLite ledger (sqliteLedger); this one is in memory`,
+          `ledger ${caller}/${key}: { atomic: true } needs a store ledger (sqliteLedger or postgresLedger); this one is in memory`,
         );
-      }
-      if (clock.now() - lastPurge > retentionMs / 10) {
-        lastPurge = clock.now();
-        purge();
       }
       const print = fingerprint(payload);
       const slot = `${caller}\u0000${key}`;
@@ -234,9 +269,13 @@ export function createLedger(backend: LedgerBackend, options: LedgerOptions): Le
           return { type: "replayed", result: first.result };
         return first ?? { type: "failed", failure: unknown({ caller, key }) };
       }
-      const row = live(caller, key);
-      if (row) return decide(row, print) as LedgerOutcome<T>;
-      const done = execute(caller, key, print, fn, options.atomic === true);
+      const done = (async () => {
+        if (clock.now() - lastPurge > retentionMs / 10) {
+          lastPurge = clock.now();
+          await purge();
+        }
+        return execute(caller, key, print, fn, options.atomic === true);
+      })();
       inflight.set(slot, { fingerprint: print, done });
       try {
         return await done;

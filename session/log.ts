@@ -14,7 +14,7 @@ import type { EntryInput, EntryOf, LogEntry } from "./entries.ts";
 import { flat } from "./flat.ts";
 import { applyInboxEntry, inboxFromEntries } from "./inbox-log.ts";
 import { type AskedCall, type OpenWork, Projection } from "./projection.ts";
-import type { SessionStore } from "./store.ts";
+import type { Lease, SessionStore } from "./store.ts";
 import { WriteQueue } from "./write-queue.ts";
 
 export interface SessionLogOptions {
@@ -59,7 +59,11 @@ export class SessionLog {
   private projection = new Projection();
   private dirty = false;
   /** Loads the entries covered by the checkpoint we opened from; null once materialised. */
-  private loadPrefix: (() => LogEntry[]) | null = null;
+  private loadPrefix: (() => Promise<LogEntry[]>) | null = null;
+  /** The history `loadHistory` fetched, placed at the next synchronous read. */
+  private loadedPrefix: LogEntry[] | null = null;
+  /** The lease every append carries (a shared store's fencing token), if any. */
+  private lease: Lease | undefined;
   private checkpointSeq = 0;
   /** The inbox folded from every entry so far; null: not known yet (an old checkpoint). */
   private inboxState: Inbox | null = emptyInbox();
@@ -70,7 +74,11 @@ export class SessionLog {
     this.clock = options.clock;
     this.ids = options.ids;
     this.policy = options.checkpoints ?? defaultCheckpointPolicy;
-    this.queue = new WriteQueue((batch) => this.store.append(this.sessionId, batch));
+    this.queue = new WriteQueue((batch) =>
+      this.lease
+        ? this.store.append(this.sessionId, batch, { lease: this.lease })
+        : this.store.append(this.sessionId, batch),
+    );
   }
 
   /**
@@ -94,8 +102,52 @@ export class SessionLog {
     log.leaf = checkpoint.leafId;
     log.loadPrefix = load.loadPrefix;
     log.inboxState = checkpoint.inbox ? restoreInbox(checkpoint.inbox) : null;
+    // Entries that pick their targets from the history, a checkpoint from before the inbox was
+    // kept in it, or a tail that forces a rebuild: load the history now (reads are async).
+    if (!log.inboxState || load.tail.some((e) => e.type === "leaf" || e.type === "context_edit"))
+      await log.loadHistory();
     for (const e of load.tail) log.place(Object.freeze(e));
+    if (log.dirty) await log.loadHistory();
     return log;
+  }
+
+  /**
+   * Makes every later flush carry `lease` (its fencing token): the store refuses the batch with
+   * `FENCED` once the lease is lost. `undefined`: appends carry none.
+   */
+  fence(lease: Lease | undefined): void {
+    this.lease = lease;
+  }
+
+  /** The lease appends carry, if any. */
+  get heldLease(): Lease | undefined {
+    return this.lease;
+  }
+
+  /**
+   * Loads the history a checkpoint let `open` (or a later checkpoint) skip, so the synchronous
+   * readers that need it (`entries()`, `path()`, `get()` of an old id, a leaf move, a rebuild)
+   * can run. Store reads are asynchronous, so callers that need history await this first; those
+   * readers throw when it was not loaded. Cheap when nothing is missing.
+   */
+  async loadHistory(): Promise<void> {
+    const load = this.loadPrefix;
+    if (!load || this.loadedPrefix) return;
+    const prefix = await load();
+    if (this.loadPrefix === load) this.loadedPrefix = prefix;
+  }
+
+  /**
+   * Whether the next projection read rebuilds from history that is not loaded (a failed
+   * attempt or an omission since the last checkpoint): await {@link loadHistory} first.
+   */
+  get needsHistory(): boolean {
+    return this.dirty && !this.historyLoaded;
+  }
+
+  /** Whether the synchronous readers can run without `loadHistory` first. */
+  get historyLoaded(): boolean {
+    return !this.loadPrefix || this.loadedPrefix !== null;
   }
 
   /** The seq of the last entry (0: none): how many entries the session has, on every branch. */
@@ -204,6 +256,7 @@ export class SessionLog {
     this.pathEntries = [];
     const sessionId = this.sessionId;
     this.loadPrefix = () => store.loadUpTo!(sessionId, seq);
+    this.loadedPrefix = null;
   }
 
   /** Flushes, then writes a checkpoint so the next open is fast. The store stays open. */
@@ -309,8 +362,14 @@ export class SessionLog {
   /** Decodes the history a checkpoint let `open` skip (once). */
   private materialize(): void {
     if (!this.loadPrefix) return;
-    const prefix = this.loadPrefix();
+    const prefix = this.loadedPrefix;
+    if (!prefix) {
+      throw new Error(
+        `session ${this.sessionId}: the history before seq ${this.checkpointSeq} is not loaded (the log opened from a checkpoint); await log.loadHistory() before reading entries(), path(), old entries, or moving the leaf`,
+      );
+    }
     this.loadPrefix = null;
+    this.loadedPrefix = null;
     for (const e of prefix) this.byId.set(e.id, Object.freeze(e));
     this.all = prefix.concat(this.all);
     this.pathEntries = pathTo(this.leaf, this.byId);

@@ -85,10 +85,13 @@ export function memoryStore(): SessionStore & CheckpointStore {
         seq: checkpoint.seq,
         body: checkpoint.body,
         tail: decode(session, end, session.entries.length),
-        loadPrefix: () => decode(session, 0, end),
+        loadPrefix: async () => {
+          ensureOpen();
+          return decode(session, 0, end);
+        },
       };
     },
-    loadUpTo(sessionId, seq) {
+    async loadUpTo(sessionId, seq) {
       ensureOpen();
       const session = sessions.get(sessionId);
       return session ? decode(session, 0, upTo(session, seq)) : [];

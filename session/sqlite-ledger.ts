@@ -1,5 +1,11 @@
 import type Database from "better-sqlite3";
-import { createLedger, type Ledger, type LedgerOptions, type LedgerRecord } from "./ledger.ts";
+import {
+  type AtomicClaim,
+  createLedger,
+  type Ledger,
+  type LedgerOptions,
+  type LedgerRecord,
+} from "./ledger.ts";
 import type { SqliteSessionStore } from "./sqlite-store.ts";
 
 const SCHEMA = `
@@ -26,13 +32,28 @@ interface Row {
   updated_at: number;
 }
 
+const decode = (r: Row): LedgerRecord => ({
+  caller: r.caller,
+  key: r.key,
+  fingerprint: r.fingerprint,
+  status: r.status,
+  ...(r.result === null ? {} : { result: JSON.parse(r.result) }),
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
+
+const encode = (row: LedgerRecord) => ({
+  ...row,
+  result: row.result === undefined ? null : JSON.stringify(row.result),
+});
+
 /**
  * An idempotency ledger in the session store's SQLite database (table `ledger`), so a ledger
  * row can commit in the same transaction as the change it guards: with `{ atomic: true }`,
- * `ctx.transact((db) => …)` runs the effect on `db` (the store's `better-sqlite3` handle) and
- * records the result in one IMMEDIATE transaction. Rows written by one process are seen by
- * every process sharing the file; `started` and `done` rows are committed (durable to the
- * store's durability level) before `run` proceeds. See {@link Ledger} for the full contract.
+ * `ctx.transact((db) => …)` runs the effect on `db` (the store's `better-sqlite3` handle; the
+ * effect must be synchronous) and records the result in one IMMEDIATE transaction. A key is
+ * claimed by one statement (`INSERT … ON CONFLICT … DO UPDATE … WHERE expired RETURNING`), so
+ * two processes sharing the file never both run it. See {@link Ledger} for the full contract.
  */
 export function sqliteLedger(store: SqliteSessionStore, options: LedgerOptions): Ledger {
   const db: Database.Database = store.db;
@@ -40,35 +61,60 @@ export function sqliteLedger(store: SqliteSessionStore, options: LedgerOptions):
   const read = db.prepare<[string, string], Row>(
     "SELECT * FROM ledger WHERE caller = ? AND key = ?",
   );
-  const write = db.prepare(
-    `INSERT INTO ledger (caller, key, fingerprint, status, result, created_at, updated_at)
-     VALUES (@caller, @key, @fingerprint, @status, @result, @createdAt, @updatedAt)
-     ON CONFLICT (caller, key) DO UPDATE SET fingerprint = excluded.fingerprint,
-       status = excluded.status, result = excluded.result, updated_at = excluded.updated_at`,
+  // Claim-or-get: a new row, or an expired one replaced; nothing (no row returned) when live.
+  const claim = db
+    .prepare(
+      `INSERT INTO ledger (caller, key, fingerprint, status, result, created_at, updated_at)
+       VALUES (@caller, @key, @fingerprint, @status, @result, @createdAt, @updatedAt)
+       ON CONFLICT (caller, key) DO UPDATE SET fingerprint = excluded.fingerprint,
+         status = excluded.status, result = excluded.result, created_at = excluded.created_at,
+         updated_at = excluded.updated_at
+       WHERE ledger.updated_at < @liveAfter
+       RETURNING caller`,
+    )
+    .pluck();
+  const finish = db.prepare(
+    `UPDATE ledger SET fingerprint = @fingerprint, status = @status, result = @result,
+       updated_at = @updatedAt WHERE caller = @caller AND key = @key`,
   );
   const purge = db.prepare("DELETE FROM ledger WHERE updated_at < ?");
+  const claimOrGet = (row: LedgerRecord, liveAfter: number): LedgerRecord | null => {
+    if (claim.get({ ...encode(row), liveAfter }) !== undefined) return null;
+    const existing = read.get(row.caller, row.key);
+    if (!existing) throw new Error(`ledger ${row.caller}/${row.key}: claim found no row`);
+    return decode(existing);
+  };
   return createLedger(
     {
-      read(caller, key): LedgerRecord | undefined {
+      async claim(row, liveAfter) {
+        return store.transaction(() => claimOrGet(row, liveAfter));
+      },
+      async finish(row) {
+        store.transaction(() => finish.run(encode(row)));
+      },
+      async read(caller, key) {
         const r = read.get(caller, key);
-        if (!r) return undefined;
-        return {
-          caller: r.caller,
-          key: r.key,
-          fingerprint: r.fingerprint,
-          status: r.status,
-          ...(r.result === null ? {} : { result: JSON.parse(r.result) }),
-          createdAt: r.created_at,
-          updatedAt: r.updated_at,
-        };
+        return r ? decode(r) : undefined;
       },
-      write(row) {
-        write.run({ ...row, result: row.result === undefined ? null : JSON.stringify(row.result) });
+      purgeBefore: async (at) => purge.run(at).changes,
+      async atomic<R>(
+        row: LedgerRecord,
+        liveAfter: number,
+        effect: (handle: unknown) => R | Promise<R>,
+      ): Promise<AtomicClaim<R>> {
+        return store.transaction(() => {
+          const existing = claimOrGet(row, liveAfter);
+          if (existing) return { claimed: false, row: existing };
+          const result = effect(db);
+          if (result && typeof (result as { then?: unknown }).then === "function") {
+            throw new TypeError(
+              `ledger ${row.caller}/${row.key}: a SQLite atomic effect must be synchronous (better-sqlite3 cannot hold a transaction across an await); do the async part before or after ctx.transact`,
+            );
+          }
+          finish.run(encode({ ...row, status: "done", result, updatedAt: options.clock.now() }));
+          return { claimed: true, result: result as R };
+        });
       },
-      purgeBefore: (at) => purge.run(at).changes,
-      transaction: (fn) => store.transaction(fn),
-      handle: db,
-      supportsAtomic: true,
     },
     options,
   );

@@ -184,12 +184,12 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
           seq: checkpoint.seq,
           body: checkpoint.body,
           tail: decode(checkpoint.seq, Number.MAX_SAFE_INTEGER),
-          loadPrefix: () =>
+          loadPrefix: async () =>
             guard("load (history before the checkpoint)", () => decode(0, checkpoint.seq)),
         };
       });
     },
-    loadUpTo(sessionId, seq) {
+    async loadUpTo(sessionId, seq) {
       return guard("load (history up to a checkpoint)", () =>
         loadRange.all(sessionId, 0, seq).map((body) => JSON.parse(body) as LogEntry),
       );

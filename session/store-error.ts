@@ -1,7 +1,14 @@
 import type { LogEntry } from "./entries.ts";
 
 /** Why a store refused an operation. */
-export type StoreErrorCode = "SEQ_CONFLICT" | "DUPLICATE_ID" | "CLOSED" | "NOT_WRITABLE" | "IO";
+export type StoreErrorCode =
+  | "SEQ_CONFLICT"
+  | "DUPLICATE_ID"
+  | "CLOSED"
+  | "NOT_WRITABLE"
+  | "IO"
+  /** The writer does not hold the session's live lease (it expired, or another runner took it). */
+  | "FENCED";
 
 /** A store operation's failure (stores reject with it at the async boundary). */
 export class StoreError extends Error {
@@ -43,4 +50,14 @@ export function checkBatch(
     prev = e.seq;
   }
   return null;
+}
+
+/** The refusal of a write from a runner that does not hold the session's live lease. */
+export function fenced(sessionId: string, store: string, token: number | undefined): StoreError {
+  return new StoreError(
+    "FENCED",
+    token === undefined
+      ? `${store}: session ${sessionId} is owned by a runner holding its lease; an append without that lease is refused (send inputs with postInput, or take the lease when it is released or expires)`
+      : `${store}: session ${sessionId}: lease token ${token} is no longer the session's live lease (it expired or another runner took the session over); this runner must stop writing and reopen the session`,
+  );
 }

@@ -7,6 +7,17 @@ export interface SessionSummary {
   updatedAt: number;
 }
 
+/** What a fenced writer passes with each append (see {@link LeaseStore}). */
+export interface AppendOptions {
+  /**
+   * The lease the writer holds. The store checks, in the transaction of the append, that this is
+   * the session's current lease and that it has not expired; otherwise it rejects the whole batch
+   * with `FENCED`. Without it, an append to a session whose lease is held (not released) is
+   * refused too: a session with an owner has one writer.
+   */
+  lease?: Lease;
+}
+
 /**
  * Where session logs live. Implementations: memory (tests), SQLite (embedded default),
  * Postgres (many processes). One conformance suite runs against each.
@@ -17,9 +28,89 @@ export interface SessionStore {
    * Contract: appends in order; resolves only once the entries are durable to the store's
    * durability level; rejects (and writes nothing of the batch) on failure.
    */
-  append(sessionId: string, entries: readonly LogEntry[]): Promise<void>;
+  append(sessionId: string, entries: readonly LogEntry[], options?: AppendOptions): Promise<void>;
   /** Contract: every entry of the session in `seq` order; [] for an unknown session. */
   load(sessionId: string): Promise<LogEntry[]>;
   list(): Promise<SessionSummary[]>;
   close(): Promise<void>;
+}
+
+/** A session lease: who may write the session, and the fencing token every append carries. */
+export interface Lease {
+  sessionId: string;
+  owner: string;
+  /** Grows by one at every change of owner: an older holder's token is refused. */
+  token: number;
+}
+
+/** An input written by any process for a session's owner (DESIGN §3.5, §12). */
+export interface PostedInput {
+  id: string;
+  lane: "interrupt" | "next-step" | "next-turn";
+  source: "user" | "tool" | "job" | "system";
+  body: string;
+}
+
+/** A lease as stored, for inspection and tests. */
+export interface LeaseInfo extends Lease {
+  /** Milliseconds until it expires by the store's clock (≤ 0: expired). */
+  expiresInMs: number;
+  released: boolean;
+  /** Set at a clean release: the owner left inputs queued that a worker should run. */
+  pending: boolean;
+}
+
+/**
+ * A store shared by several processes: one runner per session through a lease with a fencing
+ * token (DESIGN §5, §12, invariant 13), and a shared inbox with a doorbell.
+ *
+ * Time is the STORE's clock (the database's, for a server), so processes with skewed clocks
+ * agree on expiry.
+ */
+export interface LeaseStore {
+  /**
+   * Takes the session's lease for `ttlMs` if nobody holds it, its holder released it, or it
+   * expired (a takeover: the token grows). Contract: resolves null when a live lease is held by
+   * another holder (even with the same owner name); never waits for it.
+   * `takeover` is true when the previous holder neither released the lease nor is alive: the
+   * log may hold a crashed runner's open work (run recovery).
+   */
+  acquireLease(
+    sessionId: string,
+    owner: string,
+    ttlMs: number,
+  ): Promise<(Lease & { takeover: boolean }) | null>;
+  /** Extends a live lease by `ttlMs` from now. Contract: false (nothing changed) when it was lost or expired. */
+  renewLease(lease: Lease, ttlMs: number): Promise<boolean>;
+  /**
+   * Gives the lease up. `pending`: inputs are still queued in the log (a worker should take
+   * the session over). Contract: a lease already lost is left as it is.
+   */
+  releaseLease(lease: Lease, options?: { pending?: boolean }): Promise<void>;
+  readLease(sessionId: string): Promise<LeaseInfo | null>;
+  /**
+   * Records an input for the session's owner (deduplicated by `input.id`) and rings the
+   * doorbell. Durable when it resolves: this is the acknowledgement.
+   */
+  postInput(sessionId: string, input: PostedInput): Promise<void>;
+  /** Inputs posted and not yet marked taken, in posting order. */
+  postedInputs(sessionId: string): Promise<PostedInput[]>;
+  /** Marks posted inputs as moved into the session's log (after the log append is durable). */
+  markTaken(sessionId: string, ids: readonly string[]): Promise<void>;
+  /**
+   * Calls `listener(sessionId)` when an input may have been posted for the session. A hint
+   * only: it may be late, doubled or missed, so callers also re-read `postedInputs` on their own
+   * schedule. Resolves to an unsubscribe function.
+   */
+  watchInputs(listener: (sessionId: string) => void): Promise<() => Promise<void>>;
+  /**
+   * Sessions that need a runner: posted inputs not taken, a lease released with `pending`, or
+   * a lease expired without release (a crashed owner). Never a session with a live lease.
+   */
+  sessionsNeedingRunner(limit: number): Promise<string[]>;
+}
+
+export function hasLeases(store: SessionStore): store is SessionStore & LeaseStore {
+  const s = store as Partial<LeaseStore>;
+  return typeof s.acquireLease === "function" && typeof s.postInput === "function";
 }

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type Database from "better-sqlite3";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import type { Clock } from "../contracts/clock.ts";
 import { fingerprint, type Ledger, memoryLedger } from "../session/ledger.ts";
 import { sqliteLedger } from "../session/sqlite-ledger.ts";
@@ -60,7 +60,7 @@ describe.each(kinds)("idempotency ledger: $name", ({ make }) => {
       result: { ok: true, content: "ran 1" },
     });
     expect(calls).toBe(1);
-    expect(ledger.get("tool:write", "k1")).toMatchObject({
+    expect(await ledger.get("tool:write", "k1")).toMatchObject({
       status: "done",
       fingerprint: fingerprint({ path: "a", text: "x" }),
     });
@@ -114,7 +114,7 @@ describe.each(kinds)("idempotency ledger: $name", ({ make }) => {
         throw new Error("half done");
       }),
     ).rejects.toThrow("half done");
-    expect(ledger.get("c", "k")?.status).toBe("started");
+    expect((await ledger.get("c", "k"))?.status).toBe("started");
     let called = false;
     const out = await ledger.run("c", "k", {}, () => {
       called = true;
@@ -130,8 +130,8 @@ describe.each(kinds)("idempotency ledger: $name", ({ make }) => {
     clock.advance(59_999);
     expect((await ledger.run("c", "k", {}, () => "second")).type).toBe("replayed");
     clock.advance(2);
-    expect(ledger.get("c", "k")).toBeUndefined();
-    expect(ledger.purge()).toBe(1);
+    expect(await ledger.get("c", "k")).toBeUndefined();
+    expect(await ledger.purge()).toBe(1);
     expect(await ledger.run("c", "k", { other: true }, () => "third")).toEqual({
       type: "ran",
       result: "third",
@@ -156,13 +156,12 @@ describe("sqlite ledger", () => {
     const first = h.make(clock);
     let observed: string | undefined;
     // the effect is in progress: the started row is already committed when it runs
-    const never = first.run("c", "k", {}, () => {
-      observed = first.get("c", "k")?.status;
+    const never = first.run("c", "k", {}, async () => {
+      observed = (await first.get("c", "k"))?.status;
       return new Promise(() => {});
     });
     void never;
-    await Promise.resolve();
-    expect(observed).toBe("started");
+    await vi.waitFor(() => expect(observed).toBe("started"));
     const out = await h.make(clock).run("c", "k", {}, () => "again");
     expect(out).toMatchObject({ type: "failed", failure: { code: "OUTCOME_UNKNOWN" } });
   });
@@ -214,14 +213,14 @@ describe("sqlite ledger", () => {
       );
     await expect(attempt(true)).rejects.toThrow("crash before commit");
     expect(store.db.prepare("SELECT count(*) FROM orders").pluck().get()).toBe(0);
-    expect(ledger.get("orders", "o")).toBeUndefined();
+    expect(await ledger.get("orders", "o")).toBeUndefined();
     expect(await attempt(false)).toEqual({ type: "ran", result: "placed" });
   });
 
   it("atomic runs on a memory ledger are refused with a clear error", async () => {
     const ledger = memoryLedger({ clock: manualClock() });
     await expect(ledger.run("c", "k", {}, () => 1, { atomic: true })).rejects.toThrow(
-      /needs a SQLite ledger/,
+      /needs a store ledger \(sqliteLedger or postgresLedger\)/,
     );
   });
 });

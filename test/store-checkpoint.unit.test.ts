@@ -41,7 +41,7 @@ function counting(s: CheckpointedStore) {
     if (!load) return load;
     return {
       ...load,
-      loadPrefix: () => {
+      loadPrefix: async () => {
         counter.prefixLoads++;
         return load.loadPrefix();
       },
@@ -72,19 +72,29 @@ const open = (s: SessionStore, sessionId: string, checkpoints?: false, seed = ++
     checkpoints,
   });
 
-const view = (log: SessionLog) => ({
-  messages: log.messages(),
-  sources: log.messageSources(),
-  settings: log.settings(),
-  baseline: log.baseline(),
-  work: log.openWork(),
-  unstarted: log.unstartedCalls(),
-  inbox: inboxSnapshot(log.inbox()),
-  lastSeq: log.lastSeq,
-  leaf: log.leafId,
-  path: log.path().map((e) => e.id),
-  entries: log.entries(),
-});
+/** Ops that append without reading history; any other op needs `loadHistory()` first. */
+const LOCAL = ["user", "turn", "step", "openAttempt", "endTurn", "settings", "note"];
+const play = async (log: SessionLog, ops: Parameters<typeof playOps>[1]) => {
+  if (!ops.every((op) => LOCAL.includes(op.k))) await log.loadHistory();
+  playOps(log, ops);
+};
+
+const view = async (log: SessionLog) => (
+  await log.loadHistory(),
+  {
+    messages: log.messages(),
+    sources: log.messageSources(),
+    settings: log.settings(),
+    baseline: log.baseline(),
+    work: log.openWork(),
+    unstarted: log.unstartedCalls(),
+    inbox: inboxSnapshot(log.inbox()),
+    lastSeq: log.lastSeq,
+    leaf: log.leafId,
+    path: log.path().map((e) => e.id),
+    entries: log.entries(),
+  }
+);
 
 /** Every checkpointing store Keel ships: the log must behave the same over each. */
 const stores: [string, CheckpointedStore][] = [
@@ -102,24 +112,24 @@ describe.each(stores)("projection checkpoints (%s store)", (_name, store) => {
         async (before, after, more) => {
           const sessionId = `p${++n}`;
           const log = await open(store, sessionId, false);
-          playOps(log, before);
+          await play(log, before);
           await log.flush();
           await log.checkpoint();
-          playOps(log, after); // the tail: written, not checkpointed (a crash before the next one)
+          await play(log, after); // the tail: written, not checkpointed (a crash before the next one)
           await log.flush();
           const fast = await open(store, sessionId, false, 7);
           const slow = await open(plain(store), sessionId, false, 7);
           // append on the fast log BEFORE anything forces its history to load
-          playOps(fast, more);
-          playOps(slow, more);
-          expect(view(fast)).toEqual(view(slow));
+          await play(fast, more);
+          await play(slow, more);
+          expect(await view(fast)).toEqual(await view(slow));
         },
       ),
       { numRuns: 60 },
     );
   });
 
-  it("open, messages() and appends do not decode the history before the checkpoint; entries() does, once", async () => {
+  it("open, messages() and appends do not decode the history before the checkpoint; loadHistory() does, once", async () => {
     const log = await open(store, "lazy", false);
     for (let i = 0; i < 50; i++) log.append(user(`m${i}`));
     await log.close();
@@ -129,6 +139,9 @@ describe.each(stores)("projection checkpoints (%s store)", (_name, store) => {
     reopened.append(user("new"));
     expect(reopened.messages().length).toBe(51);
     expect(counter.prefixLoads).toBe(0);
+    expect(() => reopened.entries()).toThrow(/await log.loadHistory\(\)/);
+    await reopened.loadHistory();
+    await reopened.loadHistory();
     expect(reopened.entries().length).toBe(51);
     expect(reopened.path().length).toBe(51);
     expect(counter.prefixLoads).toBe(1);
@@ -143,19 +156,18 @@ describe.each(stores)("projection checkpoints (%s store)", (_name, store) => {
           const sessionId = `r${++n}`;
           const { store: s, counter } = countingUpTo(store);
           const log = await open(s, sessionId, false);
-          playOps(log, before);
+          await play(log, before);
           await log.flush();
           await log.checkpoint(); // releases what it covers
-          playOps(log, after);
+          await play(log, after);
           const work = log.openWork();
           const messages = log.messages().slice();
           // Appending, messages() and openWork() need no history; edits, compactions and leaf
           // moves pick their targets from it, and a committed attempt failing rebuilds.
-          const local = ["user", "turn", "step", "openAttempt", "endTurn", "settings", "note"];
-          if (after.every((op) => local.includes(op.k))) expect(counter.loads).toBe(0);
+          if (after.every((op) => LOCAL.includes(op.k))) expect(counter.loads).toBe(0);
           await log.flush();
           const slow = await open(plain(store), sessionId, false, 7);
-          expect({ ...view(log), messages, work }).toEqual(view(slow));
+          expect({ ...(await view(log)), messages, work }).toEqual(await view(slow));
           expect(counter.loads).toBeLessThanOrEqual(1);
         },
       ),
@@ -167,7 +179,7 @@ describe.each(stores)("projection checkpoints (%s store)", (_name, store) => {
     const { store: s, counter } = countingUpTo(store);
     let fail = true;
     const flaky = Object.create(s) as CheckpointedStore;
-    flaky.loadUpTo = (id, seq) => {
+    flaky.loadUpTo = async (id, seq) => {
       if (fail) {
         fail = false;
         throw new Error("disk I/O error");
@@ -179,19 +191,21 @@ describe.each(stores)("projection checkpoints (%s store)", (_name, store) => {
     await log.flush();
     await log.checkpoint(); // m0..m3 leave memory
     const kept = log.append(user("m4"));
+    await expect(log.loadHistory()).rejects.toThrow(/disk I\/O error/);
     expect(() => log.append({ type: "leaf", leafId: kept.id, reason: "switch" })).toThrow(
-      /disk I\/O error/,
+      /not loaded/,
     );
     expect(log.lastSeq).toBe(5);
     log.append(user("m5"));
     await log.flush();
     const stored = await store.load(log.sessionId);
     expect(stored.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6]);
+    await log.loadHistory();
     expect(log.entries().map((e) => e.id)).toEqual(stored.map((e) => e.id));
     expect(counter.loads).toBe(1);
   });
 
-  it("entries() after a release reloads the history once; a later checkpoint releases it again", async () => {
+  it("loadHistory() after a release reloads the history once; a later checkpoint releases it again", async () => {
     const { store: s, counter } = countingUpTo(store);
     const log = await open(s, "release", false);
     for (let i = 0; i < 20; i++) log.append(user(`m${i}`));
@@ -200,11 +214,13 @@ describe.each(stores)("projection checkpoints (%s store)", (_name, store) => {
     log.append(user("after"));
     expect(log.messages().length).toBe(21);
     expect(counter.loads).toBe(0);
+    await log.loadHistory();
     expect(log.entries().map((e) => e.seq)).toEqual(Array.from({ length: 21 }, (_, i) => i + 1));
     expect(log.path().length).toBe(21);
     expect(counter.loads).toBe(1);
     await log.flush();
     await log.checkpoint();
+    await log.loadHistory();
     expect(log.entries().length).toBe(21);
     expect(counter.loads).toBe(2);
     // Checkpoints in a row, the history never asked for: each releases up to its own seq.
@@ -214,6 +230,7 @@ describe.each(stores)("projection checkpoints (%s store)", (_name, store) => {
       await log.checkpoint();
     }
     log.append(user("last"));
+    await log.loadHistory();
     expect(log.entries().length).toBe(32);
     expect(counter.seqs).toEqual([20, 21, 31]);
   });
@@ -255,6 +272,7 @@ describe.each(stores)("projection checkpoints (%s store)", (_name, store) => {
           playInbox(fast, more);
           const restored = inboxSnapshot(fast.inbox());
           expect(counter.prefixLoads).toBe(0);
+          await fast.loadHistory();
           expect(restored).toEqual(inboxSnapshot(inboxFromEntries(fast.entries())));
         },
       ),
