@@ -3,8 +3,15 @@ import { dirname, join, resolve } from "node:path";
 import Database from "better-sqlite3";
 import type { CheckpointStore } from "./checkpoint.ts";
 import type { LogEntry } from "./entries.ts";
-import type { SessionStore, SessionSummary } from "./store.ts";
-import { checkBatch, StoreError } from "./store-error.ts";
+import type {
+  AppendOptions,
+  LeaseInfo,
+  LeaseStore,
+  PostedInput,
+  SessionStore,
+  SessionSummary,
+} from "./store.ts";
+import { checkBatch, fenced, StoreError } from "./store-error.ts";
 
 /**
  * How far a resolved `append` survives: "process" — a kill -9 of this process (WAL,
@@ -20,7 +27,7 @@ export interface SqliteStoreOptions {
 }
 
 /** A SQLite-backed session store; `db` is exposed so a ledger can share its transactions. */
-export interface SqliteSessionStore extends SessionStore, CheckpointStore {
+export interface SqliteSessionStore extends SessionStore, CheckpointStore, LeaseStore {
   readonly kind: "sqlite";
   readonly path: string;
   readonly durability: Durability;
@@ -43,9 +50,10 @@ export function defaultStorePath(cwd: string): string {
  * a commit (`npx tsx bench/extras/sqlite-commit.ts`), 0.89× a step with one tool call
  * (`bench/extras/ab.ts`, `STORE=sqlite`). Older files are migrated when opened, after which a
  * Keel from before version 2 can no longer append to them: every process sharing a store file
- * must be upgraded together.
+ * must be upgraded together. 3: `leases` (one runner per session, fencing tokens) and `inbox`
+ * (inputs posted by other processes); both only added.
  */
-const SCHEMA_VERSION = 2;
+const SCHEMA_VERSION = 3;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS keel_meta (
@@ -71,6 +79,24 @@ CREATE TABLE IF NOT EXISTS checkpoints (
   session_id TEXT PRIMARY KEY,
   seq INTEGER NOT NULL,
   body TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS leases (
+  session_id TEXT PRIMARY KEY,
+  owner TEXT NOT NULL,
+  token INTEGER NOT NULL,
+  expires_at REAL NOT NULL,
+  released INTEGER NOT NULL DEFAULT 0,
+  pending INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS inbox (
+  n INTEGER PRIMARY KEY AUTOINCREMENT,
+  session_id TEXT NOT NULL,
+  inbox_id TEXT NOT NULL,
+  lane TEXT NOT NULL,
+  source TEXT NOT NULL,
+  body TEXT NOT NULL,
+  taken INTEGER NOT NULL DEFAULT 0,
+  UNIQUE (session_id, inbox_id)
 );
 `;
 
@@ -137,14 +163,82 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
          ORDER BY e.seq DESC LIMIT 1), s.created_at) AS updated_at
      FROM sessions s ORDER BY s.created_at, s.session_id`,
   );
-  const appendBatch = db.transaction((sessionId: string, entries: readonly LogEntry[]) => {
-    const last = lastSeq.get(sessionId) ?? 0;
-    const error = checkBatch(sessionId, last, entries);
-    if (error) throw error;
-    begin.run(sessionId, entries[0].at);
-    for (const e of entries)
-      insert.run(sessionId, e.seq, e.id, e.parentId, e.type, e.at, JSON.stringify(e));
+  // Leases use this host's wall clock (every process sharing the file is on this host).
+  const now = () => Date.now();
+  const leaseRow = db.prepare<
+    [string],
+    { owner: string; token: number; expires_at: number; released: number; pending: number }
+  >("SELECT owner, token, expires_at, released, pending FROM leases WHERE session_id = ?");
+  const appendBatch = db.transaction(
+    (sessionId: string, entries: readonly LogEntry[], opts: AppendOptions) => {
+      const lease = leaseRow.get(sessionId);
+      const live = lease !== undefined && !lease.released && lease.expires_at > now();
+      if (opts.lease) {
+        if (!live || lease.token !== opts.lease.token)
+          throw fenced(sessionId, `sqlite store ${path}`, opts.lease.token);
+      } else if (live) {
+        throw fenced(sessionId, `sqlite store ${path}`, undefined);
+      }
+      const last = lastSeq.get(sessionId) ?? 0;
+      const error = checkBatch(sessionId, last, entries);
+      if (error) throw error;
+      begin.run(sessionId, entries[0].at);
+      for (const e of entries)
+        insert.run(sessionId, e.seq, e.id, e.parentId, e.type, e.at, JSON.stringify(e));
+    },
+  );
+  const takeLease = db.prepare<
+    [{ sessionId: string; owner: string; expiresAt: number; now: number }],
+    { token: number }
+  >(
+    `INSERT INTO leases AS l (session_id, owner, token, expires_at, released, pending)
+     VALUES (@sessionId, @owner, 1, @expiresAt, 0, 0)
+     ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, token = l.token + 1,
+       expires_at = excluded.expires_at, released = 0, pending = 0
+     WHERE l.released OR l.expires_at <= @now
+     RETURNING token`,
+  );
+  const acquire = db.transaction((sessionId: string, owner: string, ttlMs: number) => {
+    const t = now();
+    const before = leaseRow.get(sessionId);
+    const row = takeLease.get({ sessionId, owner, expiresAt: t + ttlMs, now: t });
+    if (!row) return null;
+    return {
+      sessionId,
+      owner,
+      token: row.token,
+      takeover: before !== undefined && !before.released,
+    };
   });
+  const renew = db.prepare(
+    "UPDATE leases SET expires_at = ? WHERE session_id = ? AND token = ? AND NOT released AND expires_at > ?",
+  );
+  const release = db.prepare(
+    "UPDATE leases SET released = 1, pending = ? WHERE session_id = ? AND token = ? AND NOT released AND expires_at > ?",
+  );
+  const post = db.prepare(
+    "INSERT INTO inbox (session_id, inbox_id, lane, source, body) VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, inbox_id) DO NOTHING",
+  );
+  const posted = db.prepare<[string], PostedInput>(
+    "SELECT inbox_id AS id, lane, source, body FROM inbox WHERE session_id = ? AND NOT taken ORDER BY n",
+  );
+  const take = db.prepare("UPDATE inbox SET taken = 1 WHERE session_id = ? AND inbox_id = ?");
+  const untaken = db
+    .prepare<[], string>("SELECT DISTINCT session_id FROM inbox WHERE NOT taken")
+    .pluck();
+  const needing = db
+    .prepare<[{ now: number; limit: number }], string>(
+      `SELECT session_id FROM (
+         SELECT DISTINCT session_id FROM inbox WHERE NOT taken
+         UNION
+         SELECT session_id FROM leases WHERE (released AND pending) OR (NOT released AND expires_at <= @now)
+       ) need
+       WHERE NOT EXISTS (SELECT 1 FROM leases l WHERE l.session_id = need.session_id
+         AND NOT l.released AND l.expires_at > @now)
+       LIMIT @limit`,
+    )
+    .pluck();
+  const watchers = new Set<ReturnType<typeof setInterval>>();
   let closed = false;
   const guard = <T>(what: string, fn: () => T): T => {
     if (closed)
@@ -164,9 +258,73 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
     durability,
     db,
     transaction: (fn) => guard("transaction", () => db.transaction(fn).immediate()),
-    async append(sessionId, entries) {
+    async append(sessionId, entries, opts = {}) {
       if (entries.length === 0) return;
-      guard("append", () => appendBatch.immediate(sessionId, entries));
+      guard("append", () => appendBatch.immediate(sessionId, entries, opts));
+    },
+    async acquireLease(sessionId, owner, ttlMs) {
+      return guard("acquireLease", () => acquire.immediate(sessionId, owner, ttlMs));
+    },
+    async renewLease(lease, ttlMs) {
+      return guard("renewLease", () => {
+        const t = now();
+        return renew.run(t + ttlMs, lease.sessionId, lease.token, t).changes === 1;
+      });
+    },
+    async releaseLease(lease, opts = {}) {
+      guard("releaseLease", () =>
+        release.run(opts.pending ? 1 : 0, lease.sessionId, lease.token, now()),
+      );
+    },
+    async readLease(sessionId): Promise<LeaseInfo | null> {
+      return guard("readLease", () => {
+        const row = leaseRow.get(sessionId);
+        if (!row) return null;
+        return {
+          sessionId,
+          owner: row.owner,
+          token: row.token,
+          expiresInMs: row.expires_at - now(),
+          released: row.released === 1,
+          pending: row.pending === 1,
+        };
+      });
+    },
+    async postInput(sessionId, input) {
+      guard("postInput", () => post.run(sessionId, input.id, input.lane, input.source, input.body));
+    },
+    async postedInputs(sessionId) {
+      return guard("postedInputs", () => posted.all(sessionId));
+    },
+    async markTaken(sessionId, ids) {
+      guard("markTaken", () =>
+        db.transaction(() => {
+          for (const id of ids) take.run(sessionId, id);
+        })(),
+      );
+    },
+    async watchInputs(listener) {
+      // SQLite has no notifications: the doorbell is a poll of the inbox table (the truth).
+      const timer = setInterval(() => {
+        if (closed) return;
+        try {
+          for (const id of untaken.all()) listener(id);
+        } catch {
+          // a busy file: the next tick reads again
+        }
+      }, 200);
+      timer.unref();
+      watchers.add(timer);
+      return async () => {
+        clearInterval(timer);
+        watchers.delete(timer);
+      };
+    },
+    async sessionsNeedingRunner(limit) {
+      return guard("sessionsNeedingRunner", () => {
+        const t = now();
+        return needing.all({ now: t, limit });
+      });
     },
     async load(sessionId) {
       return guard("load", () => load.all(sessionId).map((body) => JSON.parse(body) as LogEntry));
@@ -207,6 +365,7 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
     async close() {
       if (closed) return;
       closed = true;
+      for (const timer of watchers) clearInterval(timer);
       db.close();
     },
   };

@@ -1,12 +1,31 @@
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { LogEntry } from "../session/entries.ts";
 import { memoryStore } from "../session/memory-store.ts";
+import { POSTGRES_SCHEMA_VERSION, postgresStore, quoteSchema } from "../session/postgres-store.ts";
 import { defaultStorePath, sqliteStore } from "../session/sqlite-store.ts";
-import type { SessionStore } from "../session/store.ts";
+import type { LeaseStore, SessionStore } from "../session/store.ts";
 import { call, openLog, result, started, step, user } from "./session-fixtures.ts";
+import {
+  freshSchema,
+  type PostgresServer,
+  postgresTestMode,
+  startPostgres,
+} from "./support/postgres-server.ts";
+
+const pgMode = postgresTestMode();
+let pgServer: PostgresServer | undefined;
+const server = () => pgServer!;
+const opened: SessionStore[] = [];
+beforeAll(async () => {
+  if (pgMode.run) pgServer = await startPostgres();
+}, 60_000);
+afterAll(async () => {
+  for (const s of opened) await s.close().catch(() => {});
+  await pgServer?.stop();
+});
 
 const dirs: string[] = [];
 const tmp = () => {
@@ -21,20 +40,20 @@ afterAll(() => {
 /** A store under test: `open` gives a fresh store; `reopen` the same data through a new handle. */
 interface Harness {
   name: string;
-  open(): { store: SessionStore; reopen(): Promise<SessionStore> };
+  open(): Promise<{ store: SessionStore; reopen(): Promise<SessionStore> }>;
 }
 
 const harnesses: Harness[] = [
   {
     name: "memory",
-    open() {
+    async open() {
       const store = memoryStore();
       return { store, reopen: async () => store };
     },
   },
   ...(["process", "power"] as const).map((durability) => ({
     name: `sqlite (${durability})`,
-    open() {
+    async open() {
       const path = join(tmp(), "nested", "keel.db");
       const store = sqliteStore(path, { durability });
       return {
@@ -46,6 +65,27 @@ const harnesses: Harness[] = [
       };
     },
   })),
+  ...(pgMode.run
+    ? [
+        {
+          name: "postgres",
+          async open() {
+            const schema = freshSchema();
+            const store = await postgresStore(server().url, { schema, max: 4 });
+            opened.push(store);
+            return {
+              store,
+              async reopen() {
+                await store.close();
+                const again = await postgresStore(server().url, { schema, max: 4 });
+                opened.push(again);
+                return again;
+              },
+            };
+          },
+        },
+      ]
+    : []),
 ];
 
 const entry = (
@@ -63,13 +103,13 @@ const entry = (
 
 describe.each(harnesses)("SessionStore conformance: $name", (h) => {
   it("an unknown session loads as []", async () => {
-    const { store } = h.open();
+    const { store } = await h.open();
     expect(await store.load("nobody")).toEqual([]);
     expect(await store.list()).toEqual([]);
   });
 
   it("appends keep seq order across batches and survive reopening", async () => {
-    const { store, reopen } = h.open();
+    const { store, reopen } = await h.open();
     await store.append("s", [entry(1), entry(2)]);
     await store.append("s", [entry(3)]);
     const again = await reopen();
@@ -77,7 +117,7 @@ describe.each(harnesses)("SessionStore conformance: $name", (h) => {
   });
 
   it("a batch that does not continue the stored seq is rejected whole, and nothing of it is written", async () => {
-    const { store } = h.open();
+    const { store } = await h.open();
     await store.append("s", [entry(1), entry(2)]);
     await expect(store.append("s", [entry(3), entry(2, "x")])).rejects.toMatchObject({
       code: "SEQ_CONFLICT",
@@ -92,13 +132,13 @@ describe.each(harnesses)("SessionStore conformance: $name", (h) => {
   });
 
   it("an empty batch is a no-op", async () => {
-    const { store } = h.open();
+    const { store } = await h.open();
     await store.append("s", []);
     expect(await store.list()).toEqual([]);
   });
 
   it("mutating appended or loaded objects does not change stored data", async () => {
-    const { store } = h.open();
+    const { store } = await h.open();
     const e = { ...entry(1) } as LogEntry & { text: string };
     await store.append("s", [e]);
     e.text = "changed";
@@ -108,7 +148,7 @@ describe.each(harnesses)("SessionStore conformance: $name", (h) => {
   });
 
   it("two logs on two sessions flushing concurrently keep each session whole and ordered", async () => {
-    const { store, reopen } = h.open();
+    const { store, reopen } = await h.open();
     const a = await openLog(store, "a", 3);
     const b = await openLog(store, "b", 7);
     const flushes: Promise<void>[] = [];
@@ -127,7 +167,7 @@ describe.each(harnesses)("SessionStore conformance: $name", (h) => {
   });
 
   it("two logs writing the same session: the later writer is rejected (SEQ_CONFLICT), the first keeps its entries", async () => {
-    const { store } = h.open();
+    const { store } = await h.open();
     const a = await openLog(store, "s", 1);
     const b = await openLog(store, "s", 2);
     a.append(user("a"));
@@ -138,7 +178,7 @@ describe.each(harnesses)("SessionStore conformance: $name", (h) => {
   });
 
   it("list() summarises each session: entry count, first and last entry time", async () => {
-    const { store } = h.open();
+    const { store } = await h.open();
     await store.append("s", [entry(1), entry(2)]);
     await store.append("t", [entry(1)]);
     await store.append("s", [entry(3)]);
@@ -150,7 +190,7 @@ describe.each(harnesses)("SessionStore conformance: $name", (h) => {
   });
 
   it("a session log reopened from the store restores its projection exactly", async () => {
-    const { store, reopen } = h.open();
+    const { store, reopen } = await h.open();
     const log = await openLog(store, "s");
     log.append(user("hi"));
     step(log, "a1", "", [call("c1")]);
@@ -165,7 +205,7 @@ describe.each(harnesses)("SessionStore conformance: $name", (h) => {
   });
 
   it("using a closed store rejects with CLOSED", async () => {
-    const { store } = h.open();
+    const { store } = await h.open();
     await store.close();
     await expect(store.append("s", [entry(1)])).rejects.toMatchObject({ code: "CLOSED" });
     await expect(store.load("s")).rejects.toMatchObject({ code: "CLOSED" });
@@ -213,6 +253,190 @@ describe("sqliteStore", () => {
     const dir = tmp();
     expect(() => sqliteStore(dir)).toThrow(
       expect.objectContaining({ code: "NOT_WRITABLE", message: expect.stringContaining(dir) }),
+    );
+  });
+});
+
+/** Stores shared by processes: leases with fencing tokens and a posted inbox (DESIGN §5, §12). */
+const leaseHarnesses: {
+  name: string;
+  open(): Promise<SessionStore & LeaseStore>;
+}[] = [
+  {
+    name: "sqlite",
+    async open() {
+      return sqliteStore(join(tmp(), "keel.db"));
+    },
+  },
+  ...(pgMode.run
+    ? [
+        {
+          name: "postgres",
+          async open() {
+            const store = await postgresStore(server().url, { schema: freshSchema(), max: 4 });
+            opened.push(store);
+            return store;
+          },
+        },
+      ]
+    : []),
+];
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe.each(leaseHarnesses)("LeaseStore conformance: $name", (h) => {
+  it("one live lease per session: a second holder gets null; after release the next one gets a greater token", async () => {
+    const store = await h.open();
+    const a = await store.acquireLease("s", "A", 10_000);
+    expect(a).toMatchObject({ token: 1, takeover: false });
+    expect(await store.acquireLease("s", "B", 10_000)).toBeNull();
+    expect(await store.acquireLease("s", "A", 10_000)).toBeNull(); // the same name is no pass
+    await store.releaseLease(a!);
+    const b = await store.acquireLease("s", "B", 10_000);
+    expect(b).toMatchObject({ owner: "B", token: 2, takeover: false });
+    expect(await store.readLease("s")).toMatchObject({ owner: "B", token: 2, released: false });
+  });
+
+  it("an expired lease is taken over (takeover: true); the old holder can neither renew nor write", async () => {
+    const store = await h.open();
+    const a = (await store.acquireLease("s", "A", 150))!;
+    await store.append("s", [entry(1)], { lease: a });
+    expect(await store.acquireLease("s", "B", 10_000)).toBeNull();
+    await sleep(250);
+    const b = (await store.acquireLease("s", "B", 10_000))!;
+    expect(b).toMatchObject({ token: a.token + 1, takeover: true });
+    expect(await store.renewLease(a, 10_000)).toBe(false);
+    await expect(store.append("s", [entry(2)], { lease: a })).rejects.toMatchObject({
+      code: "FENCED",
+    });
+    await store.append("s", [entry(2)], { lease: b });
+    expect((await store.load("s")).map((e) => e.seq)).toEqual([1, 2]);
+  });
+
+  it("an expired lease that nobody took over still refuses its holder's writes", async () => {
+    const store = await h.open();
+    const a = (await store.acquireLease("s", "A", 100))!;
+    await sleep(200);
+    await expect(store.append("s", [entry(1)], { lease: a })).rejects.toMatchObject({
+      code: "FENCED",
+    });
+    expect(await store.load("s")).toEqual([]);
+  });
+
+  it("while a lease is live, an append without it is refused; renewing keeps it live", async () => {
+    const store = await h.open();
+    const a = (await store.acquireLease("s", "A", 300))!;
+    await expect(store.append("s", [entry(1)])).rejects.toMatchObject({ code: "FENCED" });
+    await sleep(150);
+    expect(await store.renewLease(a, 300)).toBe(true);
+    await sleep(200);
+    await store.append("s", [entry(1)], { lease: a }); // 350 ms after acquiring: renewed
+    await store.releaseLease(a);
+    await store.append("s", [entry(2)]); // nobody owns it now
+    expect((await store.load("s")).length).toBe(2);
+  });
+
+  it("posted inputs are deduplicated by id, read in posting order until marked taken", async () => {
+    const store = await h.open();
+    const input = (id: string) => ({
+      id,
+      lane: "next-turn" as const,
+      source: "user" as const,
+      body: id,
+    });
+    await store.postInput("s", input("b"));
+    await store.postInput("s", input("a"));
+    await store.postInput("s", input("b"));
+    expect((await store.postedInputs("s")).map((i) => i.id)).toEqual(["b", "a"]);
+    await store.markTaken("s", ["b"]);
+    expect(await store.postedInputs("s")).toEqual([input("a")]);
+    expect(await store.postedInputs("other")).toEqual([]);
+  });
+
+  it("sessions needing a runner: untaken inputs, a crashed owner, a release with pending work; never a live owner", async () => {
+    const store = await h.open();
+    const input = { id: "i", lane: "next-turn" as const, source: "user" as const, body: "x" };
+    await store.postInput("posted", input);
+    const live = (await store.acquireLease("owned", "A", 10_000))!;
+    await store.postInput("owned", input);
+    await store.acquireLease("crashed", "A", 100);
+    const p = (await store.acquireLease("pending", "A", 10_000))!;
+    await store.releaseLease(p, { pending: true });
+    const c = (await store.acquireLease("clean", "A", 10_000))!;
+    await store.releaseLease(c);
+    await sleep(200);
+    expect((await store.sessionsNeedingRunner(10)).sort()).toEqual([
+      "crashed",
+      "pending",
+      "posted",
+    ]);
+    await store.releaseLease(live);
+    expect((await store.sessionsNeedingRunner(10)).sort()).toEqual([
+      "crashed",
+      "owned",
+      "pending",
+      "posted",
+    ]);
+  });
+
+  it("the doorbell rings for an input posted through another handle of the same store", async () => {
+    const store = await h.open();
+    const rung: string[] = [];
+    const stop = await store.watchInputs((id) => rung.push(id));
+    await store.postInput("s", { id: "i", lane: "next-step", source: "user", body: "x" });
+    await vi.waitFor(() => expect(rung).toContain("s"), { timeout: 3000 });
+    await stop();
+  });
+});
+
+describe.skipIf(!pgMode.run)("postgresStore across pools", () => {
+  it("concurrent appends from two pools: each session stays gap-free, and of two batches at one seq exactly one lands", async () => {
+    const schema = freshSchema();
+    const a = await postgresStore(server().url, { schema, max: 4 });
+    const b = await postgresStore(server().url, { schema, max: 4 });
+    opened.push(a, b);
+    // Different sessions from both pools at once.
+    await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        (i % 2 ? a : b).append(`s${i % 4}`, [entry(Math.floor(i / 4) + 1)]).catch(() => "lost"),
+      ),
+    );
+    // The same session, same next seq, from both pools: one wins, the other gets SEQ_CONFLICT.
+    const results = await Promise.allSettled([
+      a.append("race", [entry(1, "x1"), entry(2, "x2")]),
+      b.append("race", [entry(1, "y1")]),
+    ]);
+    expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
+    const rejected = results.find((r) => r.status === "rejected") as PromiseRejectedResult;
+    expect(rejected.reason).toMatchObject({ code: "SEQ_CONFLICT" });
+    for (const store of [a, b]) {
+      for (const id of ["s0", "s1", "s2", "s3", "race"]) {
+        const seqs = (await store.load(id)).map((e) => e.seq);
+        expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, k) => k + 1));
+      }
+    }
+  });
+
+  it("schema is versioned in keel_meta; a newer version is refused with the fix", async () => {
+    const schema = freshSchema();
+    const store = await postgresStore(server().url, { schema });
+    opened.push(store);
+    const v = await store.pool.query(
+      `SELECT value FROM ${store.schema}.keel_meta WHERE key = 'schema_version'`,
+    );
+    expect(v.rows[0].value).toBe(POSTGRES_SCHEMA_VERSION);
+    await store.pool.query(
+      `UPDATE ${store.schema}.keel_meta SET value = '99' WHERE key = 'schema_version'`,
+    );
+    await expect(postgresStore(server().url, { schema })).rejects.toThrow(
+      /version 99, newer than this Keel's 1; open it with a newer Keel/,
+    );
+    expect(() => quoteSchema("Bad-Name")).toThrow(/lowercase SQL name/);
+  });
+
+  it("an unreachable server fails with IO naming the URL (without its password) and the fix", async () => {
+    await expect(postgresStore("postgres://u:secret@127.0.0.1:1/db")).rejects.toThrow(
+      /postgres:\/\/u:\*\*\*@127\.0\.0\.1:1\/db.*check that the server runs/,
     );
   });
 });

@@ -1,0 +1,516 @@
+import pg from "pg";
+import type { CheckpointStore } from "./checkpoint.ts";
+import type { LogEntry } from "./entries.ts";
+import type {
+  AppendOptions,
+  Lease,
+  LeaseInfo,
+  LeaseStore,
+  PostedInput,
+  SessionStore,
+  SessionSummary,
+} from "./store.ts";
+import { checkBatch, fenced, StoreError } from "./store-error.ts";
+
+export interface PostgresStoreOptions {
+  /** The schema Keel's tables live in (default `keel`), so they can share a database. */
+  schema?: string;
+  /** Pool size when given a URL (default 10). */
+  max?: number;
+}
+
+/** A PostgreSQL-backed session store; `pool` is exposed so a ledger, budget or worker can share it. */
+export interface PostgresSessionStore extends SessionStore, CheckpointStore, LeaseStore {
+  readonly kind: "postgres";
+  readonly pool: pg.Pool;
+  /** The schema name, quoted for SQL (`"keel"`). */
+  readonly schema: string;
+  /** The NOTIFY channel inputs ring. */
+  readonly channel: string;
+}
+
+/**
+ * The version of Keel's tables in the schema, kept in `<schema>.keel_meta` like SQLite's.
+ * 1: sessions, entries, checkpoints, inbox, leases, ledger, retry_budget.
+ */
+export const POSTGRES_SCHEMA_VERSION = 1;
+
+const schemaSql = (s: string) => `
+CREATE SCHEMA IF NOT EXISTS ${s};
+CREATE TABLE IF NOT EXISTS ${s}.keel_meta (key text PRIMARY KEY, value jsonb);
+CREATE TABLE IF NOT EXISTS ${s}.sessions (
+  session_id text PRIMARY KEY,
+  created_at double precision NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ${s}.entries (
+  session_id text NOT NULL,
+  seq bigint NOT NULL,
+  id text NOT NULL,
+  parent_id text,
+  type text NOT NULL,
+  at double precision NOT NULL,
+  body text NOT NULL,
+  PRIMARY KEY (session_id, seq)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS entries_by_id ON ${s}.entries (session_id, id);
+CREATE TABLE IF NOT EXISTS ${s}.checkpoints (
+  session_id text PRIMARY KEY,
+  seq bigint NOT NULL,
+  body text NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ${s}.inbox (
+  session_id text NOT NULL,
+  inbox_id text NOT NULL,
+  n bigserial,
+  lane text NOT NULL,
+  source text NOT NULL,
+  body text NOT NULL,
+  posted_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  taken boolean NOT NULL DEFAULT false,
+  PRIMARY KEY (session_id, inbox_id)
+);
+CREATE INDEX IF NOT EXISTS inbox_untaken ON ${s}.inbox (session_id, n) WHERE NOT taken;
+CREATE TABLE IF NOT EXISTS ${s}.leases (
+  session_id text PRIMARY KEY,
+  owner text NOT NULL,
+  token bigint NOT NULL,
+  expires_at timestamptz NOT NULL,
+  released boolean NOT NULL DEFAULT false,
+  pending boolean NOT NULL DEFAULT false
+);
+CREATE TABLE IF NOT EXISTS ${s}.ledger (
+  caller text NOT NULL,
+  key text NOT NULL,
+  fingerprint text NOT NULL,
+  status text NOT NULL,
+  result text,
+  created_at double precision NOT NULL,
+  updated_at double precision NOT NULL,
+  PRIMARY KEY (caller, key)
+);
+CREATE INDEX IF NOT EXISTS ledger_by_age ON ${s}.ledger (updated_at);
+CREATE TABLE IF NOT EXISTS ${s}.retry_budget (
+  provider text PRIMARY KEY,
+  tokens double precision NOT NULL,
+  updated_at timestamptz NOT NULL
+);
+`;
+
+/** `name` as a quoted SQL identifier; throws a TypeError naming the rule when it is not a plain name. */
+export function quoteSchema(name: string): string {
+  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(name)) {
+    throw new TypeError(
+      `postgresStore: schema must be a lowercase SQL name (letters, digits, _; at most 63), got ${JSON.stringify(name)}`,
+    );
+  }
+  return `"${name}"`;
+}
+
+/**
+ * Opens a PostgreSQL session store on `urlOrPool` (a `postgres://` URL, or a `pg.Pool` the
+ * caller owns and closes). Creates or migrates Keel's tables in their own schema (default
+ * `keel`) under an advisory lock, so processes starting together migrate once. Each append is
+ * one transaction (all or nothing): the lease check (fencing), the seq check and one multi-row
+ * insert. Durability is the server's: `synchronous_commit` decides whether a resolved append
+ * survives a server crash.
+ * Throws a `StoreError` (`IO`) naming the server and the fix when it cannot connect or a newer
+ * Keel created the schema.
+ */
+export async function postgresStore(
+  urlOrPool: string | pg.Pool,
+  options: PostgresStoreOptions = {},
+): Promise<PostgresSessionStore> {
+  const name = options.schema ?? "keel";
+  const s = quoteSchema(name);
+  const ownsPool = typeof urlOrPool === "string";
+  const pool =
+    typeof urlOrPool === "string"
+      ? new pg.Pool({ connectionString: urlOrPool, max: options.max ?? 10 })
+      : urlOrPool;
+  if (ownsPool) pool.on("error", () => {}); // an idle client's lost connection: the next query reports it
+  const where = typeof urlOrPool === "string" ? redact(urlOrPool) : "the given pool";
+  try {
+    await migrate(pool, s, name, where);
+  } catch (error) {
+    if (ownsPool) await pool.end().catch(() => {});
+    throw asStoreError(error, where, "open (schema)");
+  }
+  const channel = `keel_inbox_${name}`;
+  let closed = false;
+  const listeners = new Set<pg.Client>();
+
+  const guard = async <T>(what: string, fn: () => Promise<T>): Promise<T> => {
+    if (closed)
+      throw new StoreError(
+        "CLOSED",
+        `postgres store ${where}: ${what} after close(); open a new store`,
+      );
+    try {
+      return await fn();
+    } catch (error) {
+      throw asStoreError(error, where, what);
+    }
+  };
+  const tx = async <T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> => {
+    const client = await pool.connect();
+    try {
+      await client.query("BEGIN");
+      const out = await fn(client);
+      await client.query("COMMIT");
+      return out;
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => {});
+      throw error;
+    } finally {
+      client.release();
+    }
+  };
+  const decode = (rows: { body: string }[]) => rows.map((r) => JSON.parse(r.body) as LogEntry);
+  const loadRange = async (sessionId: string, from: number, to: number) =>
+    decode(
+      (
+        await pool.query(
+          `SELECT body FROM ${s}.entries WHERE session_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq`,
+          [sessionId, from, to],
+        )
+      ).rows,
+    );
+
+  return {
+    kind: "postgres",
+    pool,
+    schema: s,
+    channel,
+    async append(sessionId, entries, opts: AppendOptions = {}) {
+      if (entries.length === 0) return;
+      await guard("append", () =>
+        tx(async (c) => {
+          // The lease row is locked (FOR SHARE) until commit: a takeover waits for this append,
+          // so the new owner's load sees it, and a lost lease refuses the whole batch.
+          const lease = await c.query<{ token: string; live: boolean }>(
+            `SELECT token, NOT released AND expires_at > clock_timestamp() AS live
+             FROM ${s}.leases WHERE session_id = $1 FOR SHARE`,
+            [sessionId],
+          );
+          const row = lease.rows[0];
+          if (opts.lease) {
+            if (!row || !row.live || Number(row.token) !== opts.lease.token)
+              throw fenced(sessionId, `postgres store ${where}`, opts.lease.token);
+          } else if (row?.live) {
+            throw fenced(sessionId, `postgres store ${where}`, undefined);
+          }
+          const last = await c.query<{ seq: string | null }>(
+            `SELECT max(seq) AS seq FROM ${s}.entries WHERE session_id = $1`,
+            [sessionId],
+          );
+          const error = checkBatch(sessionId, Number(last.rows[0].seq ?? 0), entries);
+          if (error) throw error;
+          await c.query(
+            `INSERT INTO ${s}.sessions (session_id, created_at) VALUES ($1, $2) ON CONFLICT (session_id) DO NOTHING`,
+            [sessionId, entries[0].at],
+          );
+          await c.query(
+            `INSERT INTO ${s}.entries (session_id, seq, id, parent_id, type, at, body)
+             SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::text[])`,
+            [
+              sessionId,
+              entries.map((e) => e.seq),
+              entries.map((e) => e.id),
+              entries.map((e) => e.parentId),
+              entries.map((e) => e.type),
+              entries.map((e) => e.at),
+              entries.map((e) => JSON.stringify(e)),
+            ],
+          );
+        }),
+      );
+    },
+    async load(sessionId) {
+      return guard("load", async () =>
+        decode(
+          (
+            await pool.query(`SELECT body FROM ${s}.entries WHERE session_id = $1 ORDER BY seq`, [
+              sessionId,
+            ])
+          ).rows,
+        ),
+      );
+    },
+    async saveCheckpoint(sessionId, seq, body) {
+      await guard("saveCheckpoint", () =>
+        pool.query(
+          `INSERT INTO ${s}.checkpoints (session_id, seq, body) VALUES ($1, $2, $3)
+           ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, body = excluded.body
+           WHERE excluded.seq >= checkpoints.seq`,
+          [sessionId, seq, body],
+        ),
+      );
+    },
+    async loadFromCheckpoint(sessionId) {
+      return guard("loadFromCheckpoint", async () => {
+        const r = await pool.query<{ seq: string; body: string }>(
+          `SELECT seq, body FROM ${s}.checkpoints WHERE session_id = $1`,
+          [sessionId],
+        );
+        const checkpoint = r.rows[0];
+        if (!checkpoint) return null;
+        const seq = Number(checkpoint.seq);
+        return {
+          seq,
+          body: checkpoint.body,
+          tail: await loadRange(sessionId, seq, Number.MAX_SAFE_INTEGER),
+          loadPrefix: () =>
+            guard("load (history before the checkpoint)", () => loadRange(sessionId, 0, seq)),
+        };
+      });
+    },
+    async loadUpTo(sessionId, seq) {
+      return guard("load (history up to a checkpoint)", () => loadRange(sessionId, 0, seq));
+    },
+    async list(): Promise<SessionSummary[]> {
+      return guard("list", async () => {
+        const r = await pool.query<{
+          session_id: string;
+          created_at: number;
+          entries: string;
+          updated_at: number;
+        }>(
+          `SELECT s.session_id, s.created_at,
+             (SELECT count(*) FROM ${s}.entries e WHERE e.session_id = s.session_id) AS entries,
+             coalesce((SELECT e.at FROM ${s}.entries e WHERE e.session_id = s.session_id
+               ORDER BY e.seq DESC LIMIT 1), s.created_at) AS updated_at
+           FROM ${s}.sessions s ORDER BY s.created_at, s.session_id`,
+        );
+        return r.rows.map((row) => ({
+          sessionId: row.session_id,
+          entries: Number(row.entries),
+          createdAt: row.created_at,
+          updatedAt: row.updated_at,
+        }));
+      });
+    },
+    async acquireLease(sessionId, owner, ttlMs) {
+      return guard("acquireLease", async () => {
+        const r = await pool.query<{ token: string; takeover: boolean }>(
+          `WITH prev AS (SELECT released FROM ${s}.leases WHERE session_id = $1)
+           INSERT INTO ${s}.leases AS l (session_id, owner, token, expires_at, released, pending)
+           VALUES ($1, $2, 1, clock_timestamp() + $3 * interval '1 millisecond', false, false)
+           ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, token = l.token + 1,
+             expires_at = excluded.expires_at, released = false, pending = false
+           WHERE l.released OR l.expires_at <= clock_timestamp()
+           RETURNING token, coalesce((SELECT NOT released FROM prev), false) AS takeover`,
+          [sessionId, owner, ttlMs],
+        );
+        const row = r.rows[0];
+        return row ? { sessionId, owner, token: Number(row.token), takeover: row.takeover } : null;
+      });
+    },
+    async renewLease(lease, ttlMs) {
+      return guard("renewLease", async () => {
+        const r = await pool.query(
+          `UPDATE ${s}.leases SET expires_at = clock_timestamp() + $3 * interval '1 millisecond'
+           WHERE session_id = $1 AND token = $2 AND NOT released AND expires_at > clock_timestamp()`,
+          [lease.sessionId, lease.token, ttlMs],
+        );
+        return r.rowCount === 1;
+      });
+    },
+    async releaseLease(lease, opts = {}) {
+      await guard("releaseLease", () =>
+        pool.query(
+          `UPDATE ${s}.leases SET released = true, pending = $3
+           WHERE session_id = $1 AND token = $2 AND NOT released AND expires_at > clock_timestamp()`,
+          [lease.sessionId, lease.token, opts.pending === true],
+        ),
+      );
+    },
+    async readLease(sessionId): Promise<LeaseInfo | null> {
+      return guard("readLease", async () => {
+        const r = await pool.query<{
+          owner: string;
+          token: string;
+          ms: number;
+          released: boolean;
+          pending: boolean;
+        }>(
+          `SELECT owner, token, released, pending,
+             extract(epoch FROM expires_at - clock_timestamp()) * 1000 AS ms
+           FROM ${s}.leases WHERE session_id = $1`,
+          [sessionId],
+        );
+        const row = r.rows[0];
+        if (!row) return null;
+        return {
+          sessionId,
+          owner: row.owner,
+          token: Number(row.token),
+          expiresInMs: Number(row.ms),
+          released: row.released,
+          pending: row.pending,
+        };
+      });
+    },
+    async postInput(sessionId, input: PostedInput) {
+      await guard("postInput", () =>
+        tx(async (c) => {
+          await c.query(
+            `INSERT INTO ${s}.inbox (session_id, inbox_id, lane, source, body) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (session_id, inbox_id) DO NOTHING`,
+            [sessionId, input.id, input.lane, input.source, input.body],
+          );
+          // Delivered at commit, after the row is visible: a hint that never outruns the truth.
+          await c.query("SELECT pg_notify($1, $2)", [channel, sessionId]);
+        }),
+      );
+    },
+    async postedInputs(sessionId) {
+      return guard("postedInputs", async () => {
+        const r = await pool.query<PostedInput>(
+          `SELECT inbox_id AS id, lane, source, body FROM ${s}.inbox
+           WHERE session_id = $1 AND NOT taken ORDER BY n`,
+          [sessionId],
+        );
+        return r.rows;
+      });
+    },
+    async markTaken(sessionId, ids) {
+      if (ids.length === 0) return;
+      await guard("markTaken", () =>
+        pool.query(
+          `UPDATE ${s}.inbox SET taken = true WHERE session_id = $1 AND inbox_id = ANY($2::text[])`,
+          [sessionId, ids],
+        ),
+      );
+    },
+    async watchInputs(listener) {
+      return guard("watchInputs", async () => {
+        // A dedicated connection: LISTEN lives on one session, not on a pooled client.
+        const client = new pg.Client(pool.options);
+        client.on("error", () => {}); // a lost connection only loses hints; owners also poll
+        await client.connect();
+        client.on("notification", (msg) => {
+          if (msg.channel === channel && msg.payload) listener(msg.payload);
+        });
+        await client.query(`LISTEN "${channel}"`);
+        listeners.add(client);
+        return async () => {
+          listeners.delete(client);
+          await client.end().catch(() => {});
+        };
+      });
+    },
+    async sessionsNeedingRunner(limit) {
+      return guard("sessionsNeedingRunner", async () => {
+        const r = await pool.query<{ session_id: string }>(
+          `SELECT session_id FROM (
+             SELECT DISTINCT i.session_id FROM ${s}.inbox i WHERE NOT i.taken
+             UNION
+             SELECT l.session_id FROM ${s}.leases l
+             WHERE (l.released AND l.pending) OR (NOT l.released AND l.expires_at <= clock_timestamp())
+           ) need
+           WHERE NOT EXISTS (SELECT 1 FROM ${s}.leases l WHERE l.session_id = need.session_id
+             AND NOT l.released AND l.expires_at > clock_timestamp())
+           LIMIT $1`,
+          [limit],
+        );
+        return r.rows.map((row) => row.session_id);
+      });
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      for (const client of listeners) await client.end().catch(() => {});
+      listeners.clear();
+      if (ownsPool) await pool.end();
+    },
+  };
+}
+
+/**
+ * Creates or migrates Keel's schema to {@link POSTGRES_SCHEMA_VERSION} in one transaction,
+ * serialised across processes by a transaction-scoped advisory lock on the schema's name.
+ */
+async function migrate(pool: pg.Pool, s: string, name: string, where: string): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query("BEGIN");
+    await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`keel schema ${name}`]);
+    const exists = await client.query<{ t: string | null }>("SELECT to_regclass($1) AS t", [
+      `${s}.keel_meta`,
+    ]);
+    const meta = exists.rows[0].t
+      ? await client.query<{ value: number }>(
+          `SELECT value FROM ${s}.keel_meta WHERE key = 'schema_version'`,
+        )
+      : { rows: [] as { value: number }[] };
+    const version = Number(meta.rows[0]?.value ?? 0);
+    if (version > POSTGRES_SCHEMA_VERSION) {
+      throw new StoreError(
+        "IO",
+        `postgres store ${where}: Keel's tables in schema ${name} are version ${version}, newer than this Keel's ${POSTGRES_SCHEMA_VERSION}; open it with a newer Keel`,
+      );
+    }
+    if (version < POSTGRES_SCHEMA_VERSION) {
+      await client.query(schemaSql(s));
+      await client.query(
+        `INSERT INTO ${s}.keel_meta (key, value) VALUES ('schema_version', to_jsonb($1::int))
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+        [POSTGRES_SCHEMA_VERSION],
+      );
+    }
+    await client.query("COMMIT");
+  } catch (error) {
+    await client.query("ROLLBACK").catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+/** A URL without its password, for messages. */
+function redact(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = "***";
+    return u.toString();
+  } catch {
+    return "(unparseable URL)";
+  }
+}
+
+function asStoreError(error: unknown, where: string, what: string): unknown {
+  if (error instanceof StoreError) return error;
+  const e = error as { code?: string; constraint?: string; message?: string };
+  if (e.code === "23505") {
+    const seq = e.constraint === "entries_pkey";
+    return new StoreError(
+      seq ? "SEQ_CONFLICT" : "DUPLICATE_ID",
+      seq
+        ? `postgres store ${where}: ${what}: another writer appended the same seq to this session first (one writer per session: reopen it to continue)`
+        : `postgres store ${where}: ${what}: an entry with this id is already stored (${e.message})`,
+      { cause: error },
+    );
+  }
+  if (
+    e.code === "ECONNREFUSED" ||
+    e.code === "ENOTFOUND" ||
+    e.code === "28P01" ||
+    e.code === "3D000"
+  ) {
+    return new StoreError(
+      "IO",
+      `postgres store ${where}: ${what} failed (${e.code}: ${e.message}): check that the server runs, the URL (host, port, database, user, password) and that this user may connect`,
+      { cause: error },
+    );
+  }
+  if (typeof e.code === "string" && /^[0-9A-Z]{5}$/.test(e.code)) {
+    return new StoreError(
+      "IO",
+      `postgres store ${where}: ${what} failed (${e.code}: ${e.message})`,
+      {
+        cause: error,
+      },
+    );
+  }
+  return error;
+}
