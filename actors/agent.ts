@@ -7,7 +7,7 @@ import { type RetryPolicy, resolveRetryPolicy } from "../machines/policies/retry
 import type { TurnLimits } from "../machines/turn.machine.ts";
 import { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";
-import type { SessionStore, SessionSummary } from "../session/store.ts";
+import { hasLeases, type SessionStore, type SessionSummary } from "../session/store.ts";
 import { createRegistry, type Registry } from "../tools/registry.ts";
 import type { ToolDefinition } from "../tools/types.ts";
 import type { InspectSink } from "./events.ts";
@@ -15,7 +15,7 @@ import { createIds } from "./ids.ts";
 import { PermissionBroker, type PermissionOptions } from "./permissions.ts";
 import { recoverCalls } from "./recover-calls.ts";
 import type { RetryBudget } from "./retry-budget.ts";
-import { Session } from "./session-runtime.ts";
+import { defaultLeaseOwner, Session, type SessionRole } from "./session-runtime.ts";
 import type { TurnDeps } from "./turn-runner.ts";
 
 export interface AgentOptions {
@@ -50,6 +50,25 @@ export interface AgentOptions {
    * feedback becomes the call's result (DESIGN §7).
    */
   permissions?: PermissionOptions;
+  /**
+   * Sharing the store with other processes (SQLite file, PostgreSQL): a session runs only in the
+   * process holding its lease (DESIGN §5, §12). On by default when the store has leases; a
+   * process that opens a session another live runner owns follows it: it reads, its inputs go
+   * to the owner, and it takes the session over (with crash recovery) only when the owner's
+   * lease ends. `false`: no leases (one process per store).
+   */
+  lease?:
+    | false
+    | {
+        /** This process's name in lease rows. Default `host:pid`. */
+        owner?: string;
+        /** Lease duration; renewed every third of it. Default 10 000 ms. */
+        ttlMs?: number;
+        /** How often followers try to take over and owners re-read posted inputs. Default 1 000 ms. */
+        pollMs?: number;
+        /** Called when a session's role changes. */
+        onRole?: (sessionId: string, role: SessionRole) => void;
+      };
   /** @internal Test seam: builds each session's permission broker (mutation tests only). */
   permissionBroker?: (options: PermissionOptions) => PermissionBroker;
   /** @internal Test seam: a variant of the turn statechart (mutation tests only). */
@@ -62,6 +81,8 @@ export interface Agent {
   listSessions(): Promise<SessionSummary[]>;
   readonly registry: Registry;
   readonly store: SessionStore;
+  /** Closes one session (settles its turn, flushes, releases its lease) and forgets it. */
+  closeSession(id: string): Promise<void>;
   /** Interrupts running turns, waits for them to settle and flushes every log. */
   close(): Promise<void>;
 }
@@ -108,6 +129,28 @@ export function createAgent(options: AgentOptions): Agent {
   const retry = resolveRetryPolicy(options.retry ?? {});
   const sessions = new Map<string, Session>();
   const inspect = options.inspect;
+  const shared = options.lease !== false && hasLeases(store) ? store : undefined;
+  const leaseOptions = options.lease || {};
+  // One doorbell subscription per agent, dispatched to the sessions by id.
+  const rings = new Map<string, Set<() => void>>();
+  let unwatch: Promise<() => Promise<void>> | undefined;
+  const onDoorbell = (sessionId: string, ring: () => void) => {
+    if (shared && !unwatch) {
+      unwatch = shared.watchInputs((id) => {
+        for (const r of rings.get(id) ?? []) r();
+      });
+      unwatch.catch((err) =>
+        logger.warn({ err }, "the store's doorbell could not start; polling only"),
+      );
+    }
+    let set = rings.get(sessionId);
+    if (!set) rings.set(sessionId, (set = new Set()));
+    set.add(ring);
+    return () => {
+      set.delete(ring);
+      if (set.size === 0) rings.delete(sessionId);
+    };
+  };
 
   const agent: Agent = {
     registry,
@@ -128,6 +171,16 @@ export function createAgent(options: AgentOptions): Agent {
         },
         openLog: () => SessionLog.open({ sessionId, store, clock, ids }),
         recover: (log) => recoverCalls({ log, registry, logger: sessionLogger }),
+        lease: shared
+          ? {
+              store: shared,
+              owner: leaseOptions.owner ?? defaultLeaseOwner(),
+              ttlMs: leaseOptions.ttlMs ?? 10_000,
+              pollMs: leaseOptions.pollMs ?? 1000,
+              onDoorbell,
+              onRole: leaseOptions.onRole && ((role) => leaseOptions.onRole!(sessionId, role)),
+            }
+          : undefined,
         inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
         publish: inspect ? (e) => inspect.publish(e) : undefined,
         deps: (log, emit, drainSteer) => ({
@@ -159,9 +212,15 @@ export function createAgent(options: AgentOptions): Agent {
       return session;
     },
     listSessions: () => store.list(),
+    async closeSession(id) {
+      const session = sessions.get(id);
+      sessions.delete(id);
+      await session?.close();
+    },
     async close() {
       await Promise.all([...sessions.values()].map((s) => s.close()));
       sessions.clear();
+      if (unwatch) await (await unwatch.catch(() => async () => {}))();
     },
   };
   return agent;

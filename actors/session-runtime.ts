@@ -1,3 +1,4 @@
+import { hostname } from "node:os";
 import type { Logger } from "pino";
 import type { InspectionEvent } from "xstate";
 import type { ChatMessage } from "../contracts/model.ts";
@@ -26,6 +27,7 @@ import {
 import { type CompactionResult, compactSession } from "../session/compaction.ts";
 import type { LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
+import type { Lease, LeaseStore, SessionStore } from "../session/store.ts";
 import { type Coordinator, createCoordinator } from "./coordinator.ts";
 import type { AgentEvent, AgentEventBody } from "./events.ts";
 import { modelSummarizer } from "./model-summarizer.ts";
@@ -58,7 +60,31 @@ export interface SessionOptions {
   inspect?: (event: InspectionEvent) => void;
   /** Closes what a crash left open in the log before anything else runs. */
   recover?: (log: SessionLog) => Promise<unknown>;
+  /** A store shared by processes: run only while holding the session's lease (DESIGN §5, §12). */
+  lease?: SessionLeaseOptions;
 }
+
+/** How a session shares its store with other processes. */
+export interface SessionLeaseOptions {
+  store: SessionStore & LeaseStore;
+  /** This process's name in lease rows (host:pid by default). */
+  owner: string;
+  /** How long a lease lasts without renewal; renewed every third of it. */
+  ttlMs: number;
+  /** How often a follower tries to take the lease over and re-reads posted inputs. */
+  pollMs: number;
+  /** Rings when another process posted an input for this session (a hint). Returns the unsubscribe. */
+  onDoorbell: (sessionId: string, ring: () => void) => () => void;
+  /** Called when this session's role changes (tests, logs). */
+  onRole?: (role: SessionRole) => void;
+}
+
+/**
+ * `solo`: the store is not shared (memory); `owner`: this process holds the lease and runs the
+ * session; `follower`: another live runner owns it: this one reads, and its inputs are posted to
+ * the owner; `closed`.
+ */
+export type SessionRole = "solo" | "owner" | "follower" | "closed";
 
 /**
  * One conversation: its log, its inbox and the coordinator that runs one turn at a time.
@@ -87,32 +113,232 @@ export class Session {
   /** Inbox seq at the last interrupt: older queued inputs wait for an explicit wake. */
   private interruptedAt = -1;
   private inboxSeq = 0;
+  private roleValue: SessionRole = "solo";
+  private lease: Lease | undefined;
+  private timers: ReturnType<typeof setInterval>[] = [];
+  private unring: (() => void) | undefined;
+  private pulling: Promise<void> | null = null;
+  private repull = false;
+  /** Prompts submitted while following: resolved from the owner's log. */
+  private forwarded = new Map<string, (result: PromptResult) => void>();
 
   constructor(options: SessionOptions) {
     this.id = options.sessionId;
     this.options = options;
-    this.ready = options.openLog().then(async (log) => {
-      this.log = log;
-      await options.recover?.(log);
-      // From the log's incremental state, not its entries: a long session opens from its
-      // checkpoint without decoding its history.
-      this.inbox = log.inbox();
-      this.inboxSeq = log.lastSeq;
-      this.interruptedAt = this.inboxSeq; // restored inputs wait for resume() or a new input
-      this.deps = {
-        ...options.deps(
-          log,
-          (e) => this.emit(e),
-          () => this.drainSteer(),
-        ),
-        wantsPreviews: () => this.listeners.size > 0,
-      };
+    this.ready = (async () => {
+      const lease = options.lease;
+      const held = lease ? await takeLease(lease, options.sessionId) : null;
+      const log = await options.openLog();
+      // Crash recovery only by the lease's holder: a follower never touches a live owner's log.
+      if (!lease || held) await options.recover?.(held ? (log.fence(held), log) : log);
+      this.adopt(log);
+      if (!lease) return;
+      if (held) this.becomeOwner(held);
+      else this.becomeFollower();
+    })();
+  }
+
+  /** This session's role across processes (see {@link SessionRole}). */
+  get role(): SessionRole {
+    return this.roleValue;
+  }
+
+  /** Takes `log` as the session's state: inbox, seq, turn dependencies. */
+  private adopt(log: SessionLog): void {
+    this.log = log;
+    // From the log's incremental state, not its entries: a long session opens from its
+    // checkpoint without decoding its history.
+    this.inbox = log.inbox();
+    this.inboxSeq = log.lastSeq;
+    this.interruptedAt = this.inboxSeq; // restored inputs wait for resume() or a new input
+    this.deps = {
+      ...this.options.deps(
+        log,
+        (e) => this.emit(e),
+        () => this.drainSteer(),
+      ),
+      wantsPreviews: () => this.listeners.size > 0,
+    };
+  }
+
+  private setRole(role: SessionRole): void {
+    this.roleValue = role;
+    this.options.lease?.onRole?.(role);
+  }
+
+  private clearTimers(): void {
+    for (const t of this.timers) clearInterval(t);
+    this.timers = [];
+    this.unring?.();
+    this.unring = undefined;
+  }
+
+  private every(ms: number, fn: () => void): void {
+    const t = setInterval(fn, ms);
+    t.unref?.();
+    this.timers.push(t);
+  }
+
+  /** Holds the lease: heartbeat, doorbell, and the posted inputs moved into the log. */
+  private becomeOwner(lease: Lease): void {
+    const options = this.options.lease!;
+    this.clearTimers();
+    this.lease = lease;
+    this.log.fence(lease);
+    this.setRole("owner");
+    this.every(Math.max(10, Math.floor(options.ttlMs / 3)), () => {
+      options.store.renewLease(lease, options.ttlMs).then(
+        (ok) => {
+          if (!ok) this.lost();
+        },
+        () => {}, // a failed renewal is retried at the next beat; expiry decides
+      );
     });
+    // The inbox table is the truth and the doorbell only a hint: poll it too.
+    this.every(options.pollMs, () => this.pullInputs());
+    this.unring = options.onDoorbell(this.id, () => this.pullInputs());
+    this.pullInputs();
+  }
+
+  /** Another runner owns the session: read only, post inputs, try to take over when it ends. */
+  private becomeFollower(): void {
+    const options = this.options.lease!;
+    this.clearTimers();
+    this.lease = undefined;
+    this.setRole("follower");
+    this.every(options.pollMs, () => void this.tryTakeover().catch(() => {}));
+    this.every(options.pollMs, () => void this.settleForwarded().catch(() => {}));
+  }
+
+  private takingOver = false;
+
+  /** A follower takes the lease when its owner released it or died (it expired). */
+  private async tryTakeover(): Promise<void> {
+    const options = this.options.lease!;
+    if (this.roleValue !== "follower" || this.takingOver) return;
+    this.takingOver = true;
+    try {
+      const held = await takeLease(options, this.id);
+      if (!held || this.roleValue !== "follower") return;
+      const log = await this.options.openLog();
+      log.fence(held);
+      await this.options.recover?.(log);
+      this.adopt(log);
+      this.becomeOwner(held);
+      await this.settleForwarded();
+      this.resume(); // acknowledged inputs the dead owner left queued run now
+    } finally {
+      this.takingOver = false;
+    }
+  }
+
+  /** The lease was lost (expired, taken over): stop writing; the log is another runner's now. */
+  private lost(): void {
+    if (this.roleValue !== "owner") return;
+    this.options.logger.warn({ sessionId: this.id }, "session lease lost; following its new owner");
+    this.becomeFollower();
+    this.current?.interrupt("the session's lease was lost to another runner");
+  }
+
+  /**
+   * Moves inputs posted by other processes into this owner's log (deduplicated by id: an input
+   * already in the log is only marked taken), then rings the coordinator. Coalesces concurrent
+   * calls; a call during a pull pulls again after it, so no ring is lost.
+   */
+  private pullInputs(): void {
+    if (this.pulling) {
+      this.repull = true;
+      return;
+    }
+    const store = this.options.lease?.store;
+    if (!store || this.roleValue !== "owner") return;
+    this.pulling = (async () => {
+      do {
+        this.repull = false;
+        const posted = await store.postedInputs(this.id);
+        if (posted.length === 0) continue;
+        let scope: "input" | "steer" | null = null;
+        for (const input of posted) {
+          const seq = ++this.inboxSeq;
+          const received = receive(this.inbox, { ...input, seq });
+          if (received.type !== "accepted") continue;
+          this.inbox = received.inbox;
+          this.log.append({
+            type: "inbox",
+            inboxId: input.id,
+            source: input.source,
+            lane: input.lane,
+            body: input.body,
+          });
+          this.emit({
+            type: "inbox.received",
+            inboxId: input.id,
+            lane: input.lane,
+            source: input.source,
+          });
+          if (input.lane === "interrupt") this.interrupt("interrupted by another process");
+          else if (input.lane === "next-turn") scope = "input";
+          else scope ??= "steer";
+        }
+        await this.log.flush();
+        await store.markTaken(
+          this.id,
+          posted.map((p) => p.id),
+        );
+        if (scope) this.coordinator.wake(scope);
+      } while (this.repull && this.roleValue === "owner");
+    })()
+      .catch((err) => this.options.logger.warn({ err }, "pulling posted inputs failed"))
+      .finally(() => {
+        this.pulling = null;
+      });
+  }
+
+  /** Resolves prompts this process forwarded, from the owner's log (their turns' ends). */
+  private async settleForwarded(): Promise<void> {
+    if (this.forwarded.size === 0) return;
+    const entries = await this.options.lease!.store.load(this.id);
+    const turnOf = new Map<string, string>();
+    const ended = new Map<string, PromptResult>();
+    for (const e of entries) {
+      if (e.type === "user_message" && e.inboxId && e.turnId) turnOf.set(e.inboxId, e.turnId);
+      if (e.type === "turn_end")
+        ended.set(e.turnId, { status: e.status, reason: e.reason } as PromptResult);
+    }
+    for (const [id, resolve] of this.forwarded) {
+      const turn = turnOf.get(id);
+      const result = turn && ended.get(turn);
+      if (result) {
+        this.forwarded.delete(id);
+        resolve(result);
+      }
+    }
+  }
+
+  /**
+   * Gives the lease up (workers do when a session is idle); `pending` work left in the log is
+   * recorded so a worker takes it. The session then follows. Resolves false when it held none.
+   */
+  async release(): Promise<boolean> {
+    await this.ready;
+    const options = this.options.lease;
+    const lease = this.lease;
+    if (!options || !lease || this.roleValue !== "owner") return false;
+    await this.log.flush().catch(() => {});
+    this.clearTimers();
+    this.lease = undefined;
+    this.setRole("follower");
+    await options.store.releaseLease(lease, { pending: this.hasRunnable() });
+    this.clearTimers();
+    return true;
   }
 
   /** Submits a prompt; resolves when the turn that consumes it ends. */
   async prompt(text: string, options: InboxOptions = {}): Promise<PromptResult> {
     const id = await this.submit("next-turn", text, options);
+    if (this.roleValue === "follower") {
+      return new Promise((resolve) => this.forwarded.set(id, resolve));
+    }
     return new Promise((resolve) => {
       this.waiters.set(id, resolve);
       this.coordinator.wake("input");
@@ -293,10 +519,15 @@ export class Session {
   }
 
   async close(): Promise<void> {
+    await this.ready.catch(() => {});
     this.interrupt("session closed");
     await this.awaitSettlement().catch(() => {});
     this.coordinatorRef?.stop();
-    if (this.log) await this.log.close();
+    await this.pulling;
+    if (this.log && this.roleValue !== "follower") await this.log.close().catch(() => {});
+    if (this.roleValue === "owner") await this.release().catch(() => {});
+    this.clearTimers();
+    this.setRole("closed");
   }
 
   /**
@@ -329,6 +560,11 @@ export class Session {
     await this.ready;
     const id = options.id ?? this.options.ids("in");
     const source = options.source ?? "user";
+    if (this.roleValue === "follower") {
+      // Another runner owns the session: the input goes to it through the store's inbox.
+      await this.options.lease!.store.postInput(this.id, { id, lane, source, body });
+      return id;
+    }
     const seq = ++this.inboxSeq;
     const received = receive(this.inbox, { id, source, lane, body, seq });
     if (received.type === "invalid") throw new TypeError(received.reason);
@@ -391,5 +627,38 @@ export class Session {
         this.waiters.delete(event.id);
       }
     }
+  }
+}
+
+/** `host:pid`: the default lease owner, which lets a process of the same host see a dead holder. */
+export function defaultLeaseOwner(): string {
+  return `${hostname()}:${process.pid}`;
+}
+
+/**
+ * Takes the session's lease: free, released or expired; or held by a process of this host that
+ * no longer exists (its `host:pid` owner name says so), by compare-and-set on its token.
+ */
+async function takeLease(
+  options: SessionLeaseOptions,
+  sessionId: string,
+): Promise<(Lease & { takeover: boolean }) | null> {
+  const { store, owner, ttlMs } = options;
+  const held = await store.acquireLease(sessionId, owner, ttlMs);
+  if (held) return held;
+  const current = await store.readLease(sessionId);
+  const match = current && /^(.*):(\d+)$/.exec(current.owner);
+  if (!current || !match || match[1] !== hostname() || processAlive(Number(match[2]))) return null;
+  const taken = await store.acquireLease(sessionId, owner, ttlMs, { ifToken: current.token });
+  return taken && { ...taken, takeover: true };
+}
+
+function processAlive(pid: number): boolean {
+  if (pid === process.pid) return true;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
   }
 }

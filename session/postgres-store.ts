@@ -289,7 +289,7 @@ export async function postgresStore(
         }));
       });
     },
-    async acquireLease(sessionId, owner, ttlMs) {
+    async acquireLease(sessionId, owner, ttlMs, opts = {}) {
       return guard("acquireLease", async () => {
         const r = await pool.query<{ token: string; takeover: boolean }>(
           `WITH prev AS (SELECT released FROM ${s}.leases WHERE session_id = $1)
@@ -297,9 +297,9 @@ export async function postgresStore(
            VALUES ($1, $2, 1, clock_timestamp() + $3 * interval '1 millisecond', false, false)
            ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, token = l.token + 1,
              expires_at = excluded.expires_at, released = false, pending = false
-           WHERE l.released OR l.expires_at <= clock_timestamp()
+           WHERE l.released OR l.expires_at <= clock_timestamp() OR l.token = $4
            RETURNING token, coalesce((SELECT NOT released FROM prev), false) AS takeover`,
-          [sessionId, owner, ttlMs],
+          [sessionId, owner, ttlMs, opts.ifToken ?? -1],
         );
         const row = r.rows[0];
         return row ? { sessionId, owner, token: Number(row.token), takeover: row.takeover } : null;

@@ -188,28 +188,30 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
     },
   );
   const takeLease = db.prepare<
-    [{ sessionId: string; owner: string; expiresAt: number; now: number }],
+    [{ sessionId: string; owner: string; expiresAt: number; now: number; ifToken: number }],
     { token: number }
   >(
     `INSERT INTO leases AS l (session_id, owner, token, expires_at, released, pending)
      VALUES (@sessionId, @owner, 1, @expiresAt, 0, 0)
      ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, token = l.token + 1,
        expires_at = excluded.expires_at, released = 0, pending = 0
-     WHERE l.released OR l.expires_at <= @now
+     WHERE l.released OR l.expires_at <= @now OR l.token = @ifToken
      RETURNING token`,
   );
-  const acquire = db.transaction((sessionId: string, owner: string, ttlMs: number) => {
-    const t = now();
-    const before = leaseRow.get(sessionId);
-    const row = takeLease.get({ sessionId, owner, expiresAt: t + ttlMs, now: t });
-    if (!row) return null;
-    return {
-      sessionId,
-      owner,
-      token: row.token,
-      takeover: before !== undefined && !before.released,
-    };
-  });
+  const acquire = db.transaction(
+    (sessionId: string, owner: string, ttlMs: number, ifToken: number) => {
+      const t = now();
+      const before = leaseRow.get(sessionId);
+      const row = takeLease.get({ sessionId, owner, expiresAt: t + ttlMs, now: t, ifToken });
+      if (!row) return null;
+      return {
+        sessionId,
+        owner,
+        token: row.token,
+        takeover: before !== undefined && !before.released,
+      };
+    },
+  );
   const renew = db.prepare(
     "UPDATE leases SET expires_at = ? WHERE session_id = ? AND token = ? AND NOT released AND expires_at > ?",
   );
@@ -262,8 +264,10 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
       if (entries.length === 0) return;
       guard("append", () => appendBatch.immediate(sessionId, entries, opts));
     },
-    async acquireLease(sessionId, owner, ttlMs) {
-      return guard("acquireLease", () => acquire.immediate(sessionId, owner, ttlMs));
+    async acquireLease(sessionId, owner, ttlMs, opts = {}) {
+      return guard("acquireLease", () =>
+        acquire.immediate(sessionId, owner, ttlMs, opts.ifToken ?? -1),
+      );
     },
     async renewLease(lease, ttlMs) {
       return guard("renewLease", () => {

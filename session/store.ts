@@ -73,12 +73,15 @@ export interface LeaseStore {
    * expired (a takeover: the token grows). Contract: resolves null when a live lease is held by
    * another holder (even with the same owner name); never waits for it.
    * `takeover` is true when the previous holder neither released the lease nor is alive: the
-   * log may hold a crashed runner's open work (run recovery).
+   * log may hold a crashed runner's open work (run recovery). `ifToken`: also take a live lease
+   * whose token is this one (a holder known to be dead, e.g. a process of this host that no
+   * longer exists): a compare-and-set, so a lease renewed by a new holder meanwhile is not taken.
    */
   acquireLease(
     sessionId: string,
     owner: string,
     ttlMs: number,
+    options?: { ifToken?: number },
   ): Promise<(Lease & { takeover: boolean }) | null>;
   /** Extends a live lease by `ttlMs` from now. Contract: false (nothing changed) when it was lost or expired. */
   renewLease(lease: Lease, ttlMs: number): Promise<boolean>;
