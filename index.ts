@@ -18,11 +18,23 @@ export {
   type PermissionRule,
 } from "./actors/permissions.ts";
 export {
+  type PostgresRetryBudget,
+  type PostgresRetryBudgetOptions,
+  postgresRetryBudget,
+} from "./actors/postgres-retry-budget.ts";
+export {
   type RetryBudget,
   tokenBucketBudget,
   unlimitedRetryBudget,
 } from "./actors/retry-budget.ts";
-export { type InboxOptions, type PromptResult, Session } from "./actors/session-runtime.ts";
+export {
+  defaultLeaseOwner,
+  type InboxOptions,
+  type PromptResult,
+  Session,
+  type SessionRole,
+} from "./actors/session-runtime.ts";
+export { SESSION_TASK, startWorker, type Worker, type WorkerOptions } from "./actors/worker.ts";
 export { type Clock, sleep, systemClock } from "./contracts/clock.ts";
 export type { IdGenerator } from "./contracts/ids.ts";
 export {
@@ -76,6 +88,13 @@ export type * from "./session/entries.ts";
 export { type Ledger, memoryLedger } from "./session/ledger.ts";
 export { SessionLog } from "./session/log.ts";
 export { memoryStore } from "./session/memory-store.ts";
+export { postgresLedger } from "./session/postgres-ledger.ts";
+export {
+  POSTGRES_SCHEMA_VERSION,
+  type PostgresSessionStore,
+  type PostgresStoreOptions,
+  postgresStore,
+} from "./session/postgres-store.ts";
 export { sqliteLedger } from "./session/sqlite-ledger.ts";
 export {
   type Durability,
@@ -84,7 +103,15 @@ export {
   type SqliteStoreOptions,
   sqliteStore,
 } from "./session/sqlite-store.ts";
-export type { SessionStore, SessionSummary } from "./session/store.ts";
+export type {
+  AppendOptions,
+  Lease,
+  LeaseInfo,
+  LeaseStore,
+  PostedInput,
+  SessionStore,
+  SessionSummary,
+} from "./session/store.ts";
 export { builtinTools } from "./tools/builtin/index.ts";
 export { defineTool, type Tool, ToolDefinitionError } from "./tools/define-tool.ts";
 export { prepareCall } from "./tools/prepare-call.ts";

@@ -143,8 +143,8 @@ export function createAgent(options: AgentOptions): Agent {
         logger.warn({ err }, "the store's doorbell could not start; polling only"),
       );
     }
-    let set = rings.get(sessionId);
-    if (!set) rings.set(sessionId, (set = new Set()));
+    const set = rings.get(sessionId) ?? new Set<() => void>();
+    rings.set(sessionId, set);
     set.add(ring);
     return () => {
       set.delete(ring);

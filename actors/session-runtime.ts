@@ -130,7 +130,8 @@ export class Session {
       const held = lease ? await takeLease(lease, options.sessionId) : null;
       const log = await options.openLog();
       // Crash recovery only by the lease's holder: a follower never touches a live owner's log.
-      if (!lease || held) await options.recover?.(held ? (log.fence(held), log) : log);
+      if (held) log.fence(held);
+      if (!lease || held) await options.recover?.(log);
       this.adopt(log);
       if (!lease) return;
       if (held) this.becomeOwner(held);
@@ -292,6 +293,21 @@ export class Session {
       .finally(() => {
         this.pulling = null;
       });
+  }
+
+  /**
+   * Reads the inputs other processes posted for this session now (the owner moves them into
+   * its log and rings its coordinator) and resolves once that is done.
+   */
+  async syncInputs(): Promise<void> {
+    await this.ready;
+    this.pullInputs();
+    while (this.pulling) await this.pulling;
+  }
+
+  /** Whether a turn runs or runnable inputs are queued. */
+  get busy(): boolean {
+    return this.current !== undefined || this.hasRunnable();
   }
 
   /** Resolves prompts this process forwarded, from the owner's log (their turns' ends). */

@@ -90,6 +90,19 @@ export function buildProgram(result: { code: ExitCode }): Command {
     );
 
   program
+    .command("worker")
+    .description(
+      "run sessions that have unconsumed inputs and no live owner, from a PostgreSQL store (SIGTERM stops gracefully)",
+    )
+    .requiredOption("--store <url>", "the PostgreSQL store, postgres://user:password@host:port/db")
+    .option("--schema <name>", "schema of Keel's tables (default keel)")
+    .option("--concurrency <n>", "sessions run at once", positiveInt("--concurrency", 1000), 4)
+    .action(async (opts: { store: string; schema?: string; concurrency: number }) => {
+      const { runWorkerCommand } = await import("./worker.ts");
+      result.code = await runWorkerCommand(opts);
+    });
+
+  program
     .command("sessions")
     .description("list the sessions in the project's store")
     .option("--json", "a JSON array")

@@ -3,7 +3,6 @@ import type { CheckpointStore } from "./checkpoint.ts";
 import type { LogEntry } from "./entries.ts";
 import type {
   AppendOptions,
-  Lease,
   LeaseInfo,
   LeaseStore,
   PostedInput,
@@ -194,7 +193,7 @@ export async function postgresStore(
           );
           const row = lease.rows[0];
           if (opts.lease) {
-            if (!row || !row.live || Number(row.token) !== opts.lease.token)
+            if (!row?.live || Number(row.token) !== opts.lease.token)
               throw fenced(sessionId, `postgres store ${where}`, opts.lease.token);
           } else if (row?.live) {
             throw fenced(sessionId, `postgres store ${where}`, undefined);

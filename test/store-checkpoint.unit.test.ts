@@ -79,9 +79,9 @@ const play = async (log: SessionLog, ops: Parameters<typeof playOps>[1]) => {
   playOps(log, ops);
 };
 
-const view = async (log: SessionLog) => (
-  await log.loadHistory(),
-  {
+const view = async (log: SessionLog) => {
+  await log.loadHistory();
+  return {
     messages: log.messages(),
     sources: log.messageSources(),
     settings: log.settings(),
@@ -93,8 +93,8 @@ const view = async (log: SessionLog) => (
     leaf: log.leafId,
     path: log.path().map((e) => e.id),
     entries: log.entries(),
-  }
-);
+  };
+};
 
 /** Every checkpointing store Keel ships: the log must behave the same over each. */
 const stores: [string, CheckpointedStore][] = [
