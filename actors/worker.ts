@@ -48,15 +48,18 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   const s = store.schema;
   const quiet = new Logger(() => () => {});
   await runMigrations({ pgPool: store.pool, logger: quiet });
+  // Several workers start together: install the trigger once, under a transaction lock.
   await store.pool.query(`
+    BEGIN;
+    SELECT pg_advisory_xact_lock(hashtext('keel worker trigger ${s.replaceAll('"', "")}'));
     CREATE OR REPLACE FUNCTION ${s}.enqueue_session() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
       PERFORM graphile_worker.add_job('${SESSION_TASK}', json_build_object('sessionId', NEW.session_id),
         job_key := 'keel:' || TG_TABLE_SCHEMA || ':' || NEW.session_id, job_key_mode := 'preserve_run_at', max_attempts := 100);
       RETURN NEW;
     END $$;
-    DROP TRIGGER IF EXISTS inbox_enqueue ON ${s}.inbox;
-    CREATE TRIGGER inbox_enqueue AFTER INSERT ON ${s}.inbox FOR EACH ROW EXECUTE FUNCTION ${s}.enqueue_session();
+    CREATE OR REPLACE TRIGGER inbox_enqueue AFTER INSERT ON ${s}.inbox FOR EACH ROW EXECUTE FUNCTION ${s}.enqueue_session();
+    COMMIT;
   `);
   const agent = createAgent({
     ...options,

@@ -126,7 +126,11 @@ export async function postgresStore(
     typeof urlOrPool === "string"
       ? new pg.Pool({ connectionString: urlOrPool, max: options.max ?? 10 })
       : urlOrPool;
-  if (ownsPool) pool.on("error", () => {}); // an idle client's lost connection: the next query reports it
+  if (ownsPool) {
+    // An idle client's lost connection: the next query reports it.
+    pool.on("error", () => {});
+    pool.on("connect", (client) => client.on("error", () => {}));
+  }
   const where = typeof urlOrPool === "string" ? redact(urlOrPool) : "the given pool";
   try {
     await migrate(pool, s, name, where);
