@@ -24,6 +24,11 @@ export interface SqliteStoreOptions {
   durability?: Durability;
   /** How long a writer waits for another process's lock before failing (default 5000 ms). */
   busyTimeoutMs?: number;
+  /**
+   * The clock lease expiry is measured on. Contract: wall-clock ms, the same for every process
+   * sharing the file (default `Date.now`); tests inject a manual clock.
+   */
+  now?: () => number;
 }
 
 /** A SQLite-backed session store; `db` is exposed so a ledger can share its transactions. */
@@ -164,7 +169,7 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
      FROM sessions s ORDER BY s.created_at, s.session_id`,
   );
   // Leases use this host's wall clock (every process sharing the file is on this host).
-  const now = () => Date.now();
+  const now = options.now ?? (() => Date.now());
   const leaseRow = db.prepare<
     [string],
     { owner: string; token: number; expires_at: number; released: number; pending: number }
