@@ -6,11 +6,13 @@ import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import {
   chmodSync,
   chownSync,
+  cpSync,
   existsSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
   rmSync,
+  statSync,
   symlinkSync,
 } from "node:fs";
 import { createRequire } from "node:module";
@@ -79,6 +81,34 @@ function hydrateSymlinks(native: string): void {
   }
 }
 
+/**
+ * The unprivileged server user must reach the binaries: a checkout under a private home
+ * (`/root/…`, mode 700) hides them, so copy the install to /tmp once (≈ 60 MB) when needed.
+ */
+function reachable(bin: string): string {
+  let dir = dirname(bin);
+  let open = true;
+  while (dir !== dirname(dir)) {
+    if ((statSync(dir).mode & 0o001) === 0) open = false;
+    dir = dirname(dir);
+  }
+  if (open) return bin;
+  const native = dirname(bin);
+  const size = statSync(join(bin, "postgres")).size;
+  const copy = join(tmpdir(), `keel-pg-bin-${process.platform}-${process.arch}-${size}`);
+  if (!existsSync(join(copy, "bin", "postgres"))) {
+    const staging = `${copy}.tmp${process.pid}`;
+    cpSync(native, staging, { recursive: true, verbatimSymlinks: true });
+    chmodSync(staging, 0o755);
+    try {
+      execFileSync("mv", ["-T", staging, copy]);
+    } catch {
+      rmSync(staging, { recursive: true, force: true }); // another test copied it first
+    }
+  }
+  return join(copy, "bin");
+}
+
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
@@ -106,13 +136,14 @@ export async function startPostgres(options: StartOptions = {}): Promise<Postgre
   const found = findPostgresBinaries();
   if ("error" in found) throw new Error(found.error);
   const user = serverUser();
+  const bin = user.uid === undefined ? found.bin : reachable(found.bin);
   const root = mkdtempSync(join(tmpdir(), "keel-pg-"));
   chmodSync(root, 0o755);
   if (user.uid !== undefined) chownSync(root, user.uid, user.gid!);
   const dataDir = join(root, "data");
   const run = (cmd: string, args: string[]) =>
     new Promise<string>((resolve, reject) => {
-      const child = spawn(join(found.bin, cmd), args, {
+      const child = spawn(join(bin, cmd), args, {
         ...user,
         stdio: ["ignore", "pipe", "pipe"],
       });
@@ -140,7 +171,7 @@ export async function startPostgres(options: StartOptions = {}): Promise<Postgre
   const settings = { max_connections: "200", fsync: "on", ...options.settings };
   const args = ["-D", dataDir, "-p", String(port), "-k", root, "-c", "listen_addresses=127.0.0.1"];
   for (const [k, v] of Object.entries(settings)) args.push("-c", `${k}=${v}`);
-  const child: ChildProcess = spawn(join(found.bin, "postgres"), args, {
+  const child: ChildProcess = spawn(join(bin, "postgres"), args, {
     ...user,
     stdio: ["ignore", "ignore", "pipe"],
   });
