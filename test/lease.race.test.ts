@@ -72,7 +72,7 @@ async function step(store: Shared, r: Runner): Promise<void> {
   if (batch.length === 0) return;
   try {
     await store.append("s", batch, { lease: r.lease });
-  } catch (error) {
+  } catch {
     r.seq = seq;
     r.lease = null; // FENCED (or a seq conflict): reload before writing again
     return;

@@ -87,6 +87,7 @@ describe("recoverCalls", () => {
       unknown: 0,
       notStarted: 0,
     });
+    await reopened.loadHistory();
     expect(reopened.entries().filter((e) => e.type === "call_result")).toHaveLength(2);
   });
 
@@ -169,6 +170,7 @@ describe("recoverCalls", () => {
     const report = await recoverCalls({ log: reopened, registry, logger });
     expect(report).toEqual({ retried: 0, unknown: 1, notStarted: 1 });
     expect(loads.count).toBe(0);
+    await reopened.loadHistory();
     expect(resultsOf(reopened)).toEqual({ c1: "unknown", c2: "not_executed" });
     await store.close();
   });
@@ -183,7 +185,7 @@ function countingPrefix(s: SqliteSessionStore) {
     return (
       load && {
         ...load,
-        loadPrefix: () => {
+        loadPrefix: async () => {
           loads.count++;
           return load.loadPrefix();
         },

@@ -299,10 +299,10 @@ describe.each(leaseHarnesses)("LeaseStore conformance: $name", (h) => {
 
   it("an expired lease is taken over (takeover: true); the old holder can neither renew nor write", async () => {
     const store = await h.open();
-    const a = (await store.acquireLease("s", "A", 150))!;
+    const a = (await store.acquireLease("s", "A", 600))!;
     await store.append("s", [entry(1)], { lease: a });
     expect(await store.acquireLease("s", "B", 10_000)).toBeNull();
-    await sleep(250);
+    await sleep(700);
     const b = (await store.acquireLease("s", "B", 10_000))!;
     expect(b).toMatchObject({ token: a.token + 1, takeover: true });
     expect(await store.renewLease(a, 10_000)).toBe(false);
@@ -325,12 +325,12 @@ describe.each(leaseHarnesses)("LeaseStore conformance: $name", (h) => {
 
   it("while a lease is live, an append without it is refused; renewing keeps it live", async () => {
     const store = await h.open();
-    const a = (await store.acquireLease("s", "A", 300))!;
+    const a = (await store.acquireLease("s", "A", 1000))!;
     await expect(store.append("s", [entry(1)])).rejects.toMatchObject({ code: "FENCED" });
-    await sleep(150);
-    expect(await store.renewLease(a, 300)).toBe(true);
-    await sleep(200);
-    await store.append("s", [entry(1)], { lease: a }); // 350 ms after acquiring: renewed
+    await sleep(500);
+    expect(await store.renewLease(a, 1000)).toBe(true);
+    await sleep(700);
+    await store.append("s", [entry(1)], { lease: a }); // 1.2 s after acquiring: renewed
     await store.releaseLease(a);
     await store.append("s", [entry(2)]); // nobody owns it now
     expect((await store.load("s")).length).toBe(2);
