@@ -37,6 +37,9 @@ export {
   type ModelToolSpec,
   type Usage,
 } from "./contracts/model.ts";
+export { LineDecoder, type LineResult } from "./contracts/ndjson.ts";
+export type { PermissionAction } from "./contracts/permission.ts";
+export * from "./contracts/protocol.ts";
 export { type Refusal, type RefusalCode, refuse } from "./contracts/refusal.ts";
 export type * from "./contracts/status.ts";
 export type * from "./contracts/tool-result.ts";
