@@ -4,6 +4,7 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import fc from "fast-check";
 import { afterAll, describe, expect, it } from "vitest";
 import { connect, KeelConnectionError } from "../client/index.ts";
 import type { AgentEvent } from "../contracts/events.ts";
@@ -190,6 +191,56 @@ describe("keel serve --stdio: frames", () => {
       code: "INVALID_JSON",
       message: expect.stringContaining("last line has no newline"),
     });
+  });
+
+  it("reads a frame split across writes at every byte boundary (and at random multi-cuts)", async () => {
+    const server = spawnServer([
+      "--store",
+      "memory",
+      "--provider",
+      "scripted",
+      "--script",
+      script([]),
+    ]);
+    await hello(server);
+    server.send({ type: "session.open", id: "open", sessionId: "ß" });
+    await server.waitFor(responseTo("open"));
+    const pause = () => new Promise((resolve) => setTimeout(resolve, 4));
+    let n = 0;
+    /** Writes one request in pieces cut at `cuts`, pausing between them; awaits its answer. */
+    const roundTrip = async (cuts: number[]) => {
+      const id = `é✓-${++n}`;
+      const line = Buffer.from(`${JSON.stringify({ type: "messages", id, sessionId: "ß" })}\n`);
+      const points = [
+        0,
+        ...[...new Set(cuts)].filter((c) => c > 0 && c < line.length).sort((a, b) => a - b),
+        line.length,
+      ];
+      for (let i = 1; i < points.length; i++) {
+        server.write(line.subarray(points[i - 1], points[i]));
+        await pause();
+      }
+      expect(await server.waitFor(responseTo(id))).toEqual({
+        type: "ok",
+        id,
+        result: { messages: [] },
+      });
+      return line.length;
+    };
+    const length = await roundTrip([]);
+    for (let cut = 1; cut < length; cut++) await roundTrip([cut]);
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.integer({ min: 1, max: length - 1 }), { minLength: 2, maxLength: 5 }),
+        async (cuts) => {
+          await roundTrip(cuts);
+        },
+      ),
+      { numRuns: 25 },
+    );
+    expect(server.frames.filter((f) => f.type === "error")).toEqual([]);
+    server.child.stdin.end();
+    expect(await server.exited).toEqual({ code: 0, signal: null });
   });
 
   it("answers 200 pipelined requests with interleaved ids, each exactly once; a duplicate id in flight is refused", async () => {
