@@ -26,8 +26,6 @@ import {
   toolCallMachine,
 } from "./tool-call.machine.ts";
 
-export type { BatchCallSpec, CallPhase } from "./policies/batch-schedule.ts";
-
 /**
  * How a batch actor is created. One actor serves a whole turn: each assistant message's calls
  * are one round (`batch.run`). `calls` here starts the first round at once (tests, one-shot use).

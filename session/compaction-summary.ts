@@ -1,5 +1,5 @@
 import type { ChatMessage } from "../contracts/model.ts";
-import { classifyModelError } from "../machines/policies/retry-policy.ts";
+import { classifyModelError } from "../machines/policies/retry-classify.ts";
 import type { TokenEstimator } from "./compaction-cuts.ts";
 import type { EntryOf } from "./entries.ts";
 import { summaryText } from "./projection.ts";

@@ -3,7 +3,8 @@ import { describe, expect, it } from "vitest";
 import { type AnyStateMachine, initialTransition, transition } from "xstate";
 import type { CallOutcome } from "../contracts/status.ts";
 import type { ToolResult } from "../contracts/tool-result.ts";
-import { type BatchCallSpec, type BatchInput, batchMachine } from "../machines/batch.machine.ts";
+import { type BatchInput, batchMachine } from "../machines/batch.machine.ts";
+import type { BatchCallSpec } from "../machines/policies/batch-schedule.ts";
 import { batchMutants } from "./support/mutants/batch.mutants.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: snapshots of real and mutant batches alike

@@ -2,12 +2,8 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { createActor, SimulatedClock } from "xstate";
 import { bindEffects, hostedBatchMachine } from "../actors/charts.ts";
-import {
-  type BatchCallSpec,
-  type BatchInput,
-  type BatchMachine,
-  batchMachine,
-} from "../machines/batch.machine.ts";
+import { type BatchInput, type BatchMachine, batchMachine } from "../machines/batch.machine.ts";
+import type { BatchCallSpec } from "../machines/policies/batch-schedule.ts";
 import { batchMutants } from "./support/mutants/batch.mutants.ts";
 
 const DEADLINE = 1_000;

@@ -37,7 +37,7 @@ describe("the folders' import rules (DESIGN §2), as npm run lint checks them", 
     const dir = tree({
       "contracts/x.ts": 'import type { Z } from "../tools/types.ts";\nimport { z } from "zod";',
       "session/s.ts": 'import { TurnRun } from "../actors/turn-runner.ts";',
-      "tools/t.ts": 'export { a } from "../actors/agent.ts";',
+      "tools/t.ts": 'import { a } from "../actors/agent.ts";',
       "machines/policies/p.ts": 'import { setup } from "xstate";',
     });
     expect(violations(dir)).toHaveLength(5);
@@ -51,6 +51,19 @@ describe("the folders' import rules (DESIGN §2), as npm run lint checks them", 
     const found = violations(dir);
     expect(found).toHaveLength(1);
     expect(found[0]).toMatch(/cli\/c\.ts: imports \.\.\/session\/log\.ts/);
+  });
+
+  it("only index.ts and testing.ts re-export: a convenience barrel or stray re-export is refused", () => {
+    const dir = tree({
+      "index.ts": 'export { a } from "./tools/a.ts";\nexport type * from "./tools/types.ts";',
+      "tools/index.ts": 'export * from "./a.ts";',
+      "machines/b.machine.ts": 'export type { X, Y } from "./policies/p.ts";',
+      "tools/a.ts": 'import { z } from "zod";\n// export { q } from "./q.ts";\nexport const a = z;',
+    });
+    const found = violations(dir);
+    expect(found).toHaveLength(2);
+    expect(found[0]).toMatch(/machines\/b\.machine\.ts: re-exports another module/);
+    expect(found[1]).toMatch(/tools\/index\.ts: re-exports another module/);
   });
 
   it("reads static, type-only, re-export and dynamic imports, and skips those in comments", () => {

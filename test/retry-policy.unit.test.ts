@@ -2,11 +2,13 @@ import { describe, expect, it, vi } from "vitest";
 import { ModelError } from "../contracts/model.ts";
 import {
   classifyModelError,
+  type ErrorCategory,
+  parseRetryAfter,
+} from "../machines/policies/retry-classify.ts";
+import {
   DEFAULT_RETRY_POLICY,
   decideRetry,
-  type ErrorCategory,
   initialRetryState,
-  parseRetryAfter,
   type RetryDecision,
   remainingWait,
   resolveRetryPolicy,

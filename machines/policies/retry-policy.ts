@@ -10,22 +10,6 @@ import {
   parseRetryAfter,
 } from "./retry-classify.ts";
 
-export {
-  CATEGORY_ADVICE,
-  CODE_CATEGORIES,
-  CONTEXT_OVERFLOW_PATTERNS,
-  classifyModelError,
-  type ErrorCategory,
-  type ErrorClassification,
-  type HeaderSource,
-  KIND_CATEGORIES,
-  MESSAGE_CATEGORIES,
-  parseRetryAfter,
-  QUOTA_PATTERNS,
-  type RetryAfter,
-  STATUS_CATEGORIES,
-} from "./retry-classify.ts";
-
 /**
  * Retry options. Defaults (DEFAULT_RETRY_POLICY): maxRetries 2 (≤ 3 requests), maxTimeoutRetries
  * 1, baseDelayMs 1 000, maxDelayMs 30 000, jitter 0.1 (factor U(0.9, 1.1)), maxRetryAfterMs
