@@ -1,4 +1,11 @@
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
@@ -76,5 +83,27 @@ describe("the folders' import rules (DESIGN §2), as npm run lint checks them", 
       '/* import f from "./f.ts"; */',
     ].join("\n");
     expect(importsOf(text)).toEqual(["./a.ts", "./b.ts", "./c.ts", "./d.ts"]);
+  });
+
+  it("every runtime dependency is imported by code that ships; test-only packages are devDependencies", () => {
+    const pkg = JSON.parse(readFileSync(path.join(root, "package.json"), "utf8"));
+    const shipped = (pkg.files as string[]).filter((f) => f !== "dist/");
+    const used = new Set<string>();
+    const scan = (rel: string) => {
+      const full = path.join(root, rel);
+      if (statSync(full).isDirectory()) {
+        for (const name of readdirSync(full)) scan(path.join(rel, name));
+      } else if (/\.(ts|js|mjs)$/.test(rel)) {
+        for (const spec of importsOf(readFileSync(full, "utf8"))) {
+          if (spec.startsWith(".") || spec.startsWith("node:")) continue;
+          used.add(
+            spec.startsWith("@") ? spec.split("/").slice(0, 2).join("/") : spec.split("/")[0],
+          );
+        }
+      }
+    };
+    for (const entry of shipped) scan(entry);
+    expect(Object.keys(pkg.dependencies).filter((d) => !used.has(d))).toEqual([]);
+    expect(Object.keys(pkg.devDependencies)).toContain("partial-json");
   });
 });
