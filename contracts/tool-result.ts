@@ -9,7 +9,6 @@ export type ToolErrorCode =
   | "CANCELLED"
   | "OUTCOME_UNKNOWN"
   | "DENIED"
-  | "DEPENDENCY_FAILED"
   | "PATH_OUTSIDE_WORKSPACE"
   | "PARAMETER_MISMATCH"
   | "NOT_FOUND"

@@ -19,7 +19,6 @@ const scenarioArb = fc
       concurrencySafe: fc.boolean(),
       cancellable: fc.boolean(),
       resourceKey: fc.constantFrom(undefined, "k1", "k2"),
-      depends: fc.nat(4),
       succeeds: fc.boolean(),
       honoursAbort: fc.boolean(),
     }),
@@ -51,8 +50,6 @@ function toInput(sc: Scenario): BatchInput {
         cancellable: c.cancellable,
         executionMode: sc.sequential === i ? "sequential" : "parallel",
         resourceKey: c.resourceKey,
-        // Every third call depends on an earlier one.
-        dependsOn: i > 0 && c.depends % 3 === 0 ? [`c${c.depends % i}`] : undefined,
       }),
     ),
   };

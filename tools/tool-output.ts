@@ -15,7 +15,6 @@ const CODES: ReadonlySet<string> = new Set<ToolErrorCode>([
   "CANCELLED",
   "OUTCOME_UNKNOWN",
   "DENIED",
-  "DEPENDENCY_FAILED",
   "PATH_OUTSIDE_WORKSPACE",
   "PARAMETER_MISMATCH",
   "NOT_FOUND",
