@@ -11,6 +11,7 @@ import {
   initialRetryState,
   type RetryPolicy,
   type RetryState,
+  remainingWait,
 } from "../machines/policies/retry-policy.ts";
 import type { CallRef } from "../machines/tool-call.machine.ts";
 import {
@@ -548,10 +549,12 @@ export class TurnRun implements TurnEffects {
     this.retryState = decision.state;
     this.lastFailure = decision.reason;
     this.lastMode = decision.action;
+    // The wait is what remains of the decided ready time when the timer is armed (a Retry-After
+    // is converted once, in decideRetry; time spent since, e.g. in the logger, is not added).
     self.send({
       type: "attempt.failed",
       attempt,
-      retry: { delayMs: decision.delayMs },
+      retry: { delayMs: remainingWait(decision.state, clock.now()) },
       status: "failed",
       reason: decision.reason,
     });

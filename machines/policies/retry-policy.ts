@@ -208,17 +208,11 @@ export function decideRetry(state: RetryState, input: RetryInput): RetryDecision
 }
 
 /**
- * What is left of the current wait at `now`: every layer (turn, attempt runner, lock, UI) sleeps
- * only this, so a Retry-After is waited once. 0 when no wait is pending or it is already due.
- * This is a pure function.
+ * What is left of the current wait at `now`: every layer sleeps only this, so a Retry-After is
+ * waited once. The turn arms its retry timer with it (`actors/turn-runner.ts`), read when the
+ * timer is armed, not when the decision was made. 0 when no wait is pending or it is already
+ * due. This is a pure function.
  */
 export function remainingWait(state: RetryState, now: number): number {
   return state.readyAt === undefined ? 0 : Math.max(0, state.readyAt - now);
-}
-
-/** Ms left before the operation deadline at `now` (Infinity without one); bounds a request. */
-export function timeLeft(state: RetryState, now: number): number {
-  return state.deadline === undefined
-    ? Number.POSITIVE_INFINITY
-    : Math.max(0, state.deadline - now);
 }
