@@ -102,6 +102,13 @@ describe("resolveTraits", () => {
     expect(resolveTraits("not an object")).toEqual(resolveTraits(undefined));
   });
 
+  it("a read-only tool without a declared risk is low risk; a declared risk wins", () => {
+    expect(resolveTraits({ readOnly: true }).risk).toBe("low");
+    expect(resolveTraits({ readOnly: true, risk: "high" }).risk).toBe("high");
+    expect(resolveTraits({ readOnly: true, risk: "bogus" }).risk).toBe("low");
+    expect(resolveTraits({ readOnly: "yes" }).risk).toBe("high");
+  });
+
   it("keeps valid declared values", () => {
     expect(
       resolveTraits({
