@@ -16,6 +16,7 @@ import { PermissionBroker, type PermissionOptions } from "./permissions.ts";
 import { recoverCalls } from "./recover-calls.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import { Session } from "./session-runtime.ts";
+import { createSpill, sessionSpillDir } from "./spill-output.ts";
 import type { TurnDeps } from "./turn-runner.ts";
 
 export interface AgentOptions {
@@ -24,6 +25,16 @@ export interface AgentOptions {
   tools?: readonly ToolDefinition[] | Registry;
   /** Where session logs live. Default: in memory (lost on exit). */
   store?: SessionStore;
+  /**
+   * The folder for the files sessions write beside their log: a tool output over an
+   * `outputBudget` with `overflow: "spill"` goes to
+   * `<dataDir>/sessions/<sessionId>/spill/<callId>-<hash>.txt`, and its result carries the path
+   * and SHA-256. Default `.keel` (next to the default SQLite file, resolved against the working
+   * directory when written). Paths are reported as given, so with a relative `dataDir` a
+   * `read_file` rooted at the working directory (e.g. `builtinTools({ root: "." })`) can page
+   * through them. Nothing is written unless a tool spills.
+   */
+  dataDir?: string;
   limits?: Partial<TurnLimits>;
   /** Default 8. */
   maxParallelToolCalls?: number;
@@ -94,6 +105,14 @@ export function createAgent(options: AgentOptions): Agent {
   positive("stopDeadlineMs", options.stopDeadlineMs);
   positive("finalizeDeadlineMs", options.finalizeDeadlineMs);
   positive("limits.maxSteps", options.limits?.maxSteps);
+  if (
+    options.dataDir !== undefined &&
+    (typeof options.dataDir !== "string" || options.dataDir.length === 0)
+  ) {
+    throw new TypeError(
+      `createAgent: \`dataDir\` must be a non-empty path, got ${JSON.stringify(options.dataDir)}`,
+    );
+  }
   const registry =
     options.tools && "resolve" in options.tools
       ? (options.tools as Registry)
@@ -108,6 +127,7 @@ export function createAgent(options: AgentOptions): Agent {
   const retry = resolveRetryPolicy(options.retry ?? {});
   const sessions = new Map<string, Session>();
   const inspect = options.inspect;
+  const dataDir = options.dataDir ?? ".keel";
 
   const agent: Agent = {
     registry,
@@ -152,6 +172,7 @@ export function createAgent(options: AgentOptions): Agent {
           finalizeDeadlineMs: options.finalizeDeadlineMs ?? 10_000,
           inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
           drainSteer,
+          spill: createSpill(sessionSpillDir(dataDir, sessionId)),
           turnMachine: options.turnMachine,
           permissions: options.permissions
             ? (options.permissionBroker?.(options.permissions) ??

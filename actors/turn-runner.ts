@@ -66,6 +66,11 @@ export interface TurnDeps {
   drainSteer: () => number;
   /** The session's permission state; absent: every call is allowed. */
   permissions?: PermissionBroker;
+  /**
+   * Writes the full output of a tool whose `outputBudget` says `overflow: "spill"` (the session's
+   * spill folder, `createSpill`). Absent: such output is truncated. Contract: may reject.
+   */
+  spill?: (content: string, callId: string) => Promise<{ path: string; sha256: string }>;
   /** Whether anyone listens for argument previews (they cost a parse per 256 chars). */
   wantsPreviews?: () => boolean;
   /** Test seam: a variant of the turn statechart to host (mutation tests). */
@@ -607,6 +612,7 @@ export class TurnRun implements TurnEffects {
     void runTool(call.tool, call.args, ctx, {
       name: call.name,
       budget: call.traits.outputBudget,
+      spill: this.deps.spill,
     }).then(report);
   }
 

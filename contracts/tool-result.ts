@@ -19,8 +19,10 @@ export type ToolErrorCode =
 export interface Continuation {
   tool: string;
   args: Record<string, unknown>;
-  /** Where spilled output was written (path under the workspace), when `overflow: "spill"`. */
+  /** Where the full output was written, when the tool's `outputBudget` says `overflow: "spill"`. */
   path?: string;
+  /** SHA-256 (hex) of the spilled output: the file at `path` is the output iff it hashes to this. */
+  sha256?: string;
 }
 
 export interface ToolSuccess {
