@@ -2,7 +2,7 @@ import pino, { type Logger } from "pino";
 import { type Clock, systemClock } from "../contracts/clock.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
 import type { Model } from "../contracts/model.ts";
-import type { DrainMode } from "../machines/policies/inbox.ts";
+import type { DrainMode, DrainPolicy } from "../machines/policies/inbox.ts";
 import { type RetryPolicy, resolveRetryPolicy } from "../machines/policies/retry-policy.ts";
 import type { TurnLimits } from "../machines/turn.machine.ts";
 import { SessionLog } from "../session/log.ts";
@@ -63,6 +63,8 @@ export interface AgentOptions {
   permissions?: PermissionOptions;
   /** @internal Test seam: builds each session's permission broker (mutation tests only). */
   permissionBroker?: (options: PermissionOptions) => PermissionBroker;
+  /** @internal Test seam: a variant of the inbox drain policy (mutation tests only). */
+  lanesToDrain?: DrainPolicy;
   /** @internal Test seam: a variant of the turn statechart (mutation tests only). */
   turnMachine?: TurnDeps["turnMachine"];
 }
@@ -146,10 +148,11 @@ export function createAgent(options: AgentOptions): Agent {
           steer: options.drain?.steer ?? "all",
           followUp: options.drain?.followUp ?? "one-at-a-time",
         },
+        lanesToDrain: options.lanesToDrain,
         openLog: () => SessionLog.open({ sessionId, store, clock, ids }),
         recover: (log) => recoverCalls({ log, registry, logger: sessionLogger }),
         inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
-        deps: (log, emit, drainSteer) => ({
+        deps: (log, emit, poll) => ({
           sessionId,
           log,
           model: options.model,
@@ -171,7 +174,7 @@ export function createAgent(options: AgentOptions): Agent {
           stopDeadlineMs: options.stopDeadlineMs ?? 5000,
           finalizeDeadlineMs: options.finalizeDeadlineMs ?? 10_000,
           inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
-          drainSteer,
+          poll,
           spill: createSpill(sessionSpillDir(dataDir, sessionId)),
           turnMachine: options.turnMachine,
           permissions: options.permissions

@@ -6,6 +6,7 @@ import type { ChatToolCall, Model } from "../contracts/model.ts";
 import type { CallOutcome, TurnStatus } from "../contracts/status.ts";
 import type { ToolFailure, ToolResult } from "../contracts/tool-result.ts";
 import type { BatchCallResult, BatchOutput } from "../machines/batch.machine.ts";
+import type { PollPoint } from "../machines/policies/inbox.ts";
 import {
   decideRetry,
   initialRetryState,
@@ -60,10 +61,11 @@ export interface TurnDeps {
   finalizeDeadlineMs: number;
   inspect?: (event: InspectionEvent) => void;
   /**
-   * Consumes the next-step (steer) inbox lane: appends each pending steer as a user message.
-   * Contract: synchronous, must not throw; returns how many were consumed.
+   * Polls the session's inbox at `point` of this turn (the lanes `lanesToDrain` names): each
+   * input taken becomes a user message of this turn. The turn polls at every point, the policy
+   * decides. Contract: synchronous, must not throw; returns how many inputs were taken.
    */
-  drainSteer: () => number;
+  poll: (point: PollPoint) => number;
   /** The session's permission state; absent: every call is allowed. */
   permissions?: PermissionBroker;
   /**
@@ -112,6 +114,14 @@ class CallContext implements ToolContext {
   }
 }
 
+// The poll points the turn reaches (constants: polled at every step and call).
+const TURN_STARTED: PollPoint = { type: "turn.started" };
+const SAMPLING: PollPoint = { type: "sampling" };
+const CALL_STARTED: PollPoint = { type: "call.started" };
+const CALL_RESULT: PollPoint = { type: "call.result" };
+const BATCH_COMMITTED: PollPoint = { type: "batch.committed" };
+const NATURAL_END: PollPoint = { type: "turn.natural_end" };
+
 /** What the batch's scheduler needs to know about a prepared call. */
 const specOf = (call: PreparedCall): TurnCallSpec => ({
   callId: call.id,
@@ -147,6 +157,8 @@ export class TurnRun implements TurnEffects {
   private recorded = new Set<string>();
   private callCtl = new Map<string, AbortController>();
   private phase = "before the first model request";
+  /** Whether a model request was prepared yet (the first `prepare` is the turn's start). */
+  private sampled = false;
   private flushing: Promise<void> | undefined;
   private readonly done: Promise<TurnOutput>;
   private resolveDone!: (output: TurnOutput) => void;
@@ -255,6 +267,7 @@ export class TurnRun implements TurnEffects {
 
   callSettled(r: BatchCallResult): void {
     this.settle(r.callId, r.name, r.outcome, r.result);
+    this.deps.poll(CALL_RESULT);
   }
 
   // The batch (a child of the turn) ended its round: the turn may leave `executing`.
@@ -262,18 +275,21 @@ export class TurnRun implements TurnEffects {
     this.actor.send({ type: "batch.done" });
   }
 
+  // Before every model request: the first is the turn's start, every later one follows a step.
   prepare(): void {
-    this.deps.drainSteer();
+    this.deps.poll(this.sampled ? BATCH_COMMITTED : TURN_STARTED);
+    this.sampled = true;
   }
 
   startAttempt(self: AnyActorRef, { attempt, step }: { attempt: number; step: number }): void {
     this.phase = `while waiting for model response ${step + 1}`;
+    this.deps.poll(SAMPLING);
     void this.runAttempt(self, attempt, step);
   }
 
   pollAtEnd(self: AnyActorRef): void {
     this.phase = "after the model's final answer";
-    self.send({ type: this.deps.drainSteer() > 0 ? "end.steered" : "end.none" });
+    self.send({ type: this.deps.poll(NATURAL_END) > 0 ? "end.steered" : "end.none" });
   }
 
   abortAttempt(): void {
@@ -589,6 +605,7 @@ export class TurnRun implements TurnEffects {
     this.callCtl.set(callId, ctl);
     let settled = false;
     emit({ type: "call.started", turnId: this.turnId, callId, name: call.name, args: call.args });
+    this.deps.poll(CALL_STARTED);
     const ctx = new CallContext(
       callId,
       ctl,
