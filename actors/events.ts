@@ -1,12 +1,5 @@
-import type {
-  AgentEvent,
-  AgentEventBody,
-  AgentEventOf,
-  AgentEventType,
-} from "../contracts/events.ts";
-
-// The union lives in contracts/ (keel/client reads it too); re-exported here for the runtime.
-export type { AgentEvent, AgentEventBody, AgentEventOf, AgentEventType };
+// The event union itself lives in contracts/events.ts (keel/client reads it too).
+import type { AgentEvent, AgentEventType } from "../contracts/events.ts";
 
 /** Every event type, in the order a turn usually emits them. */
 export const AGENT_EVENT_TYPES = [

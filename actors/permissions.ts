@@ -7,14 +7,6 @@ import type {
 } from "../contracts/permission.ts";
 import type { PreparedCall, Risk } from "../tools/types.ts";
 
-export type {
-  PermissionAction,
-  PermissionDecision,
-  PermissionReply,
-  PermissionRequest,
-  PermissionRule,
-};
-
 export interface PermissionOptions {
   /** Configured rules, checked first; a configured `deny` wins over any reply. */
   rules?: PermissionRule[];

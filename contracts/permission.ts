@@ -1,7 +1,10 @@
 // The permission vocabulary shared by the runtime (actors/permissions.ts), the events and the
 // control protocol's clients.
 
-/** How much damage a tool can do; read by the permission policy. Missing → "high". */
+/**
+ * How much damage a tool can do; read by the permission policy. Missing → "high", or "low" for
+ * a `readOnly` tool.
+ */
 export type Risk = "low" | "medium" | "high";
 
 /** What policy says about a call before anyone is asked. */

@@ -61,7 +61,15 @@ describe("keel serve --stdio: a session driven by keel/client", () => {
     const client = await connect({ args: scripted(file) });
     const executed: unknown[] = [];
     const session = await client.openSession({
-      tools: [{ ...weatherTool, execute: (args) => (executed.push(args), "sunny, 24 °C") }],
+      tools: [
+        {
+          ...weatherTool,
+          execute: (args) => {
+            executed.push(args);
+            return "sunny, 24 °C";
+          },
+        },
+      ],
     });
     const events: AgentEvent[] = [];
     await session.subscribe((e) => events.push(e), ["call.settled", "turn.ended"]);
