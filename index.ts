@@ -25,6 +25,7 @@ export {
 export { type InboxOptions, type PromptResult, Session } from "./actors/session-runtime.ts";
 export { type Clock, sleep, systemClock } from "./contracts/clock.ts";
 export type { IdGenerator } from "./contracts/ids.ts";
+export { MAX_ARGUMENTS_CHARS, MAX_JSON_DEPTH } from "./contracts/json-limits.ts";
 export {
   type ChatMessage,
   type ChatToolCall,
