@@ -174,6 +174,46 @@ async function openPromptClose(agent: ReturnType<typeof createAgent>, id: string
   return new WeakRef(session);
 }
 
+describe("failures are bounded like output", () => {
+  it.each([
+    ["a thrown error with a 50 MB message", "throw"],
+    ["{ ok: false, message: 50 MB }", "return"],
+  ] as const)(
+    "%s reaches the model within the tool's output budget, saying how much was cut",
+    async (_label, how) => {
+      const huge = "E".repeat(50 * 1024 * 1024);
+      const tool = defineTool({
+        name: "fail",
+        description: "Fails loudly.",
+        parameters: z.object({}),
+        traits: { outputBudget: { maxBytes: 4096, overflow: "truncate" } },
+        execute: async () => {
+          if (how === "throw") throw new Error(huge);
+          return {
+            ok: false as const,
+            code: "EXECUTION_FAILED" as const,
+            message: huge,
+            retryable: false,
+          };
+        },
+      });
+      const model = scriptedModel([
+        { toolCalls: [{ id: "a", name: "fail", arguments: "{}" }] },
+        { text: "noted" },
+      ]);
+      const agent = createAgent({ model, tools: [tool] });
+      const session = await agent.openSession("loud");
+      expect(await session.prompt("go")).toEqual({ status: "completed" });
+      const toolMessage = model.requests[1].messages.find((m) => m.role === "tool");
+      const text = String(toolMessage?.content);
+      expect(Buffer.byteLength(text)).toBeLessThanOrEqual(4096 + 64);
+      expect(text).toMatch(/first \d+ of 524\d{5} bytes shown/);
+      expect(text).toContain("error message truncated");
+      await agent.close();
+    },
+  );
+});
+
 describe("session lifecycle", () => {
   it("a closed session id opens again as a working session with its history", async () => {
     const store = memoryStore();
