@@ -17,6 +17,7 @@ export type {
   AgentEventType,
 } from "./contracts/events.ts";
 export type { IdGenerator } from "./contracts/ids.ts";
+export { MAX_ARGUMENTS_CHARS, MAX_JSON_DEPTH } from "./contracts/json-limits.ts";
 export {
   type ChatMessage,
   type ChatToolCall,
