@@ -194,7 +194,7 @@ export class SessionContext {
     });
     const reason =
       mode === "overflow"
-        ? `context overflow: the request exceeds the model's context window (${window} tokens) and a compaction keeping ${keepRecentTokens} recent tokens did not help (${result.code}: ${result.message}); clear old tool results (session.clearToolResults), compact with a smaller keepRecentTokens, or use a model with a larger window`
+        ? `context overflow (not retried as it was): the request exceeds the model's context window (${window} tokens) and a compaction keeping ${keepRecentTokens} recent tokens did not help (${result.code}: ${result.message}); clear old tool results (session.clearToolResults), compact with a smaller keepRecentTokens, or use a model with a larger window`
         : `${result.code}: ${result.message}`;
     return { ok: false, reason };
   }
