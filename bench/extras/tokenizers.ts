@@ -112,7 +112,8 @@ for (const m of messages) {
         : m.tool_call_id === "call_5"
           ? "JSON (package.json)"
           : "TypeScript (4 files)";
-  const k2 = (kinds[kind] ??= { est: 0, real: 0 });
+  kinds[kind] ??= { est: 0, real: 0 };
+  const k2 = kinds[kind];
   k2.est += messageTokens(m, estimateTextTokens);
   k2.real += messageTokens(m, countGpt);
 }
