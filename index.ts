@@ -59,11 +59,10 @@ export {
 export type * from "./contracts/tool-result.ts";
 export { NOT_EXECUTED, notExecuted } from "./contracts/tool-result.ts";
 export { startInspector } from "./inspector/server.ts";
+export { classifyModelError, parseRetryAfter } from "./machines/policies/retry-classify.ts";
 export {
-  classifyModelError,
   DEFAULT_RETRY_POLICY,
   decideRetry,
-  parseRetryAfter,
   type RetryPolicy,
 } from "./machines/policies/retry-policy.ts";
 export type { TurnLimits, TurnOutput } from "./machines/turn.machine.ts";
@@ -92,8 +91,8 @@ export {
   type CompactionRefusalCode,
   type CompactionResult,
   compactSession,
-  legalCutPoints,
 } from "./session/compaction.ts";
+export { legalCutPoints } from "./session/compaction-cuts.ts";
 export {
   ContextBudget,
   type ContextBudgetOptions,

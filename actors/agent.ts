@@ -2,7 +2,7 @@ import pino, { type Logger } from "pino";
 import { type Clock, systemClock } from "../contracts/clock.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
 import type { Model } from "../contracts/model.ts";
-import type { DrainMode } from "../machines/policies/inbox.ts";
+import type { DrainMode, DrainPolicy } from "../machines/policies/inbox.ts";
 import { type RetryPolicy, resolveRetryPolicy } from "../machines/policies/retry-policy.ts";
 import type { TurnLimits } from "../machines/turn.machine.ts";
 import { SessionLog } from "../session/log.ts";
@@ -18,10 +18,10 @@ import { recoverCalls } from "./recover-calls.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import { type ContextOptions, checkContextOptions, SessionContext } from "./session-context.ts";
 import { Session } from "./session-runtime.ts";
+import { createSpill, sessionSpillDir } from "./spill-output.ts";
+import type { TurnDeps } from "./turn-runner.ts";
 
 const isInstructions = (v: unknown) => typeof v === "string" || typeof v === "function";
-
-import type { TurnDeps } from "./turn-runner.ts";
 
 export interface AgentOptions {
   model: Model;
@@ -39,6 +39,16 @@ export interface AgentOptions {
   instructions?: Instructions;
   /** The context budget, automatic compaction and overflow recovery (DESIGN §6). */
   context?: ContextOptions;
+  /**
+   * The folder for the files sessions write beside their log: a tool output over an
+   * `outputBudget` with `overflow: "spill"` goes to
+   * `<dataDir>/sessions/<sessionId>/spill/<callId>-<hash>.txt`, and its result carries the path
+   * and SHA-256. Default `.keel` (next to the default SQLite file, resolved against the working
+   * directory when written). Paths are reported as given, so with a relative `dataDir` a
+   * `read_file` rooted at the working directory (e.g. `builtinTools({ root: "." })`) can page
+   * through them. Nothing is written unless a tool spills.
+   */
+  dataDir?: string;
   limits?: Partial<TurnLimits> & {
     /** @deprecated Renamed `maxSpendTokens` (a spend cap, not a window); removed in the next release. */
     maxTokens?: number;
@@ -70,6 +80,8 @@ export interface AgentOptions {
   permissions?: PermissionOptions;
   /** @internal Test seam: builds each session's permission broker (mutation tests only). */
   permissionBroker?: (options: PermissionOptions) => PermissionBroker;
+  /** @internal Test seam: a variant of the inbox drain policy (mutation tests only). */
+  lanesToDrain?: DrainPolicy;
   /** @internal Test seam: a variant of the turn statechart (mutation tests only). */
   turnMachine?: TurnDeps["turnMachine"];
 }
@@ -137,6 +149,14 @@ export function createAgent(options: AgentOptions): Agent {
   positive("stopDeadlineMs", options.stopDeadlineMs);
   positive("finalizeDeadlineMs", options.finalizeDeadlineMs);
   positive("limits.maxSteps", options.limits?.maxSteps);
+  if (
+    options.dataDir !== undefined &&
+    (typeof options.dataDir !== "string" || options.dataDir.length === 0)
+  ) {
+    throw new TypeError(
+      `createAgent: \`dataDir\` must be a non-empty path, got ${JSON.stringify(options.dataDir)}`,
+    );
+  }
   const registry =
     options.tools && "resolve" in options.tools
       ? (options.tools as Registry)
@@ -159,6 +179,7 @@ export function createAgent(options: AgentOptions): Agent {
   // Checked here, once: a bad policy is a RangeError from createAgent, not a failed turn later.
   const retry = resolveRetryPolicy(options.retry ?? {});
   const inspect = options.inspect;
+  const dataDir = options.dataDir ?? ".keel";
 
   const agent: Agent = {
     registry,
@@ -186,11 +207,12 @@ export function createAgent(options: AgentOptions): Agent {
           steer: options.drain?.steer ?? "all",
           followUp: options.drain?.followUp ?? "one-at-a-time",
         },
+        lanesToDrain: options.lanesToDrain,
         openLog: () => SessionLog.open({ sessionId, store, clock, ids }),
         recover: (log) => recoverCalls({ log, registry, logger: sessionLogger }),
         inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
         publish: inspect ? (e) => inspect.publish(e) : undefined,
-        deps: (log, emit, drainSteer) => ({
+        deps: (log, emit, poll) => ({
           sessionId,
           log,
           model: options.model,
@@ -216,7 +238,8 @@ export function createAgent(options: AgentOptions): Agent {
           stopDeadlineMs: options.stopDeadlineMs ?? 5000,
           finalizeDeadlineMs: options.finalizeDeadlineMs ?? 10_000,
           inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
-          drainSteer,
+          poll,
+          spill: createSpill(sessionSpillDir(dataDir, sessionId)),
           turnMachine: options.turnMachine,
           permissions: options.permissions
             ? (options.permissionBroker?.(options.permissions) ??

@@ -2,12 +2,8 @@ import type { IdGenerator } from "../contracts/ids.ts";
 import type { ChatMessage, Model, Usage } from "../contracts/model.ts";
 import { estimateTextTokens, messageTokens, type TextCounter } from "../contracts/tokens.ts";
 import type { CompactionMode } from "../machines/turn.machine.ts";
-import {
-  type CompactionResult,
-  type CutRule,
-  compactSession,
-  type TokenEstimator,
-} from "../session/compaction.ts";
+import { type CompactionResult, compactSession } from "../session/compaction.ts";
+import type { CutRule, TokenEstimator } from "../session/compaction-cuts.ts";
 import { ContextBudget, type ContextUsage } from "../session/context-budget.ts";
 import type { SessionLog } from "../session/log.ts";
 import type { Registry } from "../tools/registry.ts";

@@ -98,7 +98,8 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
   const onSigint = () => {
     if (interrupted) process.exit(EXIT.interrupted);
     interrupted = true;
-    session.interrupt("interrupted by the user (Ctrl-C)");
+    // The turn is cancelled at once; a store that cannot record the interrupt shows at exit.
+    session.interrupt("interrupted by the user (Ctrl-C)").catch(() => {});
   };
   process.on("SIGINT", onSigint);
   try {

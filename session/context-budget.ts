@@ -1,16 +1,6 @@
 import type { ChatMessage, ModelToolSpec, Usage } from "../contracts/model.ts";
 import { headTokens, messageTokens, type TextCounter } from "../contracts/tokens.ts";
 
-export {
-  estimateTextTokens,
-  headTokens,
-  MESSAGE_OVERHEAD,
-  messageTokens,
-  REQUEST_OVERHEAD,
-  requestTokens,
-  type TextCounter,
-} from "../contracts/tokens.ts";
-
 /**
  * The context budget of a session's next model request (DESIGN §6), kept incrementally.
  *

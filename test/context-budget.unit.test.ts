@@ -2,11 +2,12 @@ import { describe, expect, it } from "vitest";
 import { createIds } from "../actors/ids.ts";
 import { systemClock } from "../contracts/clock.ts";
 import type { ChatMessage, ModelToolSpec } from "../contracts/model.ts";
+import { estimateTextTokens } from "../contracts/tokens.ts";
 import { openaiModel } from "../providers/openai-model.ts";
 import { knownModelLimits, openaiTokenCounter } from "../providers/openai-tokens.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
-import { validateSummary } from "../session/compaction.ts";
-import { ContextBudget, estimateTextTokens } from "../session/context-budget.ts";
+import { validateSummary } from "../session/compaction-summary.ts";
+import { ContextBudget } from "../session/context-budget.ts";
 import { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";
 
