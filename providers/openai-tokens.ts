@@ -1,4 +1,5 @@
 import { createRequire } from "node:module";
+import type * as GptEncoding from "gpt-tokenizer/encoding/o200k_base";
 
 /**
  * Context windows and tokenizers of OpenAI model families (for `openaiModel`).
@@ -60,9 +61,11 @@ const NO_SPECIAL = { disallowedSpecial: new Set<string>() };
 function encoder(encoding: Encoding): (text: string) => number {
   let count = encoders.get(encoding);
   if (!count) {
-    const mod = require(`gpt-tokenizer/cjs/encoding/${encoding}`) as {
-      countTokens(text: string, options?: unknown): number;
-    };
+    // Loaded synchronously, on first use (the tables take ~0.1–0.5 s to load).
+    const mod: typeof GptEncoding =
+      encoding === "o200k_base"
+        ? require("gpt-tokenizer/cjs/encoding/o200k_base")
+        : require("gpt-tokenizer/cjs/encoding/cl100k_base");
     count = (text: string) => mod.countTokens(text, NO_SPECIAL);
     encoders.set(encoding, count);
   }
