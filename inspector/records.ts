@@ -266,6 +266,10 @@ export function agentRecord(event: AgentEvent): InspectRecord {
     case "log.written":
       e = { ...event, message: clip(event.message) };
       break;
+    case "context.compacted":
+      if (event.reason !== undefined) e = { ...event, reason: clip(event.reason) };
+      break;
+    case "context.measured":
     case "attempt.started":
     case "call.queued":
     case "call.stop-requested":
