@@ -1,32 +1,27 @@
 // The public API of Keel. Re-exports only.
-export { type Agent, type AgentOptions, createAgent, DEFAULT_LIMITS } from "./actors/agent.ts";
 export {
-  AGENT_EVENT_TYPES,
-  type AgentEvent,
-  type AgentEventBody,
-  type AgentEventOf,
-  type AgentEventType,
-  type InspectSink,
-} from "./actors/events.ts";
+  type Agent,
+  type AgentOptions,
+  createAgent,
+  DEFAULT_LIMITS,
+  type Instructions,
+  type SessionOpenOptions,
+} from "./actors/agent.ts";
+export { AGENT_EVENT_TYPES, type InspectSink } from "./actors/events.ts";
 export { createIds, randomIds, seededIds } from "./actors/ids.ts";
-export {
-  PermissionBroker,
-  type PermissionDecision,
-  type PermissionOptions,
-  type PermissionReply,
-  type PermissionRequest,
-  type PermissionRule,
-} from "./actors/permissions.ts";
+export { PermissionBroker, type PermissionOptions } from "./actors/permissions.ts";
 export {
   type PostgresRetryBudget,
   type PostgresRetryBudgetOptions,
   postgresRetryBudget,
 } from "./actors/postgres-retry-budget.ts";
+export { clearedResultText, READ_RESULT_TOOL } from "./actors/read-result-tool.ts";
 export {
   type RetryBudget,
   tokenBucketBudget,
   unlimitedRetryBudget,
 } from "./actors/retry-budget.ts";
+export type { ContextOptions } from "./actors/session-context.ts";
 export {
   defaultLeaseOwner,
   type InboxOptions,
@@ -34,9 +29,17 @@ export {
   Session,
   type SessionRole,
 } from "./actors/session-runtime.ts";
+export type { TurnResult } from "./actors/turn-runner.ts";
 export { SESSION_TASK, startWorker, type Worker, type WorkerOptions } from "./actors/worker.ts";
 export { type Clock, sleep, systemClock } from "./contracts/clock.ts";
+export type {
+  AgentEvent,
+  AgentEventBody,
+  AgentEventOf,
+  AgentEventType,
+} from "./contracts/events.ts";
 export type { IdGenerator } from "./contracts/ids.ts";
+export { MAX_ARGUMENTS_CHARS, MAX_JSON_DEPTH } from "./contracts/json-limits.ts";
 export {
   type ChatMessage,
   type ChatToolCall,
@@ -49,20 +52,40 @@ export {
   type ModelToolSpec,
   type Usage,
 } from "./contracts/model.ts";
+export { LineDecoder, type LineResult } from "./contracts/ndjson.ts";
+export type {
+  PermissionAction,
+  PermissionDecision,
+  PermissionReply,
+  PermissionRequest,
+  PermissionRule,
+} from "./contracts/permission.ts";
+export * from "./contracts/protocol.ts";
 export { type Refusal, type RefusalCode, refuse } from "./contracts/refusal.ts";
 export type * from "./contracts/status.ts";
+export {
+  estimateTextTokens,
+  headTokens,
+  messageTokens,
+  requestTokens,
+  type TextCounter,
+} from "./contracts/tokens.ts";
 export type * from "./contracts/tool-result.ts";
 export { NOT_EXECUTED, notExecuted } from "./contracts/tool-result.ts";
 export { startInspector } from "./inspector/server.ts";
+export { classifyModelError, parseRetryAfter } from "./machines/policies/retry-classify.ts";
 export {
-  classifyModelError,
   DEFAULT_RETRY_POLICY,
   decideRetry,
-  parseRetryAfter,
   type RetryPolicy,
 } from "./machines/policies/retry-policy.ts";
 export type { TurnLimits, TurnOutput } from "./machines/turn.machine.ts";
 export { type OpenAIModelOptions, openaiModel } from "./providers/openai-model.ts";
+export {
+  knownModelLimits,
+  type ModelLimits,
+  openaiTokenCounter,
+} from "./providers/openai-tokens.ts";
 export {
   type Script,
   type ScriptedModel,
@@ -82,8 +105,14 @@ export {
   type CompactionRefusalCode,
   type CompactionResult,
   compactSession,
-  legalCutPoints,
 } from "./session/compaction.ts";
+export { legalCutPoints } from "./session/compaction-cuts.ts";
+export {
+  ContextBudget,
+  type ContextBudgetOptions,
+  type ContextSource,
+  type ContextUsage,
+} from "./session/context-budget.ts";
 export type * from "./session/entries.ts";
 export { type Ledger, memoryLedger } from "./session/ledger.ts";
 export { SessionLog } from "./session/log.ts";

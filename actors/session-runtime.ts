@@ -1,21 +1,24 @@
 import { hostname } from "node:os";
 import type { Logger } from "pino";
 import type { InspectionEvent } from "xstate";
-import type { ChatMessage } from "../contracts/model.ts";
+import type { AgentEvent, AgentEventBody } from "../contracts/events.ts";
+import type { ChatMessage, Model } from "../contracts/model.ts";
+import type { PermissionReply, PermissionRequest } from "../contracts/permission.ts";
 import { type Refusal, refuse } from "../contracts/refusal.ts";
-import type { InboxLane, InboxSource } from "../contracts/status.ts";
+import type { InboxLane, InboxSource, TurnStatus } from "../contracts/status.ts";
 import type { WakeScope } from "../machines/coordinator.machine.ts";
 import {
   clear,
   type DrainMode,
-  drain,
+  type DrainPolicy,
   emptyInbox,
   type Inbox,
   type InboxEvent,
+  type PollPoint,
+  pollInbox,
   queued,
   receive,
 } from "../machines/policies/inbox.ts";
-import type { TurnOutput } from "../machines/turn.machine.ts";
 import {
   type BranchOptions,
   type BranchResult,
@@ -25,17 +28,32 @@ import {
   switchLeaf,
 } from "../session/branches.ts";
 import { type CompactionResult, compactSession } from "../session/compaction.ts";
-import type { LogEntry } from "../session/entries.ts";
+import type { ContextUsage } from "../session/context-budget.ts";
+import type { EntryOf, LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import type { Lease, LeaseStore, SessionStore } from "../session/store.ts";
 import { type Coordinator, createCoordinator } from "./coordinator.ts";
-import type { AgentEvent, AgentEventBody } from "./events.ts";
 import { modelSummarizer } from "./model-summarizer.ts";
-import type { PermissionReply, PermissionRequest } from "./permissions.ts";
-import { type TurnDeps, TurnRun } from "./turn-runner.ts";
+import { clearedResultText, READ_RESULT_TOOL } from "./read-result-tool.ts";
+import { type TurnDeps, type TurnResult, TurnRun } from "./turn-runner.ts";
 
-/** What `session.prompt()` resolves to. */
-export type PromptResult = TurnOutput;
+const TURN_ENDED: PollPoint = { type: "turn.ended" };
+const IDLE: PollPoint = { type: "idle" };
+
+/**
+ * What `session.prompt()` resolves to: how the turn ended (`status`, `reason`), its final
+ * assistant text, its summed provider usage and the number of model requests it sent.
+ */
+export type PromptResult = TurnResult;
+
+/** A prompt that never ran (removed from the queue): nothing was said, nothing spent. */
+const notRun = (status: TurnStatus, reason: string): PromptResult => ({
+  status,
+  reason,
+  text: "",
+  usage: { inputTokens: 0, outputTokens: 0 },
+  steps: 0,
+});
 
 export interface InboxOptions {
   id?: string;
@@ -45,21 +63,35 @@ export interface InboxOptions {
 export interface SessionOptions {
   sessionId: string;
   /** Builds the per-turn dependencies once the log is open. */
-  deps: (log: SessionLog, emit: (e: AgentEventBody) => void, drainSteer: () => number) => TurnDeps;
+  deps: (
+    log: SessionLog,
+    emit: (e: AgentEventBody) => void,
+    poll: (point: PollPoint) => number,
+  ) => TurnDeps;
   openLog: () => Promise<SessionLog>;
   logger: Logger;
   now: () => number;
   ids: (prefix?: string) => string;
   drain: { steer: DrainMode; followUp: DrainMode };
+  /** The instructions this session runs with (recorded at its first turn when they differ). */
+  instructions?: string | ((session: Session) => string);
+  /** The agent's model (its window and reserve, for `contextUsage()` before the log is open). */
+  model: Model;
+  /** Whether the `read_result` tool is registered (`clearToolResults` needs it). */
+  readResultTool: boolean;
   /**
    * Receives every event of the session, stamped, like a listener (the inspector's sink).
    * Contract: must return quickly and must not throw.
    */
   publish?: (event: AgentEvent) => void;
+  /** @internal Test seam: the drain policy (default `lanesToDrain`; mutation tests only). */
+  lanesToDrain?: DrainPolicy;
   /** Sees the coordinator's statechart (its doorbell) like every other actor. */
   inspect?: (event: InspectionEvent) => void;
   /** Closes what a crash left open in the log before anything else runs. */
   recover?: (log: SessionLog) => Promise<unknown>;
+  /** Called once when `close()` has finished (the agent forgets the session then). */
+  onClosed?: () => void;
   /** A store shared by processes: run only while holding the session's lease (DESIGN §5, §12). */
   lease?: SessionLeaseOptions;
 }
@@ -94,9 +126,14 @@ export type SessionRole = "solo" | "owner" | "follower" | "closed";
  *   running, else waits for the current turn to end (a prompt resolves when ITS turn ends);
  * - `steer` goes to `next-step`: read after the current batch commits, before the next model
  *   call, or at a natural end (it then continues the turn); with no turn running it starts one;
- * - `interrupt` cancels the current turn at once. Inputs queued before the interrupt stay
- *   queued (never dropped: `queued()` shows them) but do not start by themselves; the next
- *   input, `resume()`, or `clearQueue()` decides. An input submitted after the interrupt runs.
+ * - `interrupt` goes to the `interrupt` lane and cancels the current turn at once; it is
+ *   recorded as consumed when that turn has ended (or at once when none runs). Inputs queued
+ *   before the interrupt stay queued (never dropped: `queued()` shows them) but do not start by
+ *   themselves; the next input, `resume()`, or `clearQueue()` decides. An input submitted after
+ *   the interrupt runs.
+ *
+ * The inbox is polled at every point of a turn and between turns; which lanes are read where
+ * is `lanesToDrain` (machines/policies/inbox.ts), through `pollInbox`.
  */
 export class Session {
   readonly id: string;
@@ -113,6 +150,12 @@ export class Session {
   /** Inbox seq at the last interrupt: older queued inputs wait for an explicit wake. */
   private interruptedAt = -1;
   private inboxSeq = 0;
+  private opened = false;
+  private closing: Promise<void> | undefined;
+  /** Inputs called but not yet acknowledged: pending work for `awaitIdle()`. */
+  private submitting = new Set<Promise<unknown>>();
+  /** The configured instructions were compared with the log's (once per session object). */
+  private instructionsSynced = false;
   private roleValue: SessionRole = "solo";
   private lease: Lease | undefined;
   private timers: ReturnType<typeof setInterval>[] = [];
@@ -121,6 +164,7 @@ export class Session {
   private repull = false;
   /** Prompts submitted while following: resolved from the owner's log. */
   private forwarded = new Map<string, (result: PromptResult) => void>();
+  private takingOver = false;
 
   constructor(options: SessionOptions) {
     this.id = options.sessionId;
@@ -129,23 +173,22 @@ export class Session {
       const lease = options.lease;
       const held = lease ? await takeLease(lease, options.sessionId) : null;
       const log = await options.openLog();
-      // Crash recovery only by the lease's holder: a follower never touches a live owner's log.
       if (held) log.fence(held);
+      // Crash recovery only by the lease's holder: a follower never touches a live owner's log.
       if (!lease || held) await options.recover?.(log);
-      this.adopt(log);
-      if (!lease) return;
-      if (held) this.becomeOwner(held);
-      else this.becomeFollower();
+      await this.adopt(log);
+      if (lease) {
+        if (held) this.becomeOwner(held);
+        else this.becomeFollower();
+      }
+      this.opened = true;
     })();
-  }
-
-  /** This session's role across processes (see {@link SessionRole}). */
-  get role(): SessionRole {
-    return this.roleValue;
+    // Observed here so a failed open is not an unhandled rejection; callers still see it.
+    this.ready.catch(() => {});
   }
 
   /** Takes `log` as the session's state: inbox, seq, turn dependencies. */
-  private adopt(log: SessionLog): void {
+  private async adopt(log: SessionLog): Promise<void> {
     this.log = log;
     // From the log's incremental state, not its entries: a long session opens from its
     // checkpoint without decoding its history.
@@ -156,10 +199,25 @@ export class Session {
       ...this.options.deps(
         log,
         (e) => this.emit(e),
-        () => this.drainSteer(),
+        (point) => this.poll(point),
       ),
       wantsPreviews: () => this.listeners.size > 0,
     };
+    // An interrupt a stopped process received and did not record: its turn is long over.
+    if (queued(this.inbox, "interrupt").length > 0 && (!this.options.lease || log.heldLease)) {
+      this.poll(TURN_ENDED);
+      await log.flush();
+    }
+  }
+
+  /** Whether `close()` was called: a closed session accepts no input (reopen it by id). */
+  get closed(): boolean {
+    return this.closing !== undefined;
+  }
+
+  /** This session's role across processes (see {@link SessionRole}). */
+  get role(): SessionRole {
+    return this.roleValue;
   }
 
   private setRole(role: SessionRole): void {
@@ -211,8 +269,6 @@ export class Session {
     this.every(options.pollMs, () => void this.settleForwarded().catch(() => {}));
   }
 
-  private takingOver = false;
-
   /** A follower takes the lease when its owner released it or died (it expired). */
   private async tryTakeover(): Promise<void> {
     const options = this.options.lease!;
@@ -224,7 +280,7 @@ export class Session {
       const log = await this.options.openLog();
       log.fence(held);
       await this.options.recover?.(log);
-      this.adopt(log);
+      await this.adopt(log);
       this.becomeOwner(held);
       await this.settleForwarded();
       this.resume(); // acknowledged inputs the dead owner left queued run now
@@ -238,7 +294,7 @@ export class Session {
     if (this.roleValue !== "owner") return;
     this.options.logger.warn({ sessionId: this.id }, "session lease lost; following its new owner");
     this.becomeFollower();
-    this.current?.interrupt("the session's lease was lost to another runner");
+    this.cancelRunning("the session's lease was lost to another runner");
   }
 
   /**
@@ -260,6 +316,10 @@ export class Session {
         if (posted.length === 0) continue;
         let scope: "input" | "steer" | null = null;
         for (const input of posted) {
+          if (input.lane === "interrupt") {
+            await this.interrupt(input.body, { id: input.id, source: input.source });
+            continue;
+          }
           const seq = ++this.inboxSeq;
           const received = receive(this.inbox, { ...input, seq });
           if (received.type !== "accepted") continue;
@@ -277,8 +337,7 @@ export class Session {
             lane: input.lane,
             source: input.source,
           });
-          if (input.lane === "interrupt") this.interrupt("interrupted by another process");
-          else if (input.lane === "next-turn") scope = "input";
+          if (input.lane === "next-turn") scope = "input";
           else scope ??= "steer";
         }
         await this.log.flush();
@@ -351,35 +410,54 @@ export class Session {
 
   /** Submits a prompt; resolves when the turn that consumes it ends. */
   async prompt(text: string, options: InboxOptions = {}): Promise<PromptResult> {
-    const id = await this.submit("next-turn", text, options);
-    if (this.roleValue === "follower") {
-      return new Promise((resolve) => this.forwarded.set(id, resolve));
-    }
-    return new Promise((resolve) => {
-      this.waiters.set(id, resolve);
-      this.coordinator.wake("input");
+    let resolve!: (result: PromptResult) => void;
+    const result = new Promise<PromptResult>((r) => {
+      resolve = r;
     });
+    await this.submit("next-turn", text, options, (id) =>
+      (this.roleValue === "follower" ? this.forwarded : this.waiters).set(id, resolve),
+    );
+    return result;
   }
 
   /** Queues a follow-up: read when the current turn would otherwise end; starts the next turn. */
   async followUp(text: string, options: InboxOptions = {}): Promise<string> {
-    const id = await this.submit("next-turn", text, options);
-    this.coordinator.wake("input");
-    return id;
+    return this.submit("next-turn", text, options);
   }
 
   /** Queues steering: read at the next safe point of the running turn (or starts one). */
   async steer(text: string, options: InboxOptions = {}): Promise<string> {
-    const id = await this.submit("next-step", text, options);
-    this.coordinator.wake("steer");
-    return id;
+    return this.submit("next-step", text, options);
   }
 
-  /** Cancels the running turn (if any). Queued inputs stay queued. */
-  interrupt(reason = "interrupted by the user"): void {
-    this.interruptedAt = this.inboxSeq;
-    this.coordinatorRef?.interrupt();
-    this.current?.interrupt(reason);
+  /**
+   * Cancels the running turn (if any) at once; queued inputs stay queued. The interrupt is an
+   * inbox event (lane `interrupt`, body `reason`), written to the log before the turn is
+   * cancelled and recorded as consumed once that turn has ended (at once when none runs).
+   * Resolves to its inbox id once the entry is durable. A repeated `id` changes nothing.
+   */
+  async interrupt(reason = "interrupted by the user", options: InboxOptions = {}): Promise<string> {
+    // Before the log is open no turn can run: nothing to cancel yet. Once it is, everything up
+    // to the cancel runs synchronously, in this call.
+    if (!this.log) await this.ready;
+    if (this.roleValue === "follower") {
+      const id = options.id ?? this.options.ids("in");
+      const source = options.source ?? "user";
+      await this.options.lease!.store.postInput(this.id, {
+        id,
+        lane: "interrupt",
+        source,
+        body: reason,
+      });
+      return id;
+    }
+    const before = this.inboxSeq;
+    const id = this.receiveInterrupt(reason, options); // in the log before the cancel
+    if (id === undefined) return options.id as string; // received before: changes nothing
+    this.interruptedAt = before;
+    this.cancelRunning(reason);
+    await this.log.flush(); // persisted before acknowledged
+    return id;
   }
 
   /** Starts turns for inputs left queued by an interrupt or a restart. */
@@ -429,7 +507,7 @@ export class Session {
     this.inbox = inbox;
     for (const event of cleared) {
       this.log.append({ type: "inbox_consumed", inboxId: event.id });
-      this.waiters.get(event.id)?.({ status: "cancelled", reason: "removed from the queue" });
+      this.waiters.get(event.id)?.(notRun("cancelled", "removed from the queue"));
       this.waiters.delete(event.id);
     }
     void this.log.flush().catch(() => {});
@@ -443,11 +521,25 @@ export class Session {
 
   /** The model's view of the active branch (OpenAI Chat Completions shape). */
   messages(): readonly ChatMessage[] {
-    return this.log ? this.log.messages() : [];
+    return this.openLog("messages").messages();
   }
 
+  /** Every entry of the log, all branches, in `seq` order. */
   entries(): readonly LogEntry[] {
-    return this.log ? this.log.entries() : [];
+    return this.openLog("entries").entries();
+  }
+
+  /**
+   * The log, once open. Reading before then would show an empty history that looks exactly
+   * like a lost one, so it throws instead.
+   */
+  private openLog(what: string): SessionLog {
+    if (!this.opened) {
+      throw new Error(
+        `session ${this.id}: ${what}() was called before the session finished opening; use \`await agent.openSession(${JSON.stringify(this.id)})\` (or \`await session.ready\`) before reading it`,
+      );
+    }
+    return this.log;
   }
 
   /** Moves the active leaf back to `entryId` (the work tree does not roll back; the log says so). */
@@ -482,9 +574,114 @@ export class Session {
     });
   }
 
+  /**
+   * The context budget of the next model request: `used` tokens (the last provider usage plus
+   * an estimate of what was appended since when `trusted`, else an estimate of the whole
+   * request), the model's `window` (Infinity: unknown) and the output `reserve`. Cheap: it reads
+   * only what changed since it was last measured. `context.measured` events report changes.
+   */
+  contextUsage(): ContextUsage {
+    if (!this.deps) {
+      const { model } = this.options;
+      return {
+        used: 0,
+        window: model.contextWindow ?? Number.POSITIVE_INFINITY,
+        reserve: model.maxOutputTokens ?? 0,
+        trusted: false,
+      };
+    }
+    return this.deps.context.measure();
+  }
+
+  /** The instructions in force on the active branch (undefined: none). */
+  instructions(): string | undefined {
+    return this.deps?.context.instructions();
+  }
+
+  /**
+   * Changes the instructions from the next request on, as a `settings` entry: a rollback or
+   * fork to an earlier point restores the instructions in force there. Refused with
+   * `TURN_OPEN` while a turn runs.
+   */
+  async setInstructions(
+    text: string,
+  ): Promise<{ ok: true; entry: EntryOf<"settings"> } | Refusal<"TURN_OPEN">> {
+    if (typeof text !== "string") {
+      throw new TypeError(`setInstructions: instructions must be a string, got ${typeof text}`);
+    }
+    await this.ready;
+    if (this.current) return this.turnOpen("change the instructions", this.current.turnId);
+    this.instructionsSynced = true; // an explicit change wins over the configured text
+    const entry = this.recordInstructions(text);
+    await this.log.flush();
+    return { ok: true, entry };
+  }
+
+  /**
+   * Clears old tool results from the model's view (DESIGN §6): each becomes a `context_edit`
+   * whose text says how many bytes were cleared and the id the built-in `read_result` tool
+   * reads it back with (from the log, where the result stays). Clears the results of calls
+   * made at least `olderThanSteps` model responses ago (default 0: every one), except the
+   * newest `keepLast` (default 0), results already cleared and results shorter than the note
+   * that would replace them. Refused with `TURN_OPEN` while a turn runs and `READ_RESULT_OFF`
+   * without the tool (`createAgent({ context: { readResultTool: true } })`).
+   */
+  async clearToolResults(
+    options: { olderThanSteps?: number; keepLast?: number } = {},
+  ): Promise<
+    { ok: true; cleared: number; bytes: number } | Refusal<"TURN_OPEN" | "READ_RESULT_OFF">
+  > {
+    const { olderThanSteps = 0, keepLast = 0 } = options;
+    for (const [name, v] of [
+      ["olderThanSteps", olderThanSteps],
+      ["keepLast", keepLast],
+    ] as const) {
+      if (!(Number.isInteger(v) && v >= 0)) {
+        throw new TypeError(`clearToolResults: ${name} must be an integer ≥ 0, got ${String(v)}`);
+      }
+    }
+    await this.ready;
+    if (this.current) return this.turnOpen("clear tool results", this.current.turnId);
+    if (!this.options.readResultTool) {
+      return refuse(
+        "READ_RESULT_OFF",
+        `cleared results could not be read back: the ${READ_RESULT_TOOL} tool is off; create the agent with createAgent({ context: { readResultTool: true } })`,
+      );
+    }
+    const messages = this.log.messages().slice();
+    const sources = this.log.messageSources().slice();
+    let steps = 0;
+    const stepOf: number[] = [];
+    for (const m of messages) {
+      if (m.role === "assistant") steps++;
+      stepOf.push(steps);
+    }
+    const candidates: { index: number; entry: EntryOf<"call_result"> }[] = [];
+    for (let i = 0; i < messages.length; i++) {
+      const m = messages[i];
+      if (m.role !== "tool" || steps - stepOf[i] < olderThanSteps) continue;
+      const entry = this.log.get(sources[i]);
+      if (entry?.type !== "call_result") continue; // a patched slot, not a recorded result
+      candidates.push({ index: i, entry });
+    }
+    let cleared = 0;
+    let bytes = 0;
+    for (const { index, entry } of candidates.slice(0, Math.max(0, candidates.length - keepLast))) {
+      const content = (messages[index] as { content: string }).content;
+      const size = Buffer.byteLength(content);
+      const note = clearedResultText(entry.id, size);
+      if (content.startsWith("[result cleared") || note.length >= content.length) continue;
+      this.log.append({ type: "context_edit", targetId: entry.id, replacement: note });
+      cleared++;
+      bytes += size;
+    }
+    if (cleared > 0) await this.log.flush();
+    return { ok: true, cleared, bytes };
+  }
+
   /** The whole log as JSON Lines. */
   exportJsonl(): string {
-    return exportJsonl(this.log);
+    return exportJsonl(this.openLog("exportJsonl"));
   }
 
   private async branch(move: () => BranchResult): Promise<BranchResult> {
@@ -505,7 +702,7 @@ export class Session {
 
   /** The log, for branches, export and recovery. */
   get sessionLog(): SessionLog {
-    return this.log;
+    return this.openLog("sessionLog");
   }
 
   /** Resolves when the current execution has finished. */
@@ -513,9 +710,15 @@ export class Session {
     return this.coordinatorRef?.awaitSettlement() ?? Promise.resolve();
   }
 
-  /** Resolves when no turn runs and none is about to start. */
-  awaitIdle(): Promise<void> {
-    return this.coordinatorRef?.awaitIdle() ?? Promise.resolve();
+  /**
+   * Resolves when no turn runs and none is about to start. An input already called
+   * (`followUp()`, `steer()`, `prompt()`, awaited or not) is pending work: its turn runs first.
+   */
+  async awaitIdle(): Promise<void> {
+    while (this.submitting.size > 0) await Promise.allSettled([...this.submitting]);
+    await this.coordinatorRef?.awaitIdle();
+    // A turn that ended may have been followed by an input called meanwhile.
+    if (this.submitting.size > 0) return this.awaitIdle();
   }
 
   /** The session's runner host, created at the first input (an idle session holds no actor). */
@@ -534,16 +737,40 @@ export class Session {
     return this.current;
   }
 
-  async close(): Promise<void> {
-    await this.ready.catch(() => {});
-    this.interrupt("session closed");
-    await this.awaitSettlement().catch(() => {});
-    this.coordinatorRef?.stop();
-    await this.pulling;
-    if (this.log && this.roleValue !== "follower") await this.log.close().catch(() => {});
-    if (this.roleValue === "owner") await this.release().catch(() => {});
-    this.clearTimers();
-    this.setRole("closed");
+  /**
+   * Interrupts the running turn, waits for it to settle, flushes the log and releases the
+   * session: the agent forgets it, so `agent.openSession(id)` afterwards opens a fresh one from
+   * the store. Idempotent; inputs after it throw.
+   */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      await this.ready.catch(() => {});
+      this.interruptedAt = this.inboxSeq;
+      this.cancelRunning("session closed"); // a shutdown, not an input: no inbox event
+      await this.awaitSettlement().catch(() => {});
+      this.coordinatorRef?.stop();
+      try {
+        await this.pulling;
+        // A follower's log is the owner's: nothing of it is this process's to write.
+        if (this.log && this.roleValue !== "follower") await this.log.close();
+        if (this.roleValue === "owner") await this.release().catch(() => {});
+      } finally {
+        this.clearTimers();
+        this.setRole("closed");
+        for (const [id, resolve] of this.waiters) {
+          resolve(
+            notRun(
+              "cancelled",
+              `session closed before input ${id} ran; it stays queued in the log and runs after the session is reopened and resumed`,
+            ),
+          );
+        }
+        this.waiters.clear();
+        this.listeners.clear();
+        this.options.onClosed?.();
+      }
+    })();
+    return this.closing;
   }
 
   /**
@@ -569,10 +796,40 @@ export class Session {
     }
   }
 
-  private async submit(lane: InboxLane, body: string, options: InboxOptions): Promise<string> {
+  /**
+   * Persists an input, then wakes the coordinator; `onId` runs before the wake (a prompt's
+   * waiter). Tracked until acknowledged, so `awaitIdle()` counts it as pending work.
+   */
+  private submit(
+    lane: InboxLane,
+    body: string,
+    options: InboxOptions,
+    onId?: (id: string) => void,
+  ): Promise<string> {
     if (typeof body !== "string" || body.length === 0) {
       throw new TypeError(`${lane} input must be a non-empty string, got ${JSON.stringify(body)}`);
     }
+    if (this.closing) {
+      return Promise.reject(
+        new Error(
+          `session ${this.id} is closed; open it again with \`await agent.openSession(${JSON.stringify(this.id)})\``,
+        ),
+      );
+    }
+    const pending = this.receive(lane, body, options).then((id) => {
+      onId?.(id);
+      // A follower's input went to the owner's inbox: its doorbell, not ours.
+      if (this.roleValue !== "follower")
+        this.coordinator.wake(lane === "next-step" ? "steer" : "input");
+      return id;
+    });
+    this.submitting.add(pending);
+    const forget = () => this.submitting.delete(pending);
+    pending.then(forget, forget);
+    return pending;
+  }
+
+  private async receive(lane: InboxLane, body: string, options: InboxOptions): Promise<string> {
     await this.ready;
     const id = options.id ?? this.options.ids("in");
     const source = options.source ?? "user";
@@ -592,17 +849,46 @@ export class Session {
     return id;
   }
 
+  /** Receives an interrupt into the inbox and the log; its id, or undefined for a duplicate. */
+  private receiveInterrupt(reason: string, options: InboxOptions): string | undefined {
+    const id = options.id ?? this.options.ids("in");
+    const source = options.source ?? "user";
+    const seq = ++this.inboxSeq;
+    const received = receive(this.inbox, { id, source, lane: "interrupt", body: reason, seq });
+    if (received.type === "invalid") throw new TypeError(received.reason);
+    if (received.type === "duplicate") return undefined;
+    this.inbox = received.inbox;
+    this.log.append({ type: "inbox", inboxId: id, source, lane: "interrupt", body: reason });
+    this.emit({ type: "inbox.received", inboxId: id, lane: "interrupt", source });
+    // Nothing to wait for when no turn runs: recorded now.
+    if (!this.current) this.poll(TURN_ENDED);
+    return id;
+  }
+
+  /** Cancels the running execution and turn, if any. */
+  private cancelRunning(reason: string): void {
+    this.coordinatorRef?.interrupt();
+    this.current?.interrupt(reason);
+  }
+
   private hasRunnable(): boolean {
     return this.inbox.queue.some((e) => e.lane !== "interrupt" && e.seq > this.interruptedAt);
   }
 
-  /** Steering at a safe point: each pending steer becomes a user message of the running turn. */
-  private drainSteer(): number {
-    const { events, inbox } = drain(this.inbox, "next-step", this.options.drain.steer);
-    if (events.length === 0) return 0;
+  /**
+   * Polls the inbox at `point` of the running turn: logs the interrupts recorded, and makes each
+   * input taken a user message of the turn. Returns how many inputs were taken.
+   */
+  private poll(point: PollPoint): number {
+    const { inbox, interrupts, events } = this.takeAt(point);
     this.inbox = inbox;
+    for (const event of interrupts) this.consume(event, false);
     for (const event of events) this.consume(event, true);
     return events.length;
+  }
+
+  private takeAt(point: PollPoint) {
+    return pollInbox(this.inbox, point, this.options.drain, this.options.lanesToDrain);
   }
 
   private consume(event: InboxEvent, asMessage: boolean): void {
@@ -618,14 +904,49 @@ export class Session {
     this.emit({ type: "inbox.consumed", inboxId: event.id, lane: event.lane });
   }
 
+  /** Appends a `settings` entry with `text` as the instructions (other settings kept). */
+  private recordInstructions(text: string): EntryOf<"settings"> {
+    return this.log.append({
+      type: "settings",
+      settings: { ...this.log.settings(), instructions: text },
+    });
+  }
+
+  /**
+   * Once per session object, before its first turn: records the configured instructions when
+   * they differ from those in force on the branch (a new session, or new instructions). Later
+   * turns leave them: a rollback or fork keeps the instructions of the point it moved to.
+   */
+  private syncInstructions(): void {
+    if (this.instructionsSynced) return;
+    this.instructionsSynced = true;
+    const configured = this.options.instructions;
+    if (configured === undefined) return;
+    const text = typeof configured === "function" ? configured(this) : configured;
+    if (typeof text !== "string") {
+      throw new TypeError(
+        `instructions: the function must return a string, got ${typeof text} (session ${this.id})`,
+      );
+    }
+    if (text !== this.log.settings().instructions) this.recordInstructions(text);
+  }
+
   /** One execution of the coordinator: run turns while runnable inputs are queued. */
   private async run(_scope: WakeScope, signal: AbortSignal): Promise<void> {
     await this.ready;
+    try {
+      this.syncInstructions();
+    } catch (err) {
+      // The embedder's function threw: say so, and run with the instructions in force.
+      const message = `instructions not updated: ${err instanceof Error ? err.message : String(err)}`;
+      this.options.logger.warn({ err }, message);
+      this.emit({ type: "log.written", level: "warn", message });
+    }
     while (!signal.aborted && this.hasRunnable()) {
-      const lane = queued(this.inbox, "next-turn").length > 0 ? "next-turn" : "next-step";
-      const mode = lane === "next-turn" ? this.options.drain.followUp : this.options.drain.steer;
-      const { events, inbox } = drain(this.inbox, lane, mode);
+      const { inbox, interrupts, events } = this.takeAt(IDLE);
       this.inbox = inbox;
+      for (const event of interrupts) this.consume(event, false);
+      if (events.length === 0) break; // the policy reads no input lane between turns
       const turn = new TurnRun(this.deps);
       this.current = turn;
       for (const event of events) this.consume(event, false);
@@ -635,9 +956,10 @@ export class Session {
       } catch (err) {
         // A bug, not a turn outcome: still answer every prompt waiting on this turn.
         this.options.logger.error({ err }, "a turn could not run");
-        output = { status: "failed", reason: `internal error: ${String(err)}` };
+        output = notRun("failed", `internal error: ${String(err)}`);
       }
       this.current = undefined;
+      this.poll(TURN_ENDED); // interrupts that arrived during the turn are recorded now
       for (const event of events) {
         this.waiters.get(event.id)?.(output);
         this.waiters.delete(event.id);

@@ -1,6 +1,8 @@
 import { builtinTools, createAgent, openaiModel, startInspector } from "../index.ts";
 import { terminalAsk, withApproval } from "./approval.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
+import { workspaceInstructions } from "./instructions.ts";
+import { outputClosed } from "./output.ts";
 import { loadSession } from "./sessions.ts";
 import { openStore, storePath } from "./store.ts";
 import { createTrace } from "./trace.ts";
@@ -26,11 +28,32 @@ export function modelFromEnv(env: NodeJS.ProcessEnv = process.env) {
       EXIT.config,
     );
   }
-  return openaiModel({
-    model: env.KEEL_MODEL || "gpt-4.1-mini",
-    ...(apiKey ? { apiKey } : {}),
-    ...(baseURL ? { baseURL } : {}),
-  });
+  const window = env.KEEL_CONTEXT_WINDOW;
+  const contextWindow = window ? Number(window) : undefined;
+  if (window && !(Number.isInteger(contextWindow) && contextWindow! > 0)) {
+    throw new CliError(
+      `KEEL_CONTEXT_WINDOW must be a positive integer (tokens), got ${JSON.stringify(window)}`,
+      EXIT.config,
+    );
+  }
+  const model = env.KEEL_MODEL || "gpt-4.1-mini";
+  try {
+    return openaiModel({
+      model,
+      ...(contextWindow ? { contextWindow } : {}),
+      ...(apiKey ? { apiKey } : {}),
+      ...(baseURL ? { baseURL } : {}),
+    });
+  } catch (err) {
+    // An unknown model's window: say which variable sets it.
+    if (err instanceof TypeError && /context window/.test(err.message)) {
+      throw new CliError(
+        `the context window of model ${model} is not known: export KEEL_CONTEXT_WINDOW=<tokens> (e.g. 32768)`,
+        EXIT.config,
+      );
+    }
+    throw err;
+  }
 }
 
 /**
@@ -66,6 +89,7 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
   const agent = createAgent({
     model,
     tools,
+    instructions: workspaceInstructions(process.cwd(), tools),
     store,
     ...(options.maxSteps ? { limits: { maxSteps: options.maxSteps } } : {}),
     ...(inspector ? { inspect: inspector.sink } : {}),
@@ -75,9 +99,12 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
   const onSigint = () => {
     if (interrupted) process.exit(EXIT.interrupted);
     interrupted = true;
-    session.interrupt("interrupted by the user (Ctrl-C)");
+    // The turn is cancelled at once; a store that cannot record the interrupt shows at exit.
+    session.interrupt("interrupted by the user (Ctrl-C)").catch(() => {});
   };
   process.on("SIGINT", onSigint);
+  const onOutputClosed = () => session.interrupt("stdout was closed by its reader");
+  outputClosed.signal.addEventListener("abort", onOutputClosed, { once: true });
   try {
     await session.ready;
     if (inspector) trace.line(`inspector: ${inspector.url}`);
@@ -90,13 +117,14 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
       );
     }
     if (interrupted) return EXIT.interrupted;
-    if (inspector) {
+    if (inspector && !outputClosed.signal.aborted) {
       process.off("SIGINT", onSigint);
       process.stderr.write(`inspector still open at ${inspector.url} — Ctrl-C to exit\n`);
       await new Promise((resolve) => process.once("SIGINT", resolve));
     }
     return result.status === "completed" ? EXIT.ok : EXIT.turnFailed;
   } finally {
+    outputClosed.signal.removeEventListener("abort", onOutputClosed);
     process.off("SIGINT", onSigint);
     await agent.close();
     await store.close();

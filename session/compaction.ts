@@ -18,21 +18,6 @@ import {
 import type { EntryOf } from "./entries.ts";
 import type { SessionLog } from "./log.ts";
 
-export {
-  type ChooseCutOptions,
-  type CutRule,
-  chooseCut,
-  estimateTokens,
-  legalCutPoints,
-  type TokenEstimator,
-} from "./compaction-cuts.ts";
-export {
-  type CompactionAttempt,
-  SHRINK_STEPS,
-  type Summarize,
-  validateSummary,
-} from "./compaction-summary.ts";
-
 /** How much recent context a compaction keeps by default (tokens, by the estimator). */
 export const DEFAULT_KEEP_RECENT_TOKENS = 20_000;
 
@@ -135,8 +120,8 @@ export async function compactSession(
     signal,
   });
   if (!outcome.ok) return { ...outcome, message: `${outcome.message}; the old baseline stays` };
-  const { summary, input, attempts } = outcome;
-  const invalid = validateSummary(summary, input, estimate);
+  const { summary, input, attempts, finishReason } = outcome;
+  const invalid = validateSummary(summary, input, estimate, finishReason);
   if (invalid) {
     attempts[attempts.length - 1].outcome = "invalid";
     const message = `${invalid}; the old baseline stays (check the summarize prompt)`;

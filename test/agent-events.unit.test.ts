@@ -2,15 +2,10 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
-import {
-  AGENT_EVENT_TYPES,
-  type AgentEvent,
-  type AgentEventOf,
-  type AgentEventType,
-  type InspectSink,
-} from "../actors/events.ts";
+import { AGENT_EVENT_TYPES, type InspectSink } from "../actors/events.ts";
 import { createTrace } from "../cli/trace.ts";
 import { systemClock } from "../contracts/clock.ts";
+import type { AgentEvent, AgentEventOf, AgentEventType } from "../contracts/events.ts";
 import { apply, createModel } from "../inspector/page/model.js";
 import { agentRecord } from "../inspector/records.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
@@ -178,6 +173,21 @@ const SAMPLES: { [K in AgentEventType]: AgentEventOf<K> } = {
   "turn.execution-stopped": { ...base, type: "turn.execution-stopped", turnId: "t" },
   "turn.ended": { ...base, type: "turn.ended", turnId: "t", status: "failed", reason: LONG },
   "log.written": { ...base, type: "log.written", level: "warn", message: LONG },
+  "context.measured": {
+    ...base,
+    type: "context.measured",
+    used: 3100,
+    window: 4000,
+    reserve: 500,
+    trusted: true,
+  },
+  "context.compacted": {
+    ...base,
+    type: "context.compacted",
+    mode: "overflow",
+    ok: false,
+    reason: LONG,
+  },
 };
 
 /** The `case "…":` labels of a plain-JS file of the inspector page. */

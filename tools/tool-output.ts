@@ -1,3 +1,4 @@
+import { jsonProblem } from "../contracts/json-limits.ts";
 import type {
   Continuation,
   ToolErrorCode,
@@ -15,7 +16,6 @@ const CODES: ReadonlySet<string> = new Set<ToolErrorCode>([
   "CANCELLED",
   "OUTCOME_UNKNOWN",
   "DENIED",
-  "DEPENDENCY_FAILED",
   "PATH_OUTSIDE_WORKSPACE",
   "PARAMETER_MISMATCH",
   "NOT_FOUND",
@@ -34,6 +34,16 @@ export function toToolResult(output: unknown, toolName = "tool"): ToolResult {
   if (problem === undefined) {
     const r = output as ToolResult;
     if (!r.ok) return { ok: false, code: r.code, message: r.message, retryable: r.retryable };
+    // The log stores the continuation: one it cannot encode is dropped, and the model is told.
+    const unstorable =
+      r.continuation !== undefined ? jsonProblem(r.continuation, "continuation") : undefined;
+    if (unstorable !== undefined) {
+      return {
+        ok: true,
+        content: `${r.content}\n[${toolName}'s continuation was dropped: ${unstorable}; continuation args must be plain JSON.]`,
+        ...(r.truncated !== undefined && { truncated: r.truncated }),
+      };
+    }
     return {
       ok: true,
       content: r.content,
@@ -88,7 +98,10 @@ export function errorToResult(err: unknown): ToolFailure {
   let message: string;
   try {
     if (err instanceof Error) {
-      const frames = (err.stack ?? "")
+      // The stack starts with "Name: message": skip it, a message can be megabytes long.
+      const header = `${err.name}: ${err.message}`;
+      const stack = err.stack ?? "";
+      const frames = (stack.startsWith(header) ? stack.slice(header.length) : stack.slice(-8192))
         .split("\n")
         .filter((l) => /^\s+at /.test(l))
         .slice(0, 5)
@@ -112,10 +125,10 @@ export interface OutputBudgetOptions {
   toolName: string;
   args: unknown;
   /**
-   * Contract: writes `content` in full to a new file under the workspace and resolves to its
-   * workspace-relative path; may reject, and the output is then truncated instead.
+   * Contract: writes `content` in full to a file and resolves to its path and the content's
+   * SHA-256 (hex); may reject, and the output is then truncated instead.
    */
-  spill?: (content: string) => Promise<{ path: string }>;
+  spill?: (content: string) => Promise<{ path: string; sha256: string }>;
   /**
    * Contract: pure; returns how to fetch the rest after `shownBytes` of `totalBytes`, or
    * undefined when the tool has no way to page (the model is told to narrow its request).
@@ -131,32 +144,34 @@ const SPILL_PREVIEW_BYTES = 4096;
  * character). `truncate`: the head is kept with a note and `truncated: true`; a continuation
  * comes from the result itself, else from `options.continuation`, else the note says how to
  * narrow the request. `spill`: the whole content goes to `options.spill`, the result holds a
- * preview, the path, and a `read_file` continuation; if spilling fails or is not provided, it
- * truncates. Failures and results within budget are returned unchanged. Never rejects.
+ * preview, a note with the path and hash, and a `read_file` continuation carrying both; if
+ * spilling fails or is not provided, it truncates. A failure gets the same budget: a message
+ * over it keeps its head and says how much was cut (a thrown error can embed a command's whole
+ * output). Results within budget are returned unchanged. Never rejects.
  */
 export async function applyOutputBudget(
   result: ToolResult,
   budget: OutputBudget,
   options: OutputBudgetOptions,
 ): Promise<ToolResult> {
-  if (!result.ok) return result;
+  if (!result.ok) return boundFailure(result, budget.maxBytes);
   const totalBytes = utf8Length(result.content);
   if (totalBytes <= budget.maxBytes) return result;
   let spillError = "";
   if (budget.overflow === "spill" && options.spill) {
     try {
-      const { path } = await options.spill(result.content);
+      const { path, sha256 } = await options.spill(result.content);
       const head = truncateUtf8(
         result.content,
         Math.min(SPILL_PREVIEW_BYTES, Math.floor(budget.maxBytes / 2)),
       );
       const nextLine = head.text.split("\n").length;
-      const note = `\n[output of ${totalBytes} bytes exceeded the ${budget.maxBytes}-byte budget; the first ${head.bytes} bytes are shown and the full output was saved to ${path}. Read the rest with read_file {"path": ${JSON.stringify(path)}, "offset": ${nextLine}}, or search it with grep.]`;
+      const note = `\n[output of ${totalBytes} bytes exceeded the ${budget.maxBytes}-byte budget; the first ${head.bytes} bytes are shown and the full output was saved to ${path} (sha256 ${sha256}). Read the rest with read_file {"path": ${JSON.stringify(path)}, "offset": ${nextLine}}, or search it with grep.]`;
       return {
         ok: true,
         content: head.text + note,
         truncated: true,
-        continuation: { tool: "read_file", args: { path, offset: nextLine }, path },
+        continuation: { tool: "read_file", args: { path, offset: nextLine }, path, sha256 },
       };
     } catch (err) {
       spillError = ` (saving the full output failed: ${err instanceof Error ? err.message : String(err)})`;
@@ -178,6 +193,17 @@ export async function applyOutputBudget(
     result.continuation ?? options.continuation?.({ shownBytes: head.bytes, totalBytes });
   const content = truncateUtf8(head.text + note(head.bytes, continuation), budget.maxBytes).text;
   return { ok: true, content, truncated: true, ...(continuation && { continuation }) };
+}
+
+/** A failure whose message fits `maxBytes` (UTF-8), with a note of what was cut. Pure. */
+export function boundFailure(result: ToolFailure, maxBytes: number): ToolFailure {
+  // A cheap upper bound first: most messages are far below any budget.
+  if (result.message.length * 3 <= maxBytes) return result;
+  const total = utf8Length(result.message);
+  if (total <= maxBytes) return result;
+  const head = truncateUtf8(result.message, Math.max(0, maxBytes - 160));
+  const note = `\n[error message truncated: first ${head.bytes} of ${total} bytes shown (output budget ${maxBytes} bytes)]`;
+  return { ...result, message: head.text + note };
 }
 
 function safeJson(value: unknown): string {
