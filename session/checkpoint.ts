@@ -29,6 +29,12 @@ export interface CheckpointLoad {
    * lazily, while the store is still open (when the log is asked to load its history).
    */
   loadPrefix(): Promise<LogEntry[]>;
+  /**
+   * Optional, for stores that read synchronously (memory, SQLite). Contract: as `loadPrefix`,
+   * returning the entries at once. With it, a log's synchronous readers load history on first
+   * need; without it (PostgreSQL), they need `await log.loadHistory()` first.
+   */
+  loadPrefixSync?(): LogEntry[];
 }
 
 /** A store that can persist projection checkpoints (SQLite does). */
@@ -43,6 +49,8 @@ export interface CheckpointStore {
    * reloads it only when asked for it (see `SessionLog.loadHistory`).
    */
   loadUpTo?(sessionId: string, seq: number): Promise<LogEntry[]>;
+  /** Optional: `loadUpTo`, synchronously (stores that read synchronously). */
+  loadUpToSync?(sessionId: string, seq: number): LogEntry[];
 }
 
 /**

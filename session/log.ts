@@ -61,6 +61,8 @@ export class SessionLog {
   private dirty = false;
   /** Loads the entries covered by the checkpoint we opened from; null once materialised. */
   private loadPrefix: (() => Promise<LogEntry[]>) | null = null;
+  /** The same history, read synchronously, when the store can (memory, SQLite). */
+  private loadPrefixSync: (() => LogEntry[]) | null = null;
   /** The history `loadHistory` fetched, placed at the next synchronous read. */
   private loadedPrefix: LogEntry[] | null = null;
   /** The lease every append carries (a shared store's fencing token), if any. */
@@ -102,6 +104,7 @@ export class SessionLog {
     log.seq = log.checkpointSeq = checkpoint.seq;
     log.leaf = checkpoint.leafId;
     log.loadPrefix = load.loadPrefix;
+    log.loadPrefixSync = load.loadPrefixSync ?? null;
     log.inboxState = checkpoint.inbox ? restoreInbox(checkpoint.inbox) : null;
     // Entries that pick their targets from the history, a checkpoint from before the inbox was
     // kept in it, or a tail that forces a rebuild: load the history now (reads are async).
@@ -148,7 +151,7 @@ export class SessionLog {
 
   /** Whether the synchronous readers can run without `loadHistory` first. */
   get historyLoaded(): boolean {
-    return !this.loadPrefix || this.loadedPrefix !== null;
+    return !this.loadPrefix || this.loadedPrefix !== null || this.loadPrefixSync !== null;
   }
 
   /** The seq of the last entry (0: none): how many entries the session has, on every branch. */
@@ -264,6 +267,7 @@ export class SessionLog {
     this.pathEntries = [];
     const sessionId = this.sessionId;
     this.loadPrefix = () => store.loadUpTo!(sessionId, seq);
+    this.loadPrefixSync = store.loadUpToSync ? () => store.loadUpToSync!(sessionId, seq) : null;
     this.loadedPrefix = null;
   }
 
@@ -378,13 +382,14 @@ export class SessionLog {
   /** Decodes the history a checkpoint let `open` skip (once). */
   private materialize(): void {
     if (!this.loadPrefix) return;
-    const prefix = this.loadedPrefix;
+    const prefix = this.loadedPrefix ?? this.loadPrefixSync?.();
     if (!prefix) {
       throw new Error(
         `session ${this.sessionId}: the history before seq ${this.checkpointSeq} is not loaded (the log opened from a checkpoint); await log.loadHistory() before reading entries(), path(), old entries, or moving the leaf`,
       );
     }
     this.loadPrefix = null;
+    this.loadPrefixSync = null;
     this.loadedPrefix = null;
     for (const e of prefix) this.byId.set(e.id, Object.freeze(e));
     this.all = prefix.concat(this.all);

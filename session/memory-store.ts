@@ -89,9 +89,18 @@ export function memoryStore(): SessionStore & CheckpointStore {
           ensureOpen();
           return decode(session, 0, end);
         },
+        loadPrefixSync: () => {
+          ensureOpen();
+          return decode(session, 0, end);
+        },
       };
     },
     async loadUpTo(sessionId, seq) {
+      ensureOpen();
+      const session = sessions.get(sessionId);
+      return session ? decode(session, 0, upTo(session, seq)) : [];
+    },
+    loadUpToSync(sessionId, seq) {
       ensureOpen();
       const session = sessions.get(sessionId);
       return session ? decode(session, 0, upTo(session, seq)) : [];

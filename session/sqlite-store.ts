@@ -353,10 +353,17 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
           tail: decode(checkpoint.seq, Number.MAX_SAFE_INTEGER),
           loadPrefix: async () =>
             guard("load (history before the checkpoint)", () => decode(0, checkpoint.seq)),
+          loadPrefixSync: () =>
+            guard("load (history before the checkpoint)", () => decode(0, checkpoint.seq)),
         };
       });
     },
     async loadUpTo(sessionId, seq) {
+      return guard("load (history up to a checkpoint)", () =>
+        loadRange.all(sessionId, 0, seq).map((body) => JSON.parse(body) as LogEntry),
+      );
+    },
+    loadUpToSync(sessionId, seq) {
       return guard("load (history up to a checkpoint)", () =>
         loadRange.all(sessionId, 0, seq).map((body) => JSON.parse(body) as LogEntry),
       );

@@ -39,8 +39,12 @@ function counting(s: CheckpointedStore) {
   wrapped.loadFromCheckpoint = async (id) => {
     const load = await s.loadFromCheckpoint(id);
     if (!load) return load;
+    // Without the synchronous loader: the log reads history only through loadHistory(), as
+    // over PostgreSQL.
     return {
-      ...load,
+      seq: load.seq,
+      body: load.body,
+      tail: load.tail,
       loadPrefix: async () => {
         counter.prefixLoads++;
         return load.loadPrefix();
@@ -54,6 +58,7 @@ function counting(s: CheckpointedStore) {
 function countingUpTo(s: CheckpointedStore) {
   const counter = { loads: 0, seqs: [] as number[] };
   const wrapped = Object.create(s) as CheckpointedStore;
+  wrapped.loadUpToSync = undefined; // asynchronous reads only, as over PostgreSQL
   wrapped.loadUpTo = (id, seq) => {
     counter.loads++;
     counter.seqs.push(seq);
@@ -145,6 +150,18 @@ describe.each(stores)("projection checkpoints (%s store)", (_name, store) => {
     expect(reopened.entries().length).toBe(51);
     expect(reopened.path().length).toBe(51);
     expect(counter.prefixLoads).toBe(1);
+  });
+
+  it("over a store that reads synchronously, entries() loads the history on first need, once", async () => {
+    const log = await open(store, "lazy-sync", false);
+    for (let i = 0; i < 30; i++) log.append(user(`m${i}`));
+    await log.close();
+    const reopened = await open(store, "lazy-sync");
+    expect(reopened.historyLoaded).toBe(true); // nothing to await: the store can read now
+    reopened.append(user("new"));
+    expect(reopened.entries().map((e) => e.seq)).toEqual(
+      Array.from({ length: 31 }, (_, i) => i + 1),
+    );
   });
 
   it("after it writes a checkpoint, a log keeps only the entries since in memory, and behaves exactly as before", async () => {
