@@ -55,7 +55,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     CREATE OR REPLACE FUNCTION ${s}.enqueue_session() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
       PERFORM graphile_worker.add_job('${SESSION_TASK}', json_build_object('sessionId', NEW.session_id),
-        job_key := 'keel:' || TG_TABLE_SCHEMA || ':' || NEW.session_id, job_key_mode := 'preserve_run_at', max_attempts := 100);
+        job_key := 'keel:' || TG_TABLE_SCHEMA || ':' || NEW.session_id, job_key_mode := 'replace', max_attempts := 100);
       RETURN NEW;
     END $$;
     CREATE OR REPLACE TRIGGER inbox_enqueue AFTER INSERT ON ${s}.inbox FOR EACH ROW EXECUTE FUNCTION ${s}.enqueue_session();
@@ -106,7 +106,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
 
   const enqueue = (sessionId: string) =>
     store.pool.query(
-      `SELECT graphile_worker.add_job($1, json_build_object('sessionId', $2::text), job_key := $3, job_key_mode := 'preserve_run_at', max_attempts := 100)`,
+      `SELECT graphile_worker.add_job($1, json_build_object('sessionId', $2::text), job_key := $3, job_key_mode := 'replace', max_attempts := 100)`,
       [SESSION_TASK, sessionId, `keel:${s.replaceAll('"', "")}:${sessionId}`],
     );
   const sweep = setInterval(() => {

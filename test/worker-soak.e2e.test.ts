@@ -122,7 +122,23 @@ describe.skipIf(!mode.run)("workers under faults (PostgreSQL, loopback)", () => 
       }
       return true;
     };
-    await until(check, FULL ? 120_000 : 40_000, "every input consumed and every turn ended");
+    try {
+      await until(check, FULL ? 150_000 : 40_000, "every input consumed and every turn ended");
+    } catch (error) {
+      // Say which sessions are stuck, and how, before failing.
+      for (const [session, ids] of posted) {
+        const entries = await store.load(session);
+        const consumed = entries.filter((e) => e.type === "inbox_consumed").length;
+        const opens = entries.filter((e) => e.type === "turn_start").length;
+        const ends = entries.filter((e) => e.type === "turn_end").length;
+        if (consumed < ids.length || opens !== ends)
+          console.log(
+            `STUCK ${session} ${JSON.stringify({ posted: ids.length, consumed, opens, ends, lease: await store.readLease(session), untaken: (await store.postedInputs(session)).length })} jobs ${JSON.stringify((await store.pool.query("SELECT key, attempts, max_attempts, locked_at, locked_by, run_at, last_error FROM graphile_worker._private_jobs WHERE payload->>'sessionId' = $1", [session])).rows)}`,
+          );
+      }
+      for (const w of live) console.log(`WORKER ${w.pid} stderr: ${w.stderr().slice(-1500)}`);
+      throw error;
+    }
     const effects = (
       await store.pool.query(
         `SELECT call_id, count(*)::int AS n FROM ${store.schema}.effects GROUP BY call_id`,
@@ -160,5 +176,5 @@ describe.skipIf(!mode.run)("workers under faults (PostgreSQL, loopback)", () => 
       `worker soak: ${SESSIONS} sessions, ${plan.length} inputs, ${calls} call results, ${effects.length} effects, ${kills.length} workers SIGKILLed, ${Date.now() - start} ms`,
     );
     expect(kills.length).toBeGreaterThanOrEqual(3);
-  }, 180_000);
+  }, 420_000);
 });
