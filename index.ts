@@ -23,11 +23,32 @@ export {
   unlimitedRetryBudget,
 } from "./actors/retry-budget.ts";
 export { type InboxOptions, type PromptResult, Session } from "./actors/session-runtime.ts";
-export { type Clock, sleep, systemClock } from "./contracts/clock.ts";
-export type { IdGenerator } from "./contracts/ids.ts";
 export {
   type ChatMessage,
   type ChatToolCall,
+  type ChatUserContent,
+  toChatMessage,
+  toChatMessages,
+} from "./contracts/chat.ts";
+export { type Clock, sleep, systemClock } from "./contracts/clock.ts";
+export type { IdGenerator } from "./contracts/ids.ts";
+export {
+  type AssistantPart,
+  type ImagePart,
+  type JsonValue,
+  type Message,
+  type ProviderMetadata,
+  type ReasoningPart,
+  type TextPart,
+  type ToolCallPart,
+  type ToolResultPart,
+  textOf,
+  toolCallsOf,
+  type Usage,
+  type UserPart,
+  userText,
+} from "./contracts/messages.ts";
+export {
   type FinishReason,
   type Model,
   ModelError,
@@ -35,7 +56,6 @@ export {
   type ModelEvent,
   type ModelRequest,
   type ModelToolSpec,
-  type Usage,
 } from "./contracts/model.ts";
 export { type Refusal, type RefusalCode, refuse } from "./contracts/refusal.ts";
 export type * from "./contracts/status.ts";
@@ -73,6 +93,7 @@ export {
   legalCutPoints,
 } from "./session/compaction.ts";
 export type * from "./session/entries.ts";
+export { LOG_SCHEMA_VERSION } from "./session/entries.ts";
 export { type Ledger, memoryLedger } from "./session/ledger.ts";
 export { SessionLog } from "./session/log.ts";
 export { memoryStore } from "./session/memory-store.ts";

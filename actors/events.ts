@@ -1,4 +1,4 @@
-import type { ChatToolCall, Usage } from "../contracts/model.ts";
+import type { ToolCallPart, Usage } from "../contracts/messages.ts";
 import type {
   AttemptStatus,
   CallOutcome,
@@ -37,7 +37,7 @@ export type AgentEvent = { sessionId: string; at: number } & (
       turnId: string;
       attemptId: string;
       text: string;
-      toolCalls: ChatToolCall[];
+      toolCalls: ToolCallPart[];
       usage?: Usage;
     }
   | { type: "call.queued"; turnId: string; callId: string; name: string }

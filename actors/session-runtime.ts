@@ -1,6 +1,7 @@
 import type { Logger } from "pino";
 import type { InspectionEvent } from "xstate";
-import type { ChatMessage } from "../contracts/model.ts";
+import type { ChatMessage } from "../contracts/chat.ts";
+import type { Message } from "../contracts/messages.ts";
 import { type Refusal, refuse } from "../contracts/refusal.ts";
 import type { InboxLane, InboxSource } from "../contracts/status.ts";
 import type { WakeScope } from "../machines/coordinator.machine.ts";
@@ -31,6 +32,7 @@ import type { AgentEvent, AgentEventBody } from "./events.ts";
 import { modelSummarizer } from "./model-summarizer.ts";
 import type { PermissionReply, PermissionRequest } from "./permissions.ts";
 import { type TurnDeps, TurnRun } from "./turn-runner.ts";
+import { normalizeUserInput, type UserInput } from "./user-input.ts";
 
 /** What `session.prompt()` resolves to. */
 export type PromptResult = TurnOutput;
@@ -110,9 +112,13 @@ export class Session {
     });
   }
 
-  /** Submits a prompt; resolves when the turn that consumes it ends. */
-  async prompt(text: string, options: InboxOptions = {}): Promise<PromptResult> {
-    const id = await this.submit("next-turn", text, options);
+  /**
+   * Submits a prompt (text, or text and image parts); resolves when the turn that consumes it
+   * ends. Throws a `TypeError` before anything is queued or sent when the input is malformed, or
+   * has an image and the model does not take images (`Model.input.images`).
+   */
+  async prompt(input: UserInput, options: InboxOptions = {}): Promise<PromptResult> {
+    const id = await this.submit("prompt", "next-turn", input, options);
     return new Promise((resolve) => {
       this.waiters.set(id, resolve);
       this.coordinator.wake("input");
@@ -120,15 +126,18 @@ export class Session {
   }
 
   /** Queues a follow-up: read when the current turn would otherwise end; starts the next turn. */
-  async followUp(text: string, options: InboxOptions = {}): Promise<string> {
-    const id = await this.submit("next-turn", text, options);
+  async followUp(input: UserInput, options: InboxOptions = {}): Promise<string> {
+    const id = await this.submit("followUp", "next-turn", input, options);
     this.coordinator.wake("input");
     return id;
   }
 
-  /** Queues steering: read at the next safe point of the running turn (or starts one). */
-  async steer(text: string, options: InboxOptions = {}): Promise<string> {
-    const id = await this.submit("next-step", text, options);
+  /**
+   * Queues steering (text or parts, checked like `prompt`'s): read at the next safe point of
+   * the running turn (or starts one).
+   */
+  async steer(input: UserInput, options: InboxOptions = {}): Promise<string> {
+    const id = await this.submit("steer", "next-step", input, options);
     this.coordinator.wake("steer");
     return id;
   }
@@ -199,9 +208,18 @@ export class Session {
     return () => this.listeners.delete(listener);
   }
 
-  /** The model's view of the active branch (OpenAI Chat Completions shape). */
+  /** The model's view of the active branch (OpenAI Chat Completions shape; reasoning left out). */
   messages(): readonly ChatMessage[] {
     return this.log ? this.log.messages() : [];
+  }
+
+  /**
+   * The model's view of the active branch as neutral messages (contracts/messages.ts):
+   * reasoning with its provider metadata, images, tool calls and results as parts. Live and
+   * owned by the log: do not mutate; `slice()` it to keep a snapshot.
+   */
+  history(): readonly Message[] {
+    return this.log ? this.log.history() : [];
   }
 
   entries(): readonly LogEntry[] {
@@ -321,19 +339,33 @@ export class Session {
     }
   }
 
-  private async submit(lane: InboxLane, body: string, options: InboxOptions): Promise<string> {
-    if (typeof body !== "string" || body.length === 0) {
-      throw new TypeError(`${lane} input must be a non-empty string, got ${JSON.stringify(body)}`);
-    }
+  private async submit(
+    method: string,
+    lane: InboxLane,
+    input: UserInput,
+    options: InboxOptions,
+  ): Promise<string> {
+    const { text: body, parts } = normalizeUserInput(`session.${method}`, input);
     await this.ready;
+    const model = this.deps.model;
+    if (parts?.some((p) => p.type === "image") && model.input?.images !== true) {
+      throw new TypeError(
+        `session.${method}: the model "${model.name}" does not take images (its input.images is not true); send text only, or use a model that takes images (openaiModel, or aiSdkModel with an Anthropic, OpenAI or Google model)`,
+      );
+    }
     const id = options.id ?? this.options.ids("in");
     const source = options.source ?? "user";
     const seq = ++this.inboxSeq;
-    const received = receive(this.inbox, { id, source, lane, body, seq });
+    const event = parts ? { id, source, lane, body, parts, seq } : { id, source, lane, body, seq };
+    const received = receive(this.inbox, event);
     if (received.type === "invalid") throw new TypeError(received.reason);
     if (received.type === "duplicate") return id;
     this.inbox = received.inbox;
-    this.log.append({ type: "inbox", inboxId: id, source, lane, body });
+    this.log.append(
+      parts
+        ? { type: "inbox", inboxId: id, source, lane, body, parts }
+        : { type: "inbox", inboxId: id, source, lane, body },
+    );
     this.emit({ type: "inbox.received", inboxId: id, lane, source });
     await this.log.flush(); // persisted before acknowledged
     return id;
@@ -358,6 +390,7 @@ export class Session {
       this.log.append({
         type: "user_message",
         text: event.body,
+        ...(event.parts ? { parts: [...event.parts] } : {}),
         inboxId: event.id,
         turnId: this.current?.turnId,
       });
@@ -378,7 +411,9 @@ export class Session {
       for (const event of events) this.consume(event, false);
       let output: PromptResult;
       try {
-        output = await turn.start(events.map((e) => ({ text: e.body, inboxId: e.id })));
+        output = await turn.start(
+          events.map((e) => ({ text: e.body, parts: e.parts, inboxId: e.id })),
+        );
       } catch (err) {
         // A bug, not a turn outcome: still answer every prompt waiting on this turn.
         this.options.logger.error({ err }, "a turn could not run");

@@ -2,7 +2,8 @@ import type { Logger } from "pino";
 import { type AnyActorRef, createActor, type InspectionEvent } from "xstate";
 import type { Clock } from "../contracts/clock.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
-import type { ChatToolCall, Model } from "../contracts/model.ts";
+import { type ToolCallPart, toolCallsOf, type UserPart } from "../contracts/messages.ts";
+import type { Model } from "../contracts/model.ts";
 import type { CallOutcome, TurnStatus } from "../contracts/status.ts";
 import { notExecuted, type ToolResult } from "../contracts/tool-result.ts";
 import type { BatchCallResult, BatchOutput } from "../machines/batch.machine.ts";
@@ -22,7 +23,7 @@ import {
   type TurnOutput,
   type turnMachine,
 } from "../machines/turn.machine.ts";
-import { createAssembler } from "../providers/stream-assembler.ts";
+import { createAssembler, toAssistantParts } from "../providers/stream-assembler.ts";
 import type { EntryOf } from "../session/entries.ts";
 import { flat } from "../session/flat.ts";
 import type { SessionLog } from "../session/log.ts";
@@ -123,7 +124,7 @@ export class TurnRun implements TurnEffects {
   private messageEntryId = "";
   /** When the current response's first attempt started (the retry operation's start). */
   private operationStartedAt: number | undefined;
-  private lastCalls: ChatToolCall[] = [];
+  private lastCalls: ToolCallPart[] = [];
   private prepared = new Map<string, PrepareOutcome>();
   private records = new Map<string, CallRecord>();
   /** Calls of the current message whose start record was written (they may have run). */
@@ -143,12 +144,18 @@ export class TurnRun implements TurnEffects {
   }
 
   /** Starts the turn with `inputs` as the user's messages (none: continue from the log). */
-  start(inputs: readonly { text: string; inboxId?: string }[]): Promise<TurnOutput> {
+  start(
+    inputs: readonly { text: string; parts?: readonly UserPart[]; inboxId?: string }[],
+  ): Promise<TurnOutput> {
     const { log, emit } = this.deps;
     this.deps.logger.info({ inputs: inputs.length }, "turn started");
     log.append({ type: "turn_start", turnId: this.turnId });
-    for (const { text, inboxId } of inputs) {
-      log.append({ type: "user_message", text, turnId: this.turnId, inboxId });
+    for (const { text, parts, inboxId } of inputs) {
+      log.append(
+        parts
+          ? { type: "user_message", text, parts: [...parts], turnId: this.turnId, inboxId }
+          : { type: "user_message", text, turnId: this.turnId, inboxId },
+      );
     }
     emit({
       type: "turn.started",
@@ -265,7 +272,12 @@ export class TurnRun implements TurnEffects {
 
   refuseCalls(_self: AnyActorRef): void {
     for (const call of this.lastCalls) {
-      this.settle(call.id, call.function.name, "not_executed", truncatedCallResult(call));
+      this.settle(
+        call.id,
+        call.name,
+        "not_executed",
+        truncatedCallResult({ id: call.id, name: call.name, argumentsText: call.arguments }),
+      );
     }
   }
 
@@ -288,7 +300,7 @@ export class TurnRun implements TurnEffects {
   declineCalls(_self: AnyActorRef, { reason }: { reason: string }): void {
     for (const c of this.lastCalls) {
       const result = notExecuted("DENIED", `${reason}; the turn was stopped`);
-      this.settle(c.id, c.function.name, "not_executed", result);
+      this.settle(c.id, c.name, "not_executed", result);
     }
   }
 
@@ -305,7 +317,7 @@ export class TurnRun implements TurnEffects {
       turnId: this.turnId,
       calls: this.lastCalls.map((c) => {
         const r = this.records.get(c.id)!;
-        return { callId: c.id, name: c.function.name, outcome: r.outcome, result: r.result };
+        return { callId: c.id, name: c.name, outcome: r.outcome, result: r.result };
       }),
     });
     this.phase = "after the tool results were committed";
@@ -372,7 +384,7 @@ export class TurnRun implements TurnEffects {
     });
     try {
       const stream = model.stream({
-        messages: log.messages(),
+        messages: log.history(),
         tools: registry.modelTools(),
         signal: ctl.signal,
         attemptId,
@@ -405,17 +417,13 @@ export class TurnRun implements TurnEffects {
     message: ReturnType<ReturnType<typeof createAssembler>["finish"]>,
   ): void {
     const { log, registry, emit } = this.deps;
-    const toolCalls: ChatToolCall[] = message.toolCalls.map((c) => ({
-      id: c.id,
-      type: "function",
-      function: { name: c.name, arguments: c.argumentsText },
-    }));
+    const content = toAssistantParts(message);
+    const toolCalls = toolCallsOf(content);
     const entry = log.append({
       type: "assistant_message",
       turnId: this.turnId,
       attemptId,
-      text: message.text,
-      toolCalls,
+      content,
       finishReason: message.finishReason!,
       usage: message.usage,
     });
@@ -493,13 +501,10 @@ export class TurnRun implements TurnEffects {
       type: "attempt_end",
       attemptId,
       status: hasOutput || aborted ? "interrupted" : "failed",
+      partialReasoning: partial.reasoning,
       partialText: partial.text || undefined,
       partialCalls: partial.toolCalls.length
-        ? partial.toolCalls.map((c) => ({
-            id: c.id,
-            type: "function" as const,
-            function: { name: c.name, arguments: c.argumentsText },
-          }))
+        ? toolCallsOf(toAssistantParts({ text: "", toolCalls: partial.toolCalls }))
         : undefined,
       error: message,
     });
@@ -661,7 +666,7 @@ export class TurnRun implements TurnEffects {
     for (const call of this.lastCalls) {
       if (this.records.has(call.id)) continue;
       if (this.recorded.has(call.id)) {
-        this.settle(call.id, call.function.name, "unknown", {
+        this.settle(call.id, call.name, "unknown", {
           ok: false,
           code: "OUTCOME_UNKNOWN",
           message: `the turn ended (${params.reason ?? params.status}) while this call was running; whether it ran is unknown. Check the current state before retrying.`,
@@ -669,7 +674,7 @@ export class TurnRun implements TurnEffects {
         });
       } else {
         const why = `the turn ended (${params.reason ?? params.status}) before this call started`;
-        this.settle(call.id, call.function.name, "not_executed", notExecuted("CANCELLED", why));
+        this.settle(call.id, call.name, "not_executed", notExecuted("CANCELLED", why));
       }
     }
     if (params.cancelled) {

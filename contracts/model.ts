@@ -1,42 +1,33 @@
-/** A message in OpenAI Chat Completions shape: what `session.messages()` returns. */
-export type ChatMessage =
-  | { role: "system"; content: string }
-  | { role: "user"; content: string }
-  | {
-      role: "assistant";
-      content: string | null;
-      tool_calls?: ChatToolCall[];
-    }
-  | { role: "tool"; tool_call_id: string; content: string };
-
-export interface ChatToolCall {
-  id: string;
-  type: "function";
-  function: { name: string; arguments: string };
-}
+import type { Message, ProviderMetadata, Usage } from "./messages.ts";
 
 export type FinishReason = "stop" | "tool_calls" | "length" | "content_filter";
-
-export interface Usage {
-  inputTokens: number;
-  outputTokens: number;
-}
 
 /**
  * The normalised stream every model adapter emits. Tool-call events are keyed by `index`
  * (the provider's position of the call in the message); `id` and `name` may arrive on
- * `call.start` or on any delta, or never (the assembler copes).
+ * `call.start` or on any delta, or never (the assembler copes). `providerMetadata` on any event
+ * is merged (per provider, later keys win) into the part it belongs to and sent back with it.
  */
 export type ModelEvent =
-  | { type: "text.delta"; text: string }
-  | { type: "call.start"; index: number; id?: string; name?: string }
+  | { type: "text.delta"; text: string; providerMetadata?: ProviderMetadata }
+  /** Reasoning of block `key` (blocks keep their first-seen order); `text` may be "". */
+  | { type: "reasoning.delta"; key: string; text: string; providerMetadata?: ProviderMetadata }
+  | { type: "reasoning.end"; key: string; providerMetadata?: ProviderMetadata }
+  | {
+      type: "call.start";
+      index: number;
+      id?: string;
+      name?: string;
+      providerMetadata?: ProviderMetadata;
+    }
   | { type: "call.delta"; index: number; argumentsDelta: string; id?: string; name?: string }
-  | { type: "call.end"; index: number }
+  | { type: "call.end"; index: number; providerMetadata?: ProviderMetadata }
   | { type: "usage"; usage: Usage }
   | { type: "finish"; reason: FinishReason };
 
 export interface ModelRequest {
-  messages: readonly ChatMessage[];
+  /** The neutral projection (contracts/messages.ts); adapters render it to their wire. */
+  messages: readonly Message[];
   tools: readonly ModelToolSpec[];
   /** Aborted on interrupt or timeout; adapters must stop reading and reject promptly. */
   signal: AbortSignal;
@@ -50,6 +41,11 @@ export interface ModelRequest {
  */
 export interface Model {
   readonly name: string;
+  /**
+   * What the model takes besides text. A user message with an image is refused before any
+   * request (by `prompt()` / `steer()`) when `images` is not true.
+   */
+  readonly input?: { images?: boolean };
   stream(request: ModelRequest): AsyncIterable<ModelEvent>;
 }
 

@@ -1,3 +1,4 @@
+import { textOf, toolCallsOf } from "../contracts/messages.ts";
 import type { AgentEvent, AgentEventBody, LogEntry } from "../index.ts";
 import { agentRecord, clip, type InspectRecord } from "./records.ts";
 
@@ -60,12 +61,12 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
           type: "message.committed",
           turnId,
           attemptId: entry.attemptId,
-          text: entry.text,
-          toolCalls: entry.toolCalls,
+          text: textOf(entry.content),
+          toolCalls: toolCallsOf(entry.content),
           ...(entry.usage ? { usage: entry.usage } : {}),
         });
-        for (const call of entry.toolCalls) {
-          emit(at, { type: "call.queued", turnId, callId: call.id, name: call.function.name });
+        for (const call of toolCallsOf(entry.content)) {
+          emit(at, { type: "call.queued", turnId, callId: call.id, name: call.name });
         }
         break;
       case "call_started":

@@ -1,14 +1,15 @@
 import OpenAI from "openai";
 import type { ChatCompletionChunk } from "openai/resources/chat/completions";
+import { toChatMessages } from "../contracts/chat.ts";
 import type { Clock } from "../contracts/clock.ts";
 import { systemClock } from "../contracts/clock.ts";
+import type { Usage } from "../contracts/messages.ts";
 import type {
   FinishReason,
   Model,
   ModelErrorKind,
   ModelEvent,
   ModelRequest,
-  Usage,
 } from "../contracts/model.ts";
 import { ModelError } from "../contracts/model.ts";
 
@@ -30,6 +31,11 @@ export interface OpenAIModelOptions {
   client?: OpenAI;
   /** `Model.name`, e.g. as the shared retry budget's provider key. Default `openai:<model>`. */
   name?: string;
+  /**
+   * Whether the model takes images (Chat `image_url` parts). Default true; false for a
+   * text-only OpenAI-compatible server: a prompt with an image is then refused before any request.
+   */
+  images?: boolean;
 }
 
 /** Provider finish reasons → Keel's; unknown ones become `tool_calls` if calls arrived, else `stop`. */
@@ -59,7 +65,9 @@ export const FINISH_REASONS: Readonly<Record<string, FinishReason>> = {
  * `stream_cut`, unparsable chunks as `protocol`, the two timeouts (which abort the request)
  * as `first_chunk_timeout` / `idle_timeout`, and the caller's abort as `aborted`.
  * Events: `text.delta`; `call.start` on the first sight of an index (with id/name), then
- * `call.delta`s; at the end `call.end` per call, `usage`, `finish`.
+ * `call.delta`s; at the end `call.end` per call, `usage` (with cached and reasoning tokens when
+ * the server reports them), `finish`. Requests render Keel's neutral messages to the Chat shape
+ * (`toChatMessages`: reasoning parts are not sent, Chat has no place for them).
  */
 export function openaiModel(options: OpenAIModelOptions): Model {
   const { model, clock = systemClock, extraBody = {} } = options;
@@ -106,7 +114,7 @@ export function openaiModel(options: OpenAIModelOptions): Model {
             stream_options: { include_usage: true },
             ...extraBody,
             model,
-            messages: [...request.messages] as OpenAI.ChatCompletionMessageParam[],
+            messages: toChatMessages(request.messages) as OpenAI.ChatCompletionMessageParam[],
             ...(request.tools.length > 0 ? { tools: [...request.tools] } : {}),
             stream: true,
           },
@@ -155,7 +163,11 @@ export function openaiModel(options: OpenAIModelOptions): Model {
     }
   }
 
-  return { name: options.name ?? `openai:${model}`, stream };
+  return {
+    name: options.name ?? `openai:${model}`,
+    input: { images: options.images ?? true },
+    stream,
+  };
 }
 
 function positive(name: string, value: number): number {
@@ -212,11 +224,14 @@ function chunkMapper() {
       return rawFinish;
     },
     *push(chunk: ChatCompletionChunk): Generator<ModelEvent> {
-      if (chunk.usage)
-        usage = {
-          inputTokens: chunk.usage.prompt_tokens ?? 0,
-          outputTokens: chunk.usage.completion_tokens ?? 0,
-        };
+      if (chunk.usage) {
+        const u = chunk.usage;
+        usage = { inputTokens: u.prompt_tokens ?? 0, outputTokens: u.completion_tokens ?? 0 };
+        const cached = u.prompt_tokens_details?.cached_tokens;
+        const reasoning = u.completion_tokens_details?.reasoning_tokens;
+        if (typeof cached === "number") usage.cachedInputTokens = cached;
+        if (typeof reasoning === "number") usage.reasoningTokens = reasoning;
+      }
       const choice = chunk.choices?.find((c) => c.index === 0) ?? chunk.choices?.[0];
       if (!choice) return;
       const delta = choice.delta ?? {};

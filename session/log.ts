@@ -1,6 +1,7 @@
+import { type ChatMessage, toChatMessages } from "../contracts/chat.ts";
 import type { Clock } from "../contracts/clock.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
-import type { ChatMessage } from "../contracts/model.ts";
+import type { Message } from "../contracts/messages.ts";
 import { emptyInbox, type Inbox, inboxSnapshot, restoreInbox } from "../machines/policies/inbox.ts";
 import { activeLeaf, pathTo } from "./active-path.ts";
 import {
@@ -218,13 +219,22 @@ export class SessionLog {
   }
 
   /**
-   * The projection of the active leaf's path. The array is OWNED BY THE LOG and live: later
-   * appends extend it in place (fill patched tool slots, apply context-edit text replacements),
-   * a rebuild (leaf move, omission edit, compaction, failed attempt) replaces it with a new array. Callers must not mutate it
-   * or its (frozen) messages; `slice()` it to keep a snapshot.
+   * The projection of the active leaf's path, as neutral messages (contracts/messages.ts). The
+   * array is OWNED BY THE LOG and live: later appends extend it in place (fill patched tool
+   * slots, apply context-edit text replacements), a rebuild (leaf move, omission edit,
+   * compaction, failed attempt) replaces it with a new array. Callers must not mutate it or its
+   * (frozen) messages; `slice()` it to keep a snapshot.
    */
-  messages(): readonly ChatMessage[] {
+  history(): readonly Message[] {
     return this.fresh().messages;
+  }
+
+  /**
+   * The projection in OpenAI Chat Completions shape (contracts/chat.ts): a new array each call,
+   * O(messages) with each message rendered once.
+   */
+  messages(): ChatMessage[] {
+    return toChatMessages(this.fresh().messages);
   }
 
   /** Each message's source entry id (the assistant entry for a patched tool slot). Live. */
