@@ -12,7 +12,7 @@
  * Gemini's `thoughtSignature`. Opaque to Keel: stored in the log and sent back unchanged (the
  * AI SDK's `SharedV3ProviderMetadata` shape).
  */
-export type ProviderMetadata = Record<string, Record<string, JsonValue>>;
+export type ProviderMetadata = Record<string, { [key: string]: JsonValue | undefined }>;
 
 export type JsonValue =
   | null

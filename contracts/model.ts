@@ -46,6 +46,8 @@ export interface Model {
    * request (by `prompt()` / `steer()`) when `images` is not true.
    */
   readonly input?: { images?: boolean };
+  /** The model's context window in tokens, when the adapter was told (for the context budget). */
+  readonly contextWindow?: number;
   stream(request: ModelRequest): AsyncIterable<ModelEvent>;
 }
 
@@ -68,6 +70,11 @@ export class ModelError extends Error {
   readonly code?: string;
   readonly type?: string;
   readonly body?: unknown;
+  /**
+   * What the provider's SDK thought of retrying (the AI SDK's `APICallError.isRetryable`).
+   * Informational: Keel's classifier decides from status, code and message.
+   */
+  readonly providerRetryable?: boolean;
 
   constructor(
     message: string,
@@ -78,6 +85,7 @@ export class ModelError extends Error {
       code?: string;
       type?: string;
       body?: unknown;
+      providerRetryable?: boolean;
       cause?: unknown;
     },
   ) {
@@ -88,6 +96,7 @@ export class ModelError extends Error {
     this.code = options.code;
     this.type = options.type;
     this.body = options.body;
+    if (options.providerRetryable !== undefined) this.providerRetryable = options.providerRetryable;
   }
 }
 
