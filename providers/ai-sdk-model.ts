@@ -223,7 +223,7 @@ export function toV3Prompt(messages: readonly Message[]): LanguageModelV3Prompt 
                 return { type: "text", text: p.text, ...options(p.providerMetadata) };
               case "reasoning":
                 return { type: "reasoning", text: p.text, ...options(p.providerMetadata) };
-              case "tool-call":
+              default:
                 return {
                   type: "tool-call",
                   toolCallId: p.id,
