@@ -70,6 +70,7 @@ export {
   type RetryPolicy,
 } from "./machines/policies/retry-policy.ts";
 export type { TurnLimits, TurnOutput } from "./machines/turn.machine.ts";
+export { type AiSdkModelOptions, aiSdkModel, toV3Prompt } from "./providers/ai-sdk-model.ts";
 export { type OpenAIModelOptions, openaiModel } from "./providers/openai-model.ts";
 export {
   type Script,

@@ -26,6 +26,10 @@ export function buildProgram(result: { code: ExitCode }): Command {
     .showSuggestionAfterError(true)
     .addHelpText("after", `\n${EXIT_CODES_HELP}`);
   const store = ["--store <file>", "session store (default ./.keel/keel.db)"] as const;
+  const provider = [
+    "--provider <name>",
+    "openai-compatible (default) | openai | anthropic | google; see the README for the environment each reads",
+  ] as const;
 
   program
     .command("demo")
@@ -47,6 +51,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
     .option("--json", "one JSON event per line")
     .option("-y, --yes", "allow high-risk tools (shell) without asking")
     .option("--inspect", "serve the inspector while the turn runs")
+    .option(...provider)
     .option(
       "--max-steps <n>",
       "stop after this many model steps",
@@ -62,6 +67,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
           inspect?: boolean;
           maxSteps?: number;
           store?: string;
+          provider?: string;
         },
       ) => {
         const { runPrompt } = await import("./run.ts");
@@ -77,12 +83,19 @@ export function buildProgram(result: { code: ExitCode }): Command {
     .option("--json", "one JSON event per line")
     .option("-y, --yes", "allow high-risk tools (shell) without asking")
     .option("--inspect", "serve the inspector while the turn runs")
+    .option(...provider)
     .option(...store)
     .action(
       async (
         id: string,
         prompt: string[],
-        opts: { json?: boolean; yes?: boolean; inspect?: boolean; store?: string },
+        opts: {
+          json?: boolean;
+          yes?: boolean;
+          inspect?: boolean;
+          store?: string;
+          provider?: string;
+        },
       ) => {
         const { runPrompt } = await import("./run.ts");
         result.code = await runPrompt(prompt.join(" "), { ...opts, resume: id });
