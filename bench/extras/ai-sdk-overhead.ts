@@ -1,0 +1,129 @@
+/**
+ * Per-step overhead of `aiSdkModel` (over `@ai-sdk/openai`'s Chat Completions model) against
+ * `openaiModel` (the `openai` SDK) on the same loopback stream: one node:http server on
+ * 127.0.0.1 answers every request with the same Chat Completions SSE bytes (one tool call, then
+ * a final text on the last step); each round runs a session of STEPS steps (memory store, one
+ * tool call a step) with one adapter, then the other, interleaved, in one process.
+ *   npx tsx bench/extras/ai-sdk-overhead.ts [steps=200] [rounds=7]
+ * Prints the median and fastest µs a step of each and their differences (the AI SDK layer's cost
+ * a step; on a busy machine the fastest rounds are the steadier figure).
+ */
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { createOpenAI } from "@ai-sdk/openai";
+import { z } from "zod";
+import { createAgent } from "../../actors/agent.ts";
+import type { Model } from "../../contracts/model.ts";
+import { aiSdkModel } from "../../providers/ai-sdk-model.ts";
+import { openaiModel } from "../../providers/openai-model.ts";
+import { defineTool } from "../../tools/define-tool.ts";
+
+const STEPS = Number(process.argv[2] ?? 200);
+const ROUNDS = Number(process.argv[3] ?? 7);
+
+const sse = (o: unknown) => `data: ${JSON.stringify(o)}\n\n`;
+const chunk = (delta: unknown, finish: string | null = null) => ({
+  id: "chatcmpl-bench",
+  object: "chat.completion.chunk",
+  created: 1_700_000_000,
+  model: "bench",
+  choices: [{ index: 0, delta, finish_reason: finish }],
+});
+const usage = {
+  id: "chatcmpl-bench",
+  object: "chat.completion.chunk",
+  created: 1_700_000_000,
+  model: "bench",
+  choices: [],
+  usage: { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 },
+};
+const callBody = [
+  sse(chunk({ role: "assistant", content: "" })),
+  sse(chunk({ content: "Reading the next file." })),
+  sse(
+    chunk({
+      tool_calls: [
+        { index: 0, id: "call_x", type: "function", function: { name: "read", arguments: "" } },
+      ],
+    }),
+  ),
+  sse(chunk({ tool_calls: [{ index: 0, function: { arguments: '{"path":' } }] })),
+  sse(chunk({ tool_calls: [{ index: 0, function: { arguments: '"src/a.ts"}' } }] })),
+  sse(chunk({}, "tool_calls")),
+  sse(usage),
+  "data: [DONE]\n\n",
+].join("");
+const textBody = [
+  sse(chunk({ role: "assistant", content: "" })),
+  sse(chunk({ content: "Done." })),
+  sse(chunk({}, "stop")),
+  sse(usage),
+  "data: [DONE]\n\n",
+].join("");
+
+let served = 0;
+const server = createServer((req, res) => {
+  req.resume();
+  req.on("end", () => {
+    served++;
+    const last = served % STEPS === 0;
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.end(last ? textBody : callBody);
+  });
+});
+await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+const baseURL = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+
+const read = defineTool({
+  name: "read",
+  description: "Reads a file.",
+  parameters: z.object({ path: z.string() }),
+  traits: { readOnly: true, concurrencySafe: true },
+  execute: async ({ path }) => `contents of ${path}`,
+});
+
+const adapters: Record<string, () => Model> = {
+  openaiModel: () => openaiModel({ model: "bench", baseURL, apiKey: "k" }),
+  aiSdkModel: () => aiSdkModel(createOpenAI({ baseURL, apiKey: "k" }).chat("bench")),
+};
+
+async function round(make: () => Model): Promise<number> {
+  served = 0;
+  const agent = createAgent({ model: make(), tools: [read], limits: { maxSteps: STEPS + 1 } });
+  const session = agent.session("bench");
+  const t0 = performance.now();
+  const out = await session.prompt("read them all");
+  const ms = performance.now() - t0;
+  if (out.status !== "completed" || served !== STEPS)
+    throw new Error(`round failed: ${JSON.stringify(out)} after ${served} requests`);
+  await agent.close();
+  return (ms * 1000) / STEPS;
+}
+
+const results: Record<string, number[]> = { openaiModel: [], aiSdkModel: [] };
+for (const name of Object.keys(adapters)) await round(adapters[name]); // warm-up
+for (let r = 0; r < ROUNDS; r++) {
+  for (const name of r % 2 ? ["aiSdkModel", "openaiModel"] : ["openaiModel", "aiSdkModel"]) {
+    results[name].push(await round(adapters[name]));
+  }
+}
+server.close();
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const min = (xs: number[]) => Math.min(...xs);
+const a = median(results.openaiModel);
+const b = median(results.aiSdkModel);
+console.log(
+  `${STEPS} steps × ${ROUNDS} rounds, loopback HTTP, one tool call a step (Node ${process.version})`,
+);
+console.log(
+  `openaiModel  ${a.toFixed(0)} µs/step  (rounds: ${results.openaiModel.map((x) => x.toFixed(0)).join(" ")})`,
+);
+console.log(
+  `aiSdkModel   ${b.toFixed(0)} µs/step  (rounds: ${results.aiSdkModel.map((x) => x.toFixed(0)).join(" ")})`,
+);
+console.log(`difference   ${(b - a).toFixed(0)} µs/step (${(b / a).toFixed(2)}×) by medians`);
+const am = min(results.openaiModel);
+const bm = min(results.aiSdkModel);
+console.log(
+  `fastest rounds: openaiModel ${am.toFixed(0)}, aiSdkModel ${bm.toFixed(0)} µs/step (${(bm - am).toFixed(0)} µs, ${(bm / am).toFixed(2)}×)`,
+);
