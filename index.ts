@@ -1,22 +1,8 @@
 // The public API of Keel. Re-exports only.
 export { type Agent, type AgentOptions, createAgent, DEFAULT_LIMITS } from "./actors/agent.ts";
-export {
-  AGENT_EVENT_TYPES,
-  type AgentEvent,
-  type AgentEventBody,
-  type AgentEventOf,
-  type AgentEventType,
-  type InspectSink,
-} from "./actors/events.ts";
+export { AGENT_EVENT_TYPES, type InspectSink } from "./actors/events.ts";
 export { createIds, randomIds, seededIds } from "./actors/ids.ts";
-export {
-  PermissionBroker,
-  type PermissionDecision,
-  type PermissionOptions,
-  type PermissionReply,
-  type PermissionRequest,
-  type PermissionRule,
-} from "./actors/permissions.ts";
+export { PermissionBroker, type PermissionOptions } from "./actors/permissions.ts";
 export {
   type RetryBudget,
   tokenBucketBudget,
@@ -31,6 +17,12 @@ export {
   toChatMessages,
 } from "./contracts/chat.ts";
 export { type Clock, sleep, systemClock } from "./contracts/clock.ts";
+export type {
+  AgentEvent,
+  AgentEventBody,
+  AgentEventOf,
+  AgentEventType,
+} from "./contracts/events.ts";
 export type { IdGenerator } from "./contracts/ids.ts";
 export {
   type AssistantPart,
@@ -57,16 +49,24 @@ export {
   type ModelRequest,
   type ModelToolSpec,
 } from "./contracts/model.ts";
+export { LineDecoder, type LineResult } from "./contracts/ndjson.ts";
+export type {
+  PermissionAction,
+  PermissionDecision,
+  PermissionReply,
+  PermissionRequest,
+  PermissionRule,
+} from "./contracts/permission.ts";
+export * from "./contracts/protocol.ts";
 export { type Refusal, type RefusalCode, refuse } from "./contracts/refusal.ts";
 export type * from "./contracts/status.ts";
 export type * from "./contracts/tool-result.ts";
 export { NOT_EXECUTED, notExecuted } from "./contracts/tool-result.ts";
 export { startInspector } from "./inspector/server.ts";
+export { classifyModelError, parseRetryAfter } from "./machines/policies/retry-classify.ts";
 export {
-  classifyModelError,
   DEFAULT_RETRY_POLICY,
   decideRetry,
-  parseRetryAfter,
   type RetryPolicy,
 } from "./machines/policies/retry-policy.ts";
 export type { TurnLimits, TurnOutput } from "./machines/turn.machine.ts";
@@ -91,8 +91,8 @@ export {
   type CompactionRefusalCode,
   type CompactionResult,
   compactSession,
-  legalCutPoints,
 } from "./session/compaction.ts";
+export { legalCutPoints } from "./session/compaction-cuts.ts";
 export type * from "./session/entries.ts";
 export { LOG_SCHEMA_VERSION } from "./session/entries.ts";
 export { type Ledger, memoryLedger } from "./session/ledger.ts";

@@ -1,17 +1,21 @@
 import type { Logger } from "pino";
 import type { InspectionEvent } from "xstate";
 import type { ChatMessage } from "../contracts/chat.ts";
+import type { AgentEvent, AgentEventBody } from "../contracts/events.ts";
 import type { Message } from "../contracts/messages.ts";
+import type { PermissionReply, PermissionRequest } from "../contracts/permission.ts";
 import { type Refusal, refuse } from "../contracts/refusal.ts";
 import type { InboxLane, InboxSource } from "../contracts/status.ts";
 import type { WakeScope } from "../machines/coordinator.machine.ts";
 import {
   clear,
   type DrainMode,
-  drain,
+  type DrainPolicy,
   emptyInbox,
   type Inbox,
   type InboxEvent,
+  type PollPoint,
+  pollInbox,
   queued,
   receive,
 } from "../machines/policies/inbox.ts";
@@ -28,11 +32,12 @@ import { type CompactionResult, compactSession } from "../session/compaction.ts"
 import type { LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import { type Coordinator, createCoordinator } from "./coordinator.ts";
-import type { AgentEvent, AgentEventBody } from "./events.ts";
 import { modelSummarizer } from "./model-summarizer.ts";
-import type { PermissionReply, PermissionRequest } from "./permissions.ts";
 import { type TurnDeps, TurnRun } from "./turn-runner.ts";
 import { normalizeUserInput, type UserInput } from "./user-input.ts";
+
+const TURN_ENDED: PollPoint = { type: "turn.ended" };
+const IDLE: PollPoint = { type: "idle" };
 
 /** What `session.prompt()` resolves to. */
 export type PromptResult = TurnOutput;
@@ -45,7 +50,11 @@ export interface InboxOptions {
 export interface SessionOptions {
   sessionId: string;
   /** Builds the per-turn dependencies once the log is open. */
-  deps: (log: SessionLog, emit: (e: AgentEventBody) => void, drainSteer: () => number) => TurnDeps;
+  deps: (
+    log: SessionLog,
+    emit: (e: AgentEventBody) => void,
+    poll: (point: PollPoint) => number,
+  ) => TurnDeps;
   openLog: () => Promise<SessionLog>;
   logger: Logger;
   now: () => number;
@@ -56,6 +65,8 @@ export interface SessionOptions {
    * Contract: must return quickly and must not throw.
    */
   publish?: (event: AgentEvent) => void;
+  /** @internal Test seam: the drain policy (default `lanesToDrain`; mutation tests only). */
+  lanesToDrain?: DrainPolicy;
   /** Sees the coordinator's statechart (its doorbell) like every other actor. */
   inspect?: (event: InspectionEvent) => void;
   /** Closes what a crash left open in the log before anything else runs. */
@@ -70,9 +81,14 @@ export interface SessionOptions {
  *   running, else waits for the current turn to end (a prompt resolves when ITS turn ends);
  * - `steer` goes to `next-step`: read after the current batch commits, before the next model
  *   call, or at a natural end (it then continues the turn); with no turn running it starts one;
- * - `interrupt` cancels the current turn at once. Inputs queued before the interrupt stay
- *   queued (never dropped: `queued()` shows them) but do not start by themselves; the next
- *   input, `resume()`, or `clearQueue()` decides. An input submitted after the interrupt runs.
+ * - `interrupt` goes to the `interrupt` lane and cancels the current turn at once; it is
+ *   recorded as consumed when that turn has ended (or at once when none runs). Inputs queued
+ *   before the interrupt stay queued (never dropped: `queued()` shows them) but do not start by
+ *   themselves; the next input, `resume()`, or `clearQueue()` decides. An input submitted after
+ *   the interrupt runs.
+ *
+ * The inbox is polled at every point of a turn and between turns; which lanes are read where
+ * is `lanesToDrain` (machines/policies/inbox.ts), through `pollInbox`.
  */
 export class Session {
   readonly id: string;
@@ -105,10 +121,15 @@ export class Session {
         ...options.deps(
           log,
           (e) => this.emit(e),
-          () => this.drainSteer(),
+          (point) => this.poll(point),
         ),
         wantsPreviews: () => this.listeners.size > 0,
       };
+      // An interrupt a stopped process received and did not record: its turn is long over.
+      if (queued(this.inbox, "interrupt").length > 0) {
+        this.poll(TURN_ENDED);
+        await log.flush();
+      }
     });
   }
 
@@ -142,11 +163,23 @@ export class Session {
     return id;
   }
 
-  /** Cancels the running turn (if any). Queued inputs stay queued. */
-  interrupt(reason = "interrupted by the user"): void {
-    this.interruptedAt = this.inboxSeq;
-    this.coordinatorRef?.interrupt();
-    this.current?.interrupt(reason);
+  /**
+   * Cancels the running turn (if any) at once; queued inputs stay queued. The interrupt is an
+   * inbox event (lane `interrupt`, body `reason`), written to the log before the turn is
+   * cancelled and recorded as consumed once that turn has ended (at once when none runs).
+   * Resolves to its inbox id once the entry is durable. A repeated `id` changes nothing.
+   */
+  async interrupt(reason = "interrupted by the user", options: InboxOptions = {}): Promise<string> {
+    // Before the log is open no turn can run: nothing to cancel yet. Once it is, everything up
+    // to the cancel runs synchronously, in this call.
+    if (!this.log) await this.ready;
+    const before = this.inboxSeq;
+    const id = this.receiveInterrupt(reason, options); // in the log before the cancel
+    if (id === undefined) return options.id as string; // received before: changes nothing
+    this.interruptedAt = before;
+    this.cancelRunning(reason);
+    await this.log.flush(); // persisted before acknowledged
+    return id;
   }
 
   /** Starts turns for inputs left queued by an interrupt or a restart. */
@@ -310,7 +343,8 @@ export class Session {
   }
 
   async close(): Promise<void> {
-    this.interrupt("session closed");
+    this.interruptedAt = this.inboxSeq;
+    this.cancelRunning("session closed"); // a shutdown, not an input: no inbox event
     await this.awaitSettlement().catch(() => {});
     this.coordinatorRef?.stop();
     if (this.log) await this.log.close();
@@ -371,17 +405,46 @@ export class Session {
     return id;
   }
 
+  /** Receives an interrupt into the inbox and the log; its id, or undefined for a duplicate. */
+  private receiveInterrupt(reason: string, options: InboxOptions): string | undefined {
+    const id = options.id ?? this.options.ids("in");
+    const source = options.source ?? "user";
+    const seq = ++this.inboxSeq;
+    const received = receive(this.inbox, { id, source, lane: "interrupt", body: reason, seq });
+    if (received.type === "invalid") throw new TypeError(received.reason);
+    if (received.type === "duplicate") return undefined;
+    this.inbox = received.inbox;
+    this.log.append({ type: "inbox", inboxId: id, source, lane: "interrupt", body: reason });
+    this.emit({ type: "inbox.received", inboxId: id, lane: "interrupt", source });
+    // Nothing to wait for when no turn runs: recorded now.
+    if (!this.current) this.poll(TURN_ENDED);
+    return id;
+  }
+
+  /** Cancels the running execution and turn, if any. */
+  private cancelRunning(reason: string): void {
+    this.coordinatorRef?.interrupt();
+    this.current?.interrupt(reason);
+  }
+
   private hasRunnable(): boolean {
     return this.inbox.queue.some((e) => e.lane !== "interrupt" && e.seq > this.interruptedAt);
   }
 
-  /** Steering at a safe point: each pending steer becomes a user message of the running turn. */
-  private drainSteer(): number {
-    const { events, inbox } = drain(this.inbox, "next-step", this.options.drain.steer);
-    if (events.length === 0) return 0;
+  /**
+   * Polls the inbox at `point` of the running turn: logs the interrupts recorded, and makes each
+   * input taken a user message of the turn. Returns how many inputs were taken.
+   */
+  private poll(point: PollPoint): number {
+    const { inbox, interrupts, events } = this.takeAt(point);
     this.inbox = inbox;
+    for (const event of interrupts) this.consume(event, false);
     for (const event of events) this.consume(event, true);
     return events.length;
+  }
+
+  private takeAt(point: PollPoint) {
+    return pollInbox(this.inbox, point, this.options.drain, this.options.lanesToDrain);
   }
 
   private consume(event: InboxEvent, asMessage: boolean): void {
@@ -402,10 +465,10 @@ export class Session {
   private async run(_scope: WakeScope, signal: AbortSignal): Promise<void> {
     await this.ready;
     while (!signal.aborted && this.hasRunnable()) {
-      const lane = queued(this.inbox, "next-turn").length > 0 ? "next-turn" : "next-step";
-      const mode = lane === "next-turn" ? this.options.drain.followUp : this.options.drain.steer;
-      const { events, inbox } = drain(this.inbox, lane, mode);
+      const { inbox, interrupts, events } = this.takeAt(IDLE);
       this.inbox = inbox;
+      for (const event of interrupts) this.consume(event, false);
+      if (events.length === 0) break; // the policy reads no input lane between turns
       const turn = new TurnRun(this.deps);
       this.current = turn;
       for (const event of events) this.consume(event, false);
@@ -420,6 +483,7 @@ export class Session {
         output = { status: "failed", reason: `internal error: ${String(err)}` };
       }
       this.current = undefined;
+      this.poll(TURN_ENDED); // interrupts that arrived during the turn are recorded now
       for (const event of events) {
         this.waiters.get(event.id)?.(output);
         this.waiters.delete(event.id);

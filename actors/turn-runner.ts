@@ -1,17 +1,20 @@
 import type { Logger } from "pino";
 import { type AnyActorRef, createActor, type InspectionEvent } from "xstate";
 import type { Clock } from "../contracts/clock.ts";
+import type { AgentEventBody } from "../contracts/events.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
 import { type ToolCallPart, toolCallsOf, type UserPart } from "../contracts/messages.ts";
 import type { Model } from "../contracts/model.ts";
 import type { CallOutcome, TurnStatus } from "../contracts/status.ts";
 import { notExecuted, type ToolResult } from "../contracts/tool-result.ts";
 import type { BatchCallResult, BatchOutput } from "../machines/batch.machine.ts";
+import type { PollPoint } from "../machines/policies/inbox.ts";
 import {
   decideRetry,
   initialRetryState,
   type RetryPolicy,
   type RetryState,
+  remainingWait,
 } from "../machines/policies/retry-policy.ts";
 import type { CallRef } from "../machines/tool-call.machine.ts";
 import {
@@ -27,11 +30,11 @@ import { createAssembler, toAssistantParts } from "../providers/stream-assembler
 import type { EntryOf } from "../session/entries.ts";
 import { flat } from "../session/flat.ts";
 import type { SessionLog } from "../session/log.ts";
-import { prepareCall, truncatedCallResult } from "../tools/prepare-call.ts";
+import { truncatedCallResult } from "../tools/prepare/truncated-call.ts";
+import { prepareCall } from "../tools/prepare-call.ts";
 import type { Registry } from "../tools/registry.ts";
 import type { PreparedCall, PrepareOutcome, ToolContext } from "../tools/types.ts";
 import { bindEffects, hostedTurnMachine } from "./charts.ts";
-import type { AgentEventBody } from "./events.ts";
 import { decideAll, type PermissionBroker } from "./permissions.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import { runTool, type ToolReport } from "./run-tool.ts";
@@ -56,12 +59,18 @@ export interface TurnDeps {
   finalizeDeadlineMs: number;
   inspect?: (event: InspectionEvent) => void;
   /**
-   * Consumes the next-step (steer) inbox lane: appends each pending steer as a user message.
-   * Contract: synchronous, must not throw; returns how many were consumed.
+   * Polls the session's inbox at `point` of this turn (the lanes `lanesToDrain` names): each
+   * input taken becomes a user message of this turn. The turn polls at every point, the policy
+   * decides. Contract: synchronous, must not throw; returns how many inputs were taken.
    */
-  drainSteer: () => number;
+  poll: (point: PollPoint) => number;
   /** The session's permission state; absent: every call is allowed. */
   permissions?: PermissionBroker;
+  /**
+   * Writes the full output of a tool whose `outputBudget` says `overflow: "spill"` (the session's
+   * spill folder, `createSpill`). Absent: such output is truncated. Contract: may reject.
+   */
+  spill?: (content: string, callId: string) => Promise<{ path: string; sha256: string }>;
   /** Whether anyone listens for argument previews (they cost a parse per 256 chars). */
   wantsPreviews?: () => boolean;
   /** Test seam: a variant of the turn statechart to host (mutation tests). */
@@ -95,6 +104,14 @@ class CallContext implements ToolContext {
     return this.logger;
   }
 }
+
+// The poll points the turn reaches (constants: polled at every step and call).
+const TURN_STARTED: PollPoint = { type: "turn.started" };
+const SAMPLING: PollPoint = { type: "sampling" };
+const CALL_STARTED: PollPoint = { type: "call.started" };
+const CALL_RESULT: PollPoint = { type: "call.result" };
+const BATCH_COMMITTED: PollPoint = { type: "batch.committed" };
+const NATURAL_END: PollPoint = { type: "turn.natural_end" };
 
 /** What the batch's scheduler needs to know about a prepared call. */
 const specOf = (call: PreparedCall): TurnCallSpec => ({
@@ -131,6 +148,8 @@ export class TurnRun implements TurnEffects {
   private recorded = new Set<string>();
   private callCtl = new Map<string, AbortController>();
   private phase = "before the first model request";
+  /** Whether a model request was prepared yet (the first `prepare` is the turn's start). */
+  private sampled = false;
   private flushing: Promise<void> | undefined;
   private readonly done: Promise<TurnOutput>;
   private resolveDone!: (output: TurnOutput) => void;
@@ -245,6 +264,7 @@ export class TurnRun implements TurnEffects {
 
   callSettled(_self: AnyActorRef, r: BatchCallResult): void {
     this.settle(r.callId, r.name, r.outcome, r.result);
+    this.deps.poll(CALL_RESULT);
   }
 
   // The batch (a child of the turn) ended its round: the turn may leave `executing`.
@@ -252,18 +272,21 @@ export class TurnRun implements TurnEffects {
     this.actor.send({ type: "batch.done" });
   }
 
+  // Before every model request: the first is the turn's start, every later one follows a step.
   prepare(_self: AnyActorRef): void {
-    this.deps.drainSteer();
+    this.deps.poll(this.sampled ? BATCH_COMMITTED : TURN_STARTED);
+    this.sampled = true;
   }
 
   startAttempt(self: AnyActorRef, { attempt, step }: { attempt: number; step: number }): void {
     this.phase = `while waiting for model response ${step + 1}`;
+    this.deps.poll(SAMPLING);
     void this.runAttempt(self, attempt, step);
   }
 
   pollAtEnd(self: AnyActorRef): void {
     this.phase = "after the model's final answer";
-    self.send({ type: this.deps.drainSteer() > 0 ? "end.steered" : "end.none" });
+    self.send({ type: this.deps.poll(NATURAL_END) > 0 ? "end.steered" : "end.none" });
   }
 
   abortAttempt(_self: AnyActorRef): void {
@@ -548,10 +571,12 @@ export class TurnRun implements TurnEffects {
     this.retryState = decision.state;
     this.lastFailure = decision.reason;
     this.lastMode = decision.action;
+    // The wait is what remains of the decided ready time when the timer is armed (a Retry-After
+    // is converted once, in decideRetry; time spent since, e.g. in the logger, is not added).
     self.send({
       type: "attempt.failed",
       attempt,
-      retry: { delayMs: decision.delayMs },
+      retry: { delayMs: remainingWait(decision.state, clock.now()) },
       status: "failed",
       reason: decision.reason,
     });
@@ -581,6 +606,7 @@ export class TurnRun implements TurnEffects {
     this.callCtl.set(callId, ctl);
     let settled = false;
     emit({ type: "call.started", turnId: this.turnId, callId, name: call.name, args: call.args });
+    this.deps.poll(CALL_STARTED);
     const ctx = new CallContext(
       callId,
       ctl,
@@ -604,6 +630,7 @@ export class TurnRun implements TurnEffects {
     void runTool(call.tool, call.args, ctx, {
       name: call.name,
       budget: call.traits.outputBudget,
+      spill: this.deps.spill,
     }).then(report);
   }
 

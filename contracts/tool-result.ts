@@ -9,7 +9,6 @@ export type ToolErrorCode =
   | "CANCELLED"
   | "OUTCOME_UNKNOWN"
   | "DENIED"
-  | "DEPENDENCY_FAILED"
   | "PATH_OUTSIDE_WORKSPACE"
   | "PARAMETER_MISMATCH"
   | "NOT_FOUND"
@@ -20,8 +19,10 @@ export type ToolErrorCode =
 export interface Continuation {
   tool: string;
   args: Record<string, unknown>;
-  /** Where spilled output was written (path under the workspace), when `overflow: "spill"`. */
+  /** Where the full output was written, when the tool's `outputBudget` says `overflow: "spill"`. */
   path?: string;
+  /** SHA-256 (hex) of the spilled output: the file at `path` is the output iff it hashes to this. */
+  sha256?: string;
 }
 
 export interface ToolSuccess {
@@ -45,7 +46,6 @@ export type ToolResult = ToolSuccess | ToolFailure;
 export type NotExecutedCode =
   | "CANCELLED"
   | "DENIED"
-  | "DEPENDENCY_FAILED"
   | "TRUNCATED_CALL"
   | "UNKNOWN_TOOL"
   | "INVALID_ARGS";

@@ -119,7 +119,7 @@ const refOf = ({ context }: { context: ToolCallContext }): CallRef => ({
  * - in `stopping`, a real result that arrives before the deadline wins over the cancel.
  *
  * Completion order is reported by the batch (`callSettled`), not by this machine: the batch
- * also settles calls that never got a tool-call actor (cancelled or dependency failed).
+ * also settles calls that never got a tool-call actor (cancelled before they started).
  */
 export const toolCallMachine = setup({
   types: {

@@ -49,11 +49,26 @@ export function importsOf(text) {
   return [...code.matchAll(IMPORT)].map((m) => m[1] ?? m[2]);
 }
 
-/** The wrong-way imports under `root`, one message each. */
+const REEXPORT = /(?:^|[\s;])export\s+(?:type\s+)?(?:\*(?:\s+as\s+\w+)?|\{[^}]*\})\s*from\s*["']/;
+/** The only barrels: the public API's entries (`keel`, `keel/testing`, `keel/client`). */
+const BARRELS = new Set(["index.ts", "testing.ts", "client/index.ts"]);
+
+/** Whether a source text re-exports another module (`export … from`; comments removed first). */
+export function reexports(text) {
+  return REEXPORT.test(text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/(^|[^:"'`])\/\/.*$/gm, "$1"));
+}
+
+/**
+ * The wrong-way imports under `root`, one message each; also any re-export outside the public
+ * API's entries (a convenience barrel hides which module defines a name: import from it).
+ */
 export function violations(root) {
   const found = [];
   for (const file of files(root, root)) {
     const rel = file.split(path.sep).join("/");
+    if (!BARRELS.has(rel) && reexports(readFileSync(path.join(root, file), "utf8"))) {
+      found.push(`${rel}: re-exports another module; only ${[...BARRELS].join(" and ")} may`);
+    }
     const rule = RULES.find((r) => rel.startsWith(r.folder));
     if (!rule) continue;
     for (const spec of importsOf(readFileSync(path.join(root, file), "utf8"))) {

@@ -1,6 +1,6 @@
 import { type Message, userText } from "../contracts/messages.ts";
 import type { Refusal } from "../contracts/refusal.ts";
-import { classifyModelError } from "../machines/policies/retry-policy.ts";
+import { classifyModelError } from "../machines/policies/retry-classify.ts";
 import type { TokenEstimator } from "./compaction-cuts.ts";
 import type { EntryOf } from "./entries.ts";
 import { summaryText } from "./projection.ts";

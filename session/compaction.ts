@@ -18,21 +18,6 @@ import {
 import type { EntryOf } from "./entries.ts";
 import type { SessionLog } from "./log.ts";
 
-export {
-  type ChooseCutOptions,
-  type CutRule,
-  chooseCut,
-  estimateTokens,
-  legalCutPoints,
-  type TokenEstimator,
-} from "./compaction-cuts.ts";
-export {
-  type CompactionAttempt,
-  SHRINK_STEPS,
-  type Summarize,
-  validateSummary,
-} from "./compaction-summary.ts";
-
 /** How much recent context a compaction keeps by default (tokens, by the estimator). */
 export const DEFAULT_KEEP_RECENT_TOKENS = 20_000;
 

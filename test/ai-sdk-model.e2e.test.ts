@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { type AgentOptions, createAgent } from "../actors/agent.ts";
-import type { AgentEvent } from "../actors/events.ts";
+import type { AgentEvent } from "../contracts/events.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { defineTool } from "../tools/define-tool.ts";
 import { anthropicError, anthropicMessage } from "./support/anthropic-wire.ts";

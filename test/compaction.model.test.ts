@@ -7,8 +7,8 @@ import {
   type CompactionResult,
   type CompactOptions,
   compactSession,
-  SHRINK_STEPS,
 } from "../session/compaction.ts";
+import { SHRINK_STEPS } from "../session/compaction-summary.ts";
 import type { LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";

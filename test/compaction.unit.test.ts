@@ -1,13 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { type ChatMessage, toChatMessages } from "../contracts/chat.ts";
 import { ModelError } from "../contracts/model.ts";
-import {
-  chooseCut,
-  compactSession,
-  estimateTokens,
-  legalCutPoints,
-  type Summarize,
-} from "../session/compaction.ts";
+import { compactSession } from "../session/compaction.ts";
+import { chooseCut, estimateTokens, legalCutPoints } from "../session/compaction-cuts.ts";
+import type { Summarize } from "../session/compaction-summary.ts";
 import type { LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";

@@ -4,7 +4,7 @@ import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
 import { type AnyActorRef, assign, createActor, enqueueActions, setup } from "xstate";
-import type { AgentEvent } from "../actors/events.ts";
+import type { AgentEvent } from "../contracts/events.ts";
 import { type Inspector, startInspector } from "../inspector/server.ts";
 import type { LogEntry } from "../session/entries.ts";
 import type { SessionStore } from "../session/store.ts";

@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from "vitest";
 import { assign, createActor, setup } from "xstate";
-import type { AgentEvent } from "../actors/events.ts";
+import type { AgentEvent } from "../contracts/events.ts";
 import { createFeed } from "../inspector/feed.ts";
 import { apply, createModel } from "../inspector/page/model.js";
 import { type InspectRecord, inspectionRecord, stateString } from "../inspector/records.ts";

@@ -2,12 +2,12 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
 import { NOT_EXECUTED, notExecuted } from "../contracts/tool-result.ts";
-import { dependencyFailed } from "../machines/batch.machine.ts";
 import { cancelledBeforeStart } from "../machines/tool-call.machine.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import type { EntryOf } from "../session/entries.ts";
 import { defineTool } from "../tools/define-tool.ts";
-import { prepareCall, truncatedCallResult } from "../tools/prepare-call.ts";
+import { truncatedCallResult } from "../tools/prepare/truncated-call.ts";
+import { prepareCall } from "../tools/prepare-call.ts";
 import { createRegistry } from "../tools/registry.ts";
 
 const echo = defineTool({
@@ -46,7 +46,6 @@ describe("not executed", () => {
     ];
     const results = [
       cancelledBeforeStart,
-      dependencyFailed("c0"),
       truncatedCallResult({ id: "t", function: { name: "echo", arguments: '{"te' } }),
       ...prepared.map((p) => (p.ok ? undefined : p.error)),
     ];

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
-import type { AgentEvent } from "../actors/events.ts";
-import type { PermissionReply, PermissionRequest } from "../actors/permissions.ts";
+import type { AgentEvent } from "../contracts/events.ts";
+import type { PermissionReply, PermissionRequest } from "../contracts/permission.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { defineTool } from "../tools/define-tool.ts";
@@ -184,5 +184,48 @@ describe("permissions", () => {
       code: "UNKNOWN_REQUEST",
       message: expect.stringMatching(/d1\.perm.*answered already.*pendingPermissions/),
     });
+  });
+
+  it("a readOnly tool without a declared risk runs without asking; a rule or a declared risk still asks", async () => {
+    const ran: string[] = [];
+    const reader = (name: string, traits: { risk?: "high" }) =>
+      defineTool({
+        name,
+        description: "Reads something.",
+        parameters: z.object({}),
+        traits: { readOnly: true, concurrencySafe: true, ...traits },
+        execute: () => {
+          ran.push(name);
+          return `${name} read`;
+        },
+      });
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { id: "r", name: "reader", arguments: "{}" },
+          { id: "s", name: "secrets", arguments: "{}" },
+          { id: "w", name: "watched", arguments: "{}" },
+        ],
+      },
+      { text: "done" },
+    ]);
+    const asked: PermissionRequest[] = [];
+    const session = createAgent({
+      model,
+      tools: [reader("reader", {}), reader("secrets", { risk: "high" }), reader("watched", {})],
+      permissions: {
+        rules: [{ tool: "watched", action: "ask" }],
+        ask: async (r) => {
+          asked.push(r);
+          return { type: "allow_once" };
+        },
+      },
+    }).session();
+    expect((await session.prompt("go")).status).toBe("completed");
+    expect(asked.map((r) => [r.tool, r.risk])).toEqual([
+      ["secrets", "high"],
+      ["watched", "low"],
+    ]);
+    expect(ran.sort()).toEqual(["reader", "secrets", "watched"]);
   });
 });

@@ -13,8 +13,6 @@ import { type ArgIssue, validateArgs } from "./prepare/validate-args.ts";
 import type { Registry } from "./registry.ts";
 import type { PreparedCall, PrepareOutcome, RawToolCall } from "./types.ts";
 
-export { truncatedCallResult } from "./prepare/truncated-call.ts";
-
 /**
  * Turns a raw model tool call into a validated call or an error result for the model.
  * Order: resolve the tool name (exact, alias, case/`-`/`_` variant), then the arguments text:

@@ -10,10 +10,6 @@ import { shellTool } from "./shell.ts";
 import type { Workspace } from "./workspace.ts";
 import { writeFileTool } from "./write-file.ts";
 
-export { createSpill } from "./spill.ts";
-export type { Workspace } from "./workspace.ts";
-export { resolveInWorkspace } from "./workspace.ts";
-
 /**
  * The built-in tools, all confined to `root` (which must be an existing directory; throws
  * otherwise): read_file, write_file, edit_file, list_dir, glob, grep, shell.

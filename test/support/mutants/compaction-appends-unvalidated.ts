@@ -3,12 +3,10 @@ import {
   type CompactOptions,
   commitCompaction,
   DEFAULT_KEEP_RECENT_TOKENS,
-  estimateTokens,
-  legalCutPoints,
   planCompaction,
-  validateSummary,
 } from "../../../session/compaction.ts";
-import { requestSummary } from "../../../session/compaction-summary.ts";
+import { estimateTokens, legalCutPoints } from "../../../session/compaction-cuts.ts";
+import { requestSummary, validateSummary } from "../../../session/compaction-summary.ts";
 import type { SessionLog } from "../../../session/log.ts";
 
 /**
