@@ -5,14 +5,16 @@
  * a final text on the last step); each round runs a session of STEPS steps (memory store, one
  * tool call a step) with one adapter, then the other, interleaved, in one process.
  *   npx tsx bench/extras/ai-sdk-overhead.ts [steps=200] [rounds=7]
- * Prints the median and fastest µs a step of each and their differences (the AI SDK layer's cost
- * a step; on a busy machine the fastest rounds are the steadier figure).
+ * Prints the median and fastest µs a step of each and their differences, then the adapter alone:
+ * one request (a 27-message history, the tool-call reply) of each in turn, 300 pairs, with the
+ * median of the pair differences (the steadier figure on a busy machine).
  */
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createOpenAI } from "@ai-sdk/openai";
 import { z } from "zod";
 import { createAgent } from "../../actors/agent.ts";
+import { type Message, userText } from "../../contracts/messages.ts";
 import type { Model } from "../../contracts/model.ts";
 import { aiSdkModel } from "../../providers/ai-sdk-model.ts";
 import { openaiModel } from "../../providers/openai-model.ts";
@@ -107,6 +109,50 @@ for (let r = 0; r < ROUNDS; r++) {
     results[name].push(await round(adapters[name]));
   }
 }
+// Adapter alone, paired: one request of each in turn (a 27-message history), so a load spike
+// hits both sides of a pair; the median of the pair differences is the steadier figure.
+const history: Message[] = [userText("read them all")];
+for (let i = 0; i < 13; i++) {
+  history.push({
+    role: "assistant",
+    content: [
+      { type: "text", text: "Reading the next file." },
+      { type: "tool-call", id: `call_${i}`, name: "read", arguments: '{"path":"src/a.ts"}' },
+    ],
+  });
+  history.push({
+    role: "tool",
+    content: [{ type: "tool-result", callId: `call_${i}`, name: "read", content: "contents" }],
+  });
+}
+const PAIRS = 300;
+const models = { openaiModel: adapters.openaiModel(), aiSdkModel: adapters.aiSdkModel() };
+async function once(model: Model): Promise<number> {
+  const t0 = performance.now();
+  let n = 0;
+  const request = {
+    messages: history,
+    tools: [read].map((t) => ({
+      type: "function" as const,
+      function: { name: t.name, description: t.description, parameters: { type: "object" } },
+    })),
+    signal: new AbortController().signal,
+    attemptId: "a",
+  };
+  for await (const _ of model.stream(request)) n++;
+  if (n === 0) throw new Error("no events");
+  return (performance.now() - t0) * 1000;
+}
+const pairs: { a: number; b: number }[] = [];
+served = 1; // every reply is the tool-call body
+for (let i = 0; i < 20; i++) await once(models[i % 2 ? "aiSdkModel" : "openaiModel"]);
+for (let i = 0; i < PAIRS; i++) {
+  served = 1;
+  const first = i % 2 === 0;
+  const x = await once(first ? models.openaiModel : models.aiSdkModel);
+  const y = await once(first ? models.aiSdkModel : models.openaiModel);
+  pairs.push(first ? { a: x, b: y } : { a: y, b: x });
+}
 server.close();
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const min = (xs: number[]) => Math.min(...xs);
@@ -126,4 +172,8 @@ const am = min(results.openaiModel);
 const bm = min(results.aiSdkModel);
 console.log(
   `fastest rounds: openaiModel ${am.toFixed(0)}, aiSdkModel ${bm.toFixed(0)} µs/step (${(bm - am).toFixed(0)} µs, ${(bm / am).toFixed(2)}×)`,
+);
+const pm = (f: (p: { a: number; b: number }) => number) => median(pairs.map(f));
+console.log(
+  `one request alone, ${PAIRS} pairs: openaiModel ${pm((p) => p.a).toFixed(0)} µs, aiSdkModel ${pm((p) => p.b).toFixed(0)} µs, median pair difference ${pm((p) => p.b - p.a).toFixed(0)} µs`,
 );
