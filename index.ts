@@ -1,14 +1,24 @@
 // The public API of Keel. Re-exports only.
-export { type Agent, type AgentOptions, createAgent, DEFAULT_LIMITS } from "./actors/agent.ts";
+export {
+  type Agent,
+  type AgentOptions,
+  createAgent,
+  DEFAULT_LIMITS,
+  type Instructions,
+  type SessionOpenOptions,
+} from "./actors/agent.ts";
 export { AGENT_EVENT_TYPES, type InspectSink } from "./actors/events.ts";
 export { createIds, randomIds, seededIds } from "./actors/ids.ts";
 export { PermissionBroker, type PermissionOptions } from "./actors/permissions.ts";
+export { clearedResultText, READ_RESULT_TOOL } from "./actors/read-result-tool.ts";
 export {
   type RetryBudget,
   tokenBucketBudget,
   unlimitedRetryBudget,
 } from "./actors/retry-budget.ts";
+export type { ContextOptions } from "./actors/session-context.ts";
 export { type InboxOptions, type PromptResult, Session } from "./actors/session-runtime.ts";
+export type { TurnResult } from "./actors/turn-runner.ts";
 export {
   type ChatMessage,
   type ChatToolCall,
@@ -24,6 +34,7 @@ export type {
   AgentEventType,
 } from "./contracts/events.ts";
 export type { IdGenerator } from "./contracts/ids.ts";
+export { MAX_ARGUMENTS_CHARS, MAX_JSON_DEPTH } from "./contracts/json-limits.ts";
 export {
   type AssistantPart,
   type ImagePart,
@@ -60,6 +71,13 @@ export type {
 export * from "./contracts/protocol.ts";
 export { type Refusal, type RefusalCode, refuse } from "./contracts/refusal.ts";
 export type * from "./contracts/status.ts";
+export {
+  estimateTextTokens,
+  headTokens,
+  messageTokens,
+  requestTokens,
+  type TextCounter,
+} from "./contracts/tokens.ts";
 export type * from "./contracts/tool-result.ts";
 export { NOT_EXECUTED, notExecuted } from "./contracts/tool-result.ts";
 export { startInspector } from "./inspector/server.ts";
@@ -72,6 +90,11 @@ export {
 export type { TurnLimits, TurnOutput } from "./machines/turn.machine.ts";
 export { type AiSdkModelOptions, aiSdkModel, toV3Prompt } from "./providers/ai-sdk-model.ts";
 export { type OpenAIModelOptions, openaiModel } from "./providers/openai-model.ts";
+export {
+  knownModelLimits,
+  type ModelLimits,
+  openaiTokenCounter,
+} from "./providers/openai-tokens.ts";
 export {
   type Script,
   type ScriptedModel,
@@ -93,6 +116,12 @@ export {
   compactSession,
 } from "./session/compaction.ts";
 export { legalCutPoints } from "./session/compaction-cuts.ts";
+export {
+  ContextBudget,
+  type ContextBudgetOptions,
+  type ContextSource,
+  type ContextUsage,
+} from "./session/context-budget.ts";
 export type * from "./session/entries.ts";
 export { LOG_SCHEMA_VERSION } from "./session/entries.ts";
 export { type Ledger, memoryLedger } from "./session/ledger.ts";

@@ -1,7 +1,13 @@
 import { createAnthropic } from "@ai-sdk/anthropic";
 import { createGoogleGenerativeAI } from "@ai-sdk/google";
 import { createOpenAI } from "@ai-sdk/openai";
-import { aiSdkModel, type Model, openaiModel } from "../index.ts";
+import {
+  aiSdkModel,
+  knownModelLimits,
+  type Model,
+  openaiModel,
+  openaiTokenCounter,
+} from "../index.ts";
 import { CliError, EXIT } from "./errors.ts";
 
 /** The providers `--provider` names (README "Providers" has the table). */
@@ -42,11 +48,44 @@ export function providerName(value: string | undefined): ProviderName {
 }
 
 /**
+ * Context windows of the AI SDK providers' model families, by name prefix, for the context
+ * budget when `KEEL_CONTEXT_WINDOW` is not set (OpenAI's names: `knownModelLimits`). Every
+ * current Claude model takes 200 000 tokens; Gemini 2.x takes 1 048 576.
+ */
+const FAMILY_WINDOWS: readonly (readonly [prefix: string, window: number])[] = [
+  ["claude-", 200_000],
+  ["gemini-", 1_048_576],
+];
+
+/** `KEEL_CONTEXT_WINDOW` checked: a config error when it is not a positive integer. */
+function windowFromEnv(env: NodeJS.ProcessEnv): number | undefined {
+  const window = env.KEEL_CONTEXT_WINDOW;
+  if (!window) return undefined;
+  const tokens = Number(window);
+  if (!(Number.isInteger(tokens) && tokens > 0)) {
+    throw new CliError(
+      `KEEL_CONTEXT_WINDOW must be a positive integer (tokens), got ${JSON.stringify(window)}`,
+      EXIT.config,
+    );
+  }
+  return tokens;
+}
+
+function unknownWindow(model: string): CliError {
+  return new CliError(
+    `the context window of model ${model} is not known: export KEEL_CONTEXT_WINDOW=<tokens> (e.g. 32768)`,
+    EXIT.config,
+  );
+}
+
+/**
  * The model of `provider` from the environment (`KEEL_MODEL`, the provider's key and base URL
- * variables). Throws a config error naming the variable to set when the key is missing.
+ * variables, `KEEL_CONTEXT_WINDOW`). Throws a config error naming the variable to set when the
+ * key is missing, or when the model's context window is neither known nor given.
  * `openai-compatible` is Chat Completions through `openaiModel` (any compatible server; no key
  * needed with a base URL); `openai` is the Responses API, `anthropic` the Messages API and
- * `google` the Gemini API, each through its AI SDK provider package and `aiSdkModel`.
+ * `google` the Gemini API, each through its AI SDK provider package and `aiSdkModel` (OpenAI's
+ * models count with their tokenizer, the others with the chars estimate).
  */
 export function modelFor(provider: ProviderName, env: NodeJS.ProcessEnv = process.env): Model {
   const vars = PROVIDER_ENV[provider];
@@ -62,18 +101,45 @@ export function modelFor(provider: ProviderName, env: NodeJS.ProcessEnv = proces
       EXIT.config,
     );
   }
+  const given = windowFromEnv(env);
   switch (provider) {
     case "openai-compatible":
-      return openaiModel({ model, ...(apiKey ? { apiKey } : {}), ...(baseURL ? { baseURL } : {}) });
-    case "openai":
+      try {
+        return openaiModel({
+          model,
+          ...(given ? { contextWindow: given } : {}),
+          ...(apiKey ? { apiKey } : {}),
+          ...(baseURL ? { baseURL } : {}),
+        });
+      } catch (err) {
+        // An unknown model's window: say which variable sets it.
+        if (err instanceof TypeError && /context window/.test(err.message)) {
+          throw unknownWindow(model);
+        }
+        throw err;
+      }
+    case "openai": {
+      const contextWindow = given ?? knownModelLimits(model)?.contextWindow;
+      if (contextWindow === undefined) throw unknownWindow(model);
+      const countTokens = openaiTokenCounter(model);
       // store: false keeps the API stateless: reasoning comes back as encrypted items Keel logs
       // and sends back, instead of references to what OpenAI stored.
       return aiSdkModel(createOpenAI({ apiKey, baseURL }).responses(model), {
+        contextWindow,
+        ...(countTokens ? { countTokens } : {}),
         providerOptions: { openai: { store: false, include: ["reasoning.encrypted_content"] } },
       });
+    }
     case "anthropic":
-      return aiSdkModel(createAnthropic({ apiKey, baseURL })(model));
-    case "google":
-      return aiSdkModel(createGoogleGenerativeAI({ apiKey, baseURL })(model));
+    case "google": {
+      const contextWindow =
+        given ?? FAMILY_WINDOWS.find(([prefix]) => model.startsWith(prefix))?.[1];
+      if (contextWindow === undefined) throw unknownWindow(model);
+      const languageModel =
+        provider === "anthropic"
+          ? createAnthropic({ apiKey, baseURL })(model)
+          : createGoogleGenerativeAI({ apiKey, baseURL })(model);
+      return aiSdkModel(languageModel, { contextWindow });
+    }
   }
 }

@@ -1,6 +1,7 @@
 import { builtinTools, createAgent, startInspector } from "../index.ts";
 import { terminalAsk, withApproval } from "./approval.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
+import { workspaceInstructions } from "./instructions.ts";
 import { outputClosed } from "./output.ts";
 import { modelFor, providerName } from "./provider.ts";
 import { loadSession } from "./sessions.ts";
@@ -58,6 +59,7 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
   const agent = createAgent({
     model,
     tools,
+    instructions: workspaceInstructions(process.cwd(), tools),
     store,
     ...(options.maxSteps ? { limits: { maxSteps: options.maxSteps } } : {}),
     ...(inspector ? { inspect: inspector.sink } : {}),

@@ -26,6 +26,12 @@ export type ModelEvent =
   | { type: "finish"; reason: FinishReason };
 
 export interface ModelRequest {
+  /**
+   * The session's instructions: the stable head of the request, sent before the tools and the
+   * messages (as the system message in Chat Completions, the V3 prompt's system message in
+   * `aiSdkModel`). Absent: none.
+   */
+  instructions?: string;
   /** The neutral projection (contracts/messages.ts); adapters render it to their wire. */
   messages: readonly Message[];
   tools: readonly ModelToolSpec[];
@@ -46,9 +52,20 @@ export interface Model {
    * request (by `prompt()` / `steer()`) when `images` is not true.
    */
   readonly input?: { images?: boolean };
-  /** The model's context window in tokens, when the adapter was told (for the context budget). */
-  readonly contextWindow?: number;
   stream(request: ModelRequest): AsyncIterable<ModelEvent>;
+  /**
+   * Tokens the model accepts in one request (input and output together). Absent: unknown; the
+   * runtime then measures usage but never compacts by itself.
+   */
+  readonly contextWindow?: number;
+  /** Tokens kept free for the model's answer (the output reserve of the context budget). */
+  readonly maxOutputTokens?: number;
+  /**
+   * Counts the tokens of `text` with the model's own tokenizer. Absent: the runtime estimates
+   * from characters (see `session/context-budget.ts`).
+   * Contract: pure, deterministic, synchronous, returns an integer ≥ 0.
+   */
+  readonly countTokens?: (text: string) => number;
 }
 
 /** What kind of failure a `ModelError` is, as far as the transport knows. */

@@ -22,15 +22,24 @@ import type {
   ModelToolSpec,
 } from "../contracts/model.ts";
 import { ModelError } from "../contracts/model.ts";
+import { estimateTextTokens, type TextCounter } from "../contracts/tokens.ts";
 
 export interface AiSdkModelOptions {
   /** `Model.name` (the shared retry budget's provider key). Default `<provider>:<modelId>`. */
   name?: string;
   /**
-   * The model's context window in tokens, published as `Model.contextWindow` for the context
-   * budget. Must be a positive integer.
+   * Tokens the model accepts in one request (`Model.contextWindow`, for the context budget and
+   * automatic compaction). Must be a positive integer. Absent: unknown; the session then
+   * measures its context but never compacts by itself.
    */
   contextWindow?: number;
+  /**
+   * Counts the tokens of a text (`Model.countTokens`, for the context budget). Default: the
+   * chars-based estimate (`estimateTextTokens`, ⌈chars / 4⌉), which provider usage replaces
+   * after every response.
+   * Contract: pure, deterministic, synchronous, returns an integer ≥ 0.
+   */
+  countTokens?: TextCounter;
   /**
    * Sent with every request as the V3 `providerOptions`, e.g. Anthropic's thinking
    * (`{ anthropic: { thinking: { type: "enabled", budgetTokens: 2048 } } }`) or, for the OpenAI
@@ -38,6 +47,12 @@ export interface AiSdkModelOptions {
    * ["reasoning.encrypted_content"] } }`.
    */
   providerOptions?: SharedV3ProviderOptions;
+  /**
+   * The most tokens an answer may take: sent with every request (V3 `maxOutputTokens`) and
+   * kept free by the context budget (`Model.maxOutputTokens`). Absent: the provider package's
+   * default is sent, and the budget reserves min(4 096, a quarter of `contextWindow`).
+   * Must be a positive integer below `contextWindow`.
+   */
   maxOutputTokens?: number;
   temperature?: number;
   /** Extra HTTP headers of every request. */
@@ -58,11 +73,13 @@ export interface AiSdkModelOptions {
  * calls `doStream` only, which makes exactly one HTTP request and never retries (`streamText`,
  * which retries, is not used).
  *
- * Requests: the neutral messages become the V3 prompt — text, images as file parts, reasoning
- * with its provider metadata sent back as the part's `providerOptions` (Anthropic's signature,
- * the Responses API's item id and encrypted content, Gemini's thought signatures), tool calls
- * with their JSON input, consecutive tool results as one tool message (`error-text` for a
- * failed call); tools as V3 function tools with their JSON schema.
+ * Requests: the instructions become the V3 prompt's system message, then the neutral messages
+ * follow — text, images as file parts, reasoning with its provider metadata sent back as the
+ * part's `providerOptions` (Anthropic's signature, the Responses API's item id and encrypted
+ * content, Gemini's thought signatures), tool calls with their JSON input, consecutive tool
+ * results as one tool message (`error-text` for a failed call); tools as V3 function tools with
+ * their JSON schema. The context budget reads `contextWindow`, `maxOutputTokens` (the reserve)
+ * and `countTokens` (the chars estimate unless given).
  *
  * Stream: text/reasoning/tool-input parts become `text.delta`, `reasoning.delta`/`.end`,
  * `call.start`/`.delta`/`.end` (indexed in first-seen order); `finish` becomes `usage` and
@@ -90,11 +107,27 @@ export function aiSdkModel(languageModel: LanguageModelV3, options: AiSdkModelOp
   );
   const idleTimeoutMs = positive("idleTimeoutMs", options.idleTimeoutMs ?? 60_000);
   const cw = options.contextWindow;
-  if (cw !== undefined && !(Number.isInteger(cw) && cw > 0)) {
+  const maxOut = options.maxOutputTokens;
+  for (const [name, v] of [
+    ["contextWindow", cw],
+    ["maxOutputTokens", maxOut],
+  ] as const) {
+    if (v !== undefined && !(Number.isInteger(v) && v > 0)) {
+      throw new RangeError(`aiSdkModel: ${name} must be a positive integer (tokens), got ${v}`);
+    }
+  }
+  if (cw !== undefined && maxOut !== undefined && maxOut >= cw) {
     throw new RangeError(
-      `aiSdkModel: contextWindow must be a positive integer (tokens), got ${cw}`,
+      `aiSdkModel: maxOutputTokens (${maxOut}) must be smaller than contextWindow (${cw})`,
     );
   }
+  const countTokens = options.countTokens ?? estimateTextTokens;
+  if (typeof countTokens !== "function") {
+    throw new TypeError(
+      `aiSdkModel: countTokens must be a function (text) => tokens, got ${typeof countTokens}`,
+    );
+  }
+  const reserve = maxOut ?? (cw === undefined ? undefined : Math.min(4096, Math.floor(cw / 4)));
 
   async function* stream(request: ModelRequest): AsyncGenerator<ModelEvent> {
     const { signal } = request;
@@ -124,12 +157,12 @@ export function aiSdkModel(languageModel: LanguageModelV3, options: AiSdkModelOp
     let completed = false;
     try {
       const call: LanguageModelV3CallOptions = {
-        prompt: toV3Prompt(request.messages),
+        prompt: toV3Prompt(request.messages, request.instructions),
         abortSignal: controller.signal,
       };
       if (request.tools.length > 0) call.tools = request.tools.map(toV3Tool);
       if (options.providerOptions) call.providerOptions = options.providerOptions;
-      if (options.maxOutputTokens !== undefined) call.maxOutputTokens = options.maxOutputTokens;
+      if (maxOut !== undefined) call.maxOutputTokens = maxOut;
       if (options.temperature !== undefined) call.temperature = options.temperature;
       if (options.headers) call.headers = options.headers;
       try {
@@ -173,6 +206,8 @@ export function aiSdkModel(languageModel: LanguageModelV3, options: AiSdkModelOp
     name: options.name ?? `${languageModel.provider}:${languageModel.modelId}`,
     input: { images: options.images ?? true },
     ...(cw === undefined ? {} : { contextWindow: cw }),
+    ...(reserve === undefined ? {} : { maxOutputTokens: reserve }),
+    countTokens,
     stream,
   };
 }
@@ -189,12 +224,18 @@ const options = (metadata: ProviderMetadata | undefined) =>
   metadata === undefined ? {} : { providerOptions: metadata as SharedV3ProviderOptions };
 
 /**
- * Keel's neutral messages as a V3 prompt. Consecutive tool messages become one (Anthropic wants
- * every result of a batch in one user turn).
+ * Keel's neutral messages as a V3 prompt, led by `instructions` as its system message when
+ * given (the stable head: each provider package puts it where its API wants it, e.g.
+ * Anthropic's `system`, Gemini's `systemInstruction`). Consecutive tool messages become one
+ * (Anthropic wants every result of a batch in one user turn).
  * This is a pure function.
  */
-export function toV3Prompt(messages: readonly Message[]): LanguageModelV3Prompt {
+export function toV3Prompt(
+  messages: readonly Message[],
+  instructions?: string,
+): LanguageModelV3Prompt {
   const prompt: LanguageModelV3Message[] = [];
+  if (instructions) prompt.push({ role: "system", content: instructions });
   for (const m of messages) {
     switch (m.role) {
       case "system":

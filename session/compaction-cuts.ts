@@ -1,4 +1,5 @@
 import { type Message, toolCallsOf } from "../contracts/messages.ts";
+import { IMAGE_TOKENS } from "../contracts/tokens.ts";
 import type { EntryOf, LogEntry } from "./entries.ts";
 import { Projection } from "./projection.ts";
 
@@ -42,8 +43,8 @@ export type TokenEstimator = (message: Message) => number;
  */
 export type CutRule = (path: readonly LogEntry[]) => readonly string[];
 
-/** What the default estimator counts for an image: a mid-sized image, in characters (≈ 1 600 tokens). */
-export const IMAGE_CHARS = 6400;
+/** What the default estimator counts for an image: {@link IMAGE_TOKENS} in characters. */
+export const IMAGE_CHARS = IMAGE_TOKENS * 4;
 
 /**
  * The default estimator: ⌈characters / 4⌉ of what the model sees (text, reasoning, call names

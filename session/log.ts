@@ -1,6 +1,7 @@
 import { type ChatMessage, toChatMessages } from "../contracts/chat.ts";
 import type { Clock } from "../contracts/clock.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
+import { jsonProblem, MAX_JSON_DEPTH, toEncodable } from "../contracts/json-limits.ts";
 import type { Message } from "../contracts/messages.ts";
 import { emptyInbox, type Inbox, inboxSnapshot, restoreInbox } from "../machines/policies/inbox.ts";
 import { activeLeaf, pathTo } from "./active-path.ts";
@@ -127,9 +128,16 @@ export class SessionLog {
    * durable only after a later {@link flush} resolves. A `leaf` entry moves the active leaf to
    * its `leafId`; every other entry becomes the new leaf.
    * Throws a `TypeError` on input that would corrupt the log (unknown target ids).
+   * Input the store could not encode (a `BigInt`, nesting deeper than the JSON limit, a cycle,
+   * a throwing `toJSON`) is stored as an encodable copy with `encodingProblem` saying what was
+   * replaced: one bad value never makes a flush fail, which would lose every entry queued with it.
    */
   append<T extends EntryInput>(input: T): EntryOf<T["type"]> {
     this.validate(input);
+    const problem = jsonProblem(input, "entry", ENTRY_DEPTH);
+    if (problem !== undefined) {
+      input = Object.assign(toEncodable(input, ENTRY_DEPTH) as T, { encodingProblem: problem });
+    }
     const seq = this.seq + 1;
     // The seq (base 36, fixed width) leads the id, so ids grow with seq: SQLite's unique index on
     // (session, id) then appends at its right edge instead of writing a random page per commit
@@ -235,6 +243,14 @@ export class SessionLog {
    */
   messages(): ChatMessage[] {
     return toChatMessages(this.fresh().messages);
+  }
+
+  /**
+   * Indexes of messages of {@link history} replaced in place since the last call, or "all"
+   * (see `Projection.takeChanges`). Consumed by the session's context budget.
+   */
+  takeChanges(): readonly number[] | "all" {
+    return this.fresh().takeChanges();
   }
 
   /** Each message's source entry id (the assistant entry for a patched tool slot). Live. */
@@ -369,6 +385,9 @@ export class SessionLog {
     }
   }
 }
+
+/** An entry's own levels (entry → result → continuation → args) above the values' limit. */
+const ENTRY_DEPTH = MAX_JSON_DEPTH + 4;
 
 function parseCheckpoint(body: string): LogCheckpoint | null {
   try {

@@ -63,7 +63,7 @@ describe.each(WIRES)("reasoning from $kind across a crash", (wire) => {
     });
     const agent = createAgent({ model: wire.model(server.baseURL), store, tools: [never] });
     const session = agent.session("crash");
-    expect(await session.prompt("go on")).toEqual({ status: "completed" });
+    expect(await session.prompt("go on")).toMatchObject({ status: "completed", steps: 1 });
     expect(server.requests).toHaveLength(2);
     const body = server.requests[1].body;
     expect(wire.reasoningSent(body)).toEqual(wire.reasoningExpected(REASONING));

@@ -68,7 +68,11 @@ describe.each(WIRES)("aiSdkModel over $kind", (wire) => {
   it("runs parallel calls, commits their results in call order paired with their ids, and sends the reasoning back byte for byte", async () => {
     server.enqueue(wire.calls([A, B], REASONING), wire.text("a and b read"));
     const { agent, session: s, events } = session(wire);
-    expect(await s.prompt("read a.txt and b.txt")).toEqual({ status: "completed" });
+    expect(await s.prompt("read a.txt and b.txt")).toMatchObject({
+      status: "completed",
+      text: "a and b read",
+      steps: 2,
+    });
     expect(server.requests).toHaveLength(2);
     const settled = events.filter((e) => e.type === "call.settled").map((e) => e.name);
     expect(settled).toEqual(["fast", "slow"]); // completion order
@@ -88,7 +92,7 @@ describe.each(WIRES)("aiSdkModel over $kind", (wire) => {
   it("waits for a 429's retry-after, then retries once", async () => {
     server.enqueue(wire.rateLimited(1), wire.text("after the wait"));
     const { agent, session: s, events } = session(wire);
-    expect(await s.prompt("hi")).toEqual({ status: "completed" });
+    expect(await s.prompt("hi")).toMatchObject({ status: "completed", text: "after the wait" });
     expect(server.requests).toHaveLength(2);
     const gap = server.requests[1].at - server.requests[0].at;
     expect(gap).toBeGreaterThanOrEqual(950); // the local backoff is 5–10 ms
@@ -115,7 +119,7 @@ describe.each(WIRES)("aiSdkModel over $kind", (wire) => {
   it("a stream cut mid tool input keeps the partial call out of the conversation and continues with a new request", async () => {
     server.enqueue(wire.cutMidToolInput(A, 9), wire.calls([A], REASONING), wire.text("done"));
     const { agent, session: s } = session(wire);
-    expect(await s.prompt("read a.txt")).toEqual({ status: "completed" });
+    expect(await s.prompt("read a.txt")).toMatchObject({ status: "completed", text: "done" });
     expect(server.requests).toHaveLength(3);
     const ends = s.entries().filter((e) => e.type === "attempt_end") as Extract<
       LogEntry,
@@ -162,6 +166,21 @@ describe.each(WIRES)("aiSdkModel over $kind", (wire) => {
     expect(images).toContain("image/png");
     await agent.close();
   });
+
+  it("sends the session's instructions as the provider's system prompt, ahead of the history and on every request", async () => {
+    server.enqueue(wire.calls([A], REASONING), wire.text("read"));
+    const instructions = "You read files for the user. Answer in one line.";
+    const { agent, session: s } = session(wire, { instructions });
+    expect((await s.prompt("read a.txt")).status).toBe("completed");
+    expect(server.requests).toHaveLength(2);
+    for (const r of server.requests) {
+      expect(wire.instructionsSent(r.body)).toBe(instructions);
+      // Not repeated as a message of the conversation.
+      expect(JSON.stringify(r.body).split(instructions)).toHaveLength(2);
+    }
+    expect(s.history().some((m) => m.role === "system")).toBe(false);
+    await agent.close();
+  });
 });
 
 describe("aiSdkModel over anthropic: overload", () => {
@@ -171,7 +190,7 @@ describe("aiSdkModel over anthropic: overload", () => {
       anthropicMessage([{ type: "text", text: "back" }]),
     );
     const { agent, session: s, events } = session(anthropicWire);
-    expect(await s.prompt("hi")).toEqual({ status: "completed" });
+    expect(await s.prompt("hi")).toMatchObject({ status: "completed", text: "back", steps: 2 });
     expect(server.requests).toHaveLength(2);
     expect(events.find((e) => e.type === "retry.scheduled")).toMatchObject({
       reason: expect.stringMatching(/overloaded.*HTTP 529/),
@@ -191,6 +210,87 @@ describe("aiSdkModel over anthropic: overload", () => {
     expect(message).toMatchObject({
       usage: { inputTokens: 1000, outputTokens: 7, cachedInputTokens: 960 },
     });
+    await agent.close();
+  });
+});
+
+describe("aiSdkModel in the context budget", () => {
+  it("publishes its window, reserve and a chars count, and refuses a reserve that does not fit the window", () => {
+    const model = anthropicWire.model(server.baseURL, {
+      contextWindow: 1000,
+      maxOutputTokens: 100,
+    });
+    expect([model.contextWindow, model.maxOutputTokens]).toEqual([1000, 100]);
+    expect(model.countTokens?.("abcdefgh")).toBe(2); // ⌈8 / 4⌉
+    const defaults = anthropicWire.model(server.baseURL, { contextWindow: 8000 });
+    expect(defaults.maxOutputTokens).toBe(2000); // min(4 096, a quarter of the window)
+    expect(anthropicWire.model(server.baseURL).contextWindow).toBeUndefined();
+    expect(() =>
+      anthropicWire.model(server.baseURL, { contextWindow: 1000, maxOutputTokens: 1000 }),
+    ).toThrow(/maxOutputTokens \(1000\) must be smaller than contextWindow \(1000\)/);
+    expect(() => anthropicWire.model(server.baseURL, { contextWindow: 0 })).toThrow(
+      /contextWindow must be a positive integer/,
+    );
+  });
+
+  it("compacts automatically before a request over the threshold: the summary request has no tools, the next request carries the instructions, the summary and the new prompt", async () => {
+    const long = "x".repeat(2400); // 600 tokens by the chars estimate
+    server.enqueue(
+      anthropicMessage([{ type: "text", text: long }], {
+        usage: { input_tokens: 30, output_tokens: 600 },
+      }),
+      anthropicMessage([{ type: "text", text: "The user asked for a long note; it was written." }]),
+      anthropicMessage([{ type: "text", text: "done" }]),
+    );
+    const instructions = "You write notes.";
+    const agent = createAgent({
+      model: anthropicWire.model(server.baseURL, { contextWindow: 1000, maxOutputTokens: 100 }),
+      tools: tools(),
+      instructions,
+      context: { keepRecentTokens: 0 },
+    });
+    const s = agent.session("budget");
+    const events: AgentEvent[] = [];
+    s.subscribe((e) => {
+      if (e.type === "context.compacted" || e.type === "context.measured") events.push(e);
+    });
+    expect(await s.prompt("write a long note")).toMatchObject({ status: "completed", text: long });
+    // Trusted provider usage (630) + the reserve stays under 0.85 of the window: no compaction.
+    expect(s.contextUsage()).toMatchObject({
+      used: 630,
+      window: 1000,
+      reserve: 100,
+      trusted: true,
+    });
+    expect(events.filter((e) => e.type === "context.compacted")).toEqual([]);
+    const out = await s.prompt(`now this: ${"y".repeat(600)}`);
+    expect(out).toMatchObject({ status: "completed", text: "done" });
+    expect(server.requests).toHaveLength(3);
+    const [, summary, next] = server.requests.map((r) => r.body);
+    // The summarizer's request: the history to summarise, no tools.
+    expect(summary.tools).toBeUndefined();
+    expect(JSON.stringify(summary.messages)).toContain(long);
+    // The next request: instructions, the summary and the new prompt, not the replaced text.
+    expect(next.system).toEqual([{ type: "text", text: instructions }]);
+    expect(next.max_tokens).toBe(100); // the reserve is what the request asks for
+    const sent = JSON.stringify(next.messages);
+    expect(sent).toContain("The user asked for a long note; it was written.");
+    expect(sent).not.toContain(long);
+    expect(events.find((e) => e.type === "context.compacted")).toMatchObject({
+      mode: "auto",
+      ok: true,
+    });
+    // Measured over the threshold before the second turn's request (630 trusted + the prompt).
+    expect(events.filter((e) => e.type === "context.measured").at(-1)).toMatchObject({
+      trusted: true,
+      used: 630 + 3 + Math.ceil(610 / 4),
+    });
+    const compacted = events.find((e) => e.type === "context.compacted") as {
+      tokensBefore: number;
+      tokensAfter: number;
+    };
+    expect(compacted.tokensAfter).toBeLessThan(compacted.tokensBefore);
+    expect(s.entries().filter((e) => e.type === "compaction")).toHaveLength(1);
     await agent.close();
   });
 });

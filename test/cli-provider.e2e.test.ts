@@ -19,6 +19,7 @@ const KEYS = [
   "GOOGLE_GENERATIVE_AI_BASE_URL",
   "KEEL_PROVIDER",
   "KEEL_MODEL",
+  "KEEL_CONTEXT_WINDOW",
 ];
 
 function keel(args: string[], cwd: string, extra: Record<string, string> = {}) {
@@ -70,6 +71,27 @@ describe("keel --provider", () => {
     );
     expect(() => modelFor("openai", { OPENAI_BASE_URL: "http://127.0.0.1:1/v1" })).toThrow(
       /OPENAI_API_KEY is not set/,
+    );
+  });
+
+  it("every provider's model has a context window: known for its family, KEEL_CONTEXT_WINDOW otherwise, a config error naming it when neither", () => {
+    const keys = {
+      OPENAI_API_KEY: "k",
+      ANTHROPIC_API_KEY: "k",
+      GOOGLE_GENERATIVE_AI_API_KEY: "k",
+    };
+    expect(modelFor("openai", keys).contextWindow).toBe(1_047_576); // gpt-4.1-mini
+    expect(modelFor("anthropic", keys).contextWindow).toBe(200_000);
+    expect(modelFor("google", keys).contextWindow).toBe(1_048_576);
+    for (const p of PROVIDERS) {
+      const env = { ...keys, KEEL_MODEL: "house-model", KEEL_CONTEXT_WINDOW: "32768" };
+      expect(modelFor(p, env).contextWindow).toBe(32_768);
+      expect(() => modelFor(p, { ...keys, KEEL_MODEL: "house-model" })).toThrow(
+        /context window of model house-model is not known: export KEEL_CONTEXT_WINDOW/,
+      );
+    }
+    expect(() => modelFor("anthropic", { ...keys, KEEL_CONTEXT_WINDOW: "lots" })).toThrow(
+      /KEEL_CONTEXT_WINDOW must be a positive integer/,
     );
   });
 

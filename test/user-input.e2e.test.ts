@@ -24,7 +24,12 @@ const PNG = Buffer.from(
 
 describe("user content parts", () => {
   it("a model that does not take images refuses prompt() and steer() with an image before any request, and logs nothing", async () => {
-    const model = openaiModel({ model: "text-only", baseURL: server.baseURL, images: false });
+    const model = openaiModel({
+      model: "text-only",
+      baseURL: server.baseURL,
+      images: false,
+      contextWindow: 8192,
+    });
     const session = createAgent({ model }).session("s");
     await session.ready;
     const input = [
@@ -42,7 +47,7 @@ describe("user content parts", () => {
   it("openaiModel sends an image URL and bytes as Chat image_url parts, and messages() shows them", async () => {
     server.enqueue(streamReply({ text: "two images" }));
     const session = createAgent({
-      model: openaiModel({ model: "vision", baseURL: server.baseURL }),
+      model: openaiModel({ model: "vision", baseURL: server.baseURL, contextWindow: 8192 }),
     }).session("s");
     const out = await session.prompt([
       { type: "text", text: "compare" },

@@ -85,8 +85,9 @@ const read = defineTool({
 });
 
 const adapters: Record<string, () => Model> = {
-  openaiModel: () => openaiModel({ model: "bench", baseURL, apiKey: "k" }),
-  aiSdkModel: () => aiSdkModel(createOpenAI({ baseURL, apiKey: "k" }).chat("bench")),
+  openaiModel: () => openaiModel({ model: "bench", baseURL, apiKey: "k", contextWindow: 128_000 }),
+  aiSdkModel: () =>
+    aiSdkModel(createOpenAI({ baseURL, apiKey: "k" }).chat("bench"), { contextWindow: 128_000 }),
 };
 
 async function round(make: () => Model): Promise<number> {

@@ -45,6 +45,8 @@ export interface Wire {
   reasoningExpected(reasoning: { text: string; token: string }): unknown[];
   /** The image parts of the last user message of a request. */
   imagesSent(body: RecordedBody): unknown[];
+  /** The system prompt a request sends, in the provider's own place for it (undefined: none). */
+  instructionsSent(body: RecordedBody): string | undefined;
 }
 
 type Json = Record<string, unknown>;
@@ -110,6 +112,15 @@ export const anthropicWire: Wire = {
   reasoningExpected: (r) => [{ type: "thinking", thinking: r.text, signature: r.token }],
   imagesSent: (body) =>
     asArray(asArray(body.messages).at(-1)?.content).filter((b) => b.type === "image"),
+  // The Messages API's top-level `system`: a string or text blocks.
+  instructionsSent: (body) =>
+    body.system === undefined
+      ? undefined
+      : typeof body.system === "string"
+        ? body.system
+        : asArray(body.system)
+            .map((b) => b.text)
+            .join(""),
 };
 
 export const openaiResponsesWire: Wire = {
@@ -192,6 +203,11 @@ export const openaiResponsesWire: Wire = {
   ],
   imagesSent: (body) =>
     asArray(asArray(body.input).at(-1)?.content).filter((b) => b.type === "input_image"),
+  // The Responses API's `input` items with role system (or developer, for reasoning models).
+  instructionsSent: (body) => {
+    const system = asArray(body.input).filter((i) => i.role === "system" || i.role === "developer");
+    return system.length === 0 ? undefined : system.map((i) => String(i.content)).join("\n");
+  },
 };
 
 export const geminiWire: Wire = {
@@ -255,6 +271,15 @@ export const geminiWire: Wire = {
   ],
   imagesSent: (body) =>
     asArray(asArray(body.contents).at(-1)?.parts).filter((p) => p.inlineData || p.fileData),
+  // Gemini's `systemInstruction` (its parts' text), outside `contents`.
+  instructionsSent: (body) => {
+    const system = body.systemInstruction as Json | undefined;
+    return system === undefined
+      ? undefined
+      : asArray(system.parts)
+          .map((p) => p.text)
+          .join("");
+  },
 };
 
 function firstChunk(text: string): FakeReply {
