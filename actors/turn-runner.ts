@@ -639,11 +639,25 @@ export class TurnRun implements TurnEffects {
     const valid = this.lastCalls
       .map((c) => this.prepared.get(c.id))
       .filter((p): p is Extract<PrepareOutcome, { ok: true }> => p?.ok === true);
+    // Every decision goes to the log as it arrives, with what decided it (log-only entry).
     const decisions = await decideAll(
       broker,
       valid.map((v) => v.call),
       sessionId,
-      emit,
+      (event) => {
+        if (event.type === "permission.decided") {
+          this.deps.log.append({
+            type: "permission_decision",
+            turnId: this.turnId,
+            requestId: event.requestId,
+            callId: event.callId,
+            tool: event.tool,
+            decision: event.decision,
+            source: event.source,
+          });
+        }
+        emit(event);
+      },
     );
     const declined = decisions.find((d) => d.decision.type === "declined");
     if (declined && declined.decision.type === "declined") {

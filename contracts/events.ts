@@ -1,7 +1,7 @@
 // The events a session emits: the one union the library's listeners, the inspector and the
 // control protocol's clients (keel/client) all read.
 import type { ChatToolCall, Usage } from "./model.ts";
-import type { PermissionDecision, PermissionRequest } from "./permission.ts";
+import type { DecisionSource, PermissionDecision, PermissionRequest } from "./permission.ts";
 import type { AttemptStatus, CallOutcome, InboxLane, InboxSource, TurnStatus } from "./status.ts";
 import type { ToolResult } from "./tool-result.ts";
 
@@ -71,7 +71,15 @@ export type AgentEvent = { sessionId: string; at: number } & (
   | { type: "turn.execution-stopped"; turnId: string }
   | { type: "turn.ended"; turnId: string; status: TurnStatus; reason?: string }
   | { type: "permission.requested"; request: PermissionRequest }
-  | { type: "permission.decided"; requestId: string; callId: string; decision: PermissionDecision }
+  /** Also written to the log (`permission_decision`); `source` says which reply decided it. */
+  | {
+      type: "permission.decided";
+      requestId: string;
+      callId: string;
+      tool: string;
+      decision: PermissionDecision;
+      source: DecisionSource;
+    }
   | { type: "inbox.received"; inboxId: string; lane: InboxLane; source: InboxSource }
   | { type: "inbox.consumed"; inboxId: string; lane: InboxLane }
   | { type: "log.written"; level: "warn" | "info"; message: string }

@@ -1,4 +1,5 @@
 import type { ChatToolCall, FinishReason, Usage } from "../contracts/model.ts";
+import type { DecisionSource, PermissionDecision } from "../contracts/permission.ts";
 import type {
   AttemptStatus,
   CallOutcome,
@@ -52,6 +53,19 @@ export interface EntryPayloads {
     idempotent: boolean;
   };
   call_result: { callId: string; name: string; outcome: CallOutcome; result: ToolResult };
+  /**
+   * How a permission request was decided and by what (`source`: the policy, its own reply, a
+   * reply to another pending request that reached it, the turn's end). Log-only: projected
+   * nowhere (the call's result says what the model needs); the inspector replays it.
+   */
+  permission_decision: {
+    turnId: string;
+    requestId: string;
+    callId: string;
+    tool: string;
+    decision: PermissionDecision;
+    source: DecisionSource;
+  };
   context_edit: { targetId: string; replacement: string | null };
   compaction: { summary: string; firstKeptId: string };
   settings: { settings: Record<string, unknown> };

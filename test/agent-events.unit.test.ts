@@ -119,7 +119,9 @@ const SAMPLES: { [K in AgentEventType]: AgentEventOf<K> } = {
     type: "permission.decided",
     requestId: "r",
     callId: "c",
+    tool: "n",
     decision: { type: "corrected", feedback: LONG },
+    source: { type: "reply", reply: "deny_with_feedback" },
   },
   "call.queued": { ...base, type: "call.queued", turnId: "t", callId: "c", name: "n" },
   "call.started": {
