@@ -32,6 +32,7 @@ export {
 } from "./contracts/model.ts";
 export { LineDecoder, type LineResult } from "./contracts/ndjson.ts";
 export type {
+  DecisionSource,
   PermissionAction,
   PermissionDecision,
   PermissionReply,
@@ -44,6 +45,10 @@ export type * from "./contracts/status.ts";
 export type * from "./contracts/tool-result.ts";
 export { NOT_EXECUTED, notExecuted } from "./contracts/tool-result.ts";
 export { startInspector } from "./inspector/server.ts";
+export {
+  DEFAULT_LOOP_GUARD,
+  type LoopGuardOptions,
+} from "./machines/policies/loop-guard.ts";
 export { classifyModelError, parseRetryAfter } from "./machines/policies/retry-classify.ts";
 export {
   DEFAULT_RETRY_POLICY,

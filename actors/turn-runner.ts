@@ -9,6 +9,14 @@ import { notExecuted, type ToolResult } from "../contracts/tool-result.ts";
 import type { BatchCallResult, BatchOutput } from "../machines/batch.machine.ts";
 import type { PollPoint } from "../machines/policies/inbox.ts";
 import {
+  failureSignature,
+  type LoopGuardOptions,
+  type LoopState,
+  loopNote,
+  NO_LOOP,
+  observeResult,
+} from "../machines/policies/loop-guard.ts";
+import {
   decideRetry,
   initialRetryState,
   type RetryPolicy,
@@ -74,6 +82,8 @@ export interface TurnDeps {
   wantsPreviews?: () => boolean;
   /** Test seam: a variant of the turn statechart to host (mutation tests). */
   turnMachine?: typeof turnMachine;
+  /** The loop guard's thresholds (resolved, `resolveLoopGuard`); false or absent: off. */
+  loopGuard?: LoopGuardOptions | false;
 }
 
 interface CallRecord {
@@ -147,6 +157,8 @@ export class TurnRun implements TurnEffects {
   private recorded = new Set<string>();
   private callCtl = new Map<string, AbortController>();
   private phase = "before the first model request";
+  /** The loop guard's streak over every result of this turn, in the order they settled. */
+  private loop: LoopState = NO_LOOP;
   /** Whether a model request was prepared yet (the first `prepare` is the turn's start). */
   private sampled = false;
   private flushing: Promise<void> | undefined;
@@ -182,6 +194,7 @@ export class TurnRun implements TurnEffects {
         maxParallelToolCalls: this.deps.maxParallelToolCalls,
         stopDeadlineMs: this.deps.stopDeadlineMs,
         finalizeDeadlineMs: this.deps.finalizeDeadlineMs,
+        loopFailAfter: this.deps.loopGuard ? this.deps.loopGuard.failAfter : 0,
       },
       clock: this.deps.clock,
       inspect: this.deps.inspect,
@@ -261,8 +274,13 @@ export class TurnRun implements TurnEffects {
   }
 
   // The batch (a child of the turn) ended its round: the turn may leave `executing`.
+  // With the loop guard's streak after the round's results: the chart decides whether it ends the turn.
   roundDone(_self: AnyActorRef, _output: BatchOutput): void {
-    this.actor.send({ type: "batch.done" });
+    this.actor.send({
+      type: "batch.done",
+      repeats: this.loop.count,
+      repeatedTool: this.loop.tool,
+    });
   }
 
   // Before every model request: the first is the turn's start, every later one follows a step.
@@ -332,6 +350,17 @@ export class TurnRun implements TurnEffects {
       }),
     });
     this.phase = "after the tool results were committed";
+  }
+
+  loopStopped(_self: AnyActorRef, { repeats, tool }: { repeats: number; tool: string }): void {
+    this.deps.logger.warn({ tool, repeats }, "loop detected; ending the turn");
+    this.deps.emit({
+      type: "loop.detected",
+      turnId: this.turnId,
+      tool,
+      repeats,
+      action: "stopped",
+    });
   }
 
   retryScheduled(
@@ -484,8 +513,22 @@ export class TurnRun implements TurnEffects {
     }
     const usage = message.usage;
     const broker = this.deps.permissions;
+    // A message whose calls all failed preparation commits only their error results: the loop
+    // streak they will make is known now, and the chart reads it from the event.
+    let loop: LoopState | undefined;
+    if (specs.length === 0 && this.deps.loopGuard && message.finishReason !== "length") {
+      loop = this.loop;
+      for (const outcome of this.prepared.values()) {
+        if (outcome.ok) continue;
+        const raw = this.rawArguments(outcome.id);
+        const signature = failureSignature(outcome.name, raw, outcome.error);
+        loop = observeResult(loop, outcome.name, signature, this.deps.loopGuard).state;
+      }
+    }
     self.send({
       type: "attempt.done",
+      repeats: loop?.count,
+      repeatedTool: loop?.tool,
       attempt,
       finishReason: message.finishReason!,
       callCount: toolCalls.length,
@@ -674,8 +717,41 @@ export class TurnRun implements TurnEffects {
     self.send({ type: "gate.allowed", calls: allowed, corrected });
   }
 
-  private settle(callId: string, name: string, outcome: CallOutcome, result: ToolResult): void {
+  /** The model's arguments text of call `callId` of the current message ("" if unknown). */
+  private rawArguments(callId: string): string {
+    return this.lastCalls.find((c) => c.id === callId)?.function.arguments ?? "";
+  }
+
+  /**
+   * Feeds one result to the loop guard. From `repeats` identical failures in a row the result
+   * the model sees says so and asks for another approach (`loop.detected`, warned); the turn
+   * chart ends the turn at `failAfter` (`loopStopped`).
+   */
+  private guardLoop(callId: string, name: string, result: ToolResult): ToolResult {
+    const guard = this.deps.loopGuard;
+    if (!guard) return result;
+    const signature = result.ok
+      ? undefined
+      : failureSignature(name, this.rawArguments(callId), result);
+    const { state, verdict } = observeResult(this.loop, name, signature, guard);
+    this.loop = state;
+    if (verdict === "none" || result.ok) return result;
+    if (verdict === "warn") {
+      this.deps.emit({
+        type: "loop.detected",
+        turnId: this.turnId,
+        tool: name,
+        repeats: state.count,
+        action: "warned",
+        callId,
+      });
+    }
+    return { ...result, message: `${result.message}\n${loopNote(name, state.count, verdict)}` };
+  }
+
+  private settle(callId: string, name: string, outcome: CallOutcome, given: ToolResult): void {
     if (this.records.has(callId)) return;
+    const result = this.guardLoop(callId, name, given);
     this.records.set(callId, { outcome, result });
     this.deps.log.append({ type: "call_result", callId, name, outcome, result });
     // Durable as soon as known (coalesced per tick): a crash later in the batch cannot lose it.

@@ -170,6 +170,16 @@ export function createTrace(options: TraceOptions): Trace {
           ),
         );
         break;
+      case "loop.detected":
+        print(
+          paint(
+            e.action === "stopped" ? "31" : "33",
+            e.action === "stopped"
+              ? `  ⟲ loop detected: ${e.tool} failed the same way ${e.repeats} times in a row — ending the turn`
+              : `  ⟲ ${e.tool} failed the same way ${e.repeats} times in a row — the model is told to change approach`,
+          ),
+        );
+        break;
       case "inbox.received":
         if (e.lane !== "next-turn") print(paint("35", `  ✉ ${e.lane} received (${e.source})`));
         break;

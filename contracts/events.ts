@@ -67,6 +67,19 @@ export type AgentEvent = { sessionId: string; at: number } & (
       reason: string;
       mode: "retry" | "continue";
     }
+  /**
+   * The loop guard saw one call (tool and normalised arguments) fail the same way `repeats`
+   * times in a row: `warned` (its result tells the model to change approach) or `stopped` (the
+   * turn ends `failed`, reason `loop_detected`).
+   */
+  | {
+      type: "loop.detected";
+      turnId: string;
+      tool: string;
+      repeats: number;
+      action: "warned" | "stopped";
+      callId?: string;
+    }
   | { type: "turn.cancel-acknowledged"; turnId: string; reason: string }
   | { type: "turn.execution-stopped"; turnId: string }
   | { type: "turn.ended"; turnId: string; status: TurnStatus; reason?: string }

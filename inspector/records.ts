@@ -267,6 +267,7 @@ export function agentRecord(event: AgentEvent): InspectRecord {
       e = { ...event, message: clip(event.message) };
       break;
     case "attempt.started":
+    case "loop.detected":
     case "call.queued":
     case "call.stop-requested":
     case "turn.execution-stopped":

@@ -114,6 +114,14 @@ const SAMPLES: { [K in AgentEventType]: AgentEventOf<K> } = {
       risk: "high",
     },
   },
+  "loop.detected": {
+    ...base,
+    type: "loop.detected",
+    turnId: "t",
+    tool: "n",
+    repeats: 6,
+    action: "stopped",
+  },
   "permission.decided": {
     ...base,
     type: "permission.decided",

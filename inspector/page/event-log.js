@@ -64,6 +64,8 @@ export function describe(r, model) {
       return `${e.request.callId} ${e.request.tool} (risk ${e.request.risk}) ${e.request.args}`;
     case "permission.decided":
       return `${e.callId} ${e.decision.type}${e.decision.reason ? `: ${e.decision.reason}` : ""}${e.decision.feedback ? `: ${e.decision.feedback}` : ""}`;
+    case "loop.detected":
+      return `${e.turnId} ${e.tool} failed the same way ${e.repeats}× in a row: ${e.action}`;
     case "log.written":
       return `[${e.level}] ${e.message}`;
     default:
