@@ -122,6 +122,11 @@ const CALL_RESULT: PollPoint = { type: "call.result" };
 const BATCH_COMMITTED: PollPoint = { type: "batch.committed" };
 const NATURAL_END: PollPoint = { type: "turn.natural_end" };
 
+/** Why an attempt's request was aborted when its operation's deadline passed (a stable `name`). */
+export class OperationDeadlineError extends Error {
+  override readonly name = "OperationDeadlineError";
+}
+
 /** What the batch's scheduler needs to know about a prepared call. */
 const specOf = (call: PreparedCall): TurnCallSpec => ({
   callId: call.id,
@@ -409,6 +414,7 @@ export class TurnRun implements TurnEffects {
     this.attemptCtl = ctl;
     // The first attempt of a response starts its retry operation (the state is built on failure).
     if (this.retryState === undefined) this.operationStartedAt ??= clock.now();
+    const deadlineTimer = this.armOperationDeadline(ctl, attemptId);
     log.append({ type: "attempt_start", turnId: this.turnId, attemptId, step });
     this.deps.logger.debug({ attemptId, step }, "attempt started");
     emit({ type: "attempt.started", turnId: this.turnId, attemptId, step });
@@ -444,10 +450,38 @@ export class TurnRun implements TurnEffects {
       }
       this.commitMessage(self, attempt, attemptId, message);
     } catch (error) {
-      this.failAttempt(self, attempt, attemptId, error, assembler, ctl.signal.aborted);
+      // Aborted at the operation deadline: that, not the adapter's "aborted", is the failure.
+      const reason: unknown = ctl.signal.reason;
+      const why = reason instanceof OperationDeadlineError ? reason : error;
+      this.failAttempt(self, attempt, attemptId, why, assembler, ctl.signal.aborted);
     } finally {
+      if (deadlineTimer !== undefined) clock.clearTimeout(deadlineTimer);
       if (this.attemptCtl === ctl) this.attemptCtl = undefined;
     }
+  }
+
+  /**
+   * The retry policy's `operationDeadlineMs` bounds the request in flight too, not only the
+   * waits: when the operation's deadline passes, the attempt's request is aborted with an
+   * {@link OperationDeadlineError} (the attempt then ends the turn `budget_exhausted`). Returns
+   * the clock's timer handle, or undefined without a deadline.
+   */
+  private armOperationDeadline(ctl: AbortController, attemptId: string): unknown {
+    const ms = this.deps.retry.operationDeadlineMs;
+    if (ms === undefined || this.operationStartedAt === undefined) return undefined;
+    const { clock } = this.deps;
+    const abort = () =>
+      ctl.abort(
+        new OperationDeadlineError(
+          `the operation deadline (retry.operationDeadlineMs ${ms}) passed while model request ${attemptId} was in flight; the request was aborted. Raise operationDeadlineMs or try later`,
+        ),
+      );
+    const remaining = this.operationStartedAt + ms - clock.now();
+    if (remaining <= 0) {
+      abort();
+      return undefined;
+    }
+    return clock.setTimeout(abort, remaining);
   }
 
   private commitMessage(
@@ -576,6 +610,11 @@ export class TurnRun implements TurnEffects {
       error: message,
     });
     if (aborted) {
+      if (error instanceof OperationDeadlineError) {
+        this.deps.logger.warn({ attemptId }, error.message);
+        self.send({ type: "attempt.failed", attempt, status: "budget_exhausted", reason: message });
+        return;
+      }
       self.send({ type: "attempt.failed", attempt, status: "cancelled", reason: "interrupted" });
       return;
     }
