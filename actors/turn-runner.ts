@@ -34,7 +34,7 @@ import {
   type turnMachine,
 } from "../machines/turn.machine.ts";
 import { createAssembler } from "../providers/stream-assembler.ts";
-import type { EntryOf } from "../session/entries.ts";
+import type { AttemptRecovery, EntryOf } from "../session/entries.ts";
 import { flat } from "../session/flat.ts";
 import type { SessionLog } from "../session/log.ts";
 import { truncatedCallResult } from "../tools/prepare/truncated-call.ts";
@@ -381,6 +381,7 @@ export class TurnRun implements TurnEffects {
       readyAt: this.retryState?.readyAt ?? this.deps.clock.now() + delayMs,
       reason: this.lastFailure,
       mode: this.lastMode,
+      fallback: this.lastFallback,
     });
   }
 
@@ -406,6 +407,15 @@ export class TurnRun implements TurnEffects {
 
   private lastFailure = "";
   private lastMode: "retry" | "continue" = "retry";
+  private lastFallback: string | undefined;
+  /**
+   * The partial text the failed attempts of this response received, which the next request
+   * asks the model to continue (Continue). Never committed on its own: it enters the log's
+   * projection only as the declared prefix of the continuing attempt's committed message.
+   */
+  private continuation: { prefix: string; from: string } | undefined;
+  /** How the next attempt follows the failed one (its `attempt_start` records it). */
+  private recovery: AttemptRecovery | undefined;
 
   private async runAttempt(self: AnyActorRef, attempt: number, step: number): Promise<void> {
     const { log, model, registry, emit, ids, clock } = this.deps;
@@ -415,7 +425,19 @@ export class TurnRun implements TurnEffects {
     // The first attempt of a response starts its retry operation (the state is built on failure).
     if (this.retryState === undefined) this.operationStartedAt ??= clock.now();
     const deadlineTimer = this.armOperationDeadline(ctl, attemptId);
-    log.append({ type: "attempt_start", turnId: this.turnId, attemptId, step });
+    const recovery = this.recovery;
+    this.recovery = undefined;
+    log.append(
+      recovery
+        ? { type: "attempt_start", turnId: this.turnId, attemptId, step, recovery }
+        : { type: "attempt_start", turnId: this.turnId, attemptId, step },
+    );
+    // Continue: the request ends with the partial answer as an assistant message to extend.
+    const prefix = this.continuation?.prefix;
+    const messages =
+      prefix === undefined
+        ? log.messages()
+        : [...log.messages(), { role: "assistant" as const, content: prefix }];
     this.deps.logger.debug({ attemptId, step }, "attempt started");
     emit({ type: "attempt.started", turnId: this.turnId, attemptId, step });
     const previews = this.deps.wantsPreviews?.() ?? false;
@@ -430,7 +452,7 @@ export class TurnRun implements TurnEffects {
     });
     try {
       const stream = model.stream({
-        messages: log.messages(),
+        messages,
         tools: registry.modelTools(),
         signal: ctl.signal,
         attemptId,
@@ -496,14 +518,19 @@ export class TurnRun implements TurnEffects {
       type: "function",
       function: { name: c.name, arguments: c.argumentsText },
     }));
+    // A continuation's answer extends the partial text it was sent: the message is both.
+    const cont = this.continuation;
+    this.continuation = undefined;
+    const text = cont ? cont.prefix + message.text : message.text;
     const entry = log.append({
       type: "assistant_message",
       turnId: this.turnId,
       attemptId,
-      text: message.text,
+      text,
       toolCalls,
       finishReason: message.finishReason!,
       usage: message.usage,
+      ...(cont ? { continuation: { from: cont.from, prefixChars: cont.prefix.length } } : {}),
     });
     log.append({ type: "attempt_end", attemptId, status: "completed" });
     emit({ type: "attempt.ended", attemptId, status: "completed" });
@@ -511,7 +538,7 @@ export class TurnRun implements TurnEffects {
       type: "message.committed",
       turnId: this.turnId,
       attemptId,
-      text: message.text,
+      text,
       toolCalls,
       usage: message.usage,
     });
@@ -629,6 +656,7 @@ export class TurnRun implements TurnEffects {
       budgetAllows: budget ? () => budget.tryAcquire(this.deps.model.name) : undefined,
     });
     if (decision.action === "stop") {
+      this.continuation = undefined;
       this.deps.logger.warn(
         { attemptId, reason: decision.reason },
         "model request failed; not retrying",
@@ -641,13 +669,15 @@ export class TurnRun implements TurnEffects {
       });
       return;
     }
+    const { mode, fallback } = this.planRecovery(decision.action, attemptId, partial);
     this.deps.logger.warn(
-      { attemptId, delayMs: decision.delayMs, mode: decision.action },
-      `model request failed; ${decision.action} scheduled`,
+      { attemptId, delayMs: decision.delayMs, mode, fallback },
+      `model request failed; ${mode} scheduled`,
     );
     this.retryState = decision.state;
     this.lastFailure = decision.reason;
-    this.lastMode = decision.action;
+    this.lastMode = mode;
+    this.lastFallback = fallback;
     // The wait is what remains of the decided ready time when the timer is armed (a Retry-After
     // is converted once, in decideRetry; time spent since, e.g. in the logger, is not added).
     self.send({
@@ -657,6 +687,42 @@ export class TurnRun implements TurnEffects {
       status: "failed",
       reason: decision.reason,
     });
+  }
+
+  /**
+   * Continue or Retry after a failed attempt (DESIGN §3.6). The policy says `continue` when
+   * output had started; that is possible only for text, and only with a model that continues a
+   * partial assistant message (`capabilities.continueFromPartial`): then the next request ends
+   * with all the text received so far. Otherwise it falls back to Retry, dropping the partial
+   * output, and says why. A `retry` of a continuation (no new output) repeats the same request,
+   * prefix included. Records the plan for the next `attempt_start`.
+   */
+  private planRecovery(
+    action: "retry" | "continue",
+    attemptId: string,
+    partial: ReturnType<ReturnType<typeof createAssembler>["partial"]>,
+  ): { mode: "retry" | "continue"; fallback?: string } {
+    let fallback: string | undefined;
+    if (action === "continue") {
+      const prefix = (this.continuation?.prefix ?? "") + partial.text;
+      const model = this.deps.model;
+      if (partial.toolCalls.length > 0)
+        fallback = "the partial output holds a tool call, which cannot be continued";
+      else if (!model.capabilities?.continueFromPartial)
+        fallback = `model ${model.name} cannot continue from a partial answer (capabilities.continueFromPartial is not set)`;
+      else if (prefix === "") fallback = "no text was received to continue from";
+      if (fallback) {
+        fallback = `Continue fell back to Retry: ${fallback}; the same request is sent again and the partial output is dropped`;
+        this.continuation = undefined;
+      } else this.continuation = { prefix, from: attemptId };
+    }
+    const mode = this.continuation ? "continue" : "retry";
+    this.recovery = this.continuation
+      ? { mode, from: attemptId, prefixChars: this.continuation.prefix.length }
+      : fallback
+        ? { mode, from: attemptId, fallback }
+        : { mode, from: attemptId };
+    return { mode, fallback };
   }
 
   /**

@@ -169,6 +169,7 @@ export function createTrace(options: TraceOptions): Trace {
             `  ↻ ${e.mode} #${e.retry} in ${(e.delayMs / 1000).toFixed(1)} s — ${e.reason}`,
           ),
         );
+        if (e.fallback) print(paint("33", `    ${e.fallback}`));
         break;
       case "loop.detected":
         print(

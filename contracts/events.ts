@@ -65,7 +65,10 @@ export type AgentEvent = { sessionId: string; at: number } & (
       /** Clock ms at which the next attempt may start. */
       readyAt: number;
       reason: string;
+      /** `continue`: the next request ends with the partial text received so far (see `Model.capabilities`). */
       mode: "retry" | "continue";
+      /** Set when Continue was due but not possible, so the next attempt retries: why. */
+      fallback?: string;
     }
   /**
    * The loop guard saw one call (tool and normalised arguments) fail the same way `repeats`

@@ -1,5 +1,5 @@
 import { type Clock, sleep, systemClock } from "../contracts/clock.ts";
-import type { ModelToolSpec } from "../contracts/model.ts";
+import type { ModelCapabilities, ModelToolSpec } from "../contracts/model.ts";
 import {
   type ChatMessage,
   type FinishReason,
@@ -82,6 +82,12 @@ export interface ScriptedModelOptions {
    * "deep" uses `structuredClone`; "none" keeps no requests.
    */
   record?: "shallow" | "deep" | "none";
+  /**
+   * What the model claims it can do (e.g. `{ continueFromPartial: true }`: the turn continues
+   * a cut answer with a request ending in the partial assistant message, and this model's next
+   * step is taken as the continuation of that text).
+   */
+  capabilities?: ModelCapabilities;
 }
 
 /** A `Model` that plays a script, and what it was asked. */
@@ -263,6 +269,7 @@ export function scriptedModel(script: Script, options: ScriptedModelOptions = {}
 
   return {
     name,
+    capabilities: options.capabilities,
     requests,
     reset() {
       requests.length = 0;

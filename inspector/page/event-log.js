@@ -49,7 +49,7 @@ export function describe(r, model) {
     case "batch.committed":
       return `${e.turnId} ${e.calls.map((c) => `${c.name}:${c.outcome}`).join(", ")}`;
     case "retry.scheduled":
-      return `${e.attemptId} ${e.mode} #${e.retry} in ${e.delayMs}ms: ${e.reason}`;
+      return `${e.attemptId} ${e.mode} #${e.retry} in ${e.delayMs}ms: ${e.reason}${e.fallback ? ` (${e.fallback})` : ""}`;
     case "turn.cancel-acknowledged":
       return `${e.turnId} ${e.reason}`;
     case "turn.execution-stopped":
