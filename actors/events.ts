@@ -21,6 +21,8 @@ export const AGENT_EVENT_TYPES = [
   "batch.committed",
   "retry.scheduled",
   "loop.detected",
+  "context.measured",
+  "context.compacted",
   "turn.cancel-acknowledged",
   "turn.execution-stopped",
   "turn.ended",

@@ -270,6 +270,10 @@ export function agentRecord(event: AgentEvent): InspectRecord {
     case "log.written":
       e = { ...event, message: clip(event.message) };
       break;
+    case "context.compacted":
+      if (event.reason !== undefined) e = { ...event, reason: clip(event.reason) };
+      break;
+    case "context.measured":
     case "attempt.started":
     case "loop.detected":
     case "call.queued":

@@ -25,6 +25,7 @@ describe("the operation deadline bounds the request in flight (real timers, real
       server.enqueue(reply);
       const model = openaiModel({
         model: "fake-model",
+        contextWindow: 32_768,
         baseURL: server.baseURL,
         // The transport's own timeouts are far away: only the operation deadline can end this.
         firstChunkTimeoutMs: 60_000,
