@@ -62,6 +62,7 @@ export {
 } from "./contracts/model.ts";
 export { LineDecoder, type LineResult } from "./contracts/ndjson.ts";
 export type {
+  DecisionSource,
   PermissionAction,
   PermissionDecision,
   PermissionReply,
@@ -81,6 +82,10 @@ export {
 export type * from "./contracts/tool-result.ts";
 export { NOT_EXECUTED, notExecuted } from "./contracts/tool-result.ts";
 export { startInspector } from "./inspector/server.ts";
+export {
+  DEFAULT_LOOP_GUARD,
+  type LoopGuardOptions,
+} from "./machines/policies/loop-guard.ts";
 export { classifyModelError, parseRetryAfter } from "./machines/policies/retry-classify.ts";
 export {
   DEFAULT_RETRY_POLICY,
