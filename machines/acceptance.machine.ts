@@ -281,8 +281,8 @@ export const acceptanceMachine = setup({
       entry: {
         type: "runChecks",
         params: ({ context, event }) => ({
-          names:
-            event.type === "checks.requested" ? event.names : context.checks.map((c) => c.name),
+          // After a follow-up turn: the checks whose evidence does not count for what it left.
+          names: event.type === "checks.requested" ? event.names : staleChecks(context),
           round: context.round,
         }),
       },
