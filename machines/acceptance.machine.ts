@@ -154,6 +154,11 @@ export interface AcceptanceEffects {
  * An interrupt while checking stops the checks (`stopping`) and reports what the evidence then
  * says: an interrupted check left none, so its status is `pending`.
  *
+ * Why a chart of its own and not states of the turn chart: acceptance outlives a turn (it is
+ * read and re-checked between turns, by `accept()`, and by the next session from a handoff), the
+ * turn records only the run status (DESIGN §3.3), and each round of the loop is a follow-up,
+ * which in Keel is a turn of its own. The turn chart stays as it is, per step as cheap.
+ *
  * Invariants made structural here:
  * - evidence is bound to the version read when its check STARTED; a version read while it
  *   runs makes it `<before>..<after>`, which no artifact has, so it never counts (invariant 14);

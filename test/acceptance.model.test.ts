@@ -1,4 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { AcceptanceHost } from "../actors/acceptance.ts";
+import { declaredAcceptanceEffects } from "../actors/charts.ts";
 import { initialTransition, type SnapshotFrom, transition } from "xstate";
 import {
   type AcceptanceEvent,
@@ -257,5 +259,17 @@ describe("acceptance chart: every interleaving of checks, writes, reads, interru
   ])("the search catches a chart that %s", (_name, mutant, expected) => {
     const result = search(mutant, 8);
     expect(result).toMatchObject({ violation: expect.stringMatching(expected) });
+  });
+});
+
+describe("acceptance chart hosting", () => {
+  it("every effect the acceptance chart declares is a method of the session's acceptance host", () => {
+    const effects = declaredAcceptanceEffects();
+    expect(effects.sort()).toEqual(["abortChecks", "followUp", "reported", "runChecks"]);
+    for (const name of effects) {
+      expect(typeof (AcceptanceHost.prototype as unknown as Record<string, unknown>)[name]).toBe(
+        "function",
+      );
+    }
   });
 });
