@@ -55,6 +55,7 @@ export {
 } from "./contracts/model.ts";
 export { LineDecoder, type LineResult } from "./contracts/ndjson.ts";
 export type {
+  DecisionSource,
   PermissionAction,
   PermissionDecision,
   PermissionReply,
@@ -79,6 +80,10 @@ export {
   acceptanceMachine,
   acceptanceStatus,
 } from "./machines/acceptance.machine.ts";
+export {
+  DEFAULT_LOOP_GUARD,
+  type LoopGuardOptions,
+} from "./machines/policies/loop-guard.ts";
 export { classifyModelError, parseRetryAfter } from "./machines/policies/retry-classify.ts";
 export {
   DEFAULT_RETRY_POLICY,

@@ -44,6 +44,7 @@ export interface TaskSet {
 export const MECHANISMS = {
   compaction: "automatic compaction (context.compactAt: false)",
   "acceptance-loop": "the acceptance loop (no follow-ups with failing evidence)",
+  "loop-guard": "the loop guard (loopGuard: false)",
 } as const;
 export type Mechanism = keyof typeof MECHANISMS;
 
@@ -213,6 +214,7 @@ async function runOnce(
       limits: { maxSteps: set.budget.maxSteps, maxSpendTokens: set.budget.maxSpendTokens },
       retry: set.retry,
       context: variant === "compaction" ? { compactAt: false } : undefined,
+      ...(variant === "loop-guard" ? { loopGuard: false as const } : {}),
       acceptance: { workspace: ws, checks: task.checks, ...loop },
     });
     const session = await agent.openSession(`eval-${task.id}-${run}`);

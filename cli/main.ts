@@ -140,7 +140,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
     .option("--seed <n>", "passed to the --model factory (default 1)", positiveInt("--seed"))
     .option(
       "--compare <mechanism>",
-      "also run with a mechanism off and print both: compaction | acceptance-loop",
+      "also run with a mechanism off and print both: compaction | acceptance-loop | loop-guard",
     )
     .action(
       async (

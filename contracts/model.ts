@@ -48,6 +48,19 @@ export interface ModelRequest {
   attemptId: string;
 }
 
+/** What a model adapter can do beyond the plain request/stream contract. */
+export interface ModelCapabilities {
+  /**
+   * The provider continues a request whose `messages` end with an assistant message (a
+   * "prefill"): the answer's text deltas are the continuation of that message's text, not a new
+   * message. The turn then resumes a stream cut mid-answer from the text already received
+   * (Continue); without it, such a cut falls back to Retry (the partial text is dropped, and
+   * the log and the `retry.scheduled` event say so). Anthropic's Messages API does this;
+   * OpenAI Chat Completions does not.
+   */
+  continueFromPartial?: boolean;
+}
+
 /**
  * A model provider.
  * Contract: `stream` yields normalised events and ends after a `finish` event; any failure
@@ -55,6 +68,8 @@ export interface ModelRequest {
  */
 export interface Model {
   readonly name: string;
+  /** Absent: none (every flag false). */
+  readonly capabilities?: ModelCapabilities;
   stream(request: ModelRequest): AsyncIterable<ModelEvent>;
   /**
    * Tokens the model accepts in one request (input and output together). Absent: unknown; the

@@ -241,7 +241,11 @@ export function agentRecord(event: AgentEvent): InspectRecord {
       if (event.error !== undefined) e = { ...event, error: clip(event.error) };
       break;
     case "retry.scheduled":
-      e = { ...event, reason: clip(event.reason) };
+      e = {
+        ...event,
+        reason: clip(event.reason),
+        ...(event.fallback ? { fallback: clip(event.fallback) } : {}),
+      };
       break;
     case "turn.cancel-acknowledged":
       e = { ...event, reason: clip(event.reason) };
@@ -284,6 +288,7 @@ export function agentRecord(event: AgentEvent): InspectRecord {
     case "check.ended":
     case "context.measured":
     case "attempt.started":
+    case "loop.detected":
     case "call.queued":
     case "call.stop-requested":
     case "turn.execution-stopped":

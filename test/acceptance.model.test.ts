@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
+import { initialTransition, type SnapshotFrom, transition } from "xstate";
 import { AcceptanceHost } from "../actors/acceptance.ts";
 import { declaredAcceptanceEffects } from "../actors/charts.ts";
-import { initialTransition, type SnapshotFrom, transition } from "xstate";
 import {
   type AcceptanceEvent,
   acceptanceMachine,

@@ -160,11 +160,11 @@ describe("keel eval", () => {
     expect(table).toMatch(/^all\s/m);
 
     await expect(
-      keel(["eval", file, "--compare", "loop-guard", "--model", path.join(dir, "model.mjs")]),
+      keel(["eval", file, "--compare", "retries", "--model", path.join(dir, "model.mjs")]),
     ).rejects.toMatchObject({
       code: 2,
       stderr: expect.stringContaining(
-        "unknown mechanism; choose one of compaction, acceptance-loop",
+        "unknown mechanism; choose one of compaction, acceptance-loop, loop-guard",
       ),
     });
   }, 120_000);
