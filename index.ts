@@ -1,4 +1,14 @@
 // The public API of Keel. Re-exports only.
+
+export { type AcceptanceOptions, followUpText } from "./actors/acceptance.ts";
+export type {
+  AcceptanceCheck,
+  AcceptanceSpec,
+  CheckContext,
+  CheckOutcome,
+  CommandCheck,
+  FunctionCheck,
+} from "./actors/acceptance-spec.ts";
 export {
   type Agent,
   type AgentOptions,
@@ -7,7 +17,9 @@ export {
   type Instructions,
   type SessionOpenOptions,
 } from "./actors/agent.ts";
+export { workspaceVersion } from "./actors/artifact-version.ts";
 export { AGENT_EVENT_TYPES, type InspectSink } from "./actors/events.ts";
+export { buildHandoff, type HandoffOptions, handoffMarkdown } from "./actors/handoff.ts";
 export { createIds, randomIds, seededIds } from "./actors/ids.ts";
 export { PermissionBroker, type PermissionOptions } from "./actors/permissions.ts";
 export { clearedResultText, READ_RESULT_TOOL } from "./actors/read-result-tool.ts";
@@ -19,6 +31,7 @@ export {
 export type { ContextOptions } from "./actors/session-context.ts";
 export { type InboxOptions, type PromptResult, Session } from "./actors/session-runtime.ts";
 export type { TurnResult } from "./actors/turn-runner.ts";
+export type * from "./contracts/acceptance.ts";
 export {
   type ChatMessage,
   type ChatToolCall,
@@ -82,6 +95,11 @@ export {
 export type * from "./contracts/tool-result.ts";
 export { NOT_EXECUTED, notExecuted } from "./contracts/tool-result.ts";
 export { startInspector } from "./inspector/server.ts";
+export {
+  type AcceptanceOutcome,
+  acceptanceMachine,
+  acceptanceStatus,
+} from "./machines/acceptance.machine.ts";
 export {
   DEFAULT_LOOP_GUARD,
   type LoopGuardOptions,

@@ -26,6 +26,11 @@ export const AGENT_EVENT_TYPES = [
   "turn.cancel-acknowledged",
   "turn.execution-stopped",
   "turn.ended",
+  "acceptance.started",
+  "check.started",
+  "check.ended",
+  "follow-up.sent",
+  "acceptance.checked",
   "log.written",
 ] as const satisfies readonly AgentEventType[];
 

@@ -1,5 +1,6 @@
 import type { Logger } from "pino";
 import type { InspectionEvent } from "xstate";
+import type { AcceptanceReport, AcceptanceStatus, Evidence } from "../contracts/acceptance.ts";
 import type { ChatMessage } from "../contracts/chat.ts";
 import type { AgentEvent, AgentEventBody } from "../contracts/events.ts";
 import type { Message } from "../contracts/messages.ts";
@@ -30,22 +31,35 @@ import {
 } from "../session/branches.ts";
 import { type CompactionResult, compactSession } from "../session/compaction.ts";
 import type { ContextUsage } from "../session/context-budget.ts";
-import type { EntryOf, LogEntry } from "../session/entries.ts";
+import type { EntryOf, HandoffRecord, LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
+import type { AcceptanceHost } from "./acceptance.ts";
+import type { AcceptanceSpec } from "./acceptance-spec.ts";
 import { type Coordinator, createCoordinator } from "./coordinator.ts";
+import { buildHandoff, type HandoffOptions, handoffMarkdown, regressionText } from "./handoff.ts";
 import { modelSummarizer } from "./model-summarizer.ts";
 import { clearedResultText, READ_RESULT_TOOL } from "./read-result-tool.ts";
 import { type TurnDeps, type TurnResult, TurnRun } from "./turn-runner.ts";
 import { type NormalizedInput, normalizeUserInput, type UserInput } from "./user-input.ts";
 
 const TURN_ENDED: PollPoint = { type: "turn.ended" };
+
+const sum = <T>(items: readonly T[], of: (item: T) => number) =>
+  items.reduce((total, item) => total + of(item), 0);
 const IDLE: PollPoint = { type: "idle" };
 
 /**
  * What `session.prompt()` resolves to: how the turn ended (`status`, `reason`), its final
- * assistant text, its summed provider usage and the number of model requests it sent.
+ * assistant text, its summed provider usage and the number of model requests it sent. With
+ * `createAgent({ acceptance })`, also the task's acceptance, a layer of its own: `acceptance`
+ * and the `evidence` behind it, and the follow-up `rounds` the acceptance loop sent (their
+ * turns' usage and steps are included; `status`, `reason` and `text` are the last turn's).
  */
-export type PromptResult = TurnResult;
+export interface PromptResult extends TurnResult {
+  acceptance?: AcceptanceStatus;
+  evidence?: Evidence;
+  rounds?: number;
+}
 
 /** A prompt that never ran (removed from the queue): nothing was said, nothing spent. */
 const notRun = (status: TurnStatus, reason: string): PromptResult => ({
@@ -93,6 +107,17 @@ export interface SessionOptions {
   recover?: (log: SessionLog) => Promise<unknown>;
   /** Called once when `close()` has finished (the agent forgets the session then). */
   onClosed?: () => void;
+  /**
+   * Builds the session's acceptance host once its log is open (with `createAgent({ acceptance })`).
+   * `followUp` runs a turn of the acceptance loop.
+   */
+  acceptance?: (
+    log: SessionLog,
+    emit: (e: AgentEventBody) => void,
+    followUp: (text: string) => Promise<TurnResult>,
+  ) => AcceptanceHost;
+  /** A handoff this session starts from: its verified checks are re-run before the first turn. */
+  handoff?: HandoffRecord;
 }
 
 /**
@@ -133,6 +158,11 @@ export class Session {
   private submitting = new Set<Promise<unknown>>();
   /** The configured instructions were compared with the log's (once per session object). */
   private instructionsSynced = false;
+  private acceptanceHost: AcceptanceHost | undefined;
+  /** Turns of the acceptance loop in the current run (their cost adds to the prompt's). */
+  private loopTurns: TurnResult[] = [];
+  /** A handoff whose regression check has not run yet. */
+  private pendingHandoff: HandoffRecord | undefined;
 
   constructor(options: SessionOptions) {
     this.id = options.sessionId;
@@ -153,6 +183,18 @@ export class Session {
         ),
         wantsPreviews: () => this.listeners.size > 0,
       };
+      this.acceptanceHost = options.acceptance?.(
+        log,
+        (e) => this.emit(e),
+        (text) => this.runLoopTurn(text),
+      );
+      if (this.acceptanceHost) {
+        this.acceptanceHost.open();
+        const host = this.acceptanceHost;
+        this.deps.guardCall = (call) => host.guardCall(call);
+        await log.flush();
+      }
+      this.pendingHandoff = options.handoff;
       // An interrupt a stopped process received and did not record: its turn is long over.
       if (queued(this.inbox, "interrupt").length > 0) {
         this.poll(TURN_ENDED);
@@ -445,6 +487,192 @@ export class Session {
     return { ok: true, cleared, bytes };
   }
 
+  /**
+   * The task's acceptance now (DESIGN §13), apart from any turn's run status: reads the
+   * artifact's version, so evidence taken against an older version shows as `stale`. Undefined
+   * without `createAgent({ acceptance })`.
+   */
+  async acceptance(): Promise<AcceptanceReport | undefined> {
+    await this.ready;
+    return this.acceptanceHost?.report();
+  }
+
+  /**
+   * Runs the acceptance checks whose evidence does not count for the current artifact version
+   * (never run, stale, interrupted; `all`: every check) and resolves with what the evidence
+   * then supports and the checks it `ran`. Refused with `TURN_OPEN` while a turn runs,
+   * `ACCEPTANCE_RUNNING` while checks run and `ACCEPTANCE_OFF` without an acceptance spec.
+   */
+  async accept(
+    options: { all?: boolean } = {},
+  ): Promise<
+    | ({ ok: true; ran: string[] } & AcceptanceReport)
+    | Refusal<"TURN_OPEN" | "ACCEPTANCE_RUNNING" | "ACCEPTANCE_OFF">
+  > {
+    await this.ready;
+    const host = this.acceptanceHost;
+    if (!host) return this.acceptanceOff("run acceptance checks");
+    if (this.current) return this.turnOpen("run acceptance checks", this.current.turnId);
+    if (host.busy)
+      return refuse(
+        "ACCEPTANCE_RUNNING",
+        `acceptance checks are already running in session ${this.id}; await the prompt or accept() that started them`,
+      );
+    const ran: string[] = [];
+    const unsubscribe = this.subscribe((e) => {
+      if (e.type === "check.started") ran.push(e.name);
+    });
+    try {
+      const outcome = await host.check({ reason: "accept", all: options.all === true });
+      await this.log.flush();
+      return {
+        ok: true,
+        ran,
+        acceptance: outcome.acceptance,
+        evidence: outcome.evidence,
+        specVersion: host.spec.version,
+      };
+    } finally {
+      unsubscribe();
+    }
+  }
+
+  /**
+   * Replaces the frozen acceptance spec (an explicit embedder call; tools cannot): records a
+   * new spec version in the log and drops every earlier evidence. Refused with `TURN_OPEN`
+   * while a turn runs, `ACCEPTANCE_RUNNING` while checks run, `ACCEPTANCE_OFF` without one.
+   */
+  async setAcceptanceSpec(
+    spec: AcceptanceSpec,
+  ): Promise<
+    { ok: true; version: number } | Refusal<"TURN_OPEN" | "ACCEPTANCE_RUNNING" | "ACCEPTANCE_OFF">
+  > {
+    await this.ready;
+    const host = this.acceptanceHost;
+    if (!host) return this.acceptanceOff("change the acceptance spec");
+    if (this.current) return this.turnOpen("change the acceptance spec", this.current.turnId);
+    if (host.busy)
+      return refuse("ACCEPTANCE_RUNNING", "cannot change the acceptance spec while its checks run");
+    const { version } = host.setSpec(spec);
+    await this.log.flush();
+    return { ok: true, version };
+  }
+
+  /**
+   * Writes a handoff record (goal, progress, verified facts each with its evidence and version,
+   * unverified assumptions, next steps) as a `handoff` log entry and returns it with its
+   * Markdown. Reads the artifact's version first, so evidence that went stale is not verified.
+   * Pass the record to `agent.openSession(id, { handoff })` to start the next session from it.
+   */
+  async handoff(
+    options: HandoffOptions = {},
+  ): Promise<
+    { record: HandoffRecord; markdown: string } | Refusal<"TURN_OPEN" | "ACCEPTANCE_OFF">
+  > {
+    await this.ready;
+    const host = this.acceptanceHost;
+    if (!host) return this.acceptanceOff("write a handoff");
+    if (this.current) return this.turnOpen("write a handoff", this.current.turnId);
+    const report = await host.report();
+    const record = buildHandoff({
+      sessionId: this.id,
+      at: this.options.now(),
+      entries: this.log.entries(),
+      report,
+      options,
+    });
+    const markdown = handoffMarkdown(record);
+    this.log.append({ type: "handoff", record, markdown });
+    await this.log.flush();
+    return { record, markdown };
+  }
+
+  private acceptanceOff(what: string): Refusal<"ACCEPTANCE_OFF"> {
+    return refuse(
+      "ACCEPTANCE_OFF",
+      `cannot ${what}: session ${this.id} has no acceptance spec; create the agent with createAgent({ acceptance: { checks: [...] } })`,
+    );
+  }
+
+  /** A turn of the acceptance loop, with the failing evidence as its input. */
+  private async runLoopTurn(text: string): Promise<TurnResult> {
+    const turn = new TurnRun(this.deps);
+    this.current = turn;
+    let result: TurnResult;
+    try {
+      result = await turn.start([{ text }]);
+    } catch (err) {
+      result = notRun("failed", `internal error: ${String(err)}`);
+    } finally {
+      this.current = undefined;
+    }
+    this.loopTurns.push(result);
+    return result;
+  }
+
+  /**
+   * After a turn: the checks (and, with `until: "passed"` after a completed turn, the loop),
+   * or, after a cancelled turn or with `runAfterTurn: false`, what the evidence supports now.
+   * The result carries both layers.
+   */
+  private async afterTurn(output: PromptResult): Promise<PromptResult> {
+    const host = this.acceptanceHost!;
+    this.loopTurns = [];
+    let report: AcceptanceReport & { rounds?: number };
+    try {
+      if (output.status === "cancelled" || !host.runsAfterTurn) {
+        report = await host.report();
+      } else {
+        const outcome = await host.check({
+          reason: "turn",
+          loop: host.loops && output.status === "completed",
+        });
+        report = { ...outcome, specVersion: host.spec.version };
+      }
+    } catch (err) {
+      this.options.logger.error({ err }, "acceptance could not run");
+      report = host.snapshotReport();
+    }
+    const last = this.loopTurns.at(-1);
+    const result: PromptResult = last
+      ? {
+          status: last.status,
+          text: last.text,
+          usage: {
+            inputTokens: output.usage.inputTokens + sum(this.loopTurns, (t) => t.usage.inputTokens),
+            outputTokens:
+              output.usage.outputTokens + sum(this.loopTurns, (t) => t.usage.outputTokens),
+          },
+          steps: output.steps + sum(this.loopTurns, (t) => t.steps),
+        }
+      : { ...output };
+    if (last?.reason !== undefined) result.reason = last.reason;
+    result.acceptance = report.acceptance;
+    result.evidence = report.evidence;
+    result.rounds = report.rounds ?? 0;
+    this.loopTurns = [];
+    return result;
+  }
+
+  /**
+   * Before any new work of a session started from a handoff: re-run the checks the handoff
+   * verified and tell the model (a note in its view) what no longer holds.
+   */
+  private async regressionCheck(record: HandoffRecord): Promise<void> {
+    this.pendingHandoff = undefined;
+    const host = this.acceptanceHost;
+    const names = record.verified.map((v) => v.evidence.name);
+    let text: string;
+    if (!host) {
+      text = `Handoff from session ${record.sessionId}: its ${names.length} verified fact(s) could not be re-checked here (no acceptance spec); treat them as unverified.`;
+    } else {
+      const outcome = await host.check({ reason: "handoff", names });
+      text = regressionText(record, { ...outcome, specVersion: host.spec.version });
+    }
+    this.log.append({ type: "note", text, audience: "model" });
+    await this.log.flush();
+  }
+
   /** The whole log as JSON Lines. */
   exportJsonl(): string {
     return exportJsonl(this.openLog("exportJsonl"));
@@ -639,6 +867,7 @@ export class Session {
   private cancelRunning(reason: string): void {
     this.coordinatorRef?.interrupt();
     this.current?.interrupt(reason);
+    if (this.acceptanceHost?.busy) this.acceptanceHost.interrupt(reason);
   }
 
   private hasRunnable(): boolean {
@@ -713,6 +942,7 @@ export class Session {
       this.options.logger.warn({ err }, message);
       this.emit({ type: "log.written", level: "warn", message });
     }
+    if (this.pendingHandoff && !signal.aborted) await this.regressionCheck(this.pendingHandoff);
     while (!signal.aborted && this.hasRunnable()) {
       const { inbox, interrupts, events } = this.takeAt(IDLE);
       this.inbox = inbox;
@@ -732,6 +962,7 @@ export class Session {
         output = notRun("failed", `internal error: ${String(err)}`);
       }
       this.current = undefined;
+      if (this.acceptanceHost) output = await this.afterTurn(output);
       this.poll(TURN_ENDED); // interrupts that arrived during the turn are recorded now
       for (const event of events) {
         this.waiters.get(event.id)?.(output);

@@ -13,7 +13,7 @@ import {
 } from "../contracts/messages.ts";
 import type { Model } from "../contracts/model.ts";
 import type { CallOutcome, TurnStatus } from "../contracts/status.ts";
-import { notExecuted, type ToolResult } from "../contracts/tool-result.ts";
+import { notExecuted, type ToolFailure, type ToolResult } from "../contracts/tool-result.ts";
 import type { BatchCallResult, BatchOutput } from "../machines/batch.machine.ts";
 import type { PollPoint } from "../machines/policies/inbox.ts";
 import {
@@ -106,6 +106,11 @@ export interface TurnDeps {
    * spill folder, `createSpill`). Absent: such output is truncated. Contract: may reject.
    */
   spill?: (content: string, callId: string) => Promise<{ path: string; sha256: string }>;
+  /**
+   * Refuses a prepared call before it runs (e.g. a write to a frozen acceptance file): its
+   * result is the returned failure and it never executes. Contract: synchronous, must not throw.
+   */
+  guardCall?: (call: PreparedCall) => ToolFailure | undefined;
   /** Whether anyone listens for argument previews (they cost a parse per 256 chars). */
   wantsPreviews?: () => boolean;
   /** Test seam: a variant of the turn statechart to host (mutation tests). */
@@ -643,10 +648,20 @@ export class TurnRun implements TurnEffects {
     this.recorded.clear();
     const specs: TurnCallSpec[] = [];
     for (const c of message.toolCalls) {
-      const outcome = prepareCall(
+      let outcome = prepareCall(
         { id: c.id, name: c.name, argumentsText: c.argumentsText },
         registry,
       );
+      const refused = outcome.ok ? this.deps.guardCall?.(outcome.call) : undefined;
+      if (refused) {
+        outcome = {
+          ok: false,
+          id: c.id,
+          name: c.name,
+          argumentsText: c.argumentsText,
+          error: refused,
+        };
+      }
       this.prepared.set(c.id, outcome);
       if (!outcome.ok) continue;
       const { call } = outcome;

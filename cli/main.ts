@@ -136,6 +136,36 @@ export function buildProgram(result: { code: ExitCode }): Command {
       result.code = await runInspect(opts);
     });
   program
+    .command("eval")
+    .description(
+      "run each task of a task set k times with a fixed budget, graded by its acceptance checks: pass@k, pass^k, cost",
+    )
+    .argument(
+      "<tasks.json>",
+      'a task set: { "budget": {…}, "tasks": [{ "id", "prompt", "files", "checks" }] }',
+    )
+    .option("--k <n>", "runs per task (default 5)", positiveInt("--k", 1000), 5)
+    .option("--json", "the figures and every run as JSON")
+    .option(
+      "--model <module>",
+      "an ES module whose default export ({ task, run, seed, variant }) => Model makes each run's model (default: OPENAI_* from the environment)",
+    )
+    .option("--seed <n>", "passed to the --model factory (default 1)", positiveInt("--seed"))
+    .option(
+      "--compare <mechanism>",
+      "also run with a mechanism off and print both: compaction | acceptance-loop | loop-guard",
+    )
+    .action(
+      async (
+        file: string,
+        opts: { k: number; json?: boolean; model?: string; seed?: number; compare?: string },
+      ) => {
+        const { runEval } = await import("./eval.ts");
+        result.code = await runEval(file, opts);
+      },
+    );
+
+  program
     .command("serve")
     .description(
       "serve the control protocol (NDJSON requests and events) to another process; see docs/protocol.md",

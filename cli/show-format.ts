@@ -63,6 +63,12 @@ export function describeEntry(e: LogEntry): string {
       return `leaf → ${e.leafId ?? "root"} (${e.reason})`;
     case "note":
       return `note "${clip(e.text, 60)}"`;
+    case "acceptance_spec":
+      return `acceptance spec v${e.version}: ${e.checks.map((c) => c.name).join(", ")}${e.files.length ? ` (frozen: ${e.files.map((f) => f.path).join(", ")})` : ""}`;
+    case "acceptance":
+      return `acceptance ${e.acceptance} (${e.reason}${e.rounds ? `, ${e.rounds} follow-up(s)` : ""}${e.interrupted ? ", interrupted" : ""}): ${e.evidence.checks.map((c) => `${c.passed ? "✓" : "✗"}${c.name}`).join(" ")}`;
+    case "handoff":
+      return `handoff: ${e.record.verified.length} verified, ${e.record.unverified.length} unverified, ${e.record.nextSteps.length} next steps`;
   }
 }
 

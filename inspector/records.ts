@@ -270,6 +270,19 @@ export function agentRecord(event: AgentEvent): InspectRecord {
     case "context.compacted":
       if (event.reason !== undefined) e = { ...event, reason: clip(event.reason) };
       break;
+    case "acceptance.checked":
+      e = {
+        ...event,
+        evidence: {
+          ...event.evidence,
+          checks: event.evidence.checks.map((c) => ({ ...c, output: clip(c.output, 400) })),
+        },
+      };
+      break;
+    case "follow-up.sent":
+    case "acceptance.started":
+    case "check.started":
+    case "check.ended":
     case "context.measured":
     case "attempt.started":
     case "loop.detected":

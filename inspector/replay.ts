@@ -125,11 +125,23 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
       case "turn_aborted":
         emit(at, { type: "log.written", level: "warn", message: `turn aborted at ${entry.where}` });
         break;
+      case "acceptance":
+        emit(at, {
+          type: "acceptance.checked",
+          acceptance: entry.acceptance,
+          evidence: entry.evidence,
+          rounds: entry.rounds,
+          reason: entry.reason,
+          specVersion: entry.specVersion,
+        });
+        break;
       case "context_edit":
       case "compaction":
       case "settings":
       case "leaf":
       case "note":
+      case "acceptance_spec":
+      case "handoff":
         emit(at, {
           type: "log.written",
           level: "info",
@@ -150,7 +162,16 @@ type AgentEventOfLane = Extract<LogEntry, { type: "inbox" }>["lane"];
 
 type NoLiveCounterpart = Extract<
   LogEntry,
-  { type: "context_edit" | "compaction" | "settings" | "leaf" | "note" }
+  {
+    type:
+      | "context_edit"
+      | "compaction"
+      | "settings"
+      | "leaf"
+      | "note"
+      | "acceptance_spec"
+      | "handoff";
+  }
 >;
 
 function describe(entry: NoLiveCounterpart): string {
@@ -165,5 +186,9 @@ function describe(entry: NoLiveCounterpart): string {
       return `→ ${entry.leafId ?? "root"} (${entry.reason})`;
     case "note":
       return clip(entry.text, 200);
+    case "acceptance_spec":
+      return `v${entry.version}: ${entry.checks.map((c) => c.name).join(", ")}`;
+    case "handoff":
+      return `${entry.record.verified.length} verified fact(s), ${entry.record.nextSteps.length} next step(s)`;
   }
 }

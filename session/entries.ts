@@ -1,3 +1,4 @@
+import type { AcceptanceStatus, CheckKind, Evidence } from "../contracts/acceptance.ts";
 import type {
   AssistantPart,
   ReasoningPart,
@@ -141,6 +142,52 @@ export interface EntryPayloads {
    * as a user-role note (e.g. "the work tree did not roll back"); the default is log-only.
    */
   note: { text: string; audience?: "model" | "log" };
+  /**
+   * A version of the frozen acceptance spec: its checks and the content of every file it
+   * freezes (base64, so the original can be restored). Written when a session first runs with a
+   * spec different from the last one in its log, and by `session.setAcceptanceSpec()`.
+   */
+  acceptance_spec: {
+    version: number;
+    digest: string;
+    checks: { name: string; kind: CheckKind; command?: string }[];
+    files: { path: string; sha256: string; content: string }[];
+  };
+  /**
+   * A round of acceptance checks ended (or a loop of them): the status the evidence supports and
+   * the evidence, bound to artifact versions. Separate from `turn_end`: a turn's run status and
+   * the task's acceptance are never inferred from each other.
+   */
+  acceptance: {
+    specVersion: number;
+    acceptance: AcceptanceStatus;
+    evidence: Evidence;
+    /** Follow-up rounds the loop sent. */
+    rounds: number;
+    reason: "turn" | "accept" | "handoff";
+    /** The checks were interrupted: an interrupted check left no evidence. */
+    interrupted?: boolean;
+  };
+  /** A handoff record (`session.handoff()`) and its Markdown. */
+  handoff: { record: HandoffRecord; markdown: string };
+}
+
+/** What a session hands to the next: verified facts (with evidence) apart from assumptions. */
+export interface HandoffRecord {
+  sessionId: string;
+  /** Clock ms when it was written. */
+  at: number;
+  goal: string;
+  progress: string;
+  specVersion: number;
+  /** The artifact version the record describes. */
+  artifactVersion: string | undefined;
+  acceptance: AcceptanceStatus;
+  /** Checks that passed against `artifactVersion`, each with its evidence. */
+  verified: { fact: string; evidence: Evidence["checks"][number] }[];
+  /** What is believed but not shown by a passing check (failed, stale, pending, opinions, the embedder's). */
+  unverified: string[];
+  nextSteps: string[];
 }
 
 export type EntryType = keyof EntryPayloads;

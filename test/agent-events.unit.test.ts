@@ -198,6 +198,51 @@ const SAMPLES: { [K in AgentEventType]: AgentEventOf<K> } = {
     ok: false,
     reason: LONG,
   },
+  "acceptance.started": { ...base, type: "acceptance.started", round: 1, checks: ["tests"] },
+  "check.started": {
+    ...base,
+    type: "check.started",
+    name: "tests",
+    round: 1,
+    artifactVersion: "git:abc",
+  },
+  "check.ended": {
+    ...base,
+    type: "check.ended",
+    name: "tests",
+    kind: "check",
+    passed: false,
+    durationMs: 12,
+    round: 1,
+  },
+  "follow-up.sent": {
+    ...base,
+    type: "follow-up.sent",
+    round: 1,
+    failing: ["tests"],
+  },
+  "acceptance.checked": {
+    ...base,
+    type: "acceptance.checked",
+    acceptance: "failed",
+    rounds: 1,
+    reason: "turn",
+    specVersion: 1,
+    evidence: {
+      artifactVersion: "git:abc",
+      checks: [
+        {
+          name: "tests",
+          kind: "check",
+          passed: false,
+          output: LONG,
+          startedAt: 1,
+          durationMs: 12,
+          artifactVersion: "git:abc",
+        },
+      ],
+    },
+  },
 };
 
 /** The `case "…":` labels of a plain-JS file of the inspector page. */

@@ -72,6 +72,16 @@ export function describe(r, model) {
       return `${e.used}${e.trusted ? "" : "~"} + ${e.reserve} reserve of ${e.window} tokens`;
     case "context.compacted":
       return `${e.mode} ${e.ok ? `${e.tokensBefore} → ${e.tokensAfter} tokens` : `failed: ${e.reason}`}`;
+    case "acceptance.started":
+      return `round ${e.round}: ${e.checks.join(", ") || "(no stale check)"}`;
+    case "check.started":
+      return `${e.name} round ${e.round} on ${e.artifactVersion}`;
+    case "check.ended":
+      return `${e.name} ${e.kind === "opinion" ? "opinion " : ""}${e.passed ? "passed" : "failed"} in ${e.durationMs} ms (round ${e.round})`;
+    case "follow-up.sent":
+      return `follow-up ${e.round}: ${e.failing.join(", ")}`;
+    case "acceptance.checked":
+      return `${e.acceptance} (${e.reason}, ${e.rounds} round(s), spec v${e.specVersion}) on ${e.evidence.artifactVersion ?? "?"}`;
     default:
       // Every AgentEvent type has its case above (test/agent-events.unit.test.ts checks it);
       // an event from a newer Keel is shown by its ids.
