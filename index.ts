@@ -1,4 +1,14 @@
 // The public API of Keel. Re-exports only.
+
+export { type AcceptanceOptions, followUpText } from "./actors/acceptance.ts";
+export type {
+  AcceptanceCheck,
+  AcceptanceSpec,
+  CheckContext,
+  CheckOutcome,
+  CommandCheck,
+  FunctionCheck,
+} from "./actors/acceptance-spec.ts";
 export {
   type Agent,
   type AgentOptions,
@@ -7,7 +17,9 @@ export {
   type Instructions,
   type SessionOpenOptions,
 } from "./actors/agent.ts";
+export { workspaceVersion } from "./actors/artifact-version.ts";
 export { AGENT_EVENT_TYPES, type InspectSink } from "./actors/events.ts";
+export { buildHandoff, type HandoffOptions, handoffMarkdown } from "./actors/handoff.ts";
 export { createIds, randomIds, seededIds } from "./actors/ids.ts";
 export { PermissionBroker, type PermissionOptions } from "./actors/permissions.ts";
 export {
@@ -31,6 +43,14 @@ export {
 } from "./actors/session-runtime.ts";
 export type { TurnResult } from "./actors/turn-runner.ts";
 export { SESSION_TASK, startWorker, type Worker, type WorkerOptions } from "./actors/worker.ts";
+export type * from "./contracts/acceptance.ts";
+export {
+  type ChatMessage,
+  type ChatToolCall,
+  type ChatUserContent,
+  toChatMessage,
+  toChatMessages,
+} from "./contracts/chat.ts";
 export { type Clock, sleep, systemClock } from "./contracts/clock.ts";
 export type {
   AgentEvent,
@@ -41,8 +61,22 @@ export type {
 export type { IdGenerator } from "./contracts/ids.ts";
 export { MAX_ARGUMENTS_CHARS, MAX_JSON_DEPTH } from "./contracts/json-limits.ts";
 export {
-  type ChatMessage,
-  type ChatToolCall,
+  type AssistantPart,
+  type ImagePart,
+  type JsonValue,
+  type Message,
+  type ProviderMetadata,
+  type ReasoningPart,
+  type TextPart,
+  type ToolCallPart,
+  type ToolResultPart,
+  textOf,
+  toolCallsOf,
+  type Usage,
+  type UserPart,
+  userText,
+} from "./contracts/messages.ts";
+export {
   type FinishReason,
   type Model,
   ModelError,
@@ -50,10 +84,10 @@ export {
   type ModelEvent,
   type ModelRequest,
   type ModelToolSpec,
-  type Usage,
 } from "./contracts/model.ts";
 export { LineDecoder, type LineResult } from "./contracts/ndjson.ts";
 export type {
+  DecisionSource,
   PermissionAction,
   PermissionDecision,
   PermissionReply,
@@ -73,6 +107,15 @@ export {
 export type * from "./contracts/tool-result.ts";
 export { NOT_EXECUTED, notExecuted } from "./contracts/tool-result.ts";
 export { startInspector } from "./inspector/server.ts";
+export {
+  type AcceptanceOutcome,
+  acceptanceMachine,
+  acceptanceStatus,
+} from "./machines/acceptance.machine.ts";
+export {
+  DEFAULT_LOOP_GUARD,
+  type LoopGuardOptions,
+} from "./machines/policies/loop-guard.ts";
 export { classifyModelError, parseRetryAfter } from "./machines/policies/retry-classify.ts";
 export {
   DEFAULT_RETRY_POLICY,
@@ -80,6 +123,7 @@ export {
   type RetryPolicy,
 } from "./machines/policies/retry-policy.ts";
 export type { TurnLimits, TurnOutput } from "./machines/turn.machine.ts";
+export { type AiSdkModelOptions, aiSdkModel, toV3Prompt } from "./providers/ai-sdk-model.ts";
 export { type OpenAIModelOptions, openaiModel } from "./providers/openai-model.ts";
 export {
   knownModelLimits,
@@ -114,6 +158,7 @@ export {
   type ContextUsage,
 } from "./session/context-budget.ts";
 export type * from "./session/entries.ts";
+export { LOG_SCHEMA_VERSION } from "./session/entries.ts";
 export { type Ledger, memoryLedger } from "./session/ledger.ts";
 export { SessionLog } from "./session/log.ts";
 export { memoryStore } from "./session/memory-store.ts";

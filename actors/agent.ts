@@ -2,14 +2,18 @@ import pino, { type Logger } from "pino";
 import { type Clock, systemClock } from "../contracts/clock.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
 import type { Model } from "../contracts/model.ts";
+import type { acceptanceMachine } from "../machines/acceptance.machine.ts";
 import type { DrainMode, DrainPolicy } from "../machines/policies/inbox.ts";
+import { type LoopGuardOptions, resolveLoopGuard } from "../machines/policies/loop-guard.ts";
 import { type RetryPolicy, resolveRetryPolicy } from "../machines/policies/retry-policy.ts";
 import type { TurnLimits } from "../machines/turn.machine.ts";
+import type { HandoffRecord } from "../session/entries.ts";
 import { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";
 import { hasLeases, type SessionStore, type SessionSummary } from "../session/store.ts";
 import { createRegistry, type Registry } from "../tools/registry.ts";
 import type { ToolDefinition } from "../tools/types.ts";
+import { AcceptanceHost, type AcceptanceOptions, checkAcceptanceOptions } from "./acceptance.ts";
 import type { InspectSink } from "./events.ts";
 import { createIds } from "./ids.ts";
 import { PermissionBroker, type PermissionOptions } from "./permissions.ts";
@@ -60,6 +64,13 @@ export interface AgentOptions {
   /** Bound on the end-of-turn finalizer (persist, settle). Default 10 000 ms. */
   finalizeDeadlineMs?: number;
   retry?: Partial<RetryPolicy>;
+  /**
+   * The loop guard: the same call (tool and normalised arguments) failing the same way
+   * `repeats` times in a row gets a result telling the model to change approach; at `failAfter`
+   * in a row the turn ends `failed` with reason `loop_detected`. Default `{ repeats: 3,
+   * failAfter: 2 × repeats }`; `false` turns it off.
+   */
+  loopGuard?: Partial<LoopGuardOptions> | false;
   /** Shared across sessions of one provider: bounds extra attempts when many fail at once. */
   retryBudget?: RetryBudget;
   /** How steering and follow-ups are read. Default: steer "all", followUp "one-at-a-time". */
@@ -103,6 +114,15 @@ export interface AgentOptions {
   lanesToDrain?: DrainPolicy;
   /** @internal Test seam: a variant of the turn statechart (mutation tests only). */
   turnMachine?: TurnDeps["turnMachine"];
+  /**
+   * Done means accepted (DESIGN §13): executable checks the embedder defines, run against the
+   * artifact (by default the files of `workspace`, versioned by their git tree), with evidence
+   * bound to that version. Checks run after each turn (`runAfterTurn`), on `session.accept()`,
+   * and, with `until: "passed"`, in a loop that sends failing evidence back as follow-ups.
+   */
+  acceptance?: AcceptanceOptions;
+  /** @internal Test seam: a variant of the acceptance statechart (mutation tests only). */
+  acceptanceMachine?: typeof acceptanceMachine;
 }
 
 /** Instructions: a text, or a function of the session returning it. */
@@ -111,6 +131,11 @@ export type Instructions = string | ((session: Session) => string);
 export interface SessionOpenOptions {
   /** Instructions for this session, in place of the agent's. */
   instructions?: Instructions;
+  /**
+   * Start from a handoff (`session.handoff()` of an earlier session): before any new work the
+   * checks it verified are run again and the model is told what no longer holds.
+   */
+  handoff?: HandoffRecord;
 }
 
 export interface Agent {
@@ -197,6 +222,7 @@ export function createAgent(options: AgentOptions): Agent {
   const logger = options.logger ?? defaultLogger();
   const limits = resolveLimits(options.limits, logger);
   checkContextOptions(options.context);
+  checkAcceptanceOptions(options.acceptance);
   const contextOptions = options.context ?? {};
   if (options.instructions !== undefined && !isInstructions(options.instructions)) {
     throw new TypeError(
@@ -207,6 +233,7 @@ export function createAgent(options: AgentOptions): Agent {
   if (contextOptions.readResultTool) registry.add(readResultTool((id) => sessions.get(id)));
   // Checked here, once: a bad policy is a RangeError from createAgent, not a failed turn later.
   const retry = resolveRetryPolicy(options.retry ?? {});
+  const loopGuard = resolveLoopGuard(options.loopGuard);
   const inspect = options.inspect;
   const shared = options.lease !== false && hasLeases(store) ? store : undefined;
   const leaseOptions = options.lease || {};
@@ -279,6 +306,21 @@ export function createAgent(options: AgentOptions): Agent {
               onRole: leaseOptions.onRole && ((role) => leaseOptions.onRole!(sessionId, role)),
             }
           : undefined,
+        handoff: sessionOptions.handoff,
+        acceptance: options.acceptance
+          ? (log, emit, followUp) =>
+              new AcceptanceHost({
+                // A copy: setAcceptanceSpec changes one session's spec, not the agent's.
+                options: { ...options.acceptance! },
+                log,
+                clock,
+                logger: sessionLogger,
+                emit,
+                inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
+                followUp,
+                machine: options.acceptanceMachine,
+              })
+          : undefined,
         inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
         publish: inspect ? (e) => inspect.publish(e) : undefined,
         deps: (log, emit, poll) => ({
@@ -310,6 +352,7 @@ export function createAgent(options: AgentOptions): Agent {
           poll,
           spill: createSpill(sessionSpillDir(dataDir, sessionId)),
           turnMachine: options.turnMachine,
+          loopGuard,
           permissions: options.permissions
             ? (options.permissionBroker?.(options.permissions) ??
               new PermissionBroker(options.permissions))

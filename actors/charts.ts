@@ -1,4 +1,5 @@
 import type { ActorSystem, AnyActorRef, AnyStateMachine } from "xstate";
+import { type AcceptanceEffects, acceptanceMachine } from "../machines/acceptance.machine.ts";
 import { type BatchEffects, batchMachine } from "../machines/batch.machine.ts";
 import { isEffect } from "../machines/effect.ts";
 import { type ToolCallEffects, toolCallMachine } from "../machines/tool-call.machine.ts";
@@ -19,7 +20,12 @@ const runs = new WeakMap<System, AnyEffects>();
 export function bindEffects(system: System, effects: TurnEffects): void;
 /** A batch hosted alone (tests): only the batch's and its calls' effects are needed. */
 export function bindEffects(system: System, effects: BatchEffects & ToolCallEffects): void;
-export function bindEffects(system: System, effects: BatchEffects & ToolCallEffects): void {
+/** A session's acceptance chart: its host's effects (`actors/acceptance.ts`). */
+export function bindEffects(system: System, effects: AcceptanceEffects): void;
+export function bindEffects(
+  system: System,
+  effects: (BatchEffects & ToolCallEffects) | AcceptanceEffects,
+): void {
   runs.set(system, effects as unknown as AnyEffects);
 }
 
@@ -76,6 +82,28 @@ export function hostedTurnMachine(variant: typeof turnMachine = turnMachine): ty
     hosted.set(variant, machine);
   }
   return machine;
+}
+
+const hostedAcceptance = new WeakMap<typeof acceptanceMachine, typeof acceptanceMachine>();
+
+/**
+ * The acceptance chart (`acceptanceMachine`, or a test's variant) with its effects bound through
+ * {@link bindEffects} to the session's acceptance host. Built once per variant.
+ */
+export function hostedAcceptanceMachine(
+  variant: typeof acceptanceMachine = acceptanceMachine,
+): typeof acceptanceMachine {
+  let machine = hostedAcceptance.get(variant);
+  if (!machine) {
+    machine = variant.provide({ actions: effectsOf(variant) });
+    hostedAcceptance.set(variant, machine);
+  }
+  return machine;
+}
+
+/** The names of every effect the acceptance chart declares (a test checks the host has each). */
+export function declaredAcceptanceEffects(): string[] {
+  return Object.keys(effectsOf(acceptanceMachine));
 }
 
 /** The names of every effect the three charts declare (a test checks `TurnRun` has each). */

@@ -20,11 +20,17 @@ export const AGENT_EVENT_TYPES = [
   "call.settled",
   "batch.committed",
   "retry.scheduled",
+  "loop.detected",
   "context.measured",
   "context.compacted",
   "turn.cancel-acknowledged",
   "turn.execution-stopped",
   "turn.ended",
+  "acceptance.started",
+  "check.started",
+  "check.ended",
+  "follow-up.sent",
+  "acceptance.checked",
   "log.written",
 ] as const satisfies readonly AgentEventType[];
 

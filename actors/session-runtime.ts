@@ -1,8 +1,11 @@
 import { hostname } from "node:os";
 import type { Logger } from "pino";
 import type { InspectionEvent } from "xstate";
+import type { AcceptanceReport, AcceptanceStatus, Evidence } from "../contracts/acceptance.ts";
+import type { ChatMessage } from "../contracts/chat.ts";
 import type { AgentEvent, AgentEventBody } from "../contracts/events.ts";
-import type { ChatMessage, Model } from "../contracts/model.ts";
+import type { Message } from "../contracts/messages.ts";
+import type { Model } from "../contracts/model.ts";
 import type { PermissionReply, PermissionRequest } from "../contracts/permission.ts";
 import { type Refusal, refuse } from "../contracts/refusal.ts";
 import type { InboxLane, InboxSource, TurnStatus } from "../contracts/status.ts";
@@ -29,22 +32,36 @@ import {
 } from "../session/branches.ts";
 import { type CompactionResult, compactSession } from "../session/compaction.ts";
 import type { ContextUsage } from "../session/context-budget.ts";
-import type { EntryOf, LogEntry } from "../session/entries.ts";
+import type { EntryOf, HandoffRecord, LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import type { Lease, LeaseStore, SessionStore } from "../session/store.ts";
+import type { AcceptanceHost } from "./acceptance.ts";
+import type { AcceptanceSpec } from "./acceptance-spec.ts";
 import { type Coordinator, createCoordinator } from "./coordinator.ts";
+import { buildHandoff, type HandoffOptions, handoffMarkdown, regressionText } from "./handoff.ts";
 import { modelSummarizer } from "./model-summarizer.ts";
 import { clearedResultText, READ_RESULT_TOOL } from "./read-result-tool.ts";
 import { type TurnDeps, type TurnResult, TurnRun } from "./turn-runner.ts";
+import { type NormalizedInput, normalizeUserInput, type UserInput } from "./user-input.ts";
 
 const TURN_ENDED: PollPoint = { type: "turn.ended" };
+
+const sum = <T>(items: readonly T[], of: (item: T) => number) =>
+  items.reduce((total, item) => total + of(item), 0);
 const IDLE: PollPoint = { type: "idle" };
 
 /**
  * What `session.prompt()` resolves to: how the turn ended (`status`, `reason`), its final
- * assistant text, its summed provider usage and the number of model requests it sent.
+ * assistant text, its summed provider usage and the number of model requests it sent. With
+ * `createAgent({ acceptance })`, also the task's acceptance, a layer of its own: `acceptance`
+ * and the `evidence` behind it, and the follow-up `rounds` the acceptance loop sent (their
+ * turns' usage and steps are included; `status`, `reason` and `text` are the last turn's).
  */
-export type PromptResult = TurnResult;
+export interface PromptResult extends TurnResult {
+  acceptance?: AcceptanceStatus;
+  evidence?: Evidence;
+  rounds?: number;
+}
 
 /** A prompt that never ran (removed from the queue): nothing was said, nothing spent. */
 const notRun = (status: TurnStatus, reason: string): PromptResult => ({
@@ -94,6 +111,17 @@ export interface SessionOptions {
   onClosed?: () => void;
   /** A store shared by processes: run only while holding the session's lease (DESIGN §5, §12). */
   lease?: SessionLeaseOptions;
+  /**
+   * Builds the session's acceptance host once its log is open (with `createAgent({ acceptance })`).
+   * `followUp` runs a turn of the acceptance loop.
+   */
+  acceptance?: (
+    log: SessionLog,
+    emit: (e: AgentEventBody) => void,
+    followUp: (text: string) => Promise<TurnResult>,
+  ) => AcceptanceHost;
+  /** A handoff this session starts from: its verified checks are re-run before the first turn. */
+  handoff?: HandoffRecord;
 }
 
 /** How a session shares its store with other processes. */
@@ -165,6 +193,11 @@ export class Session {
   /** Prompts submitted while following: resolved from the owner's log. */
   private forwarded = new Map<string, (result: PromptResult) => void>();
   private takingOver = false;
+  private acceptanceHost: AcceptanceHost | undefined;
+  /** Turns of the acceptance loop in the current run (their cost adds to the prompt's). */
+  private loopTurns: TurnResult[] = [];
+  /** A handoff whose regression check has not run yet. */
+  private pendingHandoff: HandoffRecord | undefined;
 
   constructor(options: SessionOptions) {
     this.id = options.sessionId;
@@ -181,6 +214,7 @@ export class Session {
         if (held) this.becomeOwner(held);
         else this.becomeFollower();
       }
+      this.pendingHandoff = options.handoff;
       this.opened = true;
     })();
     // Observed here so a failed open is not an unhandled rejection; callers still see it.
@@ -203,8 +237,23 @@ export class Session {
       ),
       wantsPreviews: () => this.listeners.size > 0,
     };
+    // What writes to the log at open is the lease holder's to do (or a store's only process).
+    const writer = !this.options.lease || log.heldLease !== undefined;
+    this.acceptanceHost = writer
+      ? this.options.acceptance?.(
+          log,
+          (e) => this.emit(e),
+          (text) => this.runLoopTurn(text),
+        )
+      : undefined;
+    if (this.acceptanceHost) {
+      this.acceptanceHost.open();
+      const host = this.acceptanceHost;
+      this.deps.guardCall = (call) => host.guardCall(call);
+      await log.flush();
+    }
     // An interrupt a stopped process received and did not record: its turn is long over.
-    if (queued(this.inbox, "interrupt").length > 0 && (!this.options.lease || log.heldLease)) {
+    if (writer && queued(this.inbox, "interrupt").length > 0) {
       this.poll(TURN_ENDED);
       await log.flush();
     }
@@ -408,26 +457,33 @@ export class Session {
     return true;
   }
 
-  /** Submits a prompt; resolves when the turn that consumes it ends. */
-  async prompt(text: string, options: InboxOptions = {}): Promise<PromptResult> {
+  /**
+   * Submits a prompt (text, or text and image parts); resolves when the turn that consumes it
+   * ends. Throws a `TypeError` before anything is queued or sent when the input is malformed, or
+   * has an image and the model does not take images (`Model.input.images`).
+   */
+  async prompt(input: UserInput, options: InboxOptions = {}): Promise<PromptResult> {
     let resolve!: (result: PromptResult) => void;
     const result = new Promise<PromptResult>((r) => {
       resolve = r;
     });
-    await this.submit("next-turn", text, options, (id) =>
+    await this.submit("prompt", "next-turn", input, options, (id) =>
       (this.roleValue === "follower" ? this.forwarded : this.waiters).set(id, resolve),
     );
     return result;
   }
 
   /** Queues a follow-up: read when the current turn would otherwise end; starts the next turn. */
-  async followUp(text: string, options: InboxOptions = {}): Promise<string> {
-    return this.submit("next-turn", text, options);
+  async followUp(input: UserInput, options: InboxOptions = {}): Promise<string> {
+    return this.submit("followUp", "next-turn", input, options);
   }
 
-  /** Queues steering: read at the next safe point of the running turn (or starts one). */
-  async steer(text: string, options: InboxOptions = {}): Promise<string> {
-    return this.submit("next-step", text, options);
+  /**
+   * Queues steering (text or parts, checked like `prompt`'s): read at the next safe point of
+   * the running turn (or starts one).
+   */
+  async steer(input: UserInput, options: InboxOptions = {}): Promise<string> {
+    return this.submit("steer", "next-step", input, options);
   }
 
   /**
@@ -519,9 +575,18 @@ export class Session {
     return () => this.listeners.delete(listener);
   }
 
-  /** The model's view of the active branch (OpenAI Chat Completions shape). */
+  /** The model's view of the active branch (OpenAI Chat Completions shape; reasoning left out). */
   messages(): readonly ChatMessage[] {
     return this.openLog("messages").messages();
+  }
+
+  /**
+   * The model's view of the active branch as neutral messages (contracts/messages.ts):
+   * reasoning with its provider metadata, images, tool calls and results as parts. Live and
+   * owned by the log: do not mutate; `slice()` it to keep a snapshot.
+   */
+  history(): readonly Message[] {
+    return this.openLog("history").history();
   }
 
   /** Every entry of the log, all branches, in `seq` order. */
@@ -648,7 +713,7 @@ export class Session {
         `cleared results could not be read back: the ${READ_RESULT_TOOL} tool is off; create the agent with createAgent({ context: { readResultTool: true } })`,
       );
     }
-    const messages = this.log.messages().slice();
+    const messages = this.log.history().slice();
     const sources = this.log.messageSources().slice();
     let steps = 0;
     const stepOf: number[] = [];
@@ -667,7 +732,9 @@ export class Session {
     let cleared = 0;
     let bytes = 0;
     for (const { index, entry } of candidates.slice(0, Math.max(0, candidates.length - keepLast))) {
-      const content = (messages[index] as { content: string }).content;
+      const m = messages[index];
+      if (m.role !== "tool") continue;
+      const content = m.content[0].content;
       const size = Buffer.byteLength(content);
       const note = clearedResultText(entry.id, size);
       if (content.startsWith("[result cleared") || note.length >= content.length) continue;
@@ -677,6 +744,192 @@ export class Session {
     }
     if (cleared > 0) await this.log.flush();
     return { ok: true, cleared, bytes };
+  }
+
+  /**
+   * The task's acceptance now (DESIGN §13), apart from any turn's run status: reads the
+   * artifact's version, so evidence taken against an older version shows as `stale`. Undefined
+   * without `createAgent({ acceptance })`.
+   */
+  async acceptance(): Promise<AcceptanceReport | undefined> {
+    await this.ready;
+    return this.acceptanceHost?.report();
+  }
+
+  /**
+   * Runs the acceptance checks whose evidence does not count for the current artifact version
+   * (never run, stale, interrupted; `all`: every check) and resolves with what the evidence
+   * then supports and the checks it `ran`. Refused with `TURN_OPEN` while a turn runs,
+   * `ACCEPTANCE_RUNNING` while checks run and `ACCEPTANCE_OFF` without an acceptance spec.
+   */
+  async accept(
+    options: { all?: boolean } = {},
+  ): Promise<
+    | ({ ok: true; ran: string[] } & AcceptanceReport)
+    | Refusal<"TURN_OPEN" | "ACCEPTANCE_RUNNING" | "ACCEPTANCE_OFF">
+  > {
+    await this.ready;
+    const host = this.acceptanceHost;
+    if (!host) return this.acceptanceOff("run acceptance checks");
+    if (this.current) return this.turnOpen("run acceptance checks", this.current.turnId);
+    if (host.busy)
+      return refuse(
+        "ACCEPTANCE_RUNNING",
+        `acceptance checks are already running in session ${this.id}; await the prompt or accept() that started them`,
+      );
+    const ran: string[] = [];
+    const unsubscribe = this.subscribe((e) => {
+      if (e.type === "check.started") ran.push(e.name);
+    });
+    try {
+      const outcome = await host.check({ reason: "accept", all: options.all === true });
+      await this.log.flush();
+      return {
+        ok: true,
+        ran,
+        acceptance: outcome.acceptance,
+        evidence: outcome.evidence,
+        specVersion: host.spec.version,
+      };
+    } finally {
+      unsubscribe();
+    }
+  }
+
+  /**
+   * Replaces the frozen acceptance spec (an explicit embedder call; tools cannot): records a
+   * new spec version in the log and drops every earlier evidence. Refused with `TURN_OPEN`
+   * while a turn runs, `ACCEPTANCE_RUNNING` while checks run, `ACCEPTANCE_OFF` without one.
+   */
+  async setAcceptanceSpec(
+    spec: AcceptanceSpec,
+  ): Promise<
+    { ok: true; version: number } | Refusal<"TURN_OPEN" | "ACCEPTANCE_RUNNING" | "ACCEPTANCE_OFF">
+  > {
+    await this.ready;
+    const host = this.acceptanceHost;
+    if (!host) return this.acceptanceOff("change the acceptance spec");
+    if (this.current) return this.turnOpen("change the acceptance spec", this.current.turnId);
+    if (host.busy)
+      return refuse("ACCEPTANCE_RUNNING", "cannot change the acceptance spec while its checks run");
+    const { version } = host.setSpec(spec);
+    await this.log.flush();
+    return { ok: true, version };
+  }
+
+  /**
+   * Writes a handoff record (goal, progress, verified facts each with its evidence and version,
+   * unverified assumptions, next steps) as a `handoff` log entry and returns it with its
+   * Markdown. Reads the artifact's version first, so evidence that went stale is not verified.
+   * Pass the record to `agent.openSession(id, { handoff })` to start the next session from it.
+   */
+  async handoff(
+    options: HandoffOptions = {},
+  ): Promise<
+    { record: HandoffRecord; markdown: string } | Refusal<"TURN_OPEN" | "ACCEPTANCE_OFF">
+  > {
+    await this.ready;
+    const host = this.acceptanceHost;
+    if (!host) return this.acceptanceOff("write a handoff");
+    if (this.current) return this.turnOpen("write a handoff", this.current.turnId);
+    const report = await host.report();
+    const record = buildHandoff({
+      sessionId: this.id,
+      at: this.options.now(),
+      entries: this.log.entries(),
+      report,
+      options,
+    });
+    const markdown = handoffMarkdown(record);
+    this.log.append({ type: "handoff", record, markdown });
+    await this.log.flush();
+    return { record, markdown };
+  }
+
+  private acceptanceOff(what: string): Refusal<"ACCEPTANCE_OFF"> {
+    return refuse(
+      "ACCEPTANCE_OFF",
+      `cannot ${what}: session ${this.id} has no acceptance spec; create the agent with createAgent({ acceptance: { checks: [...] } })`,
+    );
+  }
+
+  /** A turn of the acceptance loop, with the failing evidence as its input. */
+  private async runLoopTurn(text: string): Promise<TurnResult> {
+    const turn = new TurnRun(this.deps);
+    this.current = turn;
+    let result: TurnResult;
+    try {
+      result = await turn.start([{ text }]);
+    } catch (err) {
+      result = notRun("failed", `internal error: ${String(err)}`);
+    } finally {
+      this.current = undefined;
+    }
+    this.loopTurns.push(result);
+    return result;
+  }
+
+  /**
+   * After a turn: the checks (and, with `until: "passed"` after a completed turn, the loop),
+   * or, after a cancelled turn or with `runAfterTurn: false`, what the evidence supports now.
+   * The result carries both layers.
+   */
+  private async afterTurn(output: PromptResult): Promise<PromptResult> {
+    const host = this.acceptanceHost!;
+    this.loopTurns = [];
+    let report: AcceptanceReport & { rounds?: number };
+    try {
+      if (output.status === "cancelled" || !host.runsAfterTurn) {
+        report = await host.report();
+      } else {
+        const outcome = await host.check({
+          reason: "turn",
+          loop: host.loops && output.status === "completed",
+        });
+        report = { ...outcome, specVersion: host.spec.version };
+      }
+    } catch (err) {
+      this.options.logger.error({ err }, "acceptance could not run");
+      report = host.snapshotReport();
+    }
+    const last = this.loopTurns.at(-1);
+    const result: PromptResult = last
+      ? {
+          status: last.status,
+          text: last.text,
+          usage: {
+            inputTokens: output.usage.inputTokens + sum(this.loopTurns, (t) => t.usage.inputTokens),
+            outputTokens:
+              output.usage.outputTokens + sum(this.loopTurns, (t) => t.usage.outputTokens),
+          },
+          steps: output.steps + sum(this.loopTurns, (t) => t.steps),
+        }
+      : { ...output };
+    if (last?.reason !== undefined) result.reason = last.reason;
+    result.acceptance = report.acceptance;
+    result.evidence = report.evidence;
+    result.rounds = report.rounds ?? 0;
+    this.loopTurns = [];
+    return result;
+  }
+
+  /**
+   * Before any new work of a session started from a handoff: re-run the checks the handoff
+   * verified and tell the model (a note in its view) what no longer holds.
+   */
+  private async regressionCheck(record: HandoffRecord): Promise<void> {
+    this.pendingHandoff = undefined;
+    const host = this.acceptanceHost;
+    const names = record.verified.map((v) => v.evidence.name);
+    let text: string;
+    if (!host) {
+      text = `Handoff from session ${record.sessionId}: its ${names.length} verified fact(s) could not be re-checked here (no acceptance spec); treat them as unverified.`;
+    } else {
+      const outcome = await host.check({ reason: "handoff", names });
+      text = regressionText(record, { ...outcome, specVersion: host.spec.version });
+    }
+    this.log.append({ type: "note", text, audience: "model" });
+    await this.log.flush();
   }
 
   /** The whole log as JSON Lines. */
@@ -798,17 +1051,17 @@ export class Session {
 
   /**
    * Persists an input, then wakes the coordinator; `onId` runs before the wake (a prompt's
-   * waiter). Tracked until acknowledged, so `awaitIdle()` counts it as pending work.
+   * waiter). Tracked until acknowledged, so `awaitIdle()` counts it as pending work. A malformed
+   * input throws a `TypeError` naming `session.<method>` before anything is queued.
    */
   private submit(
+    method: string,
     lane: InboxLane,
-    body: string,
+    input: UserInput,
     options: InboxOptions,
     onId?: (id: string) => void,
   ): Promise<string> {
-    if (typeof body !== "string" || body.length === 0) {
-      throw new TypeError(`${lane} input must be a non-empty string, got ${JSON.stringify(body)}`);
-    }
+    const normalized = normalizeUserInput(`session.${method}`, input);
     if (this.closing) {
       return Promise.reject(
         new Error(
@@ -816,7 +1069,7 @@ export class Session {
         ),
       );
     }
-    const pending = this.receive(lane, body, options).then((id) => {
+    const pending = this.receive(method, lane, normalized, options).then((id) => {
       onId?.(id);
       // A follower's input went to the owner's inbox: its doorbell, not ours.
       if (this.roleValue !== "follower")
@@ -829,8 +1082,20 @@ export class Session {
     return pending;
   }
 
-  private async receive(lane: InboxLane, body: string, options: InboxOptions): Promise<string> {
+  private async receive(
+    method: string,
+    lane: InboxLane,
+    input: NormalizedInput,
+    options: InboxOptions,
+  ): Promise<string> {
+    const { text: body, parts } = input;
     await this.ready;
+    const model = this.deps.model;
+    if (parts?.some((p) => p.type === "image") && model.input?.images !== true) {
+      throw new TypeError(
+        `session.${method}: the model "${model.name}" does not take images (its input.images is not true); send text only, or use a model that takes images (openaiModel, or aiSdkModel with an Anthropic, OpenAI or Google model)`,
+      );
+    }
     const id = options.id ?? this.options.ids("in");
     const source = options.source ?? "user";
     if (this.roleValue === "follower") {
@@ -839,11 +1104,16 @@ export class Session {
       return id;
     }
     const seq = ++this.inboxSeq;
-    const received = receive(this.inbox, { id, source, lane, body, seq });
+    const event = parts ? { id, source, lane, body, parts, seq } : { id, source, lane, body, seq };
+    const received = receive(this.inbox, event);
     if (received.type === "invalid") throw new TypeError(received.reason);
     if (received.type === "duplicate") return id;
     this.inbox = received.inbox;
-    this.log.append({ type: "inbox", inboxId: id, source, lane, body });
+    this.log.append(
+      parts
+        ? { type: "inbox", inboxId: id, source, lane, body, parts }
+        : { type: "inbox", inboxId: id, source, lane, body },
+    );
     this.emit({ type: "inbox.received", inboxId: id, lane, source });
     await this.log.flush(); // persisted before acknowledged
     return id;
@@ -869,6 +1139,7 @@ export class Session {
   private cancelRunning(reason: string): void {
     this.coordinatorRef?.interrupt();
     this.current?.interrupt(reason);
+    if (this.acceptanceHost?.busy) this.acceptanceHost.interrupt(reason);
   }
 
   private hasRunnable(): boolean {
@@ -897,6 +1168,7 @@ export class Session {
       this.log.append({
         type: "user_message",
         text: event.body,
+        ...(event.parts ? { parts: [...event.parts] } : {}),
         inboxId: event.id,
         turnId: this.current?.turnId,
       });
@@ -942,6 +1214,7 @@ export class Session {
       this.options.logger.warn({ err }, message);
       this.emit({ type: "log.written", level: "warn", message });
     }
+    if (this.pendingHandoff && !signal.aborted) await this.regressionCheck(this.pendingHandoff);
     while (!signal.aborted && this.hasRunnable()) {
       const { inbox, interrupts, events } = this.takeAt(IDLE);
       this.inbox = inbox;
@@ -952,13 +1225,16 @@ export class Session {
       for (const event of events) this.consume(event, false);
       let output: PromptResult;
       try {
-        output = await turn.start(events.map((e) => ({ text: e.body, inboxId: e.id })));
+        output = await turn.start(
+          events.map((e) => ({ text: e.body, parts: e.parts, inboxId: e.id })),
+        );
       } catch (err) {
         // A bug, not a turn outcome: still answer every prompt waiting on this turn.
         this.options.logger.error({ err }, "a turn could not run");
         output = notRun("failed", `internal error: ${String(err)}`);
       }
       this.current = undefined;
+      if (this.acceptanceHost) output = await this.afterTurn(output);
       this.poll(TURN_ENDED); // interrupts that arrived during the turn are recorded now
       for (const event of events) {
         this.waiters.get(event.id)?.(output);

@@ -27,6 +27,10 @@ export function buildProgram(result: { code: ExitCode }): Command {
     .showSuggestionAfterError(true)
     .addHelpText("after", `\n${EXIT_CODES_HELP}`);
   const store = ["--store <file>", "session store (default ./.keel/keel.db)"] as const;
+  const provider = [
+    "--provider <name>",
+    "openai-compatible (default) | openai | anthropic | google; see the README for the environment each reads",
+  ] as const;
 
   program
     .command("demo")
@@ -48,6 +52,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
     .option("--json", "one JSON event per line")
     .option("-y, --yes", "allow high-risk tools (shell) without asking")
     .option("--inspect", "serve the inspector while the turn runs")
+    .option(...provider)
     .option(
       "--max-steps <n>",
       "stop after this many model steps",
@@ -63,6 +68,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
           inspect?: boolean;
           maxSteps?: number;
           store?: string;
+          provider?: string;
         },
       ) => {
         const { runPrompt } = await import("./run.ts");
@@ -78,12 +84,19 @@ export function buildProgram(result: { code: ExitCode }): Command {
     .option("--json", "one JSON event per line")
     .option("-y, --yes", "allow high-risk tools (shell) without asking")
     .option("--inspect", "serve the inspector while the turn runs")
+    .option(...provider)
     .option(...store)
     .action(
       async (
         id: string,
         prompt: string[],
-        opts: { json?: boolean; yes?: boolean; inspect?: boolean; store?: string },
+        opts: {
+          json?: boolean;
+          yes?: boolean;
+          inspect?: boolean;
+          store?: string;
+          provider?: string;
+        },
       ) => {
         const { runPrompt } = await import("./run.ts");
         result.code = await runPrompt(prompt.join(" "), { ...opts, resume: id });
@@ -135,6 +148,36 @@ export function buildProgram(result: { code: ExitCode }): Command {
       const { runInspect } = await import("./inspect.ts");
       result.code = await runInspect(opts);
     });
+  program
+    .command("eval")
+    .description(
+      "run each task of a task set k times with a fixed budget, graded by its acceptance checks: pass@k, pass^k, cost",
+    )
+    .argument(
+      "<tasks.json>",
+      'a task set: { "budget": {…}, "tasks": [{ "id", "prompt", "files", "checks" }] }',
+    )
+    .option("--k <n>", "runs per task (default 5)", positiveInt("--k", 1000), 5)
+    .option("--json", "the figures and every run as JSON")
+    .option(
+      "--model <module>",
+      "an ES module whose default export ({ task, run, seed, variant }) => Model makes each run's model (default: OPENAI_* from the environment)",
+    )
+    .option("--seed <n>", "passed to the --model factory (default 1)", positiveInt("--seed"))
+    .option(
+      "--compare <mechanism>",
+      "also run with a mechanism off and print both: compaction | acceptance-loop | loop-guard",
+    )
+    .action(
+      async (
+        file: string,
+        opts: { k: number; json?: boolean; model?: string; seed?: number; compare?: string },
+      ) => {
+        const { runEval } = await import("./eval.ts");
+        result.code = await runEval(file, opts);
+      },
+    );
+
   program
     .command("serve")
     .description(

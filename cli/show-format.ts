@@ -1,4 +1,4 @@
-import type { ChatMessage, LogEntry } from "../index.ts";
+import { type ChatMessage, type LogEntry, textOf, toolCallsOf } from "../index.ts";
 
 const clip = (text: string, max = 80) => {
   const flat = text.replace(/\s+/g, " ").trim();
@@ -17,14 +17,33 @@ export function describeEntry(e: LogEntry): string {
     case "attempt_end":
       return `attempt ${e.status}${e.error ? `: ${clip(e.error, 60)}` : ""}`;
     case "assistant_message": {
-      const calls = e.toolCalls.map((c) => c.function.name).join(", ");
-      return `assistant${e.text ? ` "${clip(e.text, 60)}"` : ""}${calls ? ` → ${calls}` : ""} [${e.finishReason}]`;
+      const calls = toolCallsOf(e.content)
+        .map((c) => c.name)
+        .join(", ");
+      const text = textOf(e.content);
+      return `assistant${text ? ` "${clip(text, 60)}"` : ""}${calls ? ` → ${calls}` : ""} [${e.finishReason}]`;
     }
     case "call_started":
       return `▶ ${e.name} ${clip(JSON.stringify(e.args) ?? "", 60)}`;
     case "call_result": {
       const r = e.result;
       return `${e.outcome === "completed" ? "✓" : "✗"} ${e.name} ${e.outcome}: ${clip(r.ok ? r.content : `${r.code} ${r.message}`, 60)}`;
+    }
+    case "permission_decision": {
+      const d = e.decision;
+      const what =
+        d.type === "allow"
+          ? "allowed"
+          : d.type === "declined"
+            ? "declined"
+            : "denied with feedback";
+      const by =
+        e.source.type === "spread"
+          ? `${e.source.reply} to ${e.source.by}`
+          : e.source.type === "reply"
+            ? e.source.reply
+            : e.source.type;
+      return `permission ${e.tool} (${e.callId}) ${what} by ${by}`;
     }
     case "context_edit":
       return `edit ${e.targetId} ${e.replacement === null ? "removed" : "replaced"}`;
@@ -44,6 +63,12 @@ export function describeEntry(e: LogEntry): string {
       return `leaf → ${e.leafId ?? "root"} (${e.reason})`;
     case "note":
       return `note "${clip(e.text, 60)}"`;
+    case "acceptance_spec":
+      return `acceptance spec v${e.version}: ${e.checks.map((c) => c.name).join(", ")}${e.files.length ? ` (frozen: ${e.files.map((f) => f.path).join(", ")})` : ""}`;
+    case "acceptance":
+      return `acceptance ${e.acceptance} (${e.reason}${e.rounds ? `, ${e.rounds} follow-up(s)` : ""}${e.interrupted ? ", interrupted" : ""}): ${e.evidence.checks.map((c) => `${c.passed ? "✓" : "✗"}${c.name}`).join(" ")}`;
+    case "handoff":
+      return `handoff: ${e.record.verified.length} verified, ${e.record.unverified.length} unverified, ${e.record.nextSteps.length} next steps`;
   }
 }
 
@@ -106,7 +131,8 @@ export function renderProjection(messages: readonly ChatMessage[]): string {
         const calls = (m.tool_calls ?? []).map((c) => `${c.function.name}#${c.id}`).join(", ");
         return `  assistant: ${clip(m.content ?? "", 80)}${calls ? ` → ${calls}` : ""}`;
       }
-      return `  ${m.role}: ${clip(m.content, 100)}`;
+      const content = typeof m.content === "string" ? m.content : JSON.stringify(m.content);
+      return `  ${m.role}: ${clip(content, 100)}`;
     })
     .join("\n");
 }

@@ -172,6 +172,17 @@ export function createTrace(options: TraceOptions): Trace {
             `  ↻ ${e.mode} #${e.retry} in ${(e.delayMs / 1000).toFixed(1)} s — ${e.reason}`,
           ),
         );
+        if (e.fallback) print(paint("33", `    ${e.fallback}`));
+        break;
+      case "loop.detected":
+        print(
+          paint(
+            e.action === "stopped" ? "31" : "33",
+            e.action === "stopped"
+              ? `  ⟲ loop detected: ${e.tool} failed the same way ${e.repeats} times in a row — ending the turn`
+              : `  ⟲ ${e.tool} failed the same way ${e.repeats} times in a row — the model is told to change approach`,
+          ),
+        );
         break;
       case "inbox.received":
         if (e.lane !== "next-turn") print(paint("35", `  ✉ ${e.lane} received (${e.source})`));
@@ -211,6 +222,41 @@ export function createTrace(options: TraceOptions): Trace {
           ),
         );
         break;
+      case "acceptance.started":
+        print(
+          paint(
+            "36",
+            `  ⚖ acceptance round ${e.round}: ${e.checks.length > 0 ? e.checks.join(", ") : "no stale check to run"}`,
+          ),
+        );
+        break;
+      case "check.started":
+        break; // its end says everything (a running check shows on the status line of the inspector)
+      case "check.ended":
+        print(
+          `    ${e.passed ? paint("32", "✓") : paint("31", "✗")} ${e.name}${e.kind === "opinion" ? dim(" (opinion, not evidence)") : ""} ${dim(`${e.durationMs} ms`)}`,
+        );
+        break;
+      case "follow-up.sent":
+        print(
+          paint(
+            "33",
+            `  ↺ follow-up ${e.round}: failing ${e.failing.join(", ")} sent to the model`,
+          ),
+        );
+        break;
+      case "acceptance.checked": {
+        const mark =
+          e.acceptance === "passed"
+            ? paint("32", "✔")
+            : e.acceptance === "failed"
+              ? paint("31", "✘")
+              : paint("33", "…");
+        print(
+          `${mark} acceptance ${e.acceptance} ${dim(`· ${e.evidence.checks.filter((c) => c.kind === "check" && c.passed).length}/${e.evidence.checks.filter((c) => c.kind === "check").length} checks passed · ${e.rounds} follow-up(s) · artifact ${e.evidence.artifactVersion ?? "?"}`)}`,
+        );
+        break;
+      }
       case "log.written":
         print(
           paint(

@@ -1,51 +1,56 @@
-/** A message in OpenAI Chat Completions shape: what `session.messages()` returns. */
-export type ChatMessage =
-  | { role: "system"; content: string }
-  | { role: "user"; content: string }
-  | {
-      role: "assistant";
-      content: string | null;
-      tool_calls?: ChatToolCall[];
-    }
-  | { role: "tool"; tool_call_id: string; content: string };
-
-export interface ChatToolCall {
-  id: string;
-  type: "function";
-  function: { name: string; arguments: string };
-}
+import type { Message, ProviderMetadata, Usage } from "./messages.ts";
 
 export type FinishReason = "stop" | "tool_calls" | "length" | "content_filter";
-
-export interface Usage {
-  inputTokens: number;
-  outputTokens: number;
-}
 
 /**
  * The normalised stream every model adapter emits. Tool-call events are keyed by `index`
  * (the provider's position of the call in the message); `id` and `name` may arrive on
- * `call.start` or on any delta, or never (the assembler copes).
+ * `call.start` or on any delta, or never (the assembler copes). `providerMetadata` on any event
+ * is merged (per provider, later keys win) into the part it belongs to and sent back with it.
  */
 export type ModelEvent =
-  | { type: "text.delta"; text: string }
-  | { type: "call.start"; index: number; id?: string; name?: string }
+  | { type: "text.delta"; text: string; providerMetadata?: ProviderMetadata }
+  /** Reasoning of block `key` (blocks keep their first-seen order); `text` may be "". */
+  | { type: "reasoning.delta"; key: string; text: string; providerMetadata?: ProviderMetadata }
+  | { type: "reasoning.end"; key: string; providerMetadata?: ProviderMetadata }
+  | {
+      type: "call.start";
+      index: number;
+      id?: string;
+      name?: string;
+      providerMetadata?: ProviderMetadata;
+    }
   | { type: "call.delta"; index: number; argumentsDelta: string; id?: string; name?: string }
-  | { type: "call.end"; index: number }
+  | { type: "call.end"; index: number; providerMetadata?: ProviderMetadata }
   | { type: "usage"; usage: Usage }
   | { type: "finish"; reason: FinishReason };
 
 export interface ModelRequest {
   /**
    * The session's instructions: the stable head of the request, sent before the tools and the
-   * messages (as the system message in Chat Completions). Absent: none.
+   * messages (as the system message in Chat Completions, the V3 prompt's system message in
+   * `aiSdkModel`). Absent: none.
    */
   instructions?: string;
-  messages: readonly ChatMessage[];
+  /** The neutral projection (contracts/messages.ts); adapters render it to their wire. */
+  messages: readonly Message[];
   tools: readonly ModelToolSpec[];
   /** Aborted on interrupt or timeout; adapters must stop reading and reject promptly. */
   signal: AbortSignal;
   attemptId: string;
+}
+
+/** What a model adapter can do beyond the plain request/stream contract. */
+export interface ModelCapabilities {
+  /**
+   * The provider continues a request whose `messages` end with an assistant message (a
+   * "prefill"): the answer's text deltas are the continuation of that message's text, not a new
+   * message. The turn then resumes a stream cut mid-answer from the text already received
+   * (Continue); without it, such a cut falls back to Retry (the partial text is dropped, and
+   * the log and the `retry.scheduled` event say so). Anthropic's Messages API does this;
+   * OpenAI Chat Completions does not.
+   */
+  continueFromPartial?: boolean;
 }
 
 /**
@@ -55,6 +60,13 @@ export interface ModelRequest {
  */
 export interface Model {
   readonly name: string;
+  /**
+   * What the model takes besides text. A user message with an image is refused before any
+   * request (by `prompt()` / `steer()`) when `images` is not true.
+   */
+  readonly input?: { images?: boolean };
+  /** Absent: none (every flag false). */
+  readonly capabilities?: ModelCapabilities;
   stream(request: ModelRequest): AsyncIterable<ModelEvent>;
   /**
    * Tokens the model accepts in one request (input and output together). Absent: unknown; the
@@ -90,6 +102,11 @@ export class ModelError extends Error {
   readonly code?: string;
   readonly type?: string;
   readonly body?: unknown;
+  /**
+   * What the provider's SDK thought of retrying (the AI SDK's `APICallError.isRetryable`).
+   * Informational: Keel's classifier decides from status, code and message.
+   */
+  readonly providerRetryable?: boolean;
 
   constructor(
     message: string,
@@ -100,6 +117,7 @@ export class ModelError extends Error {
       code?: string;
       type?: string;
       body?: unknown;
+      providerRetryable?: boolean;
       cause?: unknown;
     },
   ) {
@@ -110,6 +128,7 @@ export class ModelError extends Error {
     this.code = options.code;
     this.type = options.type;
     this.body = options.body;
+    if (options.providerRetryable !== undefined) this.providerRetryable = options.providerRetryable;
   }
 }
 

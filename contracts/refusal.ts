@@ -40,7 +40,11 @@ export type RefusalCode =
   /** The caller's signal aborted the operation. */
   | "ABORTED"
   /** A line of a JSONL export is not a log entry. */
-  | "INVALID_LINE";
+  | "INVALID_LINE"
+  /** The session has no acceptance spec (`createAgent({ acceptance })`). */
+  | "ACCEPTANCE_OFF"
+  /** Acceptance checks are running: wait for them. */
+  | "ACCEPTANCE_RUNNING";
 
 /** Builds a refusal. This is a pure function. */
 export function refuse<C extends string>(code: C, message: string): Refusal<C> {

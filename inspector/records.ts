@@ -228,10 +228,7 @@ export function agentRecord(event: AgentEvent): InspectRecord {
       e = {
         ...event,
         text: clip(event.text),
-        toolCalls: event.toolCalls.map((c) => ({
-          ...c,
-          function: { name: c.function.name, arguments: clip(c.function.arguments, 120) },
-        })),
+        toolCalls: event.toolCalls.map((c) => ({ ...c, arguments: clip(c.arguments, 120) })),
       };
       break;
     case "text.streamed":
@@ -241,7 +238,11 @@ export function agentRecord(event: AgentEvent): InspectRecord {
       if (event.error !== undefined) e = { ...event, error: clip(event.error) };
       break;
     case "retry.scheduled":
-      e = { ...event, reason: clip(event.reason) };
+      e = {
+        ...event,
+        reason: clip(event.reason),
+        ...(event.fallback ? { fallback: clip(event.fallback) } : {}),
+      };
       break;
     case "turn.cancel-acknowledged":
       e = { ...event, reason: clip(event.reason) };
@@ -269,8 +270,22 @@ export function agentRecord(event: AgentEvent): InspectRecord {
     case "context.compacted":
       if (event.reason !== undefined) e = { ...event, reason: clip(event.reason) };
       break;
+    case "acceptance.checked":
+      e = {
+        ...event,
+        evidence: {
+          ...event.evidence,
+          checks: event.evidence.checks.map((c) => ({ ...c, output: clip(c.output, 400) })),
+        },
+      };
+      break;
+    case "follow-up.sent":
+    case "acceptance.started":
+    case "check.started":
+    case "check.ended":
     case "context.measured":
     case "attempt.started":
+    case "loop.detected":
     case "call.queued":
     case "call.stop-requested":
     case "turn.execution-stopped":

@@ -1,3 +1,4 @@
+import { textOf, toolCallsOf } from "../contracts/messages.ts";
 import type { AgentEvent, AgentEventBody, LogEntry } from "../index.ts";
 import { agentRecord, clip, type InspectRecord } from "./records.ts";
 
@@ -60,12 +61,12 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
           type: "message.committed",
           turnId,
           attemptId: entry.attemptId,
-          text: entry.text,
-          toolCalls: entry.toolCalls,
+          text: textOf(entry.content),
+          toolCalls: toolCallsOf(entry.content),
           ...(entry.usage ? { usage: entry.usage } : {}),
         });
-        for (const call of entry.toolCalls) {
-          emit(at, { type: "call.queued", turnId, callId: call.id, name: call.function.name });
+        for (const call of toolCallsOf(entry.content)) {
+          emit(at, { type: "call.queued", turnId, callId: call.id, name: call.name });
         }
         break;
       case "call_started":
@@ -85,6 +86,16 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
           name: entry.name,
           outcome: entry.outcome,
           result: entry.result,
+        });
+        break;
+      case "permission_decision":
+        emit(at, {
+          type: "permission.decided",
+          requestId: entry.requestId,
+          callId: entry.callId,
+          tool: entry.tool,
+          decision: entry.decision,
+          source: entry.source,
         });
         break;
       case "inbox":
@@ -114,11 +125,23 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
       case "turn_aborted":
         emit(at, { type: "log.written", level: "warn", message: `turn aborted at ${entry.where}` });
         break;
+      case "acceptance":
+        emit(at, {
+          type: "acceptance.checked",
+          acceptance: entry.acceptance,
+          evidence: entry.evidence,
+          rounds: entry.rounds,
+          reason: entry.reason,
+          specVersion: entry.specVersion,
+        });
+        break;
       case "context_edit":
       case "compaction":
       case "settings":
       case "leaf":
       case "note":
+      case "acceptance_spec":
+      case "handoff":
         emit(at, {
           type: "log.written",
           level: "info",
@@ -139,7 +162,16 @@ type AgentEventOfLane = Extract<LogEntry, { type: "inbox" }>["lane"];
 
 type NoLiveCounterpart = Extract<
   LogEntry,
-  { type: "context_edit" | "compaction" | "settings" | "leaf" | "note" }
+  {
+    type:
+      | "context_edit"
+      | "compaction"
+      | "settings"
+      | "leaf"
+      | "note"
+      | "acceptance_spec"
+      | "handoff";
+  }
 >;
 
 function describe(entry: NoLiveCounterpart): string {
@@ -154,5 +186,9 @@ function describe(entry: NoLiveCounterpart): string {
       return `→ ${entry.leafId ?? "root"} (${entry.reason})`;
     case "note":
       return clip(entry.text, 200);
+    case "acceptance_spec":
+      return `v${entry.version}: ${entry.checks.map((c) => c.name).join(", ")}`;
+    case "handoff":
+      return `${entry.record.verified.length} verified fact(s), ${entry.record.nextSteps.length} next step(s)`;
   }
 }

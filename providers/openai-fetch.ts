@@ -125,7 +125,13 @@ function asChunk(b: Record<string, unknown>): Record<string, unknown> {
       index: typeof choice.index === "number" ? choice.index : i,
       delta: {
         role: "assistant",
-        ...(typeof message.content === "string" ? { content: message.content } : {}),
+        ...(typeof message.content === "string" || Array.isArray(message.content)
+          ? { content: message.content }
+          : {}),
+        ...(typeof message.reasoning_content === "string"
+          ? { reasoning_content: message.reasoning_content }
+          : {}),
+        ...(typeof message.reasoning === "string" ? { reasoning: message.reasoning } : {}),
         ...(typeof message.refusal === "string" ? { refusal: message.refusal } : {}),
         ...(calls.length > 0
           ? {

@@ -2,16 +2,11 @@ import OpenAI from "openai";
 import type { ChatCompletionChunk } from "openai/resources/chat/completions";
 import type { Clock } from "../contracts/clock.ts";
 import { systemClock } from "../contracts/clock.ts";
-import type {
-  FinishReason,
-  Model,
-  ModelErrorKind,
-  ModelEvent,
-  ModelRequest,
-  Usage,
-} from "../contracts/model.ts";
+import type { Model, ModelErrorKind, ModelEvent, ModelRequest } from "../contracts/model.ts";
 import { ModelError } from "../contracts/model.ts";
+import { chunkMapper } from "./openai-chunks.ts";
 import { providerFetch } from "./openai-fetch.ts";
+import { chatRequestRenderer, REASONING_REPLAYS, type ReasoningReplay } from "./openai-request.ts";
 import { knownModelLimits, type ModelLimits, openaiTokenCounter } from "./openai-tokens.ts";
 
 export interface OpenAIModelOptions {
@@ -33,29 +28,24 @@ export interface OpenAIModelOptions {
   /** `Model.name`, e.g. as the shared retry budget's provider key. Default `openai:<model>`. */
   name?: string;
   /**
+   * Whether the model takes images (Chat `image_url` parts). Default true; false for a
+   * text-only OpenAI-compatible server: a prompt with an image is then refused before any request.
+   */
+  images?: boolean;
+  /**
    * Tokens the model accepts in one request. Default: known for OpenAI's model names (gpt-5,
    * gpt-4.1, gpt-4o, o-series, gpt-4, gpt-3.5-turbo); required for any other model.
    */
   contextWindow?: number;
   /** Tokens kept free for the answer (the budget's reserve). Default: known, or 4 096 with `contextWindow`. */
   maxOutputTokens?: number;
+  /**
+   * Which assistant messages carry back the reasoning the stream sent in `reasoning_content` /
+   * `reasoning` (DeepSeek, Kimi, Qwen thinking modes). Default `"tool-calls"`: those with tool
+   * calls, as those providers require; `"all"`; `"off"`. See {@link ReasoningReplay}.
+   */
+  reasoningReplay?: ReasoningReplay;
 }
-
-/** Provider finish reasons → Keel's; unknown ones become `tool_calls` if calls arrived, else `stop`. */
-export const FINISH_REASONS: Readonly<Record<string, FinishReason>> = {
-  stop: "stop",
-  end_turn: "stop",
-  stop_sequence: "stop",
-  eos: "stop",
-  tool_calls: "tool_calls",
-  function_call: "tool_calls",
-  tool_use: "tool_calls",
-  length: "length",
-  max_tokens: "length",
-  model_length: "length",
-  content_filter: "content_filter",
-  safety: "content_filter",
-};
 
 /**
  * A `Model` over the official `openai` v6 SDK, Chat Completions streaming. The SDK's own
@@ -68,7 +58,12 @@ export const FINISH_REASONS: Readonly<Record<string, FinishReason>> = {
  * `stream_cut`, unparsable chunks as `protocol`, the two timeouts (which abort the request)
  * as `first_chunk_timeout` / `idle_timeout`, and the caller's abort as `aborted`.
  * Events: `text.delta`; `call.start` on the first sight of an index (with id/name), then
- * `call.delta`s; at the end `call.end` per call, `usage`, `finish`.
+ * `call.delta`s; at the end `call.end` per call, `usage` (with cached and reasoning tokens when
+ * the server reports them), `finish`; reasoning (`reasoning_content`, `reasoning`, Mistral's
+ * `thinking` parts) as `reasoning.delta`. Stream quirks it accepts: see `chunkMapper`
+ * (providers/openai-chunks.ts). Requests render Keel's neutral messages to the Chat shape with
+ * `chatRequestRenderer` (providers/openai-request.ts): calls whose arguments never parsed are
+ * replayed as `{}`, and reasoning goes back per `reasoningReplay`.
  */
 export function openaiModel(options: OpenAIModelOptions): Model {
   const { model, clock = systemClock, extraBody = {} } = options;
@@ -80,6 +75,12 @@ export function openaiModel(options: OpenAIModelOptions): Model {
   if (!model)
     throw new TypeError("openaiModel: `model` is required, e.g. { model: 'gpt-4o-mini' }");
   const limits = contextLimits(options);
+  const reasoningReplay = options.reasoningReplay ?? "tool-calls";
+  if (!REASONING_REPLAYS.includes(reasoningReplay))
+    throw new TypeError(
+      `openaiModel: reasoningReplay must be one of ${REASONING_REPLAYS.map((r) => `"${r}"`).join(", ")}, got ${JSON.stringify(reasoningReplay)}`,
+    );
+  const toChatMessages = chatRequestRenderer(reasoningReplay);
   // The SDK reads responses through providerFetch: SSE lines whole (linear, bounded), error
   // bodies without the `error` wrapper, a JSON 200 to a streaming request.
   const client = options.client
@@ -118,6 +119,7 @@ export function openaiModel(options: OpenAIModelOptions): Model {
     let completed = false;
     try {
       let sdkStream: AsyncIterable<ChatCompletionChunk>;
+      const chat = toChatMessages(request.messages);
       try {
         sdkStream = await client.chat.completions.create(
           {
@@ -126,8 +128,8 @@ export function openaiModel(options: OpenAIModelOptions): Model {
             model,
             // The instructions lead (stable prefix first, for the provider's prefix cache).
             messages: (request.instructions
-              ? [{ role: "system", content: request.instructions }, ...request.messages]
-              : [...request.messages]) as OpenAI.ChatCompletionMessageParam[],
+              ? [{ role: "system", content: request.instructions }, ...chat]
+              : chat) as OpenAI.ChatCompletionMessageParam[],
             ...(request.tools.length > 0 ? { tools: [...request.tools] } : {}),
             stream: true,
           },
@@ -178,6 +180,7 @@ export function openaiModel(options: OpenAIModelOptions): Model {
 
   return {
     name: options.name ?? `openai:${model}`,
+    input: { images: options.images ?? true },
     stream,
     contextWindow: limits.contextWindow,
     maxOutputTokens: limits.maxOutputTokens,
@@ -232,74 +235,6 @@ function createClient(options: OpenAIModelOptions): OpenAI {
     maxRetries: 0,
     fetch: providerFetch((input, init) => fetch(input, init)),
   });
-}
-
-/** Maps SDK chunks to ModelEvents; holds the finish reason and usage until the stream ends. */
-function chunkMapper() {
-  const started: number[] = [];
-  const indexById = new Map<string, number>();
-  let lastIndex: number | undefined;
-  let rawFinish: string | undefined;
-  let usage: Usage | undefined;
-
-  function* call(
-    index: number,
-    id: string | undefined,
-    name: string | undefined,
-    args: string | undefined,
-  ): Generator<ModelEvent> {
-    lastIndex = index;
-    if (id) indexById.set(id, index);
-    if (!started.includes(index)) {
-      started.push(index);
-      yield { type: "call.start", index, ...(id ? { id } : {}), ...(name ? { name } : {}) };
-      if (args) yield { type: "call.delta", index, argumentsDelta: args };
-    } else if (args || id || name) {
-      yield {
-        type: "call.delta",
-        index,
-        argumentsDelta: args ?? "",
-        ...(id ? { id } : {}),
-        ...(name ? { name } : {}),
-      };
-    }
-  }
-
-  return {
-    get finishReason() {
-      return rawFinish;
-    },
-    *push(chunk: ChatCompletionChunk): Generator<ModelEvent> {
-      if (chunk.usage)
-        usage = {
-          inputTokens: chunk.usage.prompt_tokens ?? 0,
-          outputTokens: chunk.usage.completion_tokens ?? 0,
-        };
-      const choice = chunk.choices?.find((c) => c.index === 0) ?? chunk.choices?.[0];
-      if (!choice) return;
-      const delta = choice.delta ?? {};
-      if (delta.content) yield { type: "text.delta", text: delta.content };
-      if (delta.refusal) yield { type: "text.delta", text: delta.refusal };
-      for (const tc of delta.tool_calls ?? []) {
-        let index: number | undefined = typeof tc.index === "number" ? tc.index : undefined;
-        if (index === undefined) {
-          const known = tc.id ? indexById.get(tc.id) : undefined;
-          index = known ?? (tc.id ? started.length : (lastIndex ?? 0));
-        }
-        yield* call(index, tc.id, tc.function?.name, tc.function?.arguments);
-      }
-      if (delta.function_call)
-        yield* call(0, undefined, delta.function_call.name, delta.function_call.arguments);
-      if (choice.finish_reason) rawFinish = choice.finish_reason;
-    },
-    *end(): Generator<ModelEvent> {
-      for (const index of [...started].sort((a, b) => a - b)) yield { type: "call.end", index };
-      if (usage) yield { type: "usage", usage };
-      let reason = FINISH_REASONS[rawFinish ?? ""] ?? (started.length > 0 ? "tool_calls" : "stop");
-      if (reason === "stop" && started.length > 0) reason = "tool_calls";
-      yield { type: "finish", reason };
-    },
-  };
 }
 
 function toModelError(

@@ -1,14 +1,14 @@
+import { type ChatMessage, toChatMessages } from "../contracts/chat.ts";
 import { type Clock, sleep, systemClock } from "../contracts/clock.ts";
-import type { ModelToolSpec } from "../contracts/model.ts";
+import type { Message, Usage } from "../contracts/messages.ts";
+import type { ModelCapabilities, ModelToolSpec } from "../contracts/model.ts";
 import {
-  type ChatMessage,
   type FinishReason,
   type Model,
   ModelError,
   type ModelErrorKind,
   type ModelEvent,
   type ModelRequest,
-  type Usage,
 } from "../contracts/model.ts";
 import { estimateTextTokens, requestTokens, type TextCounter } from "../contracts/tokens.ts";
 
@@ -66,9 +66,13 @@ export type ScriptStepFn = (request: ModelRequest, index: number) => ScriptStep 
 /** The script: a list of steps (each possibly a function), or one function for every request. */
 export type Script = ScriptStepFn | ReadonlyArray<ScriptStep | ScriptStepFn>;
 
-/** A request the scripted model received; `messages` is a copy (see `record`). */
+/**
+ * A request the scripted model received (see `record`): `history` is a copy of the neutral
+ * messages it was sent, `messages` their OpenAI Chat rendering (what `openaiModel` would send).
+ */
 export interface RecordedRequest extends Omit<ModelRequest, "messages"> {
   messages: ChatMessage[];
+  history: Message[];
   /** 0-based position among the requests since creation or `reset()`. */
   index: number;
 }
@@ -77,12 +81,20 @@ export interface ScriptedModelOptions {
   /** The clock all waits use. Default `systemClock`; pass XState's `SimulatedClock` in tests. */
   clock?: Clock;
   name?: string;
+  /** Whether the model says it takes images (`Model.input.images`). Default true. */
+  images?: boolean;
   /**
    * How `requests[i].messages` is copied: "shallow" (default) copies the array but shares the
    * message objects (the runtime never mutates a message once sent; O(messages) pointers);
    * "deep" uses `structuredClone`; "none" keeps no requests.
    */
   record?: "shallow" | "deep" | "none";
+  /**
+   * What the model claims it can do (e.g. `{ continueFromPartial: true }`: the turn continues
+   * a cut answer with a request ending in the partial assistant message, and this model's next
+   * step is taken as the continuation of that text).
+   */
+  capabilities?: ModelCapabilities;
   /**
    * The model's context window in tokens. When set, a request over it is refused as a provider
    * would refuse it: HTTP 400, code `context_length_exceeded` (the request is still recorded).
@@ -308,6 +320,8 @@ export function scriptedModel(script: Script, options: ScriptedModelOptions = {}
 
   return {
     name,
+    input: { images: options.images ?? true },
+    capabilities: options.capabilities,
     requests,
     contextWindow: window,
     maxOutputTokens: reserve,
@@ -319,10 +333,17 @@ export function scriptedModel(script: Script, options: ScriptedModelOptions = {}
     stream(request: ModelRequest): AsyncIterable<ModelEvent> {
       const index = count++;
       if (record !== "none") {
-        const messages =
+        const history =
           record === "deep" ? structuredClone([...request.messages]) : [...request.messages];
+        const messages = toChatMessages(request.messages);
         const tools: ModelToolSpec[] = [...request.tools];
-        requests.push({ ...request, messages, tools, index });
+        requests.push({
+          ...request,
+          messages: record === "deep" ? structuredClone(messages) : messages,
+          history,
+          tools,
+          index,
+        });
       }
       return play(request, index);
     },

@@ -1,4 +1,13 @@
-import type { ChatToolCall, FinishReason, Usage } from "../contracts/model.ts";
+import type { AcceptanceStatus, CheckKind, Evidence } from "../contracts/acceptance.ts";
+import type {
+  AssistantPart,
+  ReasoningPart,
+  ToolCallPart,
+  Usage,
+  UserPart,
+} from "../contracts/messages.ts";
+import type { FinishReason } from "../contracts/model.ts";
+import type { DecisionSource, PermissionDecision } from "../contracts/permission.ts";
 import type {
   AttemptStatus,
   CallOutcome,
@@ -7,6 +16,30 @@ import type {
   TurnStatus,
 } from "../contracts/status.ts";
 import type { ToolResult } from "../contracts/tool-result.ts";
+
+/**
+ * The version of the entries' shape (log schema). 3: assistant messages are neutral
+ * `content` parts (reasoning with provider metadata, `tool-call` parts), attempt ends keep
+ * `ToolCallPart`s, user messages may carry image `parts`; 2 stored OpenAI Chat tool calls
+ * (`toolCalls: [{ id, type: "function", function: { name, arguments } }]` and `text`).
+ * `session/upgrade-entry.ts` brings older entries to this shape.
+ */
+export const LOG_SCHEMA_VERSION = 3;
+
+/**
+ * How an attempt follows a failed one of the same response (DESIGN §3.6). `continue`: the
+ * request ended with the `prefixChars` characters of partial text received so far as an
+ * assistant message, and the answer continues it. `retry`: the same request again; `fallback`
+ * says why a Continue was not possible (the model cannot continue a partial message, or the
+ * partial output holds a tool call), so the partial text was dropped.
+ */
+export interface AttemptRecovery {
+  mode: "retry" | "continue";
+  /** The failed attempt this one follows. */
+  from: string;
+  prefixChars?: number;
+  fallback?: string;
+}
 
 /** Fields every log entry has. `parentId` links the branch; `seq` orders the whole log. */
 export interface EntryBase {
@@ -24,24 +57,46 @@ export interface EntryBase {
 
 /** The payload of each entry type, keyed by `type`. */
 export interface EntryPayloads {
-  user_message: { text: string; turnId?: string; inboxId?: string };
+  /**
+   * `text`: the message's text parts joined (what edits and summaries read); `parts` only when
+   * the user sent more than text (an image), in order, text parts included.
+   */
+  user_message: { text: string; parts?: UserPart[]; turnId?: string; inboxId?: string };
   turn_start: { turnId: string };
-  attempt_start: { turnId: string; attemptId: string; step: number };
+  attempt_start: {
+    turnId: string;
+    attemptId: string;
+    step: number;
+    /** Present when this attempt follows a failed one of the same response. */
+    recovery?: AttemptRecovery;
+  };
   /** An attempt's end. Interrupted/failed attempts keep their partial output here, never in the projection. */
   attempt_end: {
     attemptId: string;
     status: AttemptStatus;
+    partialReasoning?: ReasoningPart[];
     partialText?: string;
-    partialCalls?: ChatToolCall[];
+    partialCalls?: ToolCallPart[];
     error?: string;
   };
+  /**
+   * The committed response as neutral parts (contracts/messages.ts), reasoning and provider
+   * metadata exactly as streamed: the next request sends them back unchanged.
+   */
   assistant_message: {
     turnId: string;
     attemptId: string;
-    text: string;
-    toolCalls: ChatToolCall[];
+    content: AssistantPart[];
     finishReason: FinishReason;
     usage?: Usage;
+    /**
+     * Set when this attempt continued a cut answer (Continue): the first `prefixChars`
+     * characters of its text (`textOf(content)`) were received by failed attempt(s), the last
+     * of which was `from`, and sent back as the partial assistant message this attempt
+     * continued. The only way a failed attempt's output reaches the projection (DESIGN
+     * invariant 9).
+     */
+    continuation?: { from: string; prefixChars: number };
   };
   /** Written, and made durable, before the tool's `execute` is called (write-ahead). */
   call_started: {
@@ -52,10 +107,30 @@ export interface EntryPayloads {
     idempotent: boolean;
   };
   call_result: { callId: string; name: string; outcome: CallOutcome; result: ToolResult };
+  /**
+   * How a permission request was decided and by what (`source`: the policy, its own reply, a
+   * reply to another pending request that reached it, the turn's end). Log-only: projected
+   * nowhere (the call's result says what the model needs); the inspector replays it.
+   */
+  permission_decision: {
+    turnId: string;
+    requestId: string;
+    callId: string;
+    tool: string;
+    decision: PermissionDecision;
+    source: DecisionSource;
+  };
   context_edit: { targetId: string; replacement: string | null };
   compaction: { summary: string; firstKeptId: string };
   settings: { settings: Record<string, unknown> };
-  inbox: { inboxId: string; source: InboxSource; lane: InboxLane; body: string };
+  /** `parts`: as on `user_message`, only when the input had more than text. */
+  inbox: {
+    inboxId: string;
+    source: InboxSource;
+    lane: InboxLane;
+    body: string;
+    parts?: UserPart[];
+  };
   inbox_consumed: { inboxId: string };
   turn_end: { turnId: string; status: TurnStatus; reason?: string };
   /** Where a cut turn stopped; the next turn's context carries it as a note to the model. */
@@ -67,6 +142,52 @@ export interface EntryPayloads {
    * as a user-role note (e.g. "the work tree did not roll back"); the default is log-only.
    */
   note: { text: string; audience?: "model" | "log" };
+  /**
+   * A version of the frozen acceptance spec: its checks and the content of every file it
+   * freezes (base64, so the original can be restored). Written when a session first runs with a
+   * spec different from the last one in its log, and by `session.setAcceptanceSpec()`.
+   */
+  acceptance_spec: {
+    version: number;
+    digest: string;
+    checks: { name: string; kind: CheckKind; command?: string }[];
+    files: { path: string; sha256: string; content: string }[];
+  };
+  /**
+   * A round of acceptance checks ended (or a loop of them): the status the evidence supports and
+   * the evidence, bound to artifact versions. Separate from `turn_end`: a turn's run status and
+   * the task's acceptance are never inferred from each other.
+   */
+  acceptance: {
+    specVersion: number;
+    acceptance: AcceptanceStatus;
+    evidence: Evidence;
+    /** Follow-up rounds the loop sent. */
+    rounds: number;
+    reason: "turn" | "accept" | "handoff";
+    /** The checks were interrupted: an interrupted check left no evidence. */
+    interrupted?: boolean;
+  };
+  /** A handoff record (`session.handoff()`) and its Markdown. */
+  handoff: { record: HandoffRecord; markdown: string };
+}
+
+/** What a session hands to the next: verified facts (with evidence) apart from assumptions. */
+export interface HandoffRecord {
+  sessionId: string;
+  /** Clock ms when it was written. */
+  at: number;
+  goal: string;
+  progress: string;
+  specVersion: number;
+  /** The artifact version the record describes. */
+  artifactVersion: string | undefined;
+  acceptance: AcceptanceStatus;
+  /** Checks that passed against `artifactVersion`, each with its evidence. */
+  verified: { fact: string; evidence: Evidence["checks"][number] }[];
+  /** What is believed but not shown by a passing check (failed, stale, pending, opinions, the embedder's). */
+  unverified: string[];
+  nextSteps: string[];
 }
 
 export type EntryType = keyof EntryPayloads;

@@ -100,7 +100,7 @@ const SAMPLES: { [K in AgentEventType]: AgentEventOf<K> } = {
     turnId: "t",
     attemptId: "a",
     text: LONG,
-    toolCalls: [{ id: "c", type: "function", function: { name: "n", arguments: LONG } }],
+    toolCalls: [{ type: "tool-call", id: "c", name: "n", arguments: LONG }],
   },
   "permission.requested": {
     ...base,
@@ -114,12 +114,22 @@ const SAMPLES: { [K in AgentEventType]: AgentEventOf<K> } = {
       risk: "high",
     },
   },
+  "loop.detected": {
+    ...base,
+    type: "loop.detected",
+    turnId: "t",
+    tool: "n",
+    repeats: 6,
+    action: "stopped",
+  },
   "permission.decided": {
     ...base,
     type: "permission.decided",
     requestId: "r",
     callId: "c",
+    tool: "n",
     decision: { type: "corrected", feedback: LONG },
+    source: { type: "reply", reply: "deny_with_feedback" },
   },
   "call.queued": { ...base, type: "call.queued", turnId: "t", callId: "c", name: "n" },
   "call.started": {
@@ -187,6 +197,51 @@ const SAMPLES: { [K in AgentEventType]: AgentEventOf<K> } = {
     mode: "overflow",
     ok: false,
     reason: LONG,
+  },
+  "acceptance.started": { ...base, type: "acceptance.started", round: 1, checks: ["tests"] },
+  "check.started": {
+    ...base,
+    type: "check.started",
+    name: "tests",
+    round: 1,
+    artifactVersion: "git:abc",
+  },
+  "check.ended": {
+    ...base,
+    type: "check.ended",
+    name: "tests",
+    kind: "check",
+    passed: false,
+    durationMs: 12,
+    round: 1,
+  },
+  "follow-up.sent": {
+    ...base,
+    type: "follow-up.sent",
+    round: 1,
+    failing: ["tests"],
+  },
+  "acceptance.checked": {
+    ...base,
+    type: "acceptance.checked",
+    acceptance: "failed",
+    rounds: 1,
+    reason: "turn",
+    specVersion: 1,
+    evidence: {
+      artifactVersion: "git:abc",
+      checks: [
+        {
+          name: "tests",
+          kind: "check",
+          passed: false,
+          output: LONG,
+          startedAt: 1,
+          durationMs: 12,
+          artifactVersion: "git:abc",
+        },
+      ],
+    },
   },
 };
 

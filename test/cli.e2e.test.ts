@@ -104,7 +104,8 @@ afterAll(async () => {
 });
 
 // Each case spawns real processes; they are independent, so they run side by side.
-describe.concurrent("keel binary", () => {
+// Each test spawns the `keel` command through tsx (a compile per process): slow on a loaded machine.
+describe.concurrent("keel binary", { timeout: 90_000 }, () => {
   it("--help lists every command and documents the exit codes", async () => {
     const r = await keel(["--help"], { cwd });
     expect(r.code).toBe(0);

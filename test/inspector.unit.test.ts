@@ -335,9 +335,8 @@ describe("replay", () => {
           type: "assistant_message",
           turnId: "t",
           attemptId: "a",
-          text: "",
           finishReason: "tool_calls",
-          toolCalls: [{ id: "c", type: "function", function: { name: "ls", arguments: "{}" } }],
+          content: [{ type: "tool-call", id: "c", name: "ls", arguments: "{}" }],
         }),
         e({
           type: "call_started",

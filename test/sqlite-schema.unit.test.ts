@@ -65,7 +65,7 @@ const columns = (path: string) => {
 };
 
 describe("sqlite store schema", () => {
-  it("a new file is version 3: sessions keep only when they began (leases and the posted inbox are tables of their own)", async () => {
+  it("a new file is version 3: sessions keep only when they began", async () => {
     const path = file();
     const store = sqliteStore(path);
     await store.append("s", [entry(1, 10), entry(2, 20)]);

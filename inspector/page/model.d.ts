@@ -35,6 +35,12 @@ export interface PageModel {
   context: { used: number; window: number; reserve: number; trusted: boolean } | null;
   /** Compactions that replaced the baseline. */
   compactions: number;
+  /** The session's acceptance (apart from run status) and each check's last run. */
+  acceptance: {
+    status: string;
+    round: number;
+    checks: Map<string, { passed: boolean | undefined; round: number; running: boolean }>;
+  };
 }
 
 export const CALL_RANK: Record<string, number>;

@@ -39,6 +39,8 @@ export function createModel() {
     tokens: { input: 0, output: 0 },
     context: null, // the last context.measured: { used, window, reserve, trusted }
     compactions: 0,
+    // Acceptance, apart from run status: { status, round, checks: Map name → { passed, round, running } }
+    acceptance: { status: "", round: 0, checks: new Map() },
     step: 0,
     order: 0,
     dirty: { nodes: new Set(), calls: new Set(), timeline: true, panels: true },
@@ -242,6 +244,24 @@ function applyAgent(model, e, t) {
     case "context.compacted":
       if (e.ok) model.compactions++;
       break;
+    case "acceptance.started":
+      model.acceptance.round = e.round;
+      model.acceptance.status = "checking";
+      break;
+    case "check.started":
+      model.acceptance.checks.set(e.name, { passed: undefined, round: e.round, running: true });
+      break;
+    case "check.ended":
+      model.acceptance.checks.set(e.name, { passed: e.passed, round: e.round, running: false });
+      break;
+    case "follow-up.sent":
+      model.acceptance.round = e.round;
+      model.acceptance.status = `follow-up ${e.round}`;
+      break;
+    case "acceptance.checked":
+      model.acceptance.status = e.acceptance;
+      for (const c of model.acceptance.checks.values()) c.running = false;
+      break;
     case "turn.cancel-acknowledged":
     case "turn.execution-stopped": {
       const turn = model.turns.get(e.turnId);
@@ -279,6 +299,7 @@ function applyAgent(model, e, t) {
     case "batch.committed":
     case "permission.requested":
     case "permission.decided":
+    case "loop.detected":
     case "log.written":
       break;
   }

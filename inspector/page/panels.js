@@ -150,6 +150,16 @@ export function renderStats(root, model, records, dropped) {
         ? `${fmtCount(model.context.used)}${model.context.trusted ? "" : "~"}${Number.isFinite(model.context.window) ? ` / ${fmtCount(model.context.window)}` : ""}${model.compactions ? ` · ${model.compactions} compacted` : ""}`
         : "—",
     ],
+    [
+      "acceptance",
+      model.acceptance.status
+        ? `${model.acceptance.status}${model.acceptance.round ? ` · round ${model.acceptance.round}` : ""} · ${[
+            ...model.acceptance.checks,
+          ]
+            .map(([n, c]) => `${c.running ? "…" : c.passed ? "✓" : "✗"}${n}`)
+            .join(" ")}`
+        : "—",
+    ],
     ["actors", fmtCount(model.nodes.size)],
     ["records", fmtCount(records) + (dropped ? ` (${fmtCount(dropped)} dropped)` : "")],
   ];

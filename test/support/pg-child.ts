@@ -7,6 +7,7 @@ import pg from "pg";
 import { z } from "zod";
 import { createAgent } from "../../actors/agent.ts";
 import { startWorker } from "../../actors/worker.ts";
+import { textOf } from "../../contracts/messages.ts";
 import type { ModelRequest } from "../../contracts/model.ts";
 import { scriptedModel } from "../../providers/scripted-model.ts";
 import { postgresLedger } from "../../session/postgres-ledger.ts";
@@ -35,8 +36,9 @@ const model = scriptedModel((request: ModelRequest) => {
     ev: "request",
     messages: request.messages.map((m) => ("content" in m ? m.content : null)),
   });
-  if (last?.role === "user" && typeof last.content === "string" && last.content.startsWith("do ")) {
-    const labels = last.content.slice(3).split(" ");
+  const lastText = last?.role === "user" ? textOf(last.content) : "";
+  if (lastText.startsWith("do ")) {
+    const labels = lastText.slice(3).split(" ");
     return {
       toolCalls: labels.map((label, i) => ({
         id: `c${Math.random().toString(36).slice(2, 10)}${i}`,

@@ -75,6 +75,54 @@ async function runInGroup(
   signal?: AbortSignal,
   onUpdate?: (p: unknown) => void,
 ) {
+  const run = await runCommandInGroup(command, { cwd, timeoutMs, signal, onUpdate });
+  if (run.error)
+    return toolError("EXECUTION_FAILED", `could not start /bin/bash: ${run.error.message}`);
+  if (run.stoppedBy === "cancel") {
+    const err = new Error(`shell command cancelled; its process group was killed.\n${run.text}`);
+    err.name = "AbortError";
+    throw err;
+  }
+  if (run.stoppedBy === "timeout") {
+    return toolError(
+      "TIMEOUT",
+      `Command timed out after ${timeoutMs} ms; its process group was killed. Raise timeout_ms (max 600000) or make the command finish sooner. Output so far:\n${run.text}`,
+    );
+  }
+  return run.truncated ? { ok: true as const, content: run.text, truncated: true } : run.text;
+}
+
+/** How a command run by {@link runCommandInGroup} ended. */
+export interface GroupRun {
+  /** Set when /bin/bash could not be started. */
+  error?: Error;
+  /** The exit code; null when a signal ended it. */
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  /** Set when the timeout or the abort signal stopped it before it exited. */
+  stoppedBy?: "timeout" | "cancel";
+  /** `exit code: N`, then stdout and stderr, each bounded to its head and tail. */
+  text: string;
+  truncated: boolean;
+}
+
+/**
+ * Runs `command` with `/bin/bash -c` in its own session and process group, the way the `shell`
+ * tool does: the timeout, the abort signal and the command's own exit all end with the group
+ * and the processes that left it being killed (SIGTERM, then SIGKILL after `KILL_GRACE_MS`).
+ * Resolves once they are gone (or the grace wait ran out). Contract: never rejects.
+ */
+export async function runCommandInGroup(
+  command: string,
+  options: {
+    cwd: string;
+    timeoutMs: number;
+    signal?: AbortSignal;
+    onUpdate?: (p: unknown) => void;
+    env?: Record<string, string>;
+  },
+): Promise<GroupRun> {
+  const { cwd, timeoutMs, signal, onUpdate } = options;
   const stdout = new OutputCapture(BUILTIN_MAX_BYTES);
   const stderr = new OutputCapture(BUILTIN_MAX_BYTES);
   const tag = randomUUID();
@@ -82,7 +130,7 @@ async function runInGroup(
     cwd,
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, [SHELL_TAG_VAR]: tag },
+    env: { ...process.env, ...options.env, [SHELL_TAG_VAR]: tag },
   });
   let stoppedBy: "timeout" | "cancel" | undefined;
   let exited = false;
@@ -150,22 +198,15 @@ async function runInGroup(
   if (!alive()) for (const t of killTimers) clearTimeout(t);
   signal?.removeEventListener("abort", onAbort);
   if (outcome instanceof Error)
-    return toolError("EXECUTION_FAILED", `could not start /bin/bash: ${outcome.message}`);
+    return { error: outcome, code: null, signal: null, text: "", truncated: false };
   const output = render(stdout, stderr, outcome.code, outcome.sig);
-  if (stoppedBy === "cancel") {
-    const err = new Error(`shell command cancelled; its process group was killed.\n${output.text}`);
-    err.name = "AbortError";
-    throw err;
-  }
-  if (stoppedBy === "timeout") {
-    return toolError(
-      "TIMEOUT",
-      `Command timed out after ${timeoutMs} ms; its process group was killed. Raise timeout_ms (max 600000) or make the command finish sooner. Output so far:\n${output.text}`,
-    );
-  }
-  return output.truncated
-    ? { ok: true as const, content: output.text, truncated: true }
-    : output.text;
+  return {
+    code: outcome.code,
+    signal: outcome.sig,
+    stoppedBy,
+    text: output.text,
+    truncated: output.truncated,
+  };
 }
 
 function render(

@@ -1,0 +1,520 @@
+import { readFileSync, realpathSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import type { Logger } from "pino";
+import { type AnyActorRef, createActor, type InspectionEvent } from "xstate";
+import type { AcceptanceReport, CheckEvidence, CheckKind } from "../contracts/acceptance.ts";
+import type { Clock } from "../contracts/clock.ts";
+import type { AgentEventBody } from "../contracts/events.ts";
+import type { TurnStatus } from "../contracts/status.ts";
+import { notExecuted, type ToolFailure } from "../contracts/tool-result.ts";
+import {
+  type AcceptanceEffects,
+  type AcceptanceOutcome,
+  type acceptanceMachine,
+  acceptanceStatus,
+  type CheckReason,
+  evidenceOf,
+  staleChecks,
+} from "../machines/acceptance.machine.ts";
+import type { SessionLog } from "../session/log.ts";
+import { runCommandInGroup } from "../tools/builtin/shell.ts";
+import type { PreparedCall } from "../tools/types.ts";
+import {
+  type AcceptanceCheck,
+  type AcceptanceSpec,
+  type CommandCheck,
+  checkSpec,
+  type FrozenSpec,
+  freezeSpec,
+  realPathIn,
+  sha256,
+} from "./acceptance-spec.ts";
+import { digestOf, workspaceVersion } from "./artifact-version.ts";
+import { bindEffects, hostedAcceptanceMachine } from "./charts.ts";
+
+/** `createAgent({ acceptance })`: the spec and how the runtime uses it (DESIGN §13). */
+export interface AcceptanceOptions extends AcceptanceSpec {
+  /**
+   * The artifact's folder: the default artifact version is computed from its files, command
+   * checks run in it, frozen files are relative to it. Default: the working directory.
+   */
+  workspace?: string;
+  /**
+   * The artifact's current version, when the workspace's files are not the artifact (or a
+   * cheaper version is known). A non-string result is hashed.
+   * Contract: may reject (the evidence is then bound to no version and never counts).
+   */
+  artifact?: () => unknown;
+  /** Run the checks after every turn that was not cancelled. Default true. */
+  runAfterTurn?: boolean;
+  /**
+   * `"passed"`: the acceptance loop. After a turn completes and its checks did not all pass,
+   * the failing evidence goes to the model as a follow-up turn, at most `maxRounds` times.
+   */
+  until?: "passed";
+  /** Follow-up rounds of the loop (default 3). */
+  maxRounds?: number;
+  /** Bound on each check's recorded output (head and tail kept). Default 8 192 bytes. */
+  maxOutputBytes?: number;
+}
+
+/** Checks `createAgent({ acceptance })`; a bad option throws a TypeError saying which. */
+export function checkAcceptanceOptions(options: AcceptanceOptions | undefined): void {
+  if (options === undefined) return;
+  checkSpec(options, "createAgent: `acceptance`");
+  if (options.until !== undefined && options.until !== "passed")
+    throw new TypeError(
+      `createAgent: \`acceptance.until\` must be "passed" (or left out), got ${JSON.stringify(options.until)}`,
+    );
+  for (const name of ["maxRounds", "maxOutputBytes"] as const) {
+    const v = options[name];
+    if (v !== undefined && !(Number.isInteger(v) && v >= (name === "maxRounds" ? 0 : 256)))
+      throw new TypeError(
+        `createAgent: \`acceptance.${name}\` must be an integer ≥ ${name === "maxRounds" ? 0 : 256}, got ${String(v)}`,
+      );
+  }
+  if (options.artifact !== undefined && typeof options.artifact !== "function")
+    throw new TypeError("createAgent: `acceptance.artifact` must be a function () => version");
+}
+
+export interface AcceptanceHostOptions {
+  options: AcceptanceOptions;
+  log: SessionLog;
+  clock: Clock;
+  logger: Logger;
+  emit: (event: AgentEventBody) => void;
+  inspect?: (event: InspectionEvent) => void;
+  /** Runs a follow-up turn with `text` as its input. Contract: never rejects. */
+  followUp: (text: string) => Promise<{ status: TurnStatus }>;
+  /** @internal Test seam: a variant of the acceptance chart (mutation tests only). */
+  machine?: typeof acceptanceMachine;
+}
+
+const DEFAULT_TIMEOUT_MS = 120_000;
+
+/**
+ * The acceptance of one session: hosts the acceptance chart and performs its effects — runs
+ * the embedder's checks (commands in their own process group, like the `shell` tool), reads
+ * the artifact's version around each, restores frozen files, sends follow-up turns, and
+ * records every outcome in the log (`acceptance` entries) and as events.
+ *
+ * Lifecycle: created when the session's log is open; `open()` records the spec (a new
+ * `acceptance_spec` entry when it differs from the last one in the log) and restores the
+ * evidence of the last `acceptance` entry. `check()` runs one round (or a loop) and resolves
+ * with its outcome; `interrupt()` stops it; `report()` reads the version and says what the
+ * evidence supports now.
+ */
+export class AcceptanceHost implements AcceptanceEffects {
+  private readonly o: AcceptanceHostOptions;
+  private readonly workspace: string;
+  private readonly version: () => Promise<string>;
+  private frozen!: FrozenSpec;
+  private specVersion = 0;
+  private actor!: ReturnType<typeof createActor<typeof acceptanceMachine>>;
+  private checkCtl: AbortController | undefined;
+  private waiting: ((outcome: AcceptanceOutcome) => void) | undefined;
+  private unreadable = 0;
+
+  constructor(options: AcceptanceHostOptions) {
+    this.o = options;
+    this.workspace = path.resolve(options.options.workspace ?? ".");
+    const artifact = options.options.artifact;
+    this.version = artifact
+      ? async () => {
+          const v = await artifact();
+          return typeof v === "string" ? v : digestOf(v);
+        }
+      : workspaceVersion(this.workspace);
+  }
+
+  /** Records the spec (when new) and restores the last evidence from the log. */
+  open(): void {
+    const { log } = this.o;
+    this.frozen = freezeSpec(this.o.options, this.workspace);
+    let lastSpec: { version: number; digest: string } | undefined;
+    let lastEvidence: CheckEvidence[] = [];
+    for (const e of log.entries()) {
+      if (e.type === "acceptance_spec") {
+        lastSpec = e;
+        lastEvidence = [];
+      }
+      if (e.type === "acceptance" && e.specVersion === lastSpec?.version)
+        lastEvidence = e.evidence.checks;
+    }
+    if (lastSpec?.digest === this.frozen.digest) {
+      this.specVersion = lastSpec.version;
+    } else {
+      this.specVersion = (lastSpec?.version ?? 0) + 1;
+      this.recordSpec();
+      lastEvidence = [];
+    }
+    this.actor = createActor(hostedAcceptanceMachine(this.o.machine), {
+      input: {
+        specVersion: this.specVersion,
+        checks: this.kinds(),
+        maxRounds: this.o.options.until === "passed" ? (this.o.options.maxRounds ?? 3) : 0,
+      },
+      inspect: this.o.inspect,
+    });
+    bindEffects(this.actor.system, this);
+    this.actor.start();
+    this.actor.send({ type: "evidence.restored", evidence: lastEvidence });
+  }
+
+  /** Whether a round of checks or a follow-up runs now. */
+  get busy(): boolean {
+    return !this.actor.getSnapshot().matches("idle");
+  }
+
+  get spec(): { version: number; digest: string; files: string[] } {
+    return {
+      version: this.specVersion,
+      digest: this.frozen.digest,
+      files: this.frozen.files.map((f) => f.path),
+    };
+  }
+
+  /** The acceptance chart's actor (inspection, tests). */
+  get ref(): AnyActorRef {
+    return this.actor;
+  }
+
+  /** Whether the loop may follow up after a completed turn. */
+  get loops(): boolean {
+    return this.o.options.until === "passed";
+  }
+
+  get runsAfterTurn(): boolean {
+    return this.o.options.runAfterTurn !== false;
+  }
+
+  /**
+   * Reads the artifact's version and says what the evidence supports now (stale evidence
+   * shows as `stale`).
+   */
+  async report(): Promise<AcceptanceReport> {
+    await this.readVersion();
+    return this.snapshotReport();
+  }
+
+  /** What the evidence supports as of the last version read (no read). */
+  snapshotReport(): AcceptanceReport {
+    const context = this.actor.getSnapshot().context;
+    return {
+      acceptance: acceptanceStatus(context),
+      evidence: evidenceOf(context),
+      specVersion: this.specVersion,
+    };
+  }
+
+  /**
+   * Runs the checks whose evidence does not count for the current version (`all`: every
+   * check; `names`: those), then, with `loop`, follow-ups while they fail. Resolves with the
+   * outcome once the chart is idle again.
+   */
+  async check(options: {
+    reason: CheckReason;
+    loop?: boolean;
+    all?: boolean;
+    names?: string[];
+  }): Promise<AcceptanceOutcome> {
+    if (this.busy) throw new Error("acceptance checks are already running");
+    await this.readVersion();
+    const context = this.actor.getSnapshot().context;
+    const stale = new Set(staleChecks(context));
+    const wanted = options.names ? new Set(options.names) : undefined;
+    const names = this.frozen.spec.checks
+      .map((c) => c.name)
+      .filter((n) => (wanted ? wanted.has(n) : options.all === true || stale.has(n)));
+    const done = new Promise<AcceptanceOutcome>((resolve) => {
+      this.waiting = resolve;
+    });
+    this.actor.send({
+      type: "checks.requested",
+      names,
+      loop: options.loop === true,
+      reason: options.reason,
+    });
+    return done;
+  }
+
+  /** Stops the running checks (their process groups are killed); a follow-up turn is the session's to stop. */
+  interrupt(reason: string): void {
+    this.actor?.send({ type: "acceptance.interrupt", reason });
+  }
+
+  /**
+   * Replaces the spec by an explicit call: a new spec version is recorded and every earlier
+   * evidence is dropped (it belonged to the old spec).
+   */
+  setSpec(spec: AcceptanceSpec): { version: number } {
+    checkSpec(spec, "setAcceptanceSpec");
+    if (this.busy) throw new Error("cannot change the acceptance spec while checks run");
+    Object.assign(this.o.options, { checks: spec.checks, frozen: spec.frozen });
+    this.frozen = freezeSpec(this.o.options, this.workspace);
+    this.specVersion++;
+    this.recordSpec();
+    this.actor.send({ type: "spec.changed", specVersion: this.specVersion, checks: this.kinds() });
+    return { version: this.specVersion };
+  }
+
+  /**
+   * The refusal of a call that would write a frozen file, or undefined. A call of a tool that is
+   * not read-only is refused when one of its path arguments (`path`, `file`, `file_path`,
+   * `filePath`) or its resource key names a frozen file. This is synchronous.
+   */
+  guardCall(call: PreparedCall): ToolFailure | undefined {
+    if (call.traits.readOnly || this.frozen.files.length === 0) return undefined;
+    const args = (call.args ?? {}) as Record<string, unknown>;
+    const candidates = [args.path, args.file, args.file_path, args.filePath, call.resourceKey];
+    let root: string;
+    try {
+      root = realpathSync(this.workspace);
+    } catch {
+      return undefined;
+    }
+    for (const c of candidates) {
+      if (typeof c !== "string" || c === "") continue;
+      const real = realPathIn(root, c);
+      const hit = real && this.frozen.files.find((f) => f.real === real);
+      if (hit) {
+        return notExecuted(
+          "DENIED",
+          `${hit.path} is part of the frozen acceptance spec (version ${this.specVersion}): tools cannot change it while acceptance is on, and the checks run the spec's copy of it. Change the code under test instead; only the embedder can change the spec (session.setAcceptanceSpec).`,
+        );
+      }
+    }
+    return undefined;
+  }
+
+  // The effects the acceptance chart names (AcceptanceEffects), bound by actors/charts.ts.
+
+  runChecks(self: AnyActorRef, { names, round }: { names: string[]; round: number }): void {
+    const ctl = new AbortController();
+    this.checkCtl = ctl;
+    void this.runAll(self, names, round, ctl.signal).then(
+      () => {
+        if (this.checkCtl === ctl) this.checkCtl = undefined;
+        self.send({ type: "checks.done" });
+      },
+      (err) => {
+        this.o.logger.error({ err }, "acceptance checks failed to run");
+        self.send({ type: "checks.done" });
+      },
+    );
+  }
+
+  abortChecks(_self: AnyActorRef): void {
+    this.checkCtl?.abort(new Error("interrupted"));
+  }
+
+  followUp(
+    self: AnyActorRef,
+    { round, failing }: { round: number; failing: CheckEvidence[] },
+  ): void {
+    this.o.emit({ type: "follow-up.sent", round, failing: failing.map((c) => c.name) });
+    void this.o.followUp(followUpText(round, this.maxRounds, failing)).then(
+      async ({ status }) => {
+        await this.readVersion(); // what the turn changed decides which checks run next
+        self.send({ type: "round.ended", status });
+      },
+      () => self.send({ type: "round.ended", status: "failed" }),
+    );
+  }
+
+  reported(_self: AnyActorRef, outcome: AcceptanceOutcome): void {
+    this.o.log.append({
+      type: "acceptance",
+      specVersion: this.specVersion,
+      acceptance: outcome.acceptance,
+      evidence: outcome.evidence,
+      rounds: outcome.rounds,
+      reason: outcome.reason,
+      ...(outcome.interrupted ? { interrupted: true } : {}),
+    });
+    this.o.emit({
+      type: "acceptance.checked",
+      acceptance: outcome.acceptance,
+      evidence: outcome.evidence,
+      rounds: outcome.rounds,
+      reason: outcome.reason,
+      specVersion: this.specVersion,
+    });
+    const resolve = this.waiting;
+    this.waiting = undefined;
+    resolve?.(outcome);
+  }
+
+  private get maxRounds(): number {
+    return this.o.options.maxRounds ?? 3;
+  }
+
+  private kinds(): { name: string; kind: CheckKind }[] {
+    return this.frozen.spec.checks.map((c) => ({ name: c.name, kind: c.kind ?? "check" }));
+  }
+
+  private recordSpec(): void {
+    this.o.log.append({
+      type: "acceptance_spec",
+      version: this.specVersion,
+      digest: this.frozen.digest,
+      checks: this.frozen.spec.checks.map((c) => ({
+        name: c.name,
+        kind: c.kind ?? "check",
+        ...((c as CommandCheck).command !== undefined
+          ? { command: (c as CommandCheck).command }
+          : {}),
+      })),
+      files: this.frozen.files.map((f) => ({
+        path: f.path,
+        sha256: f.sha256,
+        content: f.content.toString("base64"),
+      })),
+    });
+  }
+
+  /** Reads the version and tells the chart; an unreadable version is one no evidence has. */
+  private async readVersion(): Promise<string> {
+    let version: string;
+    try {
+      version = await this.version();
+    } catch (err) {
+      const message = `acceptance: the artifact version could not be read: ${(err as Error).message}`;
+      this.o.logger.warn({ err }, message);
+      this.o.emit({ type: "log.written", level: "warn", message });
+      version = `unreadable:${++this.unreadable}`;
+    }
+    this.actor.send({ type: "artifact.read", version });
+    return version;
+  }
+
+  private async runAll(self: AnyActorRef, names: string[], round: number, signal: AbortSignal) {
+    const { emit, clock } = this.o;
+    emit({ type: "acceptance.started", round, checks: names });
+    const restored = this.restoreFrozen();
+    for (const name of names) {
+      if (signal.aborted) return;
+      const check = this.frozen.spec.checks.find((c) => c.name === name)!;
+      const version = await this.readVersion();
+      if (signal.aborted) return;
+      self.send({ type: "check.started", name, version });
+      emit({ type: "check.started", name, round, artifactVersion: version });
+      const startedAt = clock.now();
+      const result = await this.runOne(check, version, signal);
+      const durationMs = Math.max(0, clock.now() - startedAt);
+      if (signal.aborted) return; // stopped: not evidence
+      await this.readVersion(); // a change while it ran makes its evidence not count
+      let output = result.output;
+      if (restored.length > 0)
+        output = `[before the checks, the spec's copy of ${restored.join(", ")} was restored: it had been changed in the workspace]\n${output}`;
+      output = bound(output, this.o.options.maxOutputBytes ?? 8192);
+      self.send({
+        type: "check.finished",
+        name,
+        passed: result.passed,
+        output,
+        startedAt,
+        durationMs,
+      });
+      emit({
+        type: "check.ended",
+        name,
+        kind: check.kind ?? "check",
+        passed: result.passed,
+        durationMs,
+        round,
+      });
+    }
+  }
+
+  private async runOne(
+    check: AcceptanceCheck,
+    artifactVersion: string,
+    signal: AbortSignal,
+  ): Promise<{ passed: boolean; output: string }> {
+    if ("run" in check && typeof check.run === "function") {
+      try {
+        const r = await check.run({ signal, artifactVersion, workspace: this.workspace });
+        if (typeof r?.passed !== "boolean")
+          return {
+            passed: false,
+            output: `the check returned ${JSON.stringify(r)}, not { passed: boolean, output? }`,
+          };
+        return { passed: r.passed, output: String(r.output ?? "") };
+      } catch (err) {
+        return {
+          passed: false,
+          output: `the check threw: ${err instanceof Error ? err.message : String(err)}`,
+        };
+      }
+    }
+    const c = check as CommandCheck;
+    const cwd = realPathIn(realpathSync(this.workspace), c.cwd ?? ".");
+    if (!cwd)
+      return { passed: false, output: `cwd ${JSON.stringify(c.cwd)} is outside the workspace` };
+    const timeoutMs = c.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    const run = await runCommandInGroup(c.command, { cwd, timeoutMs, signal });
+    if (run.error)
+      return { passed: false, output: `could not start /bin/bash: ${run.error.message}` };
+    if (run.stoppedBy === "timeout")
+      return {
+        passed: false,
+        output: `timed out after ${timeoutMs} ms; its process group was killed\n${run.text}`,
+      };
+    return { passed: run.code === 0 && !run.stoppedBy, output: run.text };
+  }
+
+  /** Puts back the spec's copy of every frozen file that differs on disk; their paths. */
+  private restoreFrozen(): string[] {
+    const restored: string[] = [];
+    for (const f of this.frozen.files) {
+      let current: Buffer | undefined;
+      try {
+        current = readFileSync(f.real);
+      } catch {
+        current = undefined;
+      }
+      if (current && sha256(current) === f.sha256) continue;
+      try {
+        writeFileSync(f.real, f.content);
+        restored.push(f.path);
+      } catch (err) {
+        this.o.logger.warn({ err }, `could not restore frozen file ${f.path}`);
+      }
+    }
+    if (restored.length > 0) {
+      const message = `acceptance: frozen ${restored.join(", ")} had changed in the workspace; the spec's copy was restored before the checks`;
+      this.o.emit({ type: "log.written", level: "warn", message });
+    }
+    return restored;
+  }
+}
+
+/** What the model is told when a round of the loop fails. This is a pure function. */
+export function followUpText(round: number, maxRounds: number, failing: CheckEvidence[]): string {
+  const lines = [
+    `Acceptance checks did not pass (follow-up ${round} of ${maxRounds}). These checks are run by the harness against the current files; fix the code so they pass. The checks and the files they name are frozen: changing them is refused.`,
+  ];
+  for (const c of failing) {
+    lines.push(
+      `\n## ${c.name}: ${c.passed ? "stale (the files changed while it ran)" : "failed"}\n${c.output}`,
+    );
+  }
+  return lines.join("\n");
+}
+
+/** `text` within `maxBytes`: its head and tail around a note of how much was cut. */
+export function bound(text: string, maxBytes: number): string {
+  const buf = Buffer.from(text, "utf8");
+  if (buf.length <= maxBytes) return text;
+  const half = Math.floor((maxBytes - 64) / 2);
+  const head = buf
+    .subarray(0, half)
+    .toString("utf8")
+    .replace(/\uFFFD+$/, "");
+  const tail = buf
+    .subarray(buf.length - half)
+    .toString("utf8")
+    .replace(/^\uFFFD+/, "");
+  return `${head}\n[… ${buf.length - 2 * half} bytes omitted …]\n${tail}`;
+}

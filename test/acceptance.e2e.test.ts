@@ -1,0 +1,389 @@
+import { execFile } from "node:child_process";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { promisify } from "node:util";
+import { describe, expect, it } from "vitest";
+import { createAgent } from "../actors/agent.ts";
+import type { AgentEvent } from "../contracts/events.ts";
+import { scriptedModel } from "../providers/scripted-model.ts";
+import type { LogEntry } from "../session/entries.ts";
+import { sqliteStore } from "../session/sqlite-store.ts";
+import { builtinTools } from "../tools/builtin/index.ts";
+import { running } from "../tools/builtin/process-tree.ts";
+import { ADD_TEST, addWorkspace, call, FIXED_ADD } from "./support/acceptance-fixture.ts";
+
+const run = promisify(execFile);
+const TSX = ["--import", "tsx"];
+const testsCheck = { name: "tests", command: "node add.test.mjs", files: ["add.test.mjs"] };
+
+describe("done means accepted: run status and acceptance are separate layers", () => {
+  it("a session that ends completed in a process that exits 0 still reports acceptance failed, in its result and its log", async () => {
+    const ws = addWorkspace();
+    const db = path.join(ws, ".keel", "negative.db");
+    const child = await run(
+      process.execPath,
+      [...TSX, "test/support/acceptance-child.ts", ws, db],
+      { cwd: path.resolve(import.meta.dirname, "..") },
+    );
+    // execFile rejects on a non-zero exit: reaching here means the process exited 0.
+    const result = JSON.parse(child.stdout.trim().split("\n").at(-1)!);
+    expect(result.status).toBe("completed");
+    expect(result.text).toContain("all tests pass");
+    expect(result.acceptance).toBe("failed");
+    expect(result.evidence.checks).toEqual([
+      expect.objectContaining({ name: "tests", kind: "check", passed: false }),
+    ]);
+    expect(result.evidence.checks[0].output).toContain("add(2, 2) returned 0, expected 4");
+    expect(result.evidence.checks[0].artifactVersion).toBe(result.evidence.artifactVersion);
+
+    const store = sqliteStore(db);
+    const entries = (await store.load("negative")) as LogEntry[];
+    await store.close?.();
+    const turnEnd = entries.find((e) => e.type === "turn_end");
+    const verdict = entries.find((e) => e.type === "acceptance");
+    expect(turnEnd).toMatchObject({ status: "completed" });
+    expect(verdict).toMatchObject({ acceptance: "failed", reason: "turn" });
+    expect(entries.find((e) => e.type === "acceptance_spec")).toMatchObject({
+      version: 1,
+      files: [expect.objectContaining({ path: "add.test.mjs" })],
+    });
+  });
+});
+
+describe("evidence is bound to the artifact version", () => {
+  it("evidence goes stale when a write tool changes a file after the check, and accept() re-runs only what does not count", async () => {
+    const ws = addWorkspace();
+    writeFileSync(path.join(ws, "add.mjs"), FIXED_ADD);
+    const model = scriptedModel([
+      { text: "nothing to do" },
+      call("w1", "write_file", { path: "notes.md", content: "a note" }),
+      { text: "wrote a note" },
+    ]);
+    const agent = createAgent({
+      model,
+      tools: builtinTools({ root: ws }),
+      acceptance: {
+        workspace: ws,
+        runAfterTurn: false,
+        checks: [testsCheck, { name: "lint", command: "test -f add.mjs" }],
+      },
+    });
+    const session = await agent.openSession("stale");
+    expect((await session.acceptance())?.acceptance).toBe("pending");
+    const first = await session.accept();
+    expect(first).toMatchObject({ ok: true, ran: ["tests", "lint"], acceptance: "passed" });
+    // Nothing changed: nothing to re-run, and the evidence still counts.
+    expect(await session.accept()).toMatchObject({ ok: true, ran: [], acceptance: "passed" });
+
+    const quiet = await session.prompt("anything?");
+    expect(quiet.acceptance).toBe("passed"); // the turn wrote nothing
+
+    const wrote = await session.prompt("write a note");
+    expect(wrote.status).toBe("completed");
+    expect(wrote.acceptance).toBe("stale");
+    const report = (await session.acceptance())!;
+    expect(report.acceptance).toBe("stale");
+    for (const c of report.evidence.checks) {
+      expect(c.artifactVersion).not.toBe(report.evidence.artifactVersion);
+    }
+    const again = await session.accept();
+    expect(again).toMatchObject({ ok: true, ran: ["tests", "lint"], acceptance: "passed" });
+    await agent.close();
+  });
+
+  it("after an interrupted round, accept() runs only the check that left no evidence", async () => {
+    const ws = addWorkspace();
+    writeFileSync(path.join(ws, "add.mjs"), FIXED_ADD);
+    let hold = true;
+    const agent = createAgent({
+      model: scriptedModel([]),
+      acceptance: {
+        workspace: ws,
+        runAfterTurn: false,
+        checks: [
+          testsCheck,
+          {
+            name: "slow",
+            run: async ({ signal }) => {
+              while (hold && !signal.aborted) await new Promise((r) => setTimeout(r, 5));
+              return { passed: true, output: "ok" };
+            },
+          },
+        ],
+      },
+    });
+    const session = await agent.openSession("partial");
+    const started: string[] = [];
+    session.subscribe((e) => {
+      if (e.type === "check.started") started.push(e.name);
+    });
+    const pending = session.accept();
+    while (!started.includes("slow")) await new Promise((r) => setTimeout(r, 5));
+    await session.interrupt("stop the checks");
+    const cut = await pending;
+    expect(cut).toMatchObject({ ok: true, acceptance: "pending" });
+    hold = false;
+    expect(await session.accept()).toMatchObject({ ok: true, ran: ["slow"], acceptance: "passed" });
+    await agent.close();
+  });
+
+  it("evidence whose artifact changed while the check ran, or since, is never reported as passed", async () => {
+    let version = "v1";
+    let changeDuringCheck = true;
+    const probe = {
+      name: "probe",
+      run: async () => {
+        if (changeDuringCheck) version = "v2"; // someone edits while it runs
+        return { passed: true, output: "looked fine" };
+      },
+    };
+    const acceptance = { artifact: () => version, runAfterTurn: false, checks: [probe] };
+    const agent = createAgent({ model: scriptedModel([]), acceptance });
+    const session = await agent.openSession("mismatch");
+    const during = await session.accept();
+    expect(during).toMatchObject({ ok: true, acceptance: "stale" });
+    if (!during.ok) throw new Error("refused");
+    expect(during.evidence.checks[0].artifactVersion).toBe("v1..v2");
+    changeDuringCheck = false;
+    expect(await session.accept()).toMatchObject({ acceptance: "passed" });
+    version = "v3";
+    expect((await session.acceptance())?.acceptance).toBe("stale");
+    // Back to the version the evidence was taken against: it counts again.
+    version = "v2";
+    expect((await session.acceptance())?.acceptance).toBe("passed");
+    await agent.close();
+
+    // Reopened from the log, old evidence is checked against the version read now.
+    const store = agent.store;
+    version = "v9";
+    const reopened = createAgent({ model: scriptedModel([]), store, acceptance });
+    const s2 = await reopened.openSession("mismatch");
+    const report = await s2.acceptance();
+    expect(report?.acceptance).toBe("stale");
+    expect(report?.evidence.checks[0].artifactVersion).toBe("v2");
+    await reopened.close();
+  });
+
+  it("an opinion is recorded but never counts as passed evidence", async () => {
+    const agent = createAgent({
+      model: scriptedModel([]),
+      acceptance: {
+        artifact: () => "v1",
+        runAfterTurn: false,
+        checks: [
+          { name: "judge", kind: "opinion", run: () => ({ passed: true, output: "looks great" }) },
+          { name: "tests", run: () => ({ passed: false, output: "1 failing" }) },
+        ],
+      },
+    });
+    const session = await agent.openSession();
+    const r = await session.accept();
+    expect(r).toMatchObject({ ok: true, acceptance: "failed" });
+    if (!r.ok) throw new Error("refused");
+    expect(r.evidence.checks.find((c) => c.name === "judge")).toMatchObject({
+      kind: "opinion",
+      passed: true,
+    });
+    await agent.close();
+    expect(() =>
+      createAgent({
+        model: scriptedModel([]),
+        acceptance: { checks: [{ name: "judge", kind: "opinion", run: () => ({ passed: true }) }] },
+      }),
+    ).toThrow(/every check is an opinion/);
+  });
+});
+
+describe("the acceptance spec is frozen", () => {
+  it("the model's edits of the frozen test file are refused, and the check still runs the original", async () => {
+    const ws = addWorkspace();
+    const cheat = 'console.log("add: ok");\n';
+    const model = scriptedModel([
+      call("w", "write_file", { path: "add.test.mjs", content: cheat }),
+      call("e", "edit_file", {
+        path: "./add.test.mjs",
+        old_string: "process.exit(1);",
+        new_string: "",
+      }),
+      call("s", "shell", { command: `printf '%s' '${cheat}' > add.test.mjs` }),
+      { text: "the tests pass now" },
+    ]);
+    const agent = createAgent({
+      model,
+      tools: builtinTools({ root: ws }),
+      permissions: undefined,
+      acceptance: { workspace: ws, checks: [testsCheck] },
+    });
+    const session = await agent.openSession("frozen");
+    const settled: AgentEvent[] = [];
+    session.subscribe((e) => {
+      if (e.type === "call.settled") settled.push(e);
+    });
+    const result = await session.prompt("make the tests pass");
+    const byId = new Map(settled.map((e) => [(e as { callId: string }).callId, e]));
+    for (const id of ["w", "e"]) {
+      const r = byId.get(id) as Extract<AgentEvent, { type: "call.settled" }>;
+      expect(r.outcome).toBe("not_executed");
+      expect(r.result).toMatchObject({ ok: false, code: "DENIED" });
+      expect(r.result.ok === false && r.result.message).toMatch(
+        /add\.test\.mjs is part of the frozen acceptance spec \(version 1\)/,
+      );
+    }
+    // The shell is not path-aware: it changed the file, and the checks put the original back.
+    expect(byId.get("s")).toMatchObject({ outcome: "completed" });
+    expect(result.status).toBe("completed");
+    expect(result.acceptance).toBe("failed");
+    expect(result.evidence?.checks[0].output).toContain("add(2, 2) returned 0");
+    expect(result.evidence?.checks[0].output).toContain("spec's copy of add.test.mjs was restored");
+    expect(readFileSync(path.join(ws, "add.test.mjs"), "utf8")).toBe(ADD_TEST);
+
+    // Changing the spec is the embedder's explicit call: a new version in the log.
+    const changed = await session.setAcceptanceSpec({
+      checks: [
+        { name: "tests", command: "node add.test.mjs", files: ["add.test.mjs"] },
+        { name: "exists", command: "true" },
+      ],
+    });
+    expect(changed).toEqual({ ok: true, version: 2 });
+    expect((await session.acceptance())?.acceptance).toBe("pending");
+    const specs = session.entries().filter((e) => e.type === "acceptance_spec");
+    expect(specs.map((e) => (e as { version: number }).version)).toEqual([1, 2]);
+    await agent.close();
+  });
+});
+
+describe("the acceptance loop", () => {
+  it("sends failing evidence back as follow-ups and stops after maxRounds with the last evidence", async () => {
+    const ws = addWorkspace();
+    let requests = 0;
+    const model = scriptedModel(() => {
+      requests++;
+      return { text: `attempt ${requests}: it should work now` };
+    });
+    const agent = createAgent({
+      model,
+      tools: builtinTools({ root: ws }),
+      acceptance: { workspace: ws, checks: [testsCheck], until: "passed", maxRounds: 2 },
+    });
+    const session = await agent.openSession("loop");
+    const events: AgentEvent[] = [];
+    session.subscribe((e) => events.push(e));
+    const result = await session.prompt("fix add()");
+    expect(result).toMatchObject({
+      status: "completed",
+      acceptance: "failed",
+      rounds: 2,
+      steps: 3,
+    });
+    expect(result.text).toBe("attempt 3: it should work now");
+    expect(result.evidence?.checks[0]).toMatchObject({ name: "tests", passed: false });
+    expect(
+      events.filter((e) => e.type === "follow-up.sent").map((e) => (e as { round: number }).round),
+    ).toEqual([1, 2]);
+    expect(events.filter((e) => e.type === "turn.started")).toHaveLength(3);
+    // The follow-up carried the failing output to the model.
+    const followUps = model.requests.map((r) => r.messages.at(-1)?.content);
+    expect(String(followUps[1])).toContain("Acceptance checks did not pass (follow-up 1 of 2)");
+    expect(String(followUps[1])).toContain("add(2, 2) returned 0, expected 4");
+    const verdicts = session.entries().filter((e) => e.type === "acceptance");
+    expect(verdicts).toHaveLength(1);
+    expect(verdicts[0]).toMatchObject({ acceptance: "failed", rounds: 2 });
+    await agent.close();
+  });
+
+  it("a follow-up that fixes the code ends the loop passed", async () => {
+    const ws = addWorkspace();
+    const model = scriptedModel([
+      { text: "done, I think" },
+      call("fix", "write_file", { path: "add.mjs", content: FIXED_ADD }),
+      { text: "fixed the sign" },
+    ]);
+    const agent = createAgent({
+      model,
+      tools: builtinTools({ root: ws }),
+      acceptance: { workspace: ws, checks: [testsCheck], until: "passed" },
+    });
+    const session = await agent.openSession();
+    const result = await session.prompt("fix add()");
+    expect(result).toMatchObject({ status: "completed", acceptance: "passed", rounds: 1 });
+    await agent.close();
+  });
+
+  it("interrupting the loop mid-check kills the check's process group and leaves acceptance pending", async () => {
+    const ws = addWorkspace();
+    const pidFile = path.join(tmpdir(), `keel-accept-child-${process.pid}-${Date.now()}.pid`);
+    const agent = createAgent({
+      model: scriptedModel([{ text: "done" }]),
+      acceptance: {
+        workspace: ws,
+        until: "passed",
+        checks: [{ name: "slow", command: `sleep 30 & echo $! > ${pidFile}; wait` }],
+      },
+    });
+    const session = await agent.openSession();
+    const result = session.prompt("go");
+    for (let i = 0; i < 500 && !existsSync(pidFile); i++)
+      await new Promise((r) => setTimeout(r, 10));
+    await new Promise((r) => setTimeout(r, 20));
+    const pid = Number(readFileSync(pidFile, "utf8"));
+    expect(running(pid)).toBe(true);
+    await session.interrupt("stop");
+    const r = await result;
+    expect(r.status).toBe("completed");
+    expect(r.acceptance).toBe("pending");
+    expect(r.evidence?.checks).toEqual([]);
+    expect(running(pid)).toBe(false);
+    const verdict = session.entries().find((e) => e.type === "acceptance");
+    expect(verdict).toMatchObject({ acceptance: "pending", interrupted: true });
+    await agent.close();
+  });
+});
+
+describe("handoff", () => {
+  it("writes verified facts with evidence apart from assumptions, and the next session re-checks them before new work", async () => {
+    const ws = addWorkspace();
+    writeFileSync(path.join(ws, "add.mjs"), FIXED_ADD);
+    const options = {
+      workspace: ws,
+      runAfterTurn: false,
+      checks: [testsCheck, { name: "docs", command: "test -f README.md" }],
+    };
+    const first = createAgent({
+      model: scriptedModel([{ text: "add() works" }]),
+      acceptance: options,
+    });
+    const s1 = await first.openSession("one");
+    await s1.prompt("make add() work");
+    await s1.accept();
+    const handed = await s1.handoff({ assumptions: ["callers pass numbers"] });
+    if ("ok" in handed) throw new Error(handed.message);
+    const { record, markdown } = handed;
+    expect(record.goal).toBe("make add() work");
+    expect(record.progress).toBe("add() works");
+    expect(record.verified.map((v) => v.evidence.name)).toEqual(["tests"]);
+    expect(record.verified[0].evidence.artifactVersion).toBe(record.artifactVersion);
+    expect(record.unverified).toEqual(['check "docs" failed', "callers pass numbers"]);
+    expect(record.nextSteps).toEqual(['make check "docs" pass (failed)']);
+    expect(markdown).toContain("## Verified facts");
+    expect(markdown).toContain('check "tests" passes');
+    expect(s1.entries().some((e) => e.type === "handoff")).toBe(true);
+    await first.close();
+
+    // Meanwhile someone breaks add(): the next session finds out before its first request.
+    writeFileSync(path.join(ws, "add.mjs"), "export const add = () => 5;\n");
+    const model = scriptedModel([{ text: "I see the regression" }]);
+    const second = createAgent({ model, acceptance: options });
+    const s2 = await second.openSession("two", { handoff: record });
+    await s2.prompt("add subtraction");
+    const first2 = model.requests[0].messages;
+    const note = first2.find((m) => m.role === "user" && String(m.content).includes("Handoff"));
+    expect(String(note?.content)).toContain('check "tests" no longer passes');
+    expect(String(note?.content)).toContain("add(2, 2) returned 5");
+    // Before the prompt itself.
+    expect(first2.indexOf(note!)).toBeLessThan(
+      first2.findIndex((m) => m.content === "add subtraction"),
+    );
+    await second.close();
+  });
+});
