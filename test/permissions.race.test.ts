@@ -13,7 +13,10 @@ import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { defineTool } from "../tools/define-tool.ts";
 import { failWithSchedule } from "./support/harness.ts";
-import { OneAtATimeBroker } from "./support/mutants/permission-broker.mutants.ts";
+import {
+  EverythingDeniesBroker,
+  OneAtATimeBroker,
+} from "./support/mutants/permission-broker.mutants.ts";
 
 const replyArb: fc.Arbitrary<PermissionReply> = fc.oneof(
   fc.constant({ type: "allow_once" as const }),
@@ -34,6 +37,7 @@ async function scenario(
   broker?: (o: PermissionOptions) => PermissionBroker,
 ): Promise<string | undefined> {
   const ran: string[] = [];
+  const delivered: number[] = [];
   const tool = defineTool({
     name: "act",
     description: "High risk.",
@@ -59,8 +63,13 @@ async function scenario(
     tools: [tool],
     ids: seededIds(5),
     permissions: {
-      ask: (r) =>
-        s.schedule(Promise.resolve(replies[Number(r.callId.slice(1))]), `reply to ${r.callId}`),
+      ask: (r) => {
+        const i = Number(r.callId.slice(1));
+        return s.schedule(Promise.resolve(replies[i]), `reply to ${r.callId}`).then((reply) => {
+          delivered.push(i);
+          return reply;
+        });
+      },
     },
     permissionBroker: broker,
   }).session("p");
@@ -68,22 +77,37 @@ async function scenario(
   session.subscribe((e) => events.push(e));
   const out = await s.waitFor(session.prompt("go"));
   await s.waitIdle();
+  // The oracle is the reply that was sent, not the session's own events: all requests wait at
+  // once, so the first reply the scheduler delivers answers every one of them (DESIGN §7).
+  const first = delivered[0];
+  if (first === undefined) return "no reply was delivered";
+  const sent = replies[first];
   const decided = events.filter((e) => e.type === "permission.decided") as Extract<
     AgentEvent,
     { type: "permission.decided" }
   >[];
-  const kinds = new Set(decided.map((d) => JSON.stringify(d.decision)));
-  if (kinds.size > 1) return `pending requests got different replies: ${[...kinds].join(" / ")}`;
-  const decision = decided[0]?.decision;
-  if (decision?.type === "declined") {
+  if (decided.length !== replies.length)
+    return `${decided.length} permission.decided events for ${replies.length} requests`;
+  const want =
+    sent.type === "deny" ? "declined" : sent.type === "deny_with_feedback" ? "corrected" : "allow";
+  const wrong = decided.find((d) => d.decision.type !== want);
+  if (wrong)
+    return `reply ${sent.type} (to c${first}) decided ${wrong.callId} as ${wrong.decision.type}`;
+  if (sent.type === "allow_once") {
+    if (out.status !== "completed") return `allow_once ended the turn ${out.status}`;
+    if (ran.length !== replies.length)
+      return `allow_once ran ${ran.length} of ${replies.length} calls`;
+  }
+  if (sent.type === "deny") {
     if (out.status !== "cancelled") return `a denial without feedback ended the turn ${out.status}`;
     if (ran.length > 0) return `a declined call ran: ${ran}`;
     if (model.requests.length !== 1) return "the model was asked again after a denial";
   }
-  if (decision?.type === "corrected") {
+  if (sent.type === "deny_with_feedback") {
     if (out.status !== "completed") return `a denial with feedback ended the turn ${out.status}`;
+    if (ran.length > 0) return `a call denied with feedback ran: ${ran}`;
     const seen = (model.requests[1]?.messages ?? []).filter(
-      (m) => m.role === "tool" && m.content.includes(decision.feedback),
+      (m) => m.role === "tool" && m.content.includes(sent.feedback),
     );
     if (seen.length !== replies.length) return "the model did not see the feedback for every call";
   }
@@ -117,5 +141,14 @@ describe("permission replies at random times (invariant 12)", () => {
       { numRuns: 200, seed: 12 },
     );
     expect(result.failed).toBe(true);
+  });
+
+  it("the property catches a broker that reads every reply as a plain deny (the oracle is the reply sent)", async () => {
+    const result = await fc.check(
+      property((o) => new EverythingDeniesBroker(o)),
+      { numRuns: 100, seed: 12 },
+    );
+    expect(result.failed).toBe(true);
+    expect(String(result.errorInstance)).toMatch(/reply (allow_once|deny_with_feedback).*declined/);
   });
 });

@@ -1,7 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ModelError, type ModelErrorKind } from "../contracts/model.ts";
-import { parseRetryAfter } from "../machines/policies/retry-classify.ts";
 import {
   decideRetry,
   initialRetryState,
@@ -137,6 +136,31 @@ function toError(fault: Fault, wallNow: number): ModelError {
   return new ModelError(`${fault.status}`, { kind: "http", status: fault.status, headers });
 }
 
+/**
+ * The wait a Retry-After spec asks for, computed from what the test wrote into the header and
+ * never by the parser under test: whole and decimal seconds in integer arithmetic, an HTTP-date
+ * from the second it names, a date in the past as 0 ("already due"), then the cap.
+ * `undefined` when no header was sent.
+ */
+function expectedRetryAfterMs(
+  ra: RetryAfterSpec,
+  wallNow: number,
+  maxRetryAfterMs = 900_000,
+): number | undefined {
+  let ms: number;
+  if (ra.type === "none") return undefined;
+  if (ra.type === "ms") ms = ra.value;
+  else if (ra.type === "date")
+    ms = Math.max(0, Math.floor(wallNow / 1000) * 1000 + ra.offsetSec * 1000 - wallNow);
+  else {
+    const [whole, frac = ""] = ra.value.split(".");
+    const thousandths = (frac + "000").slice(0, 3);
+    const rest = frac.slice(3).replace(/0+$/, "");
+    ms = Number.parseInt(whole, 10) * 1000 + Number.parseInt(thousandths, 10) + (rest ? 1 : 0);
+  }
+  return Math.min(ms, maxRetryAfterMs);
+}
+
 /** Drives one operation: request → fault → decide → layers each wait what remains → request. */
 function run(impl: PolicyImpl, sc: Scenario): string | undefined {
   const p = sc.policy;
@@ -170,9 +194,12 @@ function run(impl: PolicyImpl, sc: Scenario): string | undefined {
     if (timeoutRetries > (p.maxTimeoutRetries ?? 1))
       return `timeout retries ${timeoutRetries} > ${p.maxTimeoutRetries}`;
     const decidedAt = now;
-    const server = parseRetryAfter(error.headers, wallNow, p.maxRetryAfterMs);
-    if (server.kind === "delay" && d.readyAt !== decidedAt + server.ms)
-      return `Retry-After of ${server.ms} ms moved: readyAt ${d.readyAt - decidedAt} ms after the decision`;
+    const sent = fault.kind === "http" ? fault.retryAfter : ({ type: "none" } as const);
+    const expected = expectedRetryAfterMs(sent, wallNow, p.maxRetryAfterMs);
+    if (expected !== undefined && d.readyAt !== decidedAt + expected)
+      return `Retry-After ${JSON.stringify(sent)} asks ${expected} ms, moved: readyAt ${d.readyAt - decidedAt} ms after the decision`;
+    if ((expected !== undefined) !== (d.waitSource === "retry-after"))
+      return `Retry-After ${JSON.stringify(sent)} sent but the wait came from ${d.waitSource}`;
     state = d.state;
     // Each layer (turn, attempt runner, lock, UI) does its own work, then waits what remains;
     // the last entry is the attempt runner itself, right before the request.

@@ -22,7 +22,7 @@ export type ResultPlan = "ok" | "missing" | "dup" | "notexec" | "nostart" | "lat
 export type Op =
   | { k: "user" }
   | { k: "turn" }
-  | { k: "step"; calls: { idem: boolean; res: ResultPlan }[] }
+  | { k: "step"; calls: { idem: boolean; toolIdem: boolean; res: ResultPlan }[] }
   | { k: "failAttempt"; committed: boolean; status: "failed" | "interrupted" }
   | { k: "openAttempt"; committed: boolean }
   | { k: "endTurn"; aborted: boolean }
@@ -50,7 +50,11 @@ export const opArb: fc.Arbitrary<Op> = fc.oneof(
     weight: 5,
     arbitrary: fc.record({
       k: fc.constant("step" as const),
-      calls: fc.array(fc.record({ idem: fc.boolean(), res: resultPlan }), { maxLength: 3 }),
+      // `idem` is the flag the start record logs, `toolIdem` the tool's trait at recovery: drawn
+      // apart, because the tool may have changed between the crash and the recovery.
+      calls: fc.array(fc.record({ idem: fc.boolean(), toolIdem: fc.boolean(), res: resultPlan }), {
+        maxLength: 3,
+      }),
     }),
   },
   {
@@ -86,7 +90,10 @@ export const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.constant({ k: "note" as const }) },
 );
 
-/** Tool names: calls of IDEM_TOOL are idempotent (recorded and by lookup), PLAIN_TOOL are not. */
+/**
+ * Tool names: IDEM_TOOL is idempotent when recovery looks it up, PLAIN_TOOL is not. A call's
+ * start record logs its own `idempotent` flag, drawn independently of its tool's name.
+ */
 export const IDEM_TOOL = "idem_tool";
 export const PLAIN_TOOL = "plain_tool";
 /**
@@ -142,7 +149,7 @@ export function playOps(log: SessionLog, ops: readonly Op[], after?: () => void)
         const attemptId = id("a");
         const calls = op.calls.map((c) => ({
           ...c,
-          call: call(id("c"), c.idem ? IDEM_TOOL : PLAIN_TOOL),
+          call: call(id("c"), c.toolIdem ? IDEM_TOOL : PLAIN_TOOL),
         }));
         log.append({ type: "attempt_start", turnId, attemptId, step: n });
         log.append({
