@@ -83,3 +83,11 @@ export const rearmsFinalizerTurnMachine = (() => {
     turnMachine.implementations as any,
   ) as unknown as typeof turnMachine;
 })();
+
+/**
+ * Broken on purpose (invariant 7): the turn's retry timer waits twice the remaining wait it was
+ * given, as a layer that re-adds a Retry-After it was handed already converted would.
+ */
+export const waitsRetryTwiceTurnMachine = turnMachine.provide({
+  delays: { retryDelay: ({ context }) => 2 * context.retryDelayMs },
+});
