@@ -301,7 +301,11 @@ describe("batch: exhaustive search over completion orders and cancel points", ()
     ["ignoresResourceKeys", "same resource key", /share a resource key/],
     ["unsafeRunsBesideOthers", "safe, unsafe, safe", /unsafe/],
     ["ignoresSequential", "sequential batch", /sequential|out of call order/],
-    ["ignoresMaxParallel", "four calls, two at a time", /more than maxParallel|ids for maxParallel 2/],
+    [
+      "ignoresMaxParallel",
+      "four calls, two at a time",
+      /more than maxParallel|ids for maxParallel 2/,
+    ],
     ["commitsInCompletionOrder", "two safe calls", /call order/],
     ["childIdPerCall", "four calls, two at a time", /distinct child ids/],
     ["reusesBusySlot", "two safe calls", /still held by/],
