@@ -354,3 +354,27 @@ export function wellFormedViolation(messages: readonly ChatMessage[]): string | 
   }
   return null;
 }
+
+/** Invariant 10 on the log: no kept result whose call was summarised away. */
+export function keptOrphan(path: readonly LogEntry[], baseline: LogEntry | null): string | null {
+  if (baseline?.type !== "compaction") return null;
+  const kept = path.findIndex((e) => e.id === baseline.firstKeptId);
+  const failed = new Set(
+    path.flatMap((e) =>
+      e.type === "attempt_end" && e.status !== "completed" ? [e.attemptId] : [],
+    ),
+  );
+  for (let i = Math.max(kept, 0); i < path.length; i++) {
+    const r = path[i];
+    if (r.type !== "call_result") continue;
+    const a = path.findLastIndex(
+      (e, j) =>
+        j < i &&
+        e.type === "assistant_message" &&
+        !failed.has(e.attemptId) &&
+        e.toolCalls.some((c) => c.id === r.callId),
+    );
+    if (a >= 0 && a < kept) return `result ${r.callId} is kept but its call was summarised`;
+  }
+  return null;
+}
