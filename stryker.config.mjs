@@ -39,5 +39,5 @@ export default {
   tempDirName: ".stryker-tmp",
   cleanTempDir: "always",
   ignorePatterns: ["dist", "bench", "test-output", ".keel", "docs"],
-  timeoutMS: 20_000,
+  timeoutMS: 5_000,
 };
