@@ -2,33 +2,21 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ModelError, type ModelErrorKind } from "../contracts/model.ts";
 import {
-  decideRetry,
-  initialRetryState,
-  type RetryDecision,
-  type RetryInput,
-  type RetryPolicy,
-  type RetryState,
-  remainingWait,
-} from "../machines/policies/retry-policy.ts";
+  ignoresDeadline,
+  ignoresMaxRetriesOnZero,
+  type PolicyImpl,
+  reAddsDelay,
+  realPolicy,
+  reParsesLater,
+} from "./support/mutants/retry-policy.mutants.ts";
 
 /**
  * DESIGN §10 invariant 7, as a property over random fault sequences, random clock origins,
  * random request durations and random layer overheads: requests ≤ maxRetries + 1; no wait
  * crosses the operation deadline; a Retry-After is converted once and never extended or
- * waited twice across layers. Each mutant below breaks one clause and must be caught.
+ * waited twice across layers. Each mutant (test/support/mutants/retry-policy.mutants.ts) breaks one
+ * clause and must be caught.
  */
-
-interface PolicyImpl {
-  initial(policy: Partial<RetryPolicy>, startedAt: number): RetryState;
-  decide(state: RetryState, input: RetryInput): RetryDecision;
-  remaining(state: RetryState, now: number): number;
-}
-
-const real: PolicyImpl = {
-  initial: initialRetryState,
-  decide: decideRetry,
-  remaining: remainingWait,
-};
 
 type RetryAfterSpec =
   | { type: "none" }
@@ -154,7 +142,7 @@ function expectedRetryAfterMs(
     ms = Math.max(0, Math.floor(wallNow / 1000) * 1000 + ra.offsetSec * 1000 - wallNow);
   else {
     const [whole, frac = ""] = ra.value.split(".");
-    const thousandths = (frac + "000").slice(0, 3);
+    const thousandths = `${frac}000`.slice(0, 3);
     const rest = frac.slice(3).replace(/0+$/, "");
     ms = Number.parseInt(whole, 10) * 1000 + Number.parseInt(thousandths, 10) + (rest ? 1 : 0);
   }
@@ -232,54 +220,29 @@ const mutantRuns = { numRuns: 3000, seed: 7 };
 
 describe("retry policy invariant 7 over random faults and clocks", () => {
   it("requests ≤ maxRetries + 1, no wait crosses the deadline, and a Retry-After is waited once", () => {
-    fc.assert(property(real), { numRuns: 5000, seed: 42 });
+    fc.assert(property(realPolicy), { numRuns: 5000, seed: 42 });
   });
 
   it("catches a mutant whose layers each re-add the Retry-After delay", () => {
-    let delay = 0;
-    const mutant: PolicyImpl = {
-      ...real,
-      decide: (s, input) => {
-        const d = decideRetry(s, input);
-        if (d.action !== "stop") delay = d.delayMs;
-        return d;
-      },
-      remaining: () => delay,
-    };
-    const out = fc.check(property(mutant), mutantRuns);
+    const out = fc.check(property(reAddsDelay()), mutantRuns);
     expect(out.failed).toBe(true);
     expect(String(out.errorInstance)).toMatch(/waited twice|slept|deadline/);
   });
 
   it("catches a mutant that ignores maxRetries when Retry-After is 0", () => {
-    const mutant: PolicyImpl = {
-      ...real,
-      decide: (s, input) => {
-        const ra = (input.error as ModelError).headers["retry-after"];
-        return decideRetry(ra === "0" ? { ...s, retries: 0 } : s, input);
-      },
-    };
-    const out = fc.check(property(mutant), mutantRuns);
+    const out = fc.check(property(ignoresMaxRetriesOnZero), mutantRuns);
     expect(out.failed).toBe(true);
     expect(String(out.errorInstance)).toMatch(/requests with maxRetries/);
   });
 
   it("catches a mutant that sleeps past the operation deadline", () => {
-    const mutant: PolicyImpl = {
-      ...real,
-      decide: (s, input) => decideRetry({ ...s, deadline: undefined }, input),
-    };
-    const out = fc.check(property(mutant), mutantRuns);
+    const out = fc.check(property(ignoresDeadline), mutantRuns);
     expect(out.failed).toBe(true);
     expect(String(out.errorInstance)).toMatch(/deadline/);
   });
 
   it("catches a mutant that re-parses Retry-After at a later clock reading (extends the deadline)", () => {
-    const mutant: PolicyImpl = {
-      ...real,
-      decide: (s, input) => decideRetry(s, { ...input, now: input.now + 1000 }),
-    };
-    const out = fc.check(property(mutant), mutantRuns);
+    const out = fc.check(property(reParsesLater), mutantRuns);
     expect(out.failed).toBe(true);
     expect(String(out.errorInstance)).toMatch(/moved/);
   });
