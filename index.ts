@@ -1,22 +1,8 @@
 // The public API of Keel. Re-exports only.
 export { type Agent, type AgentOptions, createAgent, DEFAULT_LIMITS } from "./actors/agent.ts";
-export {
-  AGENT_EVENT_TYPES,
-  type AgentEvent,
-  type AgentEventBody,
-  type AgentEventOf,
-  type AgentEventType,
-  type InspectSink,
-} from "./actors/events.ts";
+export { AGENT_EVENT_TYPES, type InspectSink } from "./actors/events.ts";
 export { createIds, randomIds, seededIds } from "./actors/ids.ts";
-export {
-  PermissionBroker,
-  type PermissionDecision,
-  type PermissionOptions,
-  type PermissionReply,
-  type PermissionRequest,
-  type PermissionRule,
-} from "./actors/permissions.ts";
+export { PermissionBroker, type PermissionOptions } from "./actors/permissions.ts";
 export {
   type RetryBudget,
   tokenBucketBudget,
@@ -24,7 +10,14 @@ export {
 } from "./actors/retry-budget.ts";
 export { type InboxOptions, type PromptResult, Session } from "./actors/session-runtime.ts";
 export { type Clock, sleep, systemClock } from "./contracts/clock.ts";
+export type {
+  AgentEvent,
+  AgentEventBody,
+  AgentEventOf,
+  AgentEventType,
+} from "./contracts/events.ts";
 export type { IdGenerator } from "./contracts/ids.ts";
+export { MAX_ARGUMENTS_CHARS, MAX_JSON_DEPTH } from "./contracts/json-limits.ts";
 export {
   type ChatMessage,
   type ChatToolCall,
@@ -37,6 +30,15 @@ export {
   type ModelToolSpec,
   type Usage,
 } from "./contracts/model.ts";
+export { LineDecoder, type LineResult } from "./contracts/ndjson.ts";
+export type {
+  PermissionAction,
+  PermissionDecision,
+  PermissionReply,
+  PermissionRequest,
+  PermissionRule,
+} from "./contracts/permission.ts";
+export * from "./contracts/protocol.ts";
 export { type Refusal, type RefusalCode, refuse } from "./contracts/refusal.ts";
 export type * from "./contracts/status.ts";
 export type * from "./contracts/tool-result.ts";

@@ -70,7 +70,16 @@ export interface AgentOptions {
 }
 
 export interface Agent {
-  /** Opens (or creates) a session; `await session.ready` before reading its log. */
+  /**
+   * Opens (or creates) a session and resolves once its log is loaded and crash recovery ran:
+   * the way to get a session whose `messages()` and `entries()` can be read. The same id gives
+   * the same session until it is closed; after `close()` it opens afresh from the store.
+   */
+  openSession(id?: string): Promise<Session>;
+  /**
+   * The session object at once, still opening: inputs wait for it, but reading its log before
+   * `await session.ready` throws. Prefer {@link Agent.openSession}.
+   */
   session(id?: string): Session;
   listSessions(): Promise<SessionSummary[]>;
   readonly registry: Registry;
@@ -137,9 +146,11 @@ export function createAgent(options: AgentOptions): Agent {
     session(id) {
       const sessionId = id ?? ids("s");
       const existing = sessions.get(sessionId);
-      if (existing) return existing;
+      if (existing && !existing.closed) return existing;
+      // A session still closing flushes first: one writer per session.
+      const previous = existing?.close();
       const sessionLogger = logger.child({ sessionId });
-      const session = new Session({
+      const session: Session = new Session({
         sessionId,
         logger: sessionLogger,
         now: () => clock.now(),
@@ -149,7 +160,13 @@ export function createAgent(options: AgentOptions): Agent {
           followUp: options.drain?.followUp ?? "one-at-a-time",
         },
         lanesToDrain: options.lanesToDrain,
-        openLog: () => SessionLog.open({ sessionId, store, clock, ids }),
+        openLog: async () => {
+          await previous?.catch(() => {});
+          return SessionLog.open({ sessionId, store, clock, ids });
+        },
+        onClosed: () => {
+          if (sessions.get(sessionId) === session) sessions.delete(sessionId);
+        },
         recover: (log) => recoverCalls({ log, registry, logger: sessionLogger }),
         inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
         publish: inspect ? (e) => inspect.publish(e) : undefined,
@@ -180,6 +197,11 @@ export function createAgent(options: AgentOptions): Agent {
         }),
       });
       sessions.set(sessionId, session);
+      return session;
+    },
+    async openSession(id) {
+      const session = agent.session(id);
+      await session.ready;
       return session;
     },
     listSessions: () => store.list(),

@@ -1,34 +1,11 @@
+import type {
+  PermissionAction,
+  PermissionDecision,
+  PermissionReply,
+  PermissionRequest,
+  PermissionRule,
+} from "../contracts/permission.ts";
 import type { PreparedCall, Risk } from "../tools/types.ts";
-
-/** What policy says about a call before anyone is asked. */
-export type PermissionAction = "allow" | "deny" | "ask";
-
-/** A rule matches by tool name (`"*"` or omitted: any) and/or risk; the first match wins. */
-export interface PermissionRule {
-  tool?: string;
-  risk?: Risk;
-  action: PermissionAction;
-}
-
-export interface PermissionRequest {
-  requestId: string;
-  sessionId: string;
-  callId: string;
-  tool: string;
-  args: unknown;
-  risk: Risk;
-}
-
-/**
- * The embedder's answer. `deny` declines: the turn stops and the model does not get to try
- * again. `deny_with_feedback`: the feedback becomes the call's result and the turn goes on.
- * `allow_always` adds an allow rule for the tool for the rest of the session.
- */
-export type PermissionReply =
-  | { type: "allow_once" }
-  | { type: "allow_always" }
-  | { type: "deny" }
-  | { type: "deny_with_feedback"; feedback: string };
 
 export interface PermissionOptions {
   /** Configured rules, checked first; a configured `deny` wins over any reply. */
@@ -42,15 +19,6 @@ export interface PermissionOptions {
    */
   ask?: (request: PermissionRequest) => Promise<PermissionReply>;
 }
-
-/**
- * How one request ended. `corrected.feedback` says why the call may not run; it becomes the
- * call's `DENIED` result, `not executed: <feedback>`.
- */
-export type PermissionDecision =
-  | { type: "allow" }
-  | { type: "declined"; reason: string }
-  | { type: "corrected"; feedback: string };
 
 interface Pending {
   request: PermissionRequest;

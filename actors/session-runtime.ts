@@ -1,6 +1,8 @@
 import type { Logger } from "pino";
 import type { InspectionEvent } from "xstate";
+import type { AgentEvent, AgentEventBody } from "../contracts/events.ts";
 import type { ChatMessage } from "../contracts/model.ts";
+import type { PermissionReply, PermissionRequest } from "../contracts/permission.ts";
 import { type Refusal, refuse } from "../contracts/refusal.ts";
 import type { InboxLane, InboxSource } from "../contracts/status.ts";
 import type { WakeScope } from "../machines/coordinator.machine.ts";
@@ -29,9 +31,7 @@ import { type CompactionResult, compactSession } from "../session/compaction.ts"
 import type { LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import { type Coordinator, createCoordinator } from "./coordinator.ts";
-import type { AgentEvent, AgentEventBody } from "./events.ts";
 import { modelSummarizer } from "./model-summarizer.ts";
-import type { PermissionReply, PermissionRequest } from "./permissions.ts";
 import { type TurnDeps, TurnRun } from "./turn-runner.ts";
 
 const TURN_ENDED: PollPoint = { type: "turn.ended" };
@@ -69,6 +69,8 @@ export interface SessionOptions {
   inspect?: (event: InspectionEvent) => void;
   /** Closes what a crash left open in the log before anything else runs. */
   recover?: (log: SessionLog) => Promise<unknown>;
+  /** Called once when `close()` has finished (the agent forgets the session then). */
+  onClosed?: () => void;
 }
 
 /**
@@ -103,6 +105,10 @@ export class Session {
   /** Inbox seq at the last interrupt: older queued inputs wait for an explicit wake. */
   private interruptedAt = -1;
   private inboxSeq = 0;
+  private opened = false;
+  private closing: Promise<void> | undefined;
+  /** Inputs called but not yet acknowledged: pending work for `awaitIdle()`. */
+  private submitting = new Set<Promise<unknown>>();
 
   constructor(options: SessionOptions) {
     this.id = options.sessionId;
@@ -128,30 +134,35 @@ export class Session {
         this.poll(TURN_ENDED);
         await log.flush();
       }
+      this.opened = true;
     });
+    // Observed here so a failed open is not an unhandled rejection; callers still see it.
+    this.ready.catch(() => {});
+  }
+
+  /** Whether `close()` was called: a closed session accepts no input (reopen it by id). */
+  get closed(): boolean {
+    return this.closing !== undefined;
   }
 
   /** Submits a prompt; resolves when the turn that consumes it ends. */
   async prompt(text: string, options: InboxOptions = {}): Promise<PromptResult> {
-    const id = await this.submit("next-turn", text, options);
-    return new Promise((resolve) => {
-      this.waiters.set(id, resolve);
-      this.coordinator.wake("input");
+    let resolve!: (result: PromptResult) => void;
+    const result = new Promise<PromptResult>((r) => {
+      resolve = r;
     });
+    await this.submit("next-turn", text, options, (id) => this.waiters.set(id, resolve));
+    return result;
   }
 
   /** Queues a follow-up: read when the current turn would otherwise end; starts the next turn. */
   async followUp(text: string, options: InboxOptions = {}): Promise<string> {
-    const id = await this.submit("next-turn", text, options);
-    this.coordinator.wake("input");
-    return id;
+    return this.submit("next-turn", text, options);
   }
 
   /** Queues steering: read at the next safe point of the running turn (or starts one). */
   async steer(text: string, options: InboxOptions = {}): Promise<string> {
-    const id = await this.submit("next-step", text, options);
-    this.coordinator.wake("steer");
-    return id;
+    return this.submit("next-step", text, options);
   }
 
   /**
@@ -234,11 +245,25 @@ export class Session {
 
   /** The model's view of the active branch (OpenAI Chat Completions shape). */
   messages(): readonly ChatMessage[] {
-    return this.log ? this.log.messages() : [];
+    return this.openLog("messages").messages();
   }
 
+  /** Every entry of the log, all branches, in `seq` order. */
   entries(): readonly LogEntry[] {
-    return this.log ? this.log.entries() : [];
+    return this.openLog("entries").entries();
+  }
+
+  /**
+   * The log, once open. Reading before then would show an empty history that looks exactly
+   * like a lost one, so it throws instead.
+   */
+  private openLog(what: string): SessionLog {
+    if (!this.opened) {
+      throw new Error(
+        `session ${this.id}: ${what}() was called before the session finished opening; use \`await agent.openSession(${JSON.stringify(this.id)})\` (or \`await session.ready\`) before reading it`,
+      );
+    }
+    return this.log;
   }
 
   /** Moves the active leaf back to `entryId` (the work tree does not roll back; the log says so). */
@@ -275,7 +300,7 @@ export class Session {
 
   /** The whole log as JSON Lines. */
   exportJsonl(): string {
-    return exportJsonl(this.log);
+    return exportJsonl(this.openLog("exportJsonl"));
   }
 
   private async branch(move: () => BranchResult): Promise<BranchResult> {
@@ -295,7 +320,7 @@ export class Session {
 
   /** The log, for branches, export and recovery. */
   get sessionLog(): SessionLog {
-    return this.log;
+    return this.openLog("sessionLog");
   }
 
   /** Resolves when the current execution has finished. */
@@ -303,9 +328,15 @@ export class Session {
     return this.coordinatorRef?.awaitSettlement() ?? Promise.resolve();
   }
 
-  /** Resolves when no turn runs and none is about to start. */
-  awaitIdle(): Promise<void> {
-    return this.coordinatorRef?.awaitIdle() ?? Promise.resolve();
+  /**
+   * Resolves when no turn runs and none is about to start. An input already called
+   * (`followUp()`, `steer()`, `prompt()`, awaited or not) is pending work: its turn runs first.
+   */
+  async awaitIdle(): Promise<void> {
+    while (this.submitting.size > 0) await Promise.allSettled([...this.submitting]);
+    await this.coordinatorRef?.awaitIdle();
+    // A turn that ended may have been followed by an input called meanwhile.
+    if (this.submitting.size > 0) return this.awaitIdle();
   }
 
   /** The session's runner host, created at the first input (an idle session holds no actor). */
@@ -324,12 +355,33 @@ export class Session {
     return this.current;
   }
 
-  async close(): Promise<void> {
-    this.interruptedAt = this.inboxSeq;
-    this.cancelRunning("session closed"); // a shutdown, not an input: no inbox event
-    await this.awaitSettlement().catch(() => {});
-    this.coordinatorRef?.stop();
-    if (this.log) await this.log.close();
+  /**
+   * Interrupts the running turn, waits for it to settle, flushes the log and releases the
+   * session: the agent forgets it, so `agent.openSession(id)` afterwards opens a fresh one from
+   * the store. Idempotent; inputs after it throw.
+   */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      await this.ready.catch(() => {});
+      this.interruptedAt = this.inboxSeq;
+      this.cancelRunning("session closed"); // a shutdown, not an input: no inbox event
+      await this.awaitSettlement().catch(() => {});
+      this.coordinatorRef?.stop();
+      try {
+        if (this.log) await this.log.close();
+      } finally {
+        for (const [id, resolve] of this.waiters) {
+          resolve({
+            status: "cancelled",
+            reason: `session closed before input ${id} ran; it stays queued in the log and runs after the session is reopened and resumed`,
+          });
+        }
+        this.waiters.clear();
+        this.listeners.clear();
+        this.options.onClosed?.();
+      }
+    })();
+    return this.closing;
   }
 
   /**
@@ -355,10 +407,38 @@ export class Session {
     }
   }
 
-  private async submit(lane: InboxLane, body: string, options: InboxOptions): Promise<string> {
+  /**
+   * Persists an input, then wakes the coordinator; `onId` runs before the wake (a prompt's
+   * waiter). Tracked until acknowledged, so `awaitIdle()` counts it as pending work.
+   */
+  private submit(
+    lane: InboxLane,
+    body: string,
+    options: InboxOptions,
+    onId?: (id: string) => void,
+  ): Promise<string> {
     if (typeof body !== "string" || body.length === 0) {
       throw new TypeError(`${lane} input must be a non-empty string, got ${JSON.stringify(body)}`);
     }
+    if (this.closing) {
+      return Promise.reject(
+        new Error(
+          `session ${this.id} is closed; open it again with \`await agent.openSession(${JSON.stringify(this.id)})\``,
+        ),
+      );
+    }
+    const pending = this.receive(lane, body, options).then((id) => {
+      onId?.(id);
+      this.coordinator.wake(lane === "next-step" ? "steer" : "input");
+      return id;
+    });
+    this.submitting.add(pending);
+    const forget = () => this.submitting.delete(pending);
+    pending.then(forget, forget);
+    return pending;
+  }
+
+  private async receive(lane: InboxLane, body: string, options: InboxOptions): Promise<string> {
     await this.ready;
     const id = options.id ?? this.options.ids("in");
     const source = options.source ?? "user";

@@ -1,6 +1,7 @@
 import type { Logger } from "pino";
 import { type AnyActorRef, createActor, type InspectionEvent } from "xstate";
 import type { Clock } from "../contracts/clock.ts";
+import type { AgentEventBody } from "../contracts/events.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
 import type { ChatToolCall, Model } from "../contracts/model.ts";
 import type { CallOutcome, TurnStatus } from "../contracts/status.ts";
@@ -33,7 +34,6 @@ import { prepareCall } from "../tools/prepare-call.ts";
 import type { Registry } from "../tools/registry.ts";
 import type { PreparedCall, PrepareOutcome, ToolContext } from "../tools/types.ts";
 import { bindEffects, hostedTurnMachine } from "./charts.ts";
-import type { AgentEventBody } from "./events.ts";
 import { decideAll, type PermissionBroker } from "./permissions.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import { runTool, type ToolReport } from "./run-tool.ts";

@@ -181,7 +181,13 @@ export function createTrace(options: TraceOptions): Trace {
         break;
       case "turn.ended": {
         const secs = ((e.at - state.started) / 1000).toFixed(1);
-        const mark = e.status === "completed" ? paint("32", "✔") : paint("31", "✘");
+        // A completed turn with a reason ended on a cut or filtered answer: not a clean ✔.
+        const mark =
+          e.status !== "completed"
+            ? paint("31", "✘")
+            : e.reason
+              ? paint("33", "⚠")
+              : paint("32", "✔");
         print(
           `${mark} turn ${e.status}${e.reason ? `: ${e.reason}` : ""} ${dim(`· ${state.step} steps · ${state.tokensIn} tokens in, ${state.tokensOut} out · ${secs} s`)}`,
         );

@@ -160,6 +160,18 @@ const decideNext = (before: readonly ("commitBatch" | "refuseCalls" | "rejectInv
 ];
 
 /**
+ * The turn's reason when its last answer did not end by a plain stop; undefined for `stop`.
+ * This is a pure function.
+ */
+export function cutAnswerReason(finishReason: string): string | undefined {
+  if (finishReason === "length")
+    return "the answer was cut at the model's output limit (finish_reason: length); it is incomplete";
+  if (finishReason === "content_filter")
+    return "the provider's content filter stopped the answer (finish_reason: content_filter); it is incomplete";
+  return undefined;
+}
+
+/**
  * A turn's context before its first attempt. Fields listed, not `{ ...input, step: 0, … }`: on
  * Node 20 every property added after a spread in a literal is a slow runtime call (≈ 0.6 µs
  * each; that literal took ≈ 7 µs).
@@ -257,7 +269,20 @@ export const turnMachine = setup({
       assertEvent(event, "attempt.done");
       return { step: context.step + 1, tokens: context.tokens + event.tokens, calls: event.calls };
     }),
-    completeNaturally: assign({ status: "completed" as TurnStatus, reason: undefined }),
+    /**
+     * countStep for a response without calls, remembering why it ended when that is not a
+     * plain stop: a turn that ends on it is `completed`, but its reason says the answer was cut
+     * (`length`) or filtered (`content_filter`) — the caller must not read it as whole.
+     */
+    endResponse: assign(({ context, event }) => {
+      assertEvent(event, "attempt.done");
+      return {
+        step: context.step + 1,
+        tokens: context.tokens + event.tokens,
+        reason: cutAnswerReason(event.finishReason),
+      };
+    }),
+    completeNaturally: assign({ status: "completed" as TurnStatus }),
     failWithReason: assign(({ event }) => {
       assertEvent(event, "attempt.failed");
       return { status: event.status, reason: event.reason };
@@ -407,7 +432,7 @@ export const turnMachine = setup({
                 actions: ["countStep", "executionStopped"],
               },
               { guard: "lengthWithCalls", target: "refusing", actions: "countStep" },
-              { guard: "noCalls", target: "ending", actions: "countStep" },
+              { guard: "noCalls", target: "ending", actions: "endResponse" },
               // Every call failed preparation: their error results are the whole batch.
               {
                 guard: "noValidCalls",

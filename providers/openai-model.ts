@@ -11,6 +11,7 @@ import type {
   Usage,
 } from "../contracts/model.ts";
 import { ModelError } from "../contracts/model.ts";
+import { providerFetch } from "./openai-fetch.ts";
 
 export interface OpenAIModelOptions {
   model: string;
@@ -70,7 +71,15 @@ export function openaiModel(options: OpenAIModelOptions): Model {
   const idleTimeoutMs = positive("idleTimeoutMs", options.idleTimeoutMs ?? 60_000);
   if (!model)
     throw new TypeError("openaiModel: `model` is required, e.g. { model: 'gpt-4o-mini' }");
-  const client = options.client ?? createClient(options);
+  // The SDK reads responses through providerFetch: SSE lines whole (linear, bounded), error
+  // bodies without the `error` wrapper, a JSON 200 to a streaming request.
+  const client = options.client
+    ? options.client.withOptions({
+        fetch: providerFetch(
+          ((options.client as unknown as { fetch?: typeof fetch }).fetch ?? fetch).bind(globalThis),
+        ),
+      })
+    : createClient(options);
 
   async function* stream(request: ModelRequest): AsyncGenerator<ModelEvent> {
     const { signal } = request;
@@ -173,7 +182,12 @@ function createClient(options: OpenAIModelOptions): OpenAI {
     throw new TypeError(
       "openaiModel: no API key. Pass { apiKey }, set OPENAI_API_KEY, or pass { baseURL } for a server without auth",
     );
-  return new OpenAI({ apiKey, baseURL: options.baseURL, maxRetries: 0 });
+  return new OpenAI({
+    apiKey,
+    baseURL: options.baseURL,
+    maxRetries: 0,
+    fetch: providerFetch((input, init) => fetch(input, init)),
+  });
 }
 
 /** Maps SDK chunks to ModelEvents; holds the finish reason and usage until the stream ends. */

@@ -1,11 +1,11 @@
 #!/usr/bin/env node
-// Builds the package's JavaScript: index.ts and testing.ts bundled by esbuild into
-// dist/index.js and dist/testing.js (ESM, Node 20, every package external, sourcemaps, no
-// keepNames). Run by `npm run build` and by `prepare` (so `npm ci` builds it).
+// Builds the package's JavaScript: index.ts, testing.ts and client/index.ts bundled by esbuild
+// into dist/index.js, dist/testing.js and dist/client.js (ESM, Node 20, every package
+// external, sourcemaps, no keepNames). Run by `npm run build` and by `prepare` (so `npm ci` builds it).
 //
 //   node scripts/build.mjs [outdir]      outdir: default dist/ (or $KEEL_BUILD_OUTDIR)
 //
-// Types stay the .ts sources (package.json "exports" → "types"). Code shared by the two
+// Types stay the .ts sources (package.json "exports" → "types"). Code shared by the
 // entries goes to shared chunks, so `keel` and `keel/testing` hand out the same functions. The
 // inspector's page is copied to outdir/page/, where the bundled server looks for it.
 import { cpSync, readdirSync, realpathSync, rmSync } from "node:fs";
@@ -19,7 +19,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
  * the inspector's page. Removed before each build, so no chunk of an earlier build is left
  * (chunk names carry a hash); nothing else in outdir is touched.
  */
-const OWN = /^(index|testing|chunk(-[A-Z0-9]+)?)\.js(\.map)?$/;
+const OWN = /^(index|testing|client|chunk(-[A-Z0-9]+)?)\.js(\.map)?$/;
 
 function clean(outdir) {
   let names = [];
@@ -44,7 +44,12 @@ export async function buildKeel(outdir) {
   clean(outdir);
   const result = await esbuild.build({
     absWorkingDir: root,
-    entryPoints: { index: join(root, "index.ts"), testing: join(root, "testing.ts") },
+    entryPoints: {
+      index: join(root, "index.ts"),
+      testing: join(root, "testing.ts"),
+      // keel/client (the control-protocol client): spawns ../cli/bin.js relative to dist/.
+      client: join(root, "client", "index.ts"),
+    },
     outdir,
     bundle: true,
     splitting: true,
@@ -90,7 +95,7 @@ if (main) {
             .join("\n")
         : `  ${e instanceof Error ? e.message : String(e)}`;
     process.stderr.write(
-      `build: esbuild could not build ${shown(outdir)} from index.ts and testing.ts:\n${detail}\n`,
+      `build: esbuild could not build ${shown(outdir)} from index.ts, testing.ts and client/index.ts:\n${detail}\n`,
     );
     process.exit(1);
   }

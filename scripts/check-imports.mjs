@@ -58,8 +58,8 @@ export function importsOf(text) {
 }
 
 const REEXPORT = /(?:^|[\s;])export\s+(?:type\s+)?(?:\*(?:\s+as\s+\w+)?|\{[^}]*\})\s*from\s*["']/;
-/** The only barrels: the public API's entries. */
-const BARRELS = new Set(["index.ts", "testing.ts"]);
+/** The only barrels: the public API's entries (`keel`, `keel/testing`, `keel/client`). */
+const BARRELS = new Set(["index.ts", "testing.ts", "client/index.ts"]);
 
 /** Whether a source text re-exports another module (`export … from`; comments removed first). */
 export function reexports(text) {

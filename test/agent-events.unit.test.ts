@@ -2,15 +2,10 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
-import {
-  AGENT_EVENT_TYPES,
-  type AgentEvent,
-  type AgentEventOf,
-  type AgentEventType,
-  type InspectSink,
-} from "../actors/events.ts";
+import { AGENT_EVENT_TYPES, type InspectSink } from "../actors/events.ts";
 import { createTrace } from "../cli/trace.ts";
 import { systemClock } from "../contracts/clock.ts";
+import type { AgentEvent, AgentEventOf, AgentEventType } from "../contracts/events.ts";
 import { apply, createModel } from "../inspector/page/model.js";
 import { agentRecord } from "../inspector/records.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";

@@ -160,6 +160,7 @@ describe("the built package (scripts/build.mjs)", () => {
     expect(pkg.exports).toEqual({
       ".": { types: "./index.ts", default: "./dist/index.js" },
       "./testing": { types: "./testing.ts", default: "./dist/testing.js" },
+      "./client": { types: "./client/index.ts", default: "./dist/client.js" },
     });
     const js = readFileSync(join(outdir, "index.js"), "utf8");
     expect(js).toMatch(/^export \{/m);

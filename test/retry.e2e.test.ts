@@ -1,8 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SimulatedClock } from "xstate";
 import { createAgent } from "../actors/agent.ts";
-import type { AgentEvent, AgentEventOf } from "../actors/events.ts";
 import { tokenBucketBudget } from "../actors/retry-budget.ts";
+import type { AgentEvent, AgentEventOf } from "../contracts/events.ts";
 import type { RetryPolicy } from "../machines/policies/retry-policy.ts";
 import { openaiModel } from "../providers/openai-model.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";

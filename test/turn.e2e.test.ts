@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
-import type { AgentEvent } from "../actors/events.ts";
+import { createTrace } from "../cli/trace.ts";
+import type { AgentEvent } from "../contracts/events.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import { defineTool } from "../tools/define-tool.ts";
 import { deferred } from "./support/harness.ts";
@@ -167,5 +168,42 @@ describe("argument previews", () => {
     const lengths = previews.map((p) => ((p as { text?: string }).text ?? "").length);
     expect(lengths).toEqual([...lengths].sort((a, b) => a - b));
     expect(lengths.at(-1)).toBe(2000);
+  });
+});
+
+describe("answers that did not end by a plain stop", () => {
+  it.each([
+    ["length", "cut at the model's output limit (finish_reason: length)"],
+    ["content_filter", "content filter stopped the answer (finish_reason: content_filter)"],
+  ] as const)(
+    "a text-only %s finish ends the turn completed with a reason saying the answer is incomplete, in the result, the log and the trace",
+    async (finish, words) => {
+      const agent = createAgent({ model: scriptedModel([{ text: "The answer is", finish }]) });
+      const session = await agent.openSession("cut");
+      const lines: string[] = [];
+      const trace = createTrace({ out: { write: (c) => lines.push(String(c)) }, color: false });
+      session.subscribe((e) => trace.onEvent(e));
+      const result = await session.prompt("question");
+      expect(result.status).toBe("completed");
+      expect(result.reason).toContain(words);
+      const end = session.entries().find((e) => e.type === "turn_end");
+      expect(end).toMatchObject({ status: "completed", reason: result.reason });
+      expect(lines.join("")).toContain(`⚠ turn completed: ${result.reason}`);
+      await agent.close();
+    },
+  );
+
+  it("a plain stop after a cut answer steered to go on ends without that reason", async () => {
+    const agent = createAgent({
+      model: scriptedModel([{ text: "The answer is", finish: "length" }, { text: "42." }]),
+    });
+    const session = await agent.openSession("steered");
+    const first = session.prompt("question");
+    await session.followUp("go on");
+    expect(await first).toMatchObject({ status: "completed" });
+    await session.awaitIdle();
+    const ends = session.entries().filter((e) => e.type === "turn_end");
+    expect(ends.at(-1)).toMatchObject({ status: "completed", reason: undefined });
+    await agent.close();
   });
 });

@@ -1,12 +1,9 @@
 import type { Logger } from "pino";
 import type { z } from "zod";
+import type { Risk } from "../contracts/permission.ts";
 import type { ToolFailure, ToolResult } from "../contracts/tool-result.ts";
 
-/**
- * How much damage a tool can do; read by the permission policy. Missing → "high", or "low" for
- * a `readOnly` tool.
- */
-export type Risk = "low" | "medium" | "high";
+export type { Risk };
 
 /** What happens to output over `maxBytes`: cut with a continuation, or written to a file. */
 export interface OutputBudget {

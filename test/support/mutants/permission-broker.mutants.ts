@@ -1,9 +1,9 @@
-import {
-  PermissionBroker,
-  type PermissionDecision,
-  type PermissionReply,
-  type PermissionRequest,
-} from "../../../actors/permissions.ts";
+import { PermissionBroker } from "../../../actors/permissions.ts";
+import type {
+  PermissionDecision,
+  PermissionReply,
+  PermissionRequest,
+} from "../../../contracts/permission.ts";
 
 /**
  * Broken on purpose: a reply answers only the request it was given for; other pending requests
