@@ -14,6 +14,7 @@ export default defineConfig({
       "test/compaction.{unit,model}.test.ts",
       "test/coordinator.{model,paths,race}.test.ts",
       "test/inbox.{unit,race}.test.ts",
+      "test/json-scan.unit.test.ts",
       "test/not-executed.unit.test.ts",
       "test/prepare-call.{unit,property}.test.ts",
       "test/projection.unit.test.ts",
