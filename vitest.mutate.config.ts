@@ -25,6 +25,7 @@ export default defineConfig({
       "test/recovery.unit.test.ts",
       "test/retry-classify.unit.test.ts",
       "test/retry-policy.{unit,clock}.test.ts",
+      "test/retry-decide.unit.test.ts",
       "test/session-branches.unit.test.ts",
       "test/session.race.test.ts",
       "test/stream-assembler.unit.test.ts",
