@@ -1,14 +1,24 @@
 // The public API of Keel. Re-exports only.
-export { type Agent, type AgentOptions, createAgent, DEFAULT_LIMITS } from "./actors/agent.ts";
+export {
+  type Agent,
+  type AgentOptions,
+  createAgent,
+  DEFAULT_LIMITS,
+  type Instructions,
+  type SessionOpenOptions,
+} from "./actors/agent.ts";
 export { AGENT_EVENT_TYPES, type InspectSink } from "./actors/events.ts";
 export { createIds, randomIds, seededIds } from "./actors/ids.ts";
 export { PermissionBroker, type PermissionOptions } from "./actors/permissions.ts";
+export { clearedResultText, READ_RESULT_TOOL } from "./actors/read-result-tool.ts";
 export {
   type RetryBudget,
   tokenBucketBudget,
   unlimitedRetryBudget,
 } from "./actors/retry-budget.ts";
+export type { ContextOptions } from "./actors/session-context.ts";
 export { type InboxOptions, type PromptResult, Session } from "./actors/session-runtime.ts";
+export type { TurnResult } from "./actors/turn-runner.ts";
 export { type Clock, sleep, systemClock } from "./contracts/clock.ts";
 export type {
   AgentEvent,
@@ -32,6 +42,7 @@ export {
 } from "./contracts/model.ts";
 export { LineDecoder, type LineResult } from "./contracts/ndjson.ts";
 export type {
+  DecisionSource,
   PermissionAction,
   PermissionDecision,
   PermissionReply,
@@ -41,9 +52,20 @@ export type {
 export * from "./contracts/protocol.ts";
 export { type Refusal, type RefusalCode, refuse } from "./contracts/refusal.ts";
 export type * from "./contracts/status.ts";
+export {
+  estimateTextTokens,
+  headTokens,
+  messageTokens,
+  requestTokens,
+  type TextCounter,
+} from "./contracts/tokens.ts";
 export type * from "./contracts/tool-result.ts";
 export { NOT_EXECUTED, notExecuted } from "./contracts/tool-result.ts";
 export { startInspector } from "./inspector/server.ts";
+export {
+  DEFAULT_LOOP_GUARD,
+  type LoopGuardOptions,
+} from "./machines/policies/loop-guard.ts";
 export { classifyModelError, parseRetryAfter } from "./machines/policies/retry-classify.ts";
 export {
   DEFAULT_RETRY_POLICY,
@@ -52,6 +74,11 @@ export {
 } from "./machines/policies/retry-policy.ts";
 export type { TurnLimits, TurnOutput } from "./machines/turn.machine.ts";
 export { type OpenAIModelOptions, openaiModel } from "./providers/openai-model.ts";
+export {
+  knownModelLimits,
+  type ModelLimits,
+  openaiTokenCounter,
+} from "./providers/openai-tokens.ts";
 export {
   type Script,
   type ScriptedModel,
@@ -73,6 +100,12 @@ export {
   compactSession,
 } from "./session/compaction.ts";
 export { legalCutPoints } from "./session/compaction-cuts.ts";
+export {
+  ContextBudget,
+  type ContextBudgetOptions,
+  type ContextSource,
+  type ContextUsage,
+} from "./session/context-budget.ts";
 export type * from "./session/entries.ts";
 export { type Ledger, memoryLedger } from "./session/ledger.ts";
 export { SessionLog } from "./session/log.ts";

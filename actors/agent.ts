@@ -3,6 +3,7 @@ import { type Clock, systemClock } from "../contracts/clock.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
 import type { Model } from "../contracts/model.ts";
 import type { DrainMode, DrainPolicy } from "../machines/policies/inbox.ts";
+import { type LoopGuardOptions, resolveLoopGuard } from "../machines/policies/loop-guard.ts";
 import { type RetryPolicy, resolveRetryPolicy } from "../machines/policies/retry-policy.ts";
 import type { TurnLimits } from "../machines/turn.machine.ts";
 import { SessionLog } from "../session/log.ts";
@@ -13,11 +14,15 @@ import type { ToolDefinition } from "../tools/types.ts";
 import type { InspectSink } from "./events.ts";
 import { createIds } from "./ids.ts";
 import { PermissionBroker, type PermissionOptions } from "./permissions.ts";
+import { readResultTool } from "./read-result-tool.ts";
 import { recoverCalls } from "./recover-calls.ts";
 import type { RetryBudget } from "./retry-budget.ts";
+import { type ContextOptions, checkContextOptions, SessionContext } from "./session-context.ts";
 import { Session } from "./session-runtime.ts";
 import { createSpill, sessionSpillDir } from "./spill-output.ts";
 import type { TurnDeps } from "./turn-runner.ts";
+
+const isInstructions = (v: unknown) => typeof v === "string" || typeof v === "function";
 
 export interface AgentOptions {
   model: Model;
@@ -25,6 +30,16 @@ export interface AgentOptions {
   tools?: readonly ToolDefinition[] | Registry;
   /** Where session logs live. Default: in memory (lost on exit). */
   store?: SessionStore;
+  /**
+   * What the model is told in every request, before the tools and the history (the stable
+   * prefix), or a function of the session that returns it. Recorded in the session's log as a
+   * `settings` entry when a session first runs with instructions different from those in force
+   * there, so a rollback or fork restores the instructions in force at that point;
+   * `session.setInstructions()` changes them mid-session.
+   */
+  instructions?: Instructions;
+  /** The context budget, automatic compaction and overflow recovery (DESIGN §6). */
+  context?: ContextOptions;
   /**
    * The folder for the files sessions write beside their log: a tool output over an
    * `outputBudget` with `overflow: "spill"` goes to
@@ -35,7 +50,10 @@ export interface AgentOptions {
    * through them. Nothing is written unless a tool spills.
    */
   dataDir?: string;
-  limits?: Partial<TurnLimits>;
+  limits?: Partial<TurnLimits> & {
+    /** @deprecated Renamed `maxSpendTokens` (a spend cap, not a window); removed in the next release. */
+    maxTokens?: number;
+  };
   /** Default 8. */
   maxParallelToolCalls?: number;
   /** How long a cancelled tool may keep running before its outcome is unknown. Default 5 000 ms. */
@@ -43,6 +61,13 @@ export interface AgentOptions {
   /** Bound on the end-of-turn finalizer (persist, settle). Default 10 000 ms. */
   finalizeDeadlineMs?: number;
   retry?: Partial<RetryPolicy>;
+  /**
+   * The loop guard: the same call (tool and normalised arguments) failing the same way
+   * `repeats` times in a row gets a result telling the model to change approach; at `failAfter`
+   * in a row the turn ends `failed` with reason `loop_detected`. Default `{ repeats: 3,
+   * failAfter: 2 × repeats }`; `false` turns it off.
+   */
+  loopGuard?: Partial<LoopGuardOptions> | false;
   /** Shared across sessions of one provider: bounds extra attempts when many fail at once. */
   retryBudget?: RetryBudget;
   /** How steering and follow-ups are read. Default: steer "all", followUp "one-at-a-time". */
@@ -69,18 +94,28 @@ export interface AgentOptions {
   turnMachine?: TurnDeps["turnMachine"];
 }
 
+/** Instructions: a text, or a function of the session returning it. */
+export type Instructions = string | ((session: Session) => string);
+
+export interface SessionOpenOptions {
+  /** Instructions for this session, in place of the agent's. */
+  instructions?: Instructions;
+}
+
 export interface Agent {
   /**
    * Opens (or creates) a session and resolves once its log is loaded and crash recovery ran:
    * the way to get a session whose `messages()` and `entries()` can be read. The same id gives
    * the same session until it is closed; after `close()` it opens afresh from the store.
+   * `options` apply when the session object is created (a session already open is returned as
+   * it is).
    */
-  openSession(id?: string): Promise<Session>;
+  openSession(id?: string, options?: SessionOpenOptions): Promise<Session>;
   /**
    * The session object at once, still opening: inputs wait for it, but reading its log before
    * `await session.ready` throws. Prefer {@link Agent.openSession}.
    */
-  session(id?: string): Session;
+  session(id?: string, options?: SessionOpenOptions): Session;
   listSessions(): Promise<SessionSummary[]>;
   readonly registry: Registry;
   readonly store: SessionStore;
@@ -88,7 +123,21 @@ export interface Agent {
   close(): Promise<void>;
 }
 
-export const DEFAULT_LIMITS: TurnLimits = { maxSteps: 50, maxTokens: 0, deadlineMs: 0 };
+export const DEFAULT_LIMITS: TurnLimits = { maxSteps: 50, maxSpendTokens: 0, deadlineMs: 0 };
+
+/** `limits` with the deprecated `maxTokens` read as `maxSpendTokens` (with a warning, once). */
+function resolveLimits(limits: AgentOptions["limits"], logger: Logger): TurnLimits {
+  const { maxTokens, ...rest } = limits ?? {};
+  const resolved: TurnLimits = { ...DEFAULT_LIMITS, ...rest };
+  if (maxTokens !== undefined) {
+    const message =
+      "createAgent: `limits.maxTokens` is deprecated (it is a spend cap, not a context window): use `limits.maxSpendTokens`; the old name is removed in the next release";
+    logger.warn(message);
+    process.emitWarning(message, { type: "DeprecationWarning", code: "KEEL_MAX_TOKENS" });
+    if (rest.maxSpendTokens === undefined) resolved.maxSpendTokens = maxTokens;
+  }
+  return resolved;
+}
 
 function defaultLogger(): Logger {
   const level = process.env.KEEL_LOG || "silent";
@@ -133,28 +182,46 @@ export function createAgent(options: AgentOptions): Agent {
   const ids = options.ids ?? createIds();
   const random = options.random ?? Math.random;
   const logger = options.logger ?? defaultLogger();
-  const limits = { ...DEFAULT_LIMITS, ...options.limits };
+  const limits = resolveLimits(options.limits, logger);
+  checkContextOptions(options.context);
+  const contextOptions = options.context ?? {};
+  if (options.instructions !== undefined && !isInstructions(options.instructions)) {
+    throw new TypeError(
+      `createAgent: \`instructions\` must be a string or a function (session) => string, got ${typeof options.instructions}`,
+    );
+  }
+  const sessions = new Map<string, Session>();
+  if (contextOptions.readResultTool) registry.add(readResultTool((id) => sessions.get(id)));
   // Checked here, once: a bad policy is a RangeError from createAgent, not a failed turn later.
   const retry = resolveRetryPolicy(options.retry ?? {});
-  const sessions = new Map<string, Session>();
+  const loopGuard = resolveLoopGuard(options.loopGuard);
   const inspect = options.inspect;
   const dataDir = options.dataDir ?? ".keel";
 
   const agent: Agent = {
     registry,
     store,
-    session(id) {
+    session(id, sessionOptions = {}) {
       const sessionId = id ?? ids("s");
       const existing = sessions.get(sessionId);
       if (existing && !existing.closed) return existing;
       // A session still closing flushes first: one writer per session.
       const previous = existing?.close();
+      const instructions = sessionOptions.instructions ?? options.instructions;
+      if (instructions !== undefined && !isInstructions(instructions)) {
+        throw new TypeError(
+          `agent.session: \`instructions\` must be a string or a function (session) => string, got ${typeof instructions}`,
+        );
+      }
       const sessionLogger = logger.child({ sessionId });
       const session: Session = new Session({
         sessionId,
         logger: sessionLogger,
         now: () => clock.now(),
         ids,
+        instructions,
+        model: options.model,
+        readResultTool: contextOptions.readResultTool === true,
         drain: {
           steer: options.drain?.steer ?? "all",
           followUp: options.drain?.followUp ?? "one-at-a-time",
@@ -183,6 +250,15 @@ export function createAgent(options: AgentOptions): Agent {
           retryBudget: options.retryBudget,
           random,
           limits,
+          context: new SessionContext({
+            log,
+            model: options.model,
+            registry,
+            ids,
+            emit,
+            options: contextOptions,
+          }),
+          maxOverflowRecoveries: contextOptions.overflowRecoveries ?? 1,
           maxParallelToolCalls: options.maxParallelToolCalls ?? 8,
           stopDeadlineMs: options.stopDeadlineMs ?? 5000,
           finalizeDeadlineMs: options.finalizeDeadlineMs ?? 10_000,
@@ -190,6 +266,7 @@ export function createAgent(options: AgentOptions): Agent {
           poll,
           spill: createSpill(sessionSpillDir(dataDir, sessionId)),
           turnMachine: options.turnMachine,
+          loopGuard,
           permissions: options.permissions
             ? (options.permissionBroker?.(options.permissions) ??
               new PermissionBroker(options.permissions))
@@ -199,8 +276,8 @@ export function createAgent(options: AgentOptions): Agent {
       sessions.set(sessionId, session);
       return session;
     },
-    async openSession(id) {
-      const session = agent.session(id);
+    async openSession(id, sessionOptions) {
+      const session = agent.session(id, sessionOptions);
       await session.ready;
       return session;
     },

@@ -61,6 +61,7 @@ export async function recoverCalls(options: {
         callId: call.callId,
         signal: new AbortController().signal,
         idempotencyKey: call.idempotencyKey,
+        sessionId: log.sessionId,
         onUpdate: () => {},
         log: logger.child({ callId: call.callId, tool: call.name, recovery: true }),
       },

@@ -82,11 +82,20 @@ export async function showSession(
     const entries = log.entries();
     const messages = log.messages();
     if (options.json) {
-      out.write(`${JSON.stringify({ sessionId: id, leafId: log.leafId, entries, messages })}\n`);
+      const instructions = log.settings().instructions;
+      out.write(
+        `${JSON.stringify({ sessionId: id, leafId: log.leafId, instructions, entries, messages })}\n`,
+      );
       return EXIT.ok;
     }
     out.write(`session ${id} · ${entries.length} entries · leaf ${log.leafId ?? "(root)"}\n\n`);
     out.write(`${renderTree(entries, log.leafId)}\n\n`);
+    const instructions = log.settings().instructions;
+    out.write(
+      typeof instructions === "string"
+        ? `instructions (sent before the tools and the history):\n${indent(instructions)}\n\n`
+        : "instructions: none\n\n",
+    );
     out.write(`projection (what the model sees next, ${messages.length} messages):\n`);
     out.write(`${renderProjection(messages)}\n`);
     return EXIT.ok;
@@ -94,3 +103,9 @@ export async function showSession(
     await store.close();
   }
 }
+
+const indent = (text: string) =>
+  text
+    .split("\n")
+    .map((l) => `  ${l}`)
+    .join("\n");

@@ -58,6 +58,8 @@ export function createTrace(options: TraceOptions): Trace {
     retryReason: "",
     writing: "",
     started: now(),
+    /** The last context budget: "used/window" for the status line. */
+    context: "",
   };
   const startedAt = new Map<string, number>();
   let statusShown = false;
@@ -71,6 +73,7 @@ export function createTrace(options: TraceOptions): Trace {
   const drawStatus = () => {
     if (!tty || paused) return;
     const parts = [`step ${state.step}`, `${state.tokensIn}↑ ${state.tokensOut}↓ tok`];
+    if (state.context) parts.push(`context ${state.context}`);
     if (state.running.size) {
       parts.push(`running ${[...state.running.values()].map((c) => c.name).join(", ")}`);
     }
@@ -169,6 +172,17 @@ export function createTrace(options: TraceOptions): Trace {
             `  ↻ ${e.mode} #${e.retry} in ${(e.delayMs / 1000).toFixed(1)} s — ${e.reason}`,
           ),
         );
+        if (e.fallback) print(paint("33", `    ${e.fallback}`));
+        break;
+      case "loop.detected":
+        print(
+          paint(
+            e.action === "stopped" ? "31" : "33",
+            e.action === "stopped"
+              ? `  ⟲ loop detected: ${e.tool} failed the same way ${e.repeats} times in a row — ending the turn`
+              : `  ⟲ ${e.tool} failed the same way ${e.repeats} times in a row — the model is told to change approach`,
+          ),
+        );
         break;
       case "inbox.received":
         if (e.lane !== "next-turn") print(paint("35", `  ✉ ${e.lane} received (${e.source})`));
@@ -193,6 +207,21 @@ export function createTrace(options: TraceOptions): Trace {
         );
         break;
       }
+      case "context.measured":
+        state.context = Number.isFinite(e.window)
+          ? `${Math.round((100 * (e.used + e.reserve)) / e.window)}% of ${e.window}`
+          : `${e.used} tok`;
+        break;
+      case "context.compacted":
+        print(
+          paint(
+            e.ok ? "36" : "33",
+            e.ok
+              ? `  ⇣ context compacted (${e.mode}): ${e.tokensBefore} → ${e.tokensAfter} tokens`
+              : `  ⚠ compaction (${e.mode}) did not happen: ${e.reason}`,
+          ),
+        );
+        break;
       case "log.written":
         print(
           paint(

@@ -1,7 +1,7 @@
 // The events a session emits: the one union the library's listeners, the inspector and the
 // control protocol's clients (keel/client) all read.
 import type { ChatToolCall, Usage } from "./model.ts";
-import type { PermissionDecision, PermissionRequest } from "./permission.ts";
+import type { DecisionSource, PermissionDecision, PermissionRequest } from "./permission.ts";
 import type { AttemptStatus, CallOutcome, InboxLane, InboxSource, TurnStatus } from "./status.ts";
 import type { ToolResult } from "./tool-result.ts";
 
@@ -11,7 +11,7 @@ import type { ToolResult } from "./tool-result.ts";
  *
  * Naming rule, one form for every event: `<noun>.<past-participle>`, lower case, words within
  * a part joined by `-`. The noun is what changed (`turn`, `attempt`, `text`, `call`, `message`,
- * `batch`, `retry`, `permission`, `inbox`, `log`), the participle what happened to it:
+ * `batch`, `retry`, `permission`, `inbox`, `log`, `context`), the participle what happened to it:
  * `call.settled`, `turn.cancel-acknowledged`, `call.stop-requested`. Streamed pieces follow it
  * too: `text.streamed` carries one piece of text, `call.previewed` one preview of arguments.
  * (The statecharts' own events in `machines/` and the model's stream events in `contracts/`
@@ -65,16 +65,58 @@ export type AgentEvent = { sessionId: string; at: number } & (
       /** Clock ms at which the next attempt may start. */
       readyAt: number;
       reason: string;
+      /** `continue`: the next request ends with the partial text received so far (see `Model.capabilities`). */
       mode: "retry" | "continue";
+      /** Set when Continue was due but not possible, so the next attempt retries: why. */
+      fallback?: string;
+    }
+  /**
+   * The loop guard saw one call (tool and normalised arguments) fail the same way `repeats`
+   * times in a row: `warned` (its result tells the model to change approach) or `stopped` (the
+   * turn ends `failed`, reason `loop_detected`).
+   */
+  | {
+      type: "loop.detected";
+      turnId: string;
+      tool: string;
+      repeats: number;
+      action: "warned" | "stopped";
+      callId?: string;
     }
   | { type: "turn.cancel-acknowledged"; turnId: string; reason: string }
   | { type: "turn.execution-stopped"; turnId: string }
   | { type: "turn.ended"; turnId: string; status: TurnStatus; reason?: string }
   | { type: "permission.requested"; request: PermissionRequest }
-  | { type: "permission.decided"; requestId: string; callId: string; decision: PermissionDecision }
+  /** Also written to the log (`permission_decision`); `source` says which reply decided it. */
+  | {
+      type: "permission.decided";
+      requestId: string;
+      callId: string;
+      tool: string;
+      decision: PermissionDecision;
+      source: DecisionSource;
+    }
   | { type: "inbox.received"; inboxId: string; lane: InboxLane; source: InboxSource }
   | { type: "inbox.consumed"; inboxId: string; lane: InboxLane }
   | { type: "log.written"; level: "warn" | "info"; message: string }
+  /**
+   * The context budget of the next request changed (measured before each model request):
+   * `used` tokens (provider usage + estimate when `trusted`, else estimated whole), the model's
+   * `window` (Infinity: unknown) and the output `reserve`.
+   */
+  | { type: "context.measured"; used: number; window: number; reserve: number; trusted: boolean }
+  /**
+   * A compaction of the turn ended (`auto`: the budget crossed its threshold; `overflow`: the
+   * provider refused the request's size). `ok: false`: the old baseline stays, `reason` says why.
+   */
+  | {
+      type: "context.compacted";
+      mode: "auto" | "overflow";
+      ok: boolean;
+      reason?: string;
+      tokensBefore?: number;
+      tokensAfter?: number;
+    }
 );
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;

@@ -36,11 +36,29 @@ export type ModelEvent =
   | { type: "finish"; reason: FinishReason };
 
 export interface ModelRequest {
+  /**
+   * The session's instructions: the stable head of the request, sent before the tools and the
+   * messages (as the system message in Chat Completions). Absent: none.
+   */
+  instructions?: string;
   messages: readonly ChatMessage[];
   tools: readonly ModelToolSpec[];
   /** Aborted on interrupt or timeout; adapters must stop reading and reject promptly. */
   signal: AbortSignal;
   attemptId: string;
+}
+
+/** What a model adapter can do beyond the plain request/stream contract. */
+export interface ModelCapabilities {
+  /**
+   * The provider continues a request whose `messages` end with an assistant message (a
+   * "prefill"): the answer's text deltas are the continuation of that message's text, not a new
+   * message. The turn then resumes a stream cut mid-answer from the text already received
+   * (Continue); without it, such a cut falls back to Retry (the partial text is dropped, and
+   * the log and the `retry.scheduled` event say so). Anthropic's Messages API does this;
+   * OpenAI Chat Completions does not.
+   */
+  continueFromPartial?: boolean;
 }
 
 /**
@@ -50,7 +68,22 @@ export interface ModelRequest {
  */
 export interface Model {
   readonly name: string;
+  /** Absent: none (every flag false). */
+  readonly capabilities?: ModelCapabilities;
   stream(request: ModelRequest): AsyncIterable<ModelEvent>;
+  /**
+   * Tokens the model accepts in one request (input and output together). Absent: unknown; the
+   * runtime then measures usage but never compacts by itself.
+   */
+  readonly contextWindow?: number;
+  /** Tokens kept free for the model's answer (the output reserve of the context budget). */
+  readonly maxOutputTokens?: number;
+  /**
+   * Counts the tokens of `text` with the model's own tokenizer. Absent: the runtime estimates
+   * from characters (see `session/context-budget.ts`).
+   * Contract: pure, deterministic, synchronous, returns an integer ≥ 0.
+   */
+  readonly countTokens?: (text: string) => number;
 }
 
 /** What kind of failure a `ModelError` is, as far as the transport knows. */

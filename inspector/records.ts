@@ -241,7 +241,11 @@ export function agentRecord(event: AgentEvent): InspectRecord {
       if (event.error !== undefined) e = { ...event, error: clip(event.error) };
       break;
     case "retry.scheduled":
-      e = { ...event, reason: clip(event.reason) };
+      e = {
+        ...event,
+        reason: clip(event.reason),
+        ...(event.fallback ? { fallback: clip(event.fallback) } : {}),
+      };
       break;
     case "turn.cancel-acknowledged":
       e = { ...event, reason: clip(event.reason) };
@@ -266,7 +270,12 @@ export function agentRecord(event: AgentEvent): InspectRecord {
     case "log.written":
       e = { ...event, message: clip(event.message) };
       break;
+    case "context.compacted":
+      if (event.reason !== undefined) e = { ...event, reason: clip(event.reason) };
+      break;
+    case "context.measured":
     case "attempt.started":
+    case "loop.detected":
     case "call.queued":
     case "call.stop-requested":
     case "turn.execution-stopped":

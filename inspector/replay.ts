@@ -87,6 +87,16 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
           result: entry.result,
         });
         break;
+      case "permission_decision":
+        emit(at, {
+          type: "permission.decided",
+          requestId: entry.requestId,
+          callId: entry.callId,
+          tool: entry.tool,
+          decision: entry.decision,
+          source: entry.source,
+        });
+        break;
       case "inbox":
         lanes.set(entry.inboxId, entry.lane);
         emit(at, {

@@ -20,8 +20,8 @@ export type TurnCallSpec = BatchCallSpec;
 export interface TurnLimits {
   /** Model responses per turn (retries of one response count once). */
   maxSteps: number;
-  /** Input + output tokens per turn, from provider usage. */
-  maxTokens: number;
+  /** Spend cap: input + output tokens per turn, summed from provider usage; 0 = none. */
+  maxSpendTokens: number;
   /** Wall-clock budget of the whole turn, ms; 0 = none. */
   deadlineMs: number;
 }
@@ -32,9 +32,28 @@ export interface TurnInput {
   maxParallelToolCalls: number;
   stopDeadlineMs: number;
   finalizeDeadlineMs: number;
+  /**
+   * The loop guard's `failAfter`: a step whose results leave the same call failing the same way
+   * this many times in a row ends the turn `failed` (`loop_detected`). 0 or absent: off.
+   */
+  loopFailAfter?: number;
+  /** Harder compactions after a context-overflow error, per turn (separate from retries). */
+  maxOverflowRecoveries: number;
 }
 
+/** What the runner reports with a step's results: the loop guard's streak after them. */
+export interface LoopReport {
+  /** The same call (tool and normalised arguments) failed the same way this many times in a row. */
+  repeats?: number;
+  /** That call's tool. */
+  repeatedTool?: string;
+}
+
+/** Why the turn compacts: the budget crossed its threshold, or the provider refused the size. */
+export type CompactionMode = "auto" | "overflow";
+
 export interface TurnContext extends TurnInput {
+  loopFailAfter: number;
   /** Model responses committed so far. */
   step: number;
   /** Attempts started so far; attempt k's id is `${turnId}.a${k}`. Stale attempt events are ignored. */
@@ -42,13 +61,16 @@ export interface TurnContext extends TurnInput {
   tokens: number;
   calls: TurnCallSpec[];
   retryDelayMs: number;
+  /** Overflow compactions made so far in this turn. */
+  overflowRecoveries: number;
+  compactMode: CompactionMode;
   cancelRequested: boolean;
   status: TurnStatus;
   reason: string | undefined;
 }
 
 export type TurnEvent =
-  | {
+  | ({
       type: "attempt.done";
       attempt: number;
       finishReason: "stop" | "tool_calls" | "length" | "content_filter";
@@ -59,12 +81,14 @@ export type TurnEvent =
       /** Some valid call needs a permission decision before it may run. */
       needsPermission?: boolean;
       tokens: number;
-    }
+    } & LoopReport)
   | {
       type: "attempt.failed";
       attempt: number;
       /** Present when the retry policy allows another attempt. */
       retry?: { delayMs: number };
+      /** The provider refused the request's size (context overflow): never retried as is. */
+      overflow?: boolean;
       status: TurnStatus;
       reason: string;
     }
@@ -76,7 +100,11 @@ export type TurnEvent =
       corrected: { callId: string; feedback: string }[];
     }
   | { type: "gate.declined"; reason: string }
-  | { type: "batch.done" }
+  | ({ type: "batch.done" } & LoopReport)
+  /** Steering drained and the budget measured: `compact` when it crossed the threshold. */
+  | { type: "step.prepared"; compact: boolean }
+  /** The compaction ended: `ok` when a new baseline replaced the old one. */
+  | { type: "compaction.done"; ok: boolean; reason?: string }
   | { type: "end.steered" }
   | { type: "end.none" }
   | { type: "finalize.done" }
@@ -104,8 +132,20 @@ export interface FinalizeParams {
  * Contract for all: must not throw.
  */
 export interface TurnEffects extends ToolCallEffects, BatchEffects {
-  /** Drain steering (synchronous: the model call starts right after). */
+  /**
+   * Before each model request: drain steering, then measure the context budget. Answers
+   * `step.prepared` (synchronously), with `compact` when the budget crossed the threshold.
+   */
   prepare(self: AnyActorRef): void;
+  /**
+   * Compact the history at the latest legal cut (`overflow`: keeping less). Answers
+   * `compaction.done`; after `abortCompaction` it answers too, with the old baseline intact.
+   */
+  compact(self: AnyActorRef, params: { mode: CompactionMode }): void;
+  /** Stop the running compaction: its summary is discarded. */
+  abortCompaction(self: AnyActorRef): void;
+  /** Drain steering that arrived during a compaction (synchronous). */
+  pollInbox(self: AnyActorRef): void;
   /** Start model attempt `attempt`. Answers `attempt.done` or `attempt.failed`. */
   startAttempt(self: AnyActorRef, params: { attempt: number; step: number }): void;
   /** Abort the running attempt's request (it then answers `attempt.failed`). */
@@ -127,6 +167,8 @@ export interface TurnEffects extends ToolCallEffects, BatchEffects {
   rejectInvalid(self: AnyActorRef): void;
   /** Emit `batch.committed` in call order (synchronous). */
   commitBatch(self: AnyActorRef): void;
+  /** The loop guard ended the turn: emit `loop.detected` (synchronous). */
+  loopStopped(self: AnyActorRef, params: { repeats: number; tool: string }): void;
   /** Emit `retry.scheduled`. */
   retryScheduled(self: AnyActorRef, params: { delayMs: number; attempt: number }): void;
   /** Moment 1: the interrupt was received. */
@@ -156,7 +198,7 @@ const decideNext = (before: readonly ("commitBatch" | "refuseCalls" | "rejectInv
     target: "#turn.finalizing",
     actions: [...before, "exhaustTokens" as const],
   },
-  { target: "#turn.running.sampling", actions: [...before, "prepare" as const] },
+  { target: "#turn.running.preparing", actions: before },
 ];
 
 /**
@@ -183,11 +225,15 @@ export function initialTurnContext(input: TurnInput): TurnContext {
     maxParallelToolCalls: input.maxParallelToolCalls,
     stopDeadlineMs: input.stopDeadlineMs,
     finalizeDeadlineMs: input.finalizeDeadlineMs,
+    loopFailAfter: input.loopFailAfter ?? 0,
     step: 0,
     attemptSeq: 0,
     tokens: 0,
     calls: [],
     retryDelayMs: 0,
+    maxOverflowRecoveries: input.maxOverflowRecoveries,
+    overflowRecoveries: 0,
+    compactMode: "auto",
     cancelRequested: false,
     status: "completed",
     reason: undefined,
@@ -197,6 +243,30 @@ export function initialTurnContext(input: TurnInput): TurnContext {
 /** The corrected calls of a `gate.allowed` event. */
 const correctedOf = ({ event }: { event: TurnEvent }) => ({
   corrected: (event as Extract<TurnEvent, { type: "gate.allowed" }>).corrected,
+});
+
+/** The loop report of the event that ended a step (`batch.done`, `attempt.done`). */
+const loopOf = ({ event }: { event: TurnEvent }) => ({
+  repeats: (event as LoopReport).repeats ?? 0,
+  tool: (event as LoopReport).repeatedTool ?? "",
+});
+
+/**
+ * The way out when the step's results show a loop: commit them, then end the turn `failed`
+ * (`loop_detected`). `before` settles what the step still owes (e.g. `rejectInvalid`).
+ */
+const endOnLoop = (
+  before: readonly ("takeResponse" | "rejectInvalid")[],
+  guard: "loopDetected" | "invalidCallsLoop" = "loopDetected",
+) => ({
+  guard,
+  target: "#turn.finalizing",
+  actions: [
+    ...before,
+    "commitBatch" as const,
+    "failOnLoop" as const,
+    { type: "loopStopped" as const, params: loopOf },
+  ],
 });
 
 /** The attempt id of attempt number `seq` in turn `turnId` (pure, so the machine can derive it). */
@@ -209,9 +279,12 @@ export const attemptIdOf = (turnId: string, seq: number) => `${turnId}.a${seq}`;
  * one turn bound ({@link TurnEffects}), and the model search, the race tests, the mutants and
  * the inspector's chart use the same definition.
  *
- * `running` (entry: prepare) → sampling → (gating | refusing | executing) → [commit, decide,
- * prepare] → sampling … (committing, deciding and preparing are transition actions, see
- * `decideNext`).
+ * `running` → preparing (drain steering, measure the budget) → [compacting →] sampling →
+ * (gating | refusing | executing) → [commit, decide] → preparing … (committing and deciding are
+ * transition actions, see `decideNext`). `compacting` runs when the budget crossed its
+ * threshold (mode `auto`), or after a context-overflow error while the turn's overflow budget
+ * lasts (mode `overflow`: a harder cut, then the request is sent again; a compaction that
+ * fails there fails the turn).
  * A response with no tool calls ends the turn `completed`. Every terminal path goes through
  * `finalizing` (persist, settle leftovers; bounded by its own deadline, not cancellable) to the
  * final `done`.
@@ -222,7 +295,10 @@ export const attemptIdOf = (turnId: string, seq: number) => `${turnId}.a${seq}`;
  * - an interrupt while a batch round runs stays inside `executing` until `batch.done`, so the
  *   round's calls all settle before finalizing (invariant 1);
  * - events of an older attempt are ignored (`isCurrentAttempt`);
- * - leaving `waiting` cancels the retry timer, so an interrupt ends a backoff at once.
+ * - leaving `waiting` cancels the retry timer, so an interrupt ends a backoff at once;
+ * - `compacting` is entered only from `preparing` (every batch committed) or after a failed
+ *   attempt (no batch runs), so a compaction never runs beside a batch (invariant 10); an
+ *   interrupt there waits for it to report and appends nothing.
  *
  * Effects are named actions provided by the runtime (`actors/turn-runner.ts`); each one that
  * starts async work answers with the event named in its comment.
@@ -237,6 +313,9 @@ export const turnMachine = setup({
   actions: {
     // The effects: the runtime performs them (TurnEffects); here they are named no-ops.
     prepare: effect(),
+    compact: effect<{ mode: CompactionMode }>(),
+    abortCompaction: effect(),
+    pollInbox: effect(),
     startAttempt: effect<{ attempt: number; step: number }>(),
     abortAttempt: effect<{ attempt: number }>(),
     pollAtEnd: effect(),
@@ -247,6 +326,7 @@ export const turnMachine = setup({
     rejectInvalid: effect(),
     commitBatch: effect(),
     retryScheduled: effect<{ delayMs: number; attempt: number }>(),
+    loopStopped: effect<{ repeats: number; tool: string }>(),
     cancelAcknowledged: effect<{ reason: string }>(),
     executionStopped: effect(),
     finalize: effect<FinalizeParams>(),
@@ -287,13 +367,20 @@ export const turnMachine = setup({
       assertEvent(event, "attempt.failed");
       return { status: event.status, reason: event.reason };
     }),
+    failOnLoop: assign(({ context, event }) => {
+      const { repeats, tool } = loopOf({ event });
+      return {
+        status: "failed" as TurnStatus,
+        reason: `loop_detected: ${tool} failed the same way ${repeats} times in a row with the same arguments (loopGuard.failAfter ${context.loopFailAfter})`,
+      };
+    }),
     exhaustSteps: assign(({ context }) => ({
       status: "budget_exhausted" as TurnStatus,
       reason: `maxSteps (${context.limits.maxSteps}) reached`,
     })),
     exhaustTokens: assign(({ context }) => ({
       status: "budget_exhausted" as TurnStatus,
-      reason: `maxTokens (${context.limits.maxTokens}) reached: ${context.tokens} tokens used`,
+      reason: `maxSpendTokens (${context.limits.maxSpendTokens}) reached: ${context.tokens} tokens used`,
     })),
   },
   actors: {
@@ -324,13 +411,37 @@ export const turnMachine = setup({
       assertEvent(event, "attempt.done");
       return event.calls.length === 0;
     },
+    canRecoverOverflow: ({ context, event }) => {
+      assertEvent(event, "attempt.failed");
+      return event.overflow === true && context.overflowRecoveries < context.maxOverflowRecoveries;
+    },
+    compactDue: ({ event }) => {
+      assertEvent(event, "step.prepared");
+      return event.compact;
+    },
+    overflowUnrecovered: ({ context, event }) => {
+      assertEvent(event, "compaction.done");
+      return context.compactMode === "overflow" && !event.ok;
+    },
     canRetry: ({ event }) => {
       assertEvent(event, "attempt.failed");
       return event.retry !== undefined;
     },
+    /** The step's results leave one call failing the same way `loopFailAfter` times in a row. */
+    loopDetected: ({ context, event }) =>
+      context.loopFailAfter > 0 && ((event as LoopReport).repeats ?? 0) >= context.loopFailAfter,
+    /** A response whose calls all failed preparation, and whose error results make a loop. */
+    invalidCallsLoop: ({ context, event }) => {
+      assertEvent(event, "attempt.done");
+      return (
+        event.calls.length === 0 &&
+        context.loopFailAfter > 0 &&
+        (event.repeats ?? 0) >= context.loopFailAfter
+      );
+    },
     stepsExhausted: ({ context }) => context.step >= context.limits.maxSteps,
     tokensExhausted: ({ context }) =>
-      context.limits.maxTokens > 0 && context.tokens >= context.limits.maxTokens,
+      context.limits.maxSpendTokens > 0 && context.tokens >= context.limits.maxSpendTokens,
     hasDeadline: ({ context }) => context.limits.deadlineMs > 0,
   },
   delays: {
@@ -344,9 +455,7 @@ export const turnMachine = setup({
   initial: "running",
   states: {
     running: {
-      // Steering is drained before the first request as before every later one.
       entry: [
-        "prepare",
         // The deadline timer is armed only when the turn has a deadline, and cancelled on leaving.
         enqueueActions(({ enqueue, check, context }) => {
           if (!check("hasDeadline")) return;
@@ -357,7 +466,8 @@ export const turnMachine = setup({
         }),
       ],
       exit: cancel("turnDeadline"),
-      initial: "sampling",
+      // Steering is drained (and the budget measured) before the first request as before every later one.
+      initial: "preparing",
       // One batch actor for the whole turn; each `executing` is one round of it. Leaving
       // `running` stops it, but only `batch.done` leaves `executing`, so no round is cut short.
       invoke: {
@@ -392,6 +502,67 @@ export const turnMachine = setup({
         },
       },
       states: {
+        // Synchronous: `prepare` answers at once; nothing runs here.
+        preparing: {
+          entry: "prepare",
+          on: {
+            "step.prepared": [
+              {
+                guard: "compactDue",
+                target: "compacting",
+                actions: assign({ compactMode: "auto" as CompactionMode }),
+              },
+              { target: "sampling" },
+            ],
+          },
+        },
+        // Between two steps: every batch has committed, so no cut falls between a call and its
+        // result (invariant 10). An interrupt stops the summary request; the old baseline stays.
+        compacting: {
+          entry: {
+            type: "compact",
+            params: ({ context }) => ({ mode: context.compactMode }),
+          },
+          initial: "summarizing",
+          states: {
+            summarizing: {
+              on: {
+                "turn.interrupt": {
+                  target: "stopping",
+                  actions: [
+                    "markCancelled",
+                    {
+                      type: "cancelAcknowledged",
+                      params: ({ event }) => ({ reason: event.reason }),
+                    },
+                    "abortCompaction",
+                  ],
+                },
+              },
+            },
+            // Cancel acknowledged; waiting for the compaction to report (it appends nothing).
+            stopping: { on: { "turn.interrupt": {} } },
+          },
+          on: {
+            "compaction.done": [
+              {
+                guard: "cancelRequested",
+                target: "#turn.finalizing",
+                actions: "executionStopped",
+              },
+              {
+                guard: "overflowUnrecovered",
+                target: "#turn.finalizing",
+                actions: assign(({ event }) => {
+                  assertEvent(event, "compaction.done");
+                  return { status: "failed" as TurnStatus, reason: event.reason };
+                }),
+              },
+              // Inputs that arrived while it ran are read before the request (DESIGN §3.5).
+              { target: "sampling", actions: "pollInbox" },
+            ],
+          },
+        },
         sampling: {
           entry: [
             assign({ attemptSeq: ({ context }) => context.attemptSeq + 1 }),
@@ -434,6 +605,7 @@ export const turnMachine = setup({
               { guard: "lengthWithCalls", target: "refusing", actions: "countStep" },
               { guard: "noCalls", target: "ending", actions: "endResponse" },
               // Every call failed preparation: their error results are the whole batch.
+              endOnLoop(["takeResponse", "rejectInvalid"], "invalidCallsLoop"),
               {
                 guard: "noValidCalls",
                 target: "committing",
@@ -448,6 +620,14 @@ export const turnMachine = setup({
                 guard: "cancelRequested",
                 target: "#turn.finalizing",
                 actions: "executionStopped",
+              },
+              {
+                guard: "canRecoverOverflow",
+                target: "compacting",
+                actions: assign({
+                  compactMode: "overflow" as CompactionMode,
+                  overflowRecoveries: ({ context }) => context.overflowRecoveries + 1,
+                }),
               },
               {
                 guard: "canRetry",
@@ -539,6 +719,7 @@ export const turnMachine = setup({
                 target: "#turn.finalizing",
                 actions: "executionStopped",
               },
+              endOnLoop([]),
               ...decideNext(["commitBatch"]),
             ],
           },

@@ -235,6 +235,14 @@ export class SessionLog {
     return this.fresh().messages;
   }
 
+  /**
+   * Indexes of messages of {@link messages} replaced in place since the last call, or "all"
+   * (see `Projection.takeChanges`). Consumed by the session's context budget.
+   */
+  takeChanges(): readonly number[] | "all" {
+    return this.fresh().takeChanges();
+  }
+
   /** Each message's source entry id (the assistant entry for a patched tool slot). Live. */
   messageSources(): readonly string[] {
     return this.fresh().sources;

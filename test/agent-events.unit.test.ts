@@ -114,12 +114,22 @@ const SAMPLES: { [K in AgentEventType]: AgentEventOf<K> } = {
       risk: "high",
     },
   },
+  "loop.detected": {
+    ...base,
+    type: "loop.detected",
+    turnId: "t",
+    tool: "n",
+    repeats: 6,
+    action: "stopped",
+  },
   "permission.decided": {
     ...base,
     type: "permission.decided",
     requestId: "r",
     callId: "c",
+    tool: "n",
     decision: { type: "corrected", feedback: LONG },
+    source: { type: "reply", reply: "deny_with_feedback" },
   },
   "call.queued": { ...base, type: "call.queued", turnId: "t", callId: "c", name: "n" },
   "call.started": {
@@ -173,6 +183,21 @@ const SAMPLES: { [K in AgentEventType]: AgentEventOf<K> } = {
   "turn.execution-stopped": { ...base, type: "turn.execution-stopped", turnId: "t" },
   "turn.ended": { ...base, type: "turn.ended", turnId: "t", status: "failed", reason: LONG },
   "log.written": { ...base, type: "log.written", level: "warn", message: LONG },
+  "context.measured": {
+    ...base,
+    type: "context.measured",
+    used: 3100,
+    window: 4000,
+    reserve: 500,
+    trusted: true,
+  },
+  "context.compacted": {
+    ...base,
+    type: "context.compacted",
+    mode: "overflow",
+    ok: false,
+    reason: LONG,
+  },
 };
 
 /** The `case "…":` labels of a plain-JS file of the inspector page. */

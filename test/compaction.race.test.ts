@@ -2,150 +2,158 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
-import { scheduledModel, scheduledTool } from "../actors/fault-injection.ts";
 import { seededIds } from "../actors/ids.ts";
-import { modelSummarizer } from "../actors/model-summarizer.ts";
-import type { Model } from "../contracts/model.ts";
+import type { ChatMessage, Model } from "../contracts/model.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
-import type { CompactionResult, compactSession } from "../session/compaction.ts";
-import type { SessionLog } from "../session/log.ts";
+import type { CutRule } from "../session/compaction-cuts.ts";
+import type { LogEntry } from "../session/entries.ts";
 import { defineTool } from "../tools/define-tool.ts";
-import { keptOrphan, wellFormedViolation } from "./session-random-log.ts";
 import { failWithSchedule } from "./support/harness.ts";
-import { compactAppendsUnvalidated } from "./support/mutants/compaction-appends-unvalidated.ts";
+import { cutsInsideBatch } from "./support/mutants/compaction-cuts-inside-batch.ts";
 
 /**
- * Invariant 10 as an interleaving search over a real session: prompts whose turns call tools,
- * and compactions (`session.compact()`) whose summary requests succeed, come back empty or fail,
- * all ordered by the scheduler (model answers, tool returns, each compaction and each prompt are
- * tasks). At the end, and whatever the order: the view has no orphan tool result and every call
- * exactly one result, no kept result lost its call, and only compactions that reported success
- * left a compaction entry (a failed one keeps the old baseline).
- *
- * The cut-at-a-result mutant (test/support/mutants/compaction-cuts-at-results.ts) is caught by
- * test/compaction.model.test.ts, not here: the runtime writes a batch's results right after its
- * call, and planCut keeps a tool message with its call, so no runtime log lets it cut there.
+ * Invariant 10 with compaction BETWEEN STEPS OF A RUNNING TURN: a turn of several steps (1–3
+ * parallel calls each) against a small window, so automatic compactions happen mid-turn; model
+ * responses, tool completions, steering and an optional interrupt are scheduled tasks whose
+ * order the fast-check scheduler picks. Checked from the log and the requests, not from the
+ * code's own cut rule:
+ * - every compaction's first kept entry leaves each batch whole: a result is kept exactly when
+ *   its call's assistant message is kept (no orphan result, no call without its results);
+ * - every request the model received pairs each call with its result, right after it.
  */
-type Summary = "ok" | "empty" | "error";
-interface CompactingSession {
-  compact: (o: { keepRecentTokens: number }) => Promise<CompactionResult>;
-  readonly sessionLog: SessionLog;
-  readonly currentTurn: unknown;
-}
-type Summarize = Parameters<typeof compactSession>[1]["summarize"];
-type Compact = (
-  session: CompactingSession,
-  summarize: Summarize,
-  keep: number,
-) => Promise<CompactionResult>;
 
-const realCompact: Compact = (session, _summarize, keep) =>
-  session.compact({ keepRecentTokens: keep });
-
-/**
- * A broken compactor run like `session.compact()` (refused while a turn is open, else on the
- * session's live log with the session model's summarizer).
- */
-const mutantCompact =
-  (
-    run: (log: SessionLog, o: Parameters<typeof compactSession>[1]) => Promise<CompactionResult>,
-  ): Compact =>
-  (session, summarize, keep) =>
-    session.currentTurn
-      ? session.compact({ keepRecentTokens: keep })
-      : run(session.sessionLog, { keepRecentTokens: keep, summarize });
-
-async function scenario(
-  s: fc.Scheduler,
-  plan: { prompts: number; calls: number; summaries: Summary[]; after: number[]; keep: number },
-  compact: Compact,
-): Promise<string | undefined> {
-  const summaries = [...plan.summaries];
-  const work = defineTool({
-    name: "work",
-    description: "Work the scheduler finishes.",
-    parameters: z.object({ n: z.number() }),
-    traits: { concurrencySafe: true },
-    execute: ({ n }) => `worked ${n} ${"x".repeat(200)}`,
-  });
-  let step = 0;
-  const script = scriptedModel((request) => {
-    if (request.tools.length === 0) {
-      const kind = summaries.shift() ?? "ok";
-      if (kind === "error") return { error: { kind: "network", message: "summary cut" } };
-      return { text: kind === "empty" ? "" : "SUMMARY" };
+/** Why the compactions of `path` split a batch, or null. */
+function splitBatch(path: readonly LogEntry[]): string | null {
+  const pos = new Map(path.map((e, i) => [e.id, i]));
+  const askedAt = new Map<string, number>();
+  for (let i = 0; i < path.length; i++) {
+    const e = path[i];
+    if (e.type === "assistant_message") for (const c of e.toolCalls) askedAt.set(c.id, i);
+    if (e.type !== "compaction") continue;
+    const keep = pos.get(e.firstKeptId)!;
+    for (let j = 0; j < i; j++) {
+      const r = path[j];
+      if (r.type !== "call_result") continue;
+      const a = askedAt.get(r.callId);
+      if (a !== undefined && a < keep !== j < keep) {
+        return `compaction ${e.id} keeps from ${e.firstKeptId}: result ${r.callId} and its call fall on different sides`;
+      }
     }
-    step++;
-    return step % 2 === 1
-      ? {
-          toolCalls: Array.from({ length: plan.calls }, (_, i) => ({
-            id: `c${step}-${i}`,
-            name: "work",
-            arguments: JSON.stringify({ n: i }),
-          })),
-        }
-      : { text: `answer ${step}` };
+  }
+  return null;
+}
+
+/** Why `messages` break the pairing rule, or null. */
+function unpaired(messages: readonly ChatMessage[]): string | null {
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i];
+    if (m.role === "tool") return `a result (${m.tool_call_id}) without its call before it`;
+    if (m.role === "assistant" && m.tool_calls?.length) {
+      for (const [k, c] of m.tool_calls.entries()) {
+        const r = messages[i + 1 + k];
+        if (r?.role !== "tool" || r.tool_call_id !== c.id) return `call ${c.id} not answered next`;
+      }
+      i += m.tool_calls.length;
+    }
+  }
+  return null;
+}
+
+interface Plan {
+  steps: number[];
+  /** Recent tokens each compaction keeps (0: it cuts at the latest point the rule allows). */
+  keep: number;
+  steers: number;
+  interrupt: boolean;
+}
+
+async function runSession(
+  s: fc.Scheduler,
+  plan: Plan,
+  cutPoints?: CutRule,
+): Promise<string | undefined> {
+  let step = 0;
+  const inner = scriptedModel(
+    (request) => {
+      if (request.tools.length === 0) return { text: "Summary: notes were read." };
+      const n = plan.steps[step++];
+      if (n === undefined) return { text: "done" };
+      return {
+        toolCalls: Array.from({ length: n }, (_, k) => ({
+          id: `c${step}_${k}`,
+          name: "note",
+          arguments: `{"n":${step * 10 + k}}`,
+        })),
+      };
+    },
+    { contextWindow: 700, maxOutputTokens: 60 },
+  );
+  // Every model response waits for its scheduled turn.
+  const model: Model = {
+    name: inner.name,
+    contextWindow: inner.contextWindow,
+    maxOutputTokens: inner.maxOutputTokens,
+    async *stream(request) {
+      await s.schedule(Promise.resolve(), request.tools.length ? "model answers" : "summary");
+      yield* inner.stream(request);
+    },
+  };
+  const note = defineTool({
+    name: "note",
+    description: "Reads a note.",
+    parameters: z.object({ n: z.number() }),
+    traits: { readOnly: true, concurrencySafe: true, risk: "low" },
+    execute: async ({ n }, ctx) => {
+      await s.schedule(Promise.resolve(), `tool ${ctx.callId}`);
+      return `note ${n}: ${"lorem ipsum ".repeat(10)}`;
+    },
   });
-  const model: Model = scheduledModel(script, s);
-  const ids = seededIds(10);
-  const session = createAgent({ model, tools: [scheduledTool(work, s)], ids }).session("c");
-  const prompts = [session.prompt("start")];
-  for (let k = 1; k < plan.prompts; k++)
-    prompts.push(
-      s.schedule(Promise.resolve(), `prompt ${k}`).then(() => session.prompt(`more ${k}`)),
-    );
-  const summarize = modelSummarizer(model, ids);
-  // Each compaction is asked for after a given prompt's turn ended (or at any time): it may
-  // still meet the next turn, a queued prompt or another compaction.
-  const results = plan.summaries.map(async (_, k) => {
-    const j = plan.after[k] % (prompts.length + 1);
-    if (j < prompts.length) await prompts[j];
-    await s.schedule(Promise.resolve(), `compact ${k}`);
-    return compact(session, summarize, plan.keep);
+  const agent = createAgent({
+    model,
+    tools: [note],
+    ids: seededIds(7),
+    limits: { maxSteps: 40 },
+    context: { keepRecentTokens: plan.keep, cutPoints },
   });
-  await s.waitFor(Promise.all([...prompts, ...results]));
+  const session = agent.session("race");
+  const done = session.prompt("read the notes");
+  for (let k = 0; k < plan.steers; k++) {
+    s.schedule(Promise.resolve(), `steer ${k}`).then(() => session.steer(`also note ${k}`));
+  }
+  if (plan.interrupt) {
+    s.schedule(Promise.resolve(), "interrupt").then(() => session.interrupt("stop"));
+  }
+  const out = await s.waitFor(done);
   await s.waitIdle();
   await session.awaitIdle();
-  const log = session.sessionLog;
-  const bad = wellFormedViolation(log.messages()) ?? keptOrphan(log.path(), log.baseline());
-  if (bad) return `invariant 10 broken: ${bad}`;
-  const done = await Promise.all(results);
-  const succeeded = done.filter((r) => r.ok).length;
-  const entries = log.entries().filter((e) => e.type === "compaction").length;
-  if (entries !== succeeded)
-    return `invariant 10 broken: ${entries} compaction entries for ${succeeded} successful compactions (${done
-      .map((r) => (r.ok ? "ok" : r.code))
-      .join(", ")})`;
-  return undefined;
+  const problem =
+    splitBatch(session.sessionLog.path()) ??
+    inner.requests.map((r) => unpaired(r.messages)).find((p) => p !== null) ??
+    (out.status === "failed" ? `the turn failed: ${out.reason}` : null);
+  await agent.close();
+  return problem ?? undefined;
 }
 
-const planArb = fc.record({
-  prompts: fc.integer({ min: 1, max: 3 }),
-  calls: fc.integer({ min: 1, max: 3 }),
-  keep: fc.integer({ min: 1, max: 120 }),
-  after: fc.array(fc.nat(), { minLength: 3, maxLength: 3 }),
-  summaries: fc.array(fc.constantFrom<Summary>("ok", "ok", "empty", "error"), {
-    minLength: 1,
-    maxLength: 3,
-  }),
-});
+const property = (cutPoints?: CutRule) =>
+  fc.asyncProperty(
+    fc.scheduler(),
+    fc.record({
+      steps: fc.array(fc.integer({ min: 1, max: 3 }), { minLength: 4, maxLength: 12 }),
+      keep: fc.constantFrom(0, 60, 120),
+      steers: fc.integer({ min: 0, max: 2 }),
+      interrupt: fc.integer({ min: 0, max: 3 }).map((k) => k === 0),
+    }),
+    async (s, plan) => failWithSchedule(s, await runSession(s, plan, cutPoints)),
+  );
 
-const property = (compact: Compact) =>
-  fc.asyncProperty(fc.scheduler(), planArb, async (s, plan) => {
-    failWithSchedule(s, await scenario(s, plan, compact));
+describe("compaction between steps of a running turn (fast-check scheduler, real runtime)", () => {
+  it("automatic compactions mid-turn never split a batch, and every request keeps calls paired with their results", async () => {
+    await fc.assert(property(), { numRuns: 60, seed: 1015 });
   });
 
-describe("compaction against turns, tool returns and failing summaries (invariant 10, interleaving search)", () => {
-  it("no orphan tool result, no kept result without its call, and a failed compaction keeps the baseline", async () => {
-    await fc.assert(property(realCompact), { numRuns: 100, seed: 10 });
-  });
-
-  it("the search catches a compactor that appends the summary before validating it", async () => {
-    const out = await fc.check(property(mutantCompact(compactAppendsUnvalidated)), {
-      numRuns: 200,
-      seed: 10,
-    });
-    expect(out.failed).toBe(true);
-    expect(String(out.errorInstance)).toMatch(/compaction entries for/);
+  it("the search catches a cut rule that cuts inside a batch", async () => {
+    const result = await fc.check(property(cutsInsideBatch), { numRuns: 200, seed: 1015 });
+    expect(result.failed).toBe(true);
+    expect(String(result.errorInstance)).toMatch(/fall on different sides|without its call/);
   });
 });

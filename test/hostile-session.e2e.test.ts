@@ -54,11 +54,11 @@ describe("sessions that hostile input cannot break", () => {
     ]);
     const agent = createAgent({ model, tools: [openJson], store: sqliteStore(path) });
     const session = await agent.openSession("deep");
-    expect(await session.prompt("first")).toEqual({ status: "completed" });
+    expect(await session.prompt("first")).toMatchObject({ status: "completed" });
     const result = resultOf(session.entries(), "a")!.result as ToolFailure;
     expect(result.code).toBe("INVALID_ARGS");
     expect(result.message).toContain(`deeper than ${MAX_JSON_DEPTH} levels`);
-    expect(await session.prompt("second")).toEqual({ status: "completed" });
+    expect(await session.prompt("second")).toMatchObject({ status: "completed" });
     await agent.close();
     await agent.store.close();
     const entries = await reopened(path, "deep");
@@ -87,7 +87,7 @@ describe("sessions that hostile input cannot break", () => {
     ]);
     const agent = createAgent({ model, tools: [tool], store: sqliteStore(path) });
     const session = await agent.openSession("big");
-    expect(await session.prompt("go")).toEqual({ status: "completed" });
+    expect(await session.prompt("go")).toMatchObject({ status: "completed" });
     await agent.close();
     await agent.store.close();
     const result = resultOf(await reopened(path, "big"), "a")!.result;
@@ -117,7 +117,7 @@ describe("sessions that hostile input cannot break", () => {
     ]);
     const agent = createAgent({ model, tools: [tool], store: sqliteStore(path) });
     const session = await agent.openSession("enc");
-    expect(await session.prompt("go")).toEqual({ status: "completed" });
+    expect(await session.prompt("go")).toMatchObject({ status: "completed" });
     await agent.close();
     await agent.store.close();
     const entries = await reopened(path, "enc");
@@ -153,7 +153,7 @@ describe("sessions that hostile input cannot break", () => {
     const first = await session.prompt("acknowledged one");
     expect(first.status).toBe("failed");
     expect(first.reason).toContain("disk full (injected)");
-    expect(await session.prompt("acknowledged two")).toEqual({ status: "completed" });
+    expect(await session.prompt("acknowledged two")).toMatchObject({ status: "completed" });
     await agent.close();
     await inner.close();
     const entries = await reopened(path, "flaky");
@@ -203,7 +203,7 @@ describe("failures are bounded like output", () => {
       ]);
       const agent = createAgent({ model, tools: [tool] });
       const session = await agent.openSession("loud");
-      expect(await session.prompt("go")).toEqual({ status: "completed" });
+      expect(await session.prompt("go")).toMatchObject({ status: "completed" });
       const toolMessage = model.requests[1].messages.find((m) => m.role === "tool");
       const text = String(toolMessage?.content);
       expect(Buffer.byteLength(text)).toBeLessThanOrEqual(4096 + 64);
@@ -227,7 +227,7 @@ describe("session lifecycle", () => {
     await expect(first.prompt("late")).rejects.toThrow(/session a is closed; open it again/);
     const again = await agent.openSession("a");
     expect(again).not.toBe(first);
-    expect(await again.prompt("again")).toEqual({ status: "completed" });
+    expect(await again.prompt("again")).toMatchObject({ status: "completed" });
     expect(again.messages().map((m) => m.content)).toEqual(["hello", "one", "again", "two"]);
     await agent.close();
   });
@@ -240,7 +240,7 @@ describe("session lifecycle", () => {
     const again = agent.session("a");
     await closing;
     await again.ready;
-    expect(await again.prompt("again")).toEqual({ status: "completed" });
+    expect(await again.prompt("again")).toMatchObject({ status: "completed" });
     expect(again.entries().map((e) => e.seq)).toEqual(again.entries().map((_, i) => i + 1));
     await agent.close();
   });

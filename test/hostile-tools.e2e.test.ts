@@ -56,6 +56,7 @@ async function run(
   if (!prepared.ok) return prepared.error;
   const ctx = {
     callId: "call_1",
+    sessionId: "s",
     signal: extra.signal ?? new AbortController().signal,
     idempotencyKey: "k",
     onUpdate: extra.onUpdate ?? (() => {}),

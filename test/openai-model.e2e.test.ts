@@ -28,7 +28,7 @@ let model: Model;
 
 beforeEach(async () => {
   server = await startFakeOpenAIServer();
-  model = openaiModel({ model: "fake-model", baseURL: server.baseURL });
+  model = openaiModel({ contextWindow: 8192, model: "fake-model", baseURL: server.baseURL });
 });
 afterEach(async () => {
   await server.close();
@@ -81,6 +81,7 @@ describe("openaiModel over real HTTP with the real SDK", () => {
 
   it("a dummy API key is used when only baseURL is given, and extraBody reaches the server", async () => {
     const m = openaiModel({
+      contextWindow: 8192,
       model: "fake-model",
       baseURL: server.baseURL,
       extraBody: { temperature: 0.2 },
@@ -295,6 +296,7 @@ describe("openaiModel maps every fault to a ModelError, with the SDK's own retri
 
   it("a first-chunk timeout on the real clock aborts the request after ~200 ms", async () => {
     const m = openaiModel({
+      contextWindow: 8192,
       model: "fake-model",
       baseURL: server.baseURL,
       firstChunkTimeoutMs: 200,
@@ -310,7 +312,12 @@ describe("openaiModel maps every fault to a ModelError, with the SDK's own retri
   });
 
   it("an idle timeout on the real clock fires when a stream stalls after text", async () => {
-    const m = openaiModel({ model: "fake-model", baseURL: server.baseURL, idleTimeoutMs: 200 });
+    const m = openaiModel({
+      contextWindow: 8192,
+      model: "fake-model",
+      baseURL: server.baseURL,
+      idleTimeoutMs: 200,
+    });
     server.enqueue(stallAfterText("so far"));
     const { events, error } = await collect(m);
     expect(events).toEqual([{ type: "text.delta", text: "so far" }]);
@@ -318,10 +325,12 @@ describe("openaiModel maps every fault to a ModelError, with the SDK's own retri
   });
 
   it("rejects invalid options with a message naming the option", () => {
-    expect(() => openaiModel({ model: "m", baseURL: server.baseURL, idleTimeoutMs: 0 })).toThrow(
-      /idleTimeoutMs must be > 0/,
+    expect(() =>
+      openaiModel({ contextWindow: 8192, model: "m", baseURL: server.baseURL, idleTimeoutMs: 0 }),
+    ).toThrow(/idleTimeoutMs must be > 0/);
+    expect(() => openaiModel({ contextWindow: 8192, model: "", baseURL: server.baseURL })).toThrow(
+      /model/,
     );
-    expect(() => openaiModel({ model: "", baseURL: server.baseURL })).toThrow(/model/);
   });
 });
 

@@ -24,13 +24,22 @@ const echo = defineTool({
 describe("turn end to end with the scripted model", () => {
   it("runs a tool call and feeds its result back to the model", async () => {
     const model = scriptedModel([
-      { toolCalls: [{ id: "c1", name: "echo", arguments: '{"text":"hi"}' }] },
-      { text: "done" },
+      {
+        toolCalls: [{ id: "c1", name: "echo", arguments: '{"text":"hi"}' }],
+        usage: { inputTokens: 20, outputTokens: 7 },
+      },
+      { text: "done", usage: { inputTokens: 35, outputTokens: 2 } },
     ]);
     const agent = createAgent({ model, tools: [echo] });
     const session = agent.session("s1");
     const out = await session.prompt("say hi");
-    expect(out).toEqual({ status: "completed", reason: undefined });
+    // The result: the final text, usage summed over the responses, the model requests sent.
+    expect(out).toEqual({
+      status: "completed",
+      text: "done",
+      usage: { inputTokens: 55, outputTokens: 9 },
+      steps: 2,
+    });
     const msgs = session.messages();
     expect(msgs.map((m) => m.role)).toEqual(["user", "assistant", "tool", "assistant"]);
     expect(msgs[2]).toMatchObject({ role: "tool", tool_call_id: "c1", content: "echo: hi" });
@@ -49,7 +58,7 @@ describe("turn end to end with the scripted model", () => {
       session.prompt("go"),
       new Promise((resolve) => setTimeout(() => resolve("still running after 2 s"), 2000)),
     ]);
-    expect(out).toEqual({ status: "completed", reason: undefined });
+    expect(out).toMatchObject({ status: "completed", text: "done", steps: 2 });
     const tools = session.messages().filter((m) => m.role === "tool");
     expect(tools.map((m) => [m.tool_call_id, m.content])).toEqual(
       ids.map((id) => [id, `echo: ${id}`]),

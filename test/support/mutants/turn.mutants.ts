@@ -6,6 +6,14 @@ export const ignoresLengthTurnMachine = turnMachine.provide({
   guards: { lengthWithCalls: () => false },
 });
 
+/**
+ * Broken on purpose: the loop guard's verdict is never read, so a call failing the same way
+ * forever keeps the turn sampling (until maxSteps) instead of ending it `loop_detected`.
+ */
+export const ignoresLoopsTurnMachine = turnMachine.provide({
+  guards: { loopDetected: () => false, invalidCallsLoop: () => false },
+});
+
 /** Broken on purpose: events of an older attempt are taken as the current one's. */
 export const acceptsStaleAttemptsTurnMachine = turnMachine.provide({
   guards: { isCurrentAttempt: () => true },
@@ -56,6 +64,15 @@ export const abandonsBatchTurnMachine = withExecuting((executing, running) => ({
 export const steersMidBatchTurnMachine = withExecuting((executing) => ({
   ...executing,
   entry: [...executing.entry, "prepare"],
+}));
+
+/**
+ * Broken on purpose: a compaction also starts when a batch round starts, so it runs beside
+ * the batch and can cut between its calls and their results (invariant 10).
+ */
+export const compactsMidBatchTurnMachine = withExecuting((executing) => ({
+  ...executing,
+  entry: [...executing.entry, { type: "compact", params: { mode: "auto" } }],
 }));
 
 /**
