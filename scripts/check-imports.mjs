@@ -30,7 +30,15 @@ export const RULES = [
 ];
 
 const SOURCE = /\.(ts|mts|js|mjs)$/;
-const SKIP = new Set(["node_modules", "dist", ".git", "test-output", ".keel", "page"]);
+const SKIP = new Set([
+  "node_modules",
+  "dist",
+  ".git",
+  "test-output",
+  ".keel",
+  "page",
+  ".stryker-tmp",
+]);
 const IMPORT =
   /(?:^|[\s;])(?:import|export)(?:[\s\w{},*]*?from\s*)?\s*["']([^"']+)["']|import\(\s*["']([^"']+)["']\s*\)/g;
 
