@@ -1,22 +1,18 @@
-// The public API of Keel. Re-exports only.
-export { type Agent, type AgentOptions, createAgent, DEFAULT_LIMITS } from "./actors/agent.ts";
+// The public API of Keel: re-exports only, each name documented in README.md ("API").
+// Tests and benchmarks that need internals import their modules directly.
+
+export { type Agent, type AgentOptions, createAgent } from "./actors/agent.ts";
 export type { AgentEvent, AgentEventOf, AgentEventType, InspectSink } from "./actors/events.ts";
-export { createIds, randomIds, seededIds } from "./actors/ids.ts";
-export {
-  PermissionBroker,
-  type PermissionDecision,
-  type PermissionOptions,
-  type PermissionReply,
-  type PermissionRequest,
-  type PermissionRule,
+export type {
+  PermissionDecision,
+  PermissionOptions,
+  PermissionReply,
+  PermissionRequest,
+  PermissionRule,
 } from "./actors/permissions.ts";
-export {
-  type RetryBudget,
-  tokenBucketBudget,
-  unlimitedRetryBudget,
-} from "./actors/retry-budget.ts";
-export { type InboxOptions, type PromptResult, Session } from "./actors/session-runtime.ts";
-export { type Clock, sleep, systemClock } from "./contracts/clock.ts";
+export { type RetryBudget, tokenBucketBudget } from "./actors/retry-budget.ts";
+export type { InboxOptions, PromptResult, Session } from "./actors/session-runtime.ts";
+export type { Clock } from "./contracts/clock.ts";
 export type { IdGenerator } from "./contracts/ids.ts";
 export {
   type ChatMessage,
@@ -30,17 +26,23 @@ export {
   type ModelToolSpec,
   type Usage,
 } from "./contracts/model.ts";
-export type * from "./contracts/status.ts";
-export type * from "./contracts/tool-result.ts";
-export { startInspector } from "./inspector/server.ts";
-export {
-  classifyModelError,
-  DEFAULT_RETRY_POLICY,
-  decideRetry,
-  parseRetryAfter,
-  type RetryPolicy,
-} from "./machines/policies/retry-policy.ts";
-export type { TurnLimits, TurnOutput } from "./machines/turn.machine.ts";
+export type {
+  AttemptStatus,
+  CallOutcome,
+  InboxLane,
+  InboxSource,
+  TurnStatus,
+} from "./contracts/status.ts";
+export type {
+  Continuation,
+  ToolErrorCode,
+  ToolFailure,
+  ToolResult,
+  ToolSuccess,
+} from "./contracts/tool-result.ts";
+export { type Inspector, type InspectorOptions, startInspector } from "./inspector/server.ts";
+export type { RetryPolicy } from "./machines/policies/retry-policy.ts";
+export type { TurnLimits } from "./machines/turn.machine.ts";
 export { type OpenAIModelOptions, openaiModel } from "./providers/openai-model.ts";
 export {
   type Script,
@@ -49,12 +51,11 @@ export {
   type ScriptStep,
   scriptedModel,
 } from "./providers/scripted-model.ts";
-export { exportJsonl, fork, rollback, switchLeaf } from "./session/branches.ts";
-export { type CompactionResult, compactSession, legalCutPoints } from "./session/compaction.ts";
-export type * from "./session/entries.ts";
-export { type Ledger, memoryLedger } from "./session/ledger.ts";
-export { SessionLog } from "./session/log.ts";
+export type { CompactionResult } from "./session/compaction.ts";
+export type { EntryOf, EntryType, LogEntry } from "./session/entries.ts";
+export { type Ledger, type LedgerOptions, memoryLedger } from "./session/ledger.ts";
 export { memoryStore } from "./session/memory-store.ts";
+export { readSession, type StoredSession } from "./session/read-session.ts";
 export { sqliteLedger } from "./session/sqlite-ledger.ts";
 export {
   type Durability,
@@ -66,6 +67,13 @@ export {
 export type { SessionStore, SessionSummary } from "./session/store.ts";
 export { builtinTools } from "./tools/builtin/index.ts";
 export { defineTool, type Tool, ToolDefinitionError } from "./tools/define-tool.ts";
-export { prepareCall } from "./tools/prepare-call.ts";
 export { createRegistry, type Registry } from "./tools/registry.ts";
-export type * from "./tools/types.ts";
+export type {
+  OutputBudget,
+  Risk,
+  ToolContext,
+  ToolDefinition,
+  ToolExample,
+  ToolOutput,
+  ToolTraits,
+} from "./tools/types.ts";

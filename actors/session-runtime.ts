@@ -82,6 +82,7 @@ export class Session {
   private interruptedAt = -1;
   private inboxSeq = 0;
 
+  /** @internal Sessions are opened by `agent.session(id)`. */
   constructor(options: SessionOptions) {
     this.id = options.sessionId;
     this.options = options;
@@ -238,7 +239,7 @@ export class Session {
     return result;
   }
 
-  /** The log, for branches, export and recovery. */
+  /** @internal The log, for branches, export and recovery. */
   get sessionLog(): SessionLog {
     return this.log;
   }
@@ -264,7 +265,7 @@ export class Session {
     return this.coordinatorRef;
   }
 
-  /** The running turn, if any (inspection, tests). */
+  /** @internal The running turn, if any (inspection, tests). */
   get currentTurn(): TurnRun | undefined {
     return this.current;
   }

@@ -1,4 +1,4 @@
-import { createIds, type LogEntry, SessionLog, systemClock } from "../index.ts";
+import { type LogEntry, readSession } from "../index.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
 import { renderProjection, renderTree } from "./show-format.ts";
 import { openStore, shown, storePath } from "./store.ts";
@@ -73,20 +73,13 @@ export async function showSession(
   await loadSession(id, options.store);
   const store = openStore(path, false)!;
   try {
-    const log = await SessionLog.open({
-      sessionId: id,
-      store,
-      clock: systemClock,
-      ids: createIds(),
-    });
-    const entries = log.entries();
-    const messages = log.messages();
+    const { entries, messages, leafId } = await readSession(store, id);
     if (options.json) {
-      out.write(`${JSON.stringify({ sessionId: id, leafId: log.leafId, entries, messages })}\n`);
+      out.write(`${JSON.stringify({ sessionId: id, leafId, entries, messages })}\n`);
       return EXIT.ok;
     }
-    out.write(`session ${id} · ${entries.length} entries · leaf ${log.leafId ?? "(root)"}\n\n`);
-    out.write(`${renderTree(entries, log.leafId)}\n\n`);
+    out.write(`session ${id} · ${entries.length} entries · leaf ${leafId ?? "(root)"}\n\n`);
+    out.write(`${renderTree(entries, leafId)}\n\n`);
     out.write(`projection (what the model sees next, ${messages.length} messages):\n`);
     out.write(`${renderProjection(messages)}\n`);
     return EXIT.ok;

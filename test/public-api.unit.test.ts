@@ -1,0 +1,95 @@
+// The public surface is what the README documents: every name `keel` and `keel/testing`
+// export (values and types) is listed in the README's API section, and every name listed there
+// is exported. Internals stay importable by path for tests and benchmarks, not by users.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import ts from "typescript";
+import { describe, expect, it } from "vitest";
+
+const ROOT = join(import.meta.dirname, "..");
+
+/** Every name an entry exports, with whether it is a value (a class, function or const). */
+function exportsOf(entries: string[]): Map<string, Map<string, "value" | "type">> {
+  const program = ts.createProgram(
+    entries.map((e) => join(ROOT, e)),
+    {
+      allowImportingTsExtensions: true,
+      noEmit: true,
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      target: ts.ScriptTarget.ES2022,
+      skipLibCheck: true,
+      types: ["node"],
+    },
+  );
+  const checker = program.getTypeChecker();
+  const result = new Map<string, Map<string, "value" | "type">>();
+  for (const entry of entries) {
+    const file = program.getSourceFile(join(ROOT, entry));
+    const symbol = file && checker.getSymbolAtLocation(file);
+    if (!symbol) throw new Error(`cannot read the exports of ${entry}`);
+    const names = new Map<string, "value" | "type">();
+    for (const e of checker.getExportsOfModule(symbol)) {
+      const target = e.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(e) : e;
+      // `export type { X }` of a class is a type for the user: no value to call or construct.
+      const typeOnly = e.declarations?.some((d) => ts.isTypeOnlyExportDeclaration(d)) ?? false;
+      names.set(e.name, target.flags & ts.SymbolFlags.Value && !typeOnly ? "value" : "type");
+    }
+    result.set(entry, names);
+  }
+  return result;
+}
+
+/** The backticked identifiers of a README section (up to the next `## ` heading). */
+function namesIn(section: string): Set<string> {
+  return new Set([...section.matchAll(/`([A-Za-z_$][\w$]*)(?:\([^`]*\))?`/g)].map((m) => m[1]));
+}
+
+const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+const apiStart = readme.indexOf("\n## API\n");
+const apiSection = readme.slice(apiStart, readme.indexOf("\n## ", apiStart + 1));
+const [mainPart, testingPart] = apiSection.split("`keel/testing`:");
+const exported = exportsOf(["index.ts", "testing.ts"]);
+
+describe("the public API", () => {
+  it("has an API section in the README", () => {
+    expect(apiStart).toBeGreaterThan(0);
+    expect(testingPart).toBeDefined();
+  });
+
+  it("every name keel exports is listed in the README's API section, and every name listed there is exported", () => {
+    const names = [...exported.get("index.ts")!.keys()].sort();
+    const listed = namesIn(mainPart);
+    expect(names.filter((n) => !listed.has(n))).toEqual([]);
+    // Besides the exports, the section names only Model's method and the command.
+    const others = ["stream", "keel"];
+    expect([...listed].filter((n) => !names.includes(n) && !others.includes(n))).toEqual([]);
+  });
+
+  it("every name keel/testing exports is listed in the README, and no more", () => {
+    const names = [...exported.get("testing.ts")!.keys()].sort();
+    expect([...namesIn(testingPart)].sort()).toEqual(names);
+  });
+
+  it("exports Session as a type only: sessions come from agent.session(), not its constructor", () => {
+    expect(exported.get("index.ts")!.get("Session")).toBe("type");
+  });
+
+  it("keeps internals out: the id factories, the permission broker, the log class, the retry policy's functions", () => {
+    const names = exported.get("index.ts")!;
+    for (const internal of [
+      "SessionLog",
+      "PermissionBroker",
+      "createIds",
+      "randomIds",
+      "decideRetry",
+      "classifyModelError",
+      "prepareCall",
+      "compactSession",
+      "DEFAULT_LIMITS",
+    ]) {
+      expect(names.has(internal), internal).toBe(false);
+    }
+    expect(names.size).toBeLessThan(90);
+  });
+});
