@@ -25,7 +25,10 @@ export function buildProgram(result: { code: ExitCode }): Command {
     })
     .showSuggestionAfterError(true)
     .addHelpText("after", `\n${EXIT_CODES_HELP}`);
-  const store = ["--store <file>", "session store (default ./.keel/keel.db)"] as const;
+  const store = [
+    "--store <file>",
+    'session store file (default ./.keel/keel.db; "memory" keeps nothing)',
+  ] as const;
 
   program
     .command("demo")
@@ -34,11 +37,22 @@ export function buildProgram(result: { code: ExitCode }): Command {
     )
     .option("--json", "one JSON event per line")
     .option("--no-inspect", "do not serve the inspector (by default its URL is printed)")
-    .option("--store <file>", 'session store (default ./.keel/keel.db; "memory" keeps nothing)')
-    .action(async (opts: { json?: boolean; inspect?: boolean; store?: string }) => {
-      const { runDemo } = await import("./demo.ts");
-      result.code = await runDemo({ json: opts.json, inspect: opts.inspect, store: opts.store });
-    });
+    .option(
+      "--keep-open",
+      "keep the inspector open after the demo until Ctrl-C (the default on a terminal)",
+    )
+    .option(...store)
+    .action(
+      async (opts: { json?: boolean; inspect?: boolean; keepOpen?: boolean; store?: string }) => {
+        const { runDemo } = await import("./demo.ts");
+        result.code = await runDemo({
+          json: opts.json,
+          inspect: opts.inspect,
+          stayOpen: opts.keepOpen,
+          store: opts.store,
+        });
+      },
+    );
 
   program
     .command("run")
@@ -153,6 +167,11 @@ export async function main(argv: string[]): Promise<ExitCode> {
 
 /** Runs `keel` as the process: sets the exit code and lets output drain before exiting. */
 export async function runAsProcess(): Promise<void> {
+  // `keel --help | head`: a reader that stops reading is not an error of keel's.
+  process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code === "EPIPE") process.exit(process.exitCode ?? EXIT.ok);
+    throw error;
+  });
   const code = await main(process.argv.slice(2));
   process.exitCode = code;
   // Anything still holding the event loop (a stray timer or socket) must not keep keel alive.

@@ -1,8 +1,8 @@
-import { builtinTools, createAgent, openaiModel, startInspector } from "../index.ts";
+import { builtinTools, createAgent, memoryStore, openaiModel, startInspector } from "../index.ts";
 import { terminalAsk, withApproval } from "./approval.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
 import { loadSession } from "./sessions.ts";
-import { openStore, storePath } from "./store.ts";
+import { MEMORY_STORE, openStore, storePath } from "./store.ts";
 import { createTrace } from "./trace.ts";
 
 export interface RunOptions {
@@ -43,7 +43,8 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
   if (!prompt.trim()) throw new CliError('the prompt is empty: keel run "what to do"', EXIT.usage);
   if (options.resume) await loadSession(options.resume, options.store);
   const model = modelFromEnv();
-  const store = openStore(storePath(options.store), true)!;
+  const kept = options.store !== MEMORY_STORE;
+  const store = kept ? openStore(storePath(options.store), true)! : memoryStore();
   const trace = createTrace({ out: process.stdout, json: options.json });
   const interactive = Boolean(process.stdin.isTTY && process.stderr.isTTY);
   const terminal = terminalAsk(process.stdin, process.stderr);
@@ -86,7 +87,9 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
     trace.finish({ type: "result", sessionId: session.id, ...result });
     if (!options.json) {
       process.stderr.write(
-        `session ${session.id} · continue with: keel resume ${session.id} "…"\n`,
+        kept
+          ? `session ${session.id} · continue with: keel resume ${session.id} "…"\n`
+          : `session ${session.id} · not kept (--store memory)\n`,
       );
     }
     if (interrupted) return EXIT.interrupted;
@@ -101,5 +104,6 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
     await agent.close();
     await store.close();
     await inspector?.close();
+    if (inspector && !options.json) process.stderr.write("inspector closed\n");
   }
 }

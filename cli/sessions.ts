@@ -1,7 +1,7 @@
 import { type LogEntry, readSession } from "../index.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
 import { renderProjection, renderTree } from "./show-format.ts";
-import { openStore, shown, storePath } from "./store.ts";
+import { MEMORY_STORE, openStore, refuseMemoryStore, shown, storePath } from "./store.ts";
 
 export interface ListOptions {
   json?: boolean;
@@ -12,6 +12,12 @@ const when = (ms: number) => new Date(ms).toISOString().replace("T", " ").slice(
 
 /** `keel sessions`: the sessions of the project's store, most recent first. */
 export async function listSessions(options: ListOptions, out = process.stdout): Promise<ExitCode> {
+  if (options.store === MEMORY_STORE) {
+    out.write(
+      options.json ? "[]\n" : "no sessions: --store memory keeps nothing between commands\n",
+    );
+    return EXIT.ok;
+  }
   const path = storePath(options.store);
   const store = openStore(path, false);
   if (!store) {
@@ -47,6 +53,7 @@ export async function listSessions(options: ListOptions, out = process.stdout): 
 
 /** Loads a session's entries, or fails with "not found" naming the fix. */
 export async function loadSession(id: string, storeOption?: string): Promise<LogEntry[]> {
+  refuseMemoryStore(storeOption, `no session "${id}" to read`);
   const path = storePath(storeOption);
   const store = openStore(path, false);
   const missing = new CliError(
