@@ -44,11 +44,15 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
   if (options.resume) await loadSession(options.resume, options.store);
   const model = modelFromEnv();
   const kept = options.store !== MEMORY_STORE;
-  const store = kept ? openStore(storePath(options.store), true)! : memoryStore();
+  const file = storePath(options.store);
+  const store = kept ? openStore(file, true)! : memoryStore();
   const trace = createTrace({ out: process.stdout, json: options.json });
   const interactive = Boolean(process.stdin.isTTY && process.stderr.isTTY);
   const terminal = terminalAsk(process.stdin, process.stderr);
-  const tools = withApproval(builtinTools({ root: process.cwd() }), {
+  // The store is out of the tools' reach wherever it is: .keel/ always, a --store file and
+  // its SQLite companions by name.
+  const protect = kept ? ["", "-wal", "-shm", "-journal"].map((suffix) => file + suffix) : [];
+  const tools = withApproval(builtinTools({ root: process.cwd(), protect }), {
     yes: options.yes,
     ...(interactive
       ? {

@@ -274,6 +274,50 @@ describe.concurrent("keel binary", { timeout: 60_000 }, () => {
     }
   });
 
+  it("run keeps its store out of the tools' reach: list_dir shows neither .keel/ nor a --store file, and a write there is refused", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "keel-cli-reach-"));
+    const own = await startFakeOpenAIServer();
+    try {
+      writeFileSync(join(dir, "notes.txt"), "alpha\n");
+      const env = { OPENAI_BASE_URL: own.baseURL, KEEL_MODEL: "fake-model" };
+      const look = (store: string) =>
+        own.enqueue(
+          streamReply({
+            calls: [
+              { id: "call_ls", name: "list_dir", args: "{}" },
+              {
+                id: "call_w",
+                name: "write_file",
+                args: JSON.stringify({ path: store, content: "x" }),
+              },
+            ],
+          }),
+          streamReply({ text: "Seen." }),
+        );
+      const settled = (stdout: string) =>
+        Object.fromEntries(
+          lines(stdout)
+            .map((l) => JSON.parse(l))
+            .filter((e) => e.type === "call.settled")
+            .map((e) => [e.callId, e.result]),
+        );
+      look(".keel/keel.db");
+      const first = settled((await keel(["run", "--json", "look"], { cwd: dir, env })).stdout);
+      expect(first.call_ls).toEqual({ ok: true, content: "notes.txt" });
+      expect(first.call_w).toMatchObject({ ok: false, code: "PATH_OUTSIDE_WORKSPACE" });
+      look("sessions.db");
+      const second = settled(
+        (await keel(["run", "--json", "--store", "sessions.db", "look"], { cwd: dir, env })).stdout,
+      );
+      expect(second.call_ls.content.split("\n")).toEqual(["notes.txt"]);
+      expect(second.call_w).toMatchObject({ ok: false, code: "PATH_OUTSIDE_WORKSPACE" });
+      expect(readdirSync(dir).sort()).toEqual([".keel", "notes.txt", "sessions.db"]);
+    } finally {
+      await own.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("demo off a terminal says its inspector closed when it ends; with --keep-open it serves until Ctrl-C, then says so", async () => {
     const dir = mkdtempSync(join(tmpdir(), "keel-cli-open-"));
     try {

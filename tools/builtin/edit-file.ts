@@ -2,7 +2,13 @@ import { readFile, writeFile } from "node:fs/promises";
 import { z } from "zod";
 import { defineTool, type Tool } from "../define-tool.ts";
 import { lineAt, looksBinary, MAX_FILE_BYTES, notFound, statOrUndefined } from "./common.ts";
-import { resolveInWorkspace, toolError, type Workspace } from "./workspace.ts";
+import {
+  isKeelOwn,
+  keelOwnError,
+  resolveInWorkspace,
+  toolError,
+  type Workspace,
+} from "./workspace.ts";
 
 const parameters = z.object({
   path: z.string().describe("File path relative to the workspace root."),
@@ -68,6 +74,7 @@ export function editFileTool(ws: Workspace): Tool<z.output<typeof parameters>> {
       const resolved = await resolveInWorkspace(ws, path);
       if (!resolved.ok) return resolved.error;
       const { real, rel } = resolved;
+      if (isKeelOwn(ws, real)) return keelOwnError(rel, "write");
       const info = await statOrUndefined(real);
       if (!info) return notFound(real, rel);
       if (!info.isFile())
