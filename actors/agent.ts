@@ -18,7 +18,9 @@ import type { RetryBudget } from "./retry-budget.ts";
 import { Session } from "./session-runtime.ts";
 import type { TurnDeps } from "./turn-runner.ts";
 
+/** What `createAgent` takes: the model, the tools, the store, and every budget and seam. */
 export interface AgentOptions {
+  /** The model every session talks to (`openaiModel`, `scriptedModel`, or your own `Model`). */
   model: Model;
   /** Tools the model may call, or a registry to share and change at runtime. */
   tools?: readonly ToolDefinition[] | Registry;
@@ -39,6 +41,7 @@ export interface AgentOptions {
   /** Inputs that make a session deterministic in tests (see `keel/testing`). */
   clock?: Clock;
   ids?: IdGenerator;
+  /** Jitter of retry delays (uniform in [0, 1)); default `Math.random`. */
   random?: () => number;
   /** A pino logger; default: quiet unless `KEEL_LOG` names a level. */
   logger?: Logger;
@@ -56,11 +59,15 @@ export interface AgentOptions {
   turnMachine?: TurnDeps["turnMachine"];
 }
 
+/** Sessions over one model, tool set and store. Made by `createAgent`. */
 export interface Agent {
   /** Opens (or creates) a session; `await session.ready` before reading its log. */
   session(id?: string): Session;
+  /** The sessions in the store, with their entry counts and times. */
   listSessions(): Promise<SessionSummary[]>;
+  /** The tools, shared by every session of this agent; change it to change what they offer. */
   readonly registry: Registry;
+  /** Where the sessions' logs are kept. */
   readonly store: SessionStore;
   /** Interrupts running turns, waits for them to settle and flushes every log. */
   close(): Promise<void>;

@@ -69,7 +69,9 @@ export type AgentEvent = { sessionId: string; at: number } & (
   | { type: "log"; level: "warn" | "info"; message: string }
 );
 
+/** The `type` of every event a session emits. */
 export type AgentEventType = AgentEvent["type"];
+/** The event of one type, e.g. `AgentEventOf<"call.settled">`. */
 export type AgentEventOf<K extends AgentEventType> = Extract<AgentEvent, { type: K }>;
 
 /**
@@ -79,6 +81,8 @@ export type AgentEventOf<K extends AgentEventType> = Extract<AgentEvent, { type:
  * Contract: both methods must return quickly and must not throw.
  */
 export interface InspectSink {
+  /** One XState inspection event of any actor of a session (the coordinator's included). */
   observe(event: import("xstate").InspectionEvent): void;
+  /** One of Keel's own events, as `session.subscribe` listeners get them. */
   publish(event: AgentEvent): void;
 }

@@ -10,6 +10,7 @@ export interface PermissionRule {
   action: PermissionAction;
 }
 
+/** A call waiting for the embedder's reply (`permission.requested`, `ask`). */
 export interface PermissionRequest {
   requestId: string;
   sessionId: string;
@@ -30,6 +31,7 @@ export type PermissionReply =
   | { type: "deny" }
   | { type: "deny_with_feedback"; feedback: string };
 
+/** `createAgent({ permissions })`: rules, defaults by risk and the embedder's approver. */
 export interface PermissionOptions {
   /** Configured rules, checked first; a configured `deny` wins over any reply. */
   rules?: PermissionRule[];

@@ -34,8 +34,11 @@ import { type EventBody, type TurnDeps, TurnRun } from "./turn-runner.ts";
 /** What `session.prompt()` resolves to. */
 export type PromptResult = TurnOutput;
 
+/** Options of an input (`prompt`, `steer`, `followUp`). */
 export interface InboxOptions {
+  /** Deduplication key: an input whose id was already received is not added twice. */
   id?: string;
+  /** Who sent it (default `user`); content never changes permissions, whatever its source. */
   source?: InboxSource;
 }
 
@@ -169,6 +172,7 @@ export class Session {
     return cleared;
   }
 
+  /** Calls `listener` with every event of this session; returns the unsubscribe function. */
   subscribe(listener: (event: AgentEvent) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
@@ -179,6 +183,7 @@ export class Session {
     return this.log ? this.log.messages() : [];
   }
 
+  /** The raw append-only log, every branch, in `seq` order. */
   entries(): readonly LogEntry[] {
     return this.log ? this.log.entries() : [];
   }
@@ -270,6 +275,7 @@ export class Session {
     return this.current;
   }
 
+  /** Interrupts the running turn, waits for it to settle and flushes the log. */
   async close(): Promise<void> {
     this.interrupt("session closed");
     await this.awaitSettlement().catch(() => {});

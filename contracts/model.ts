@@ -9,14 +9,17 @@ export type ChatMessage =
     }
   | { role: "tool"; tool_call_id: string; content: string };
 
+/** A tool call of an assistant message, in OpenAI Chat Completions shape. */
 export interface ChatToolCall {
   id: string;
   type: "function";
   function: { name: string; arguments: string };
 }
 
+/** Why a response ended; `length` means it was cut, and none of its calls runs. */
 export type FinishReason = "stop" | "tool_calls" | "length" | "content_filter";
 
+/** Tokens of one response, as the provider reported them. */
 export interface Usage {
   inputTokens: number;
   outputTokens: number;
@@ -35,6 +38,7 @@ export type ModelEvent =
   | { type: "usage"; usage: Usage }
   | { type: "finish"; reason: FinishReason };
 
+/** One model request: the projection, the tools offered and the attempt it belongs to. */
 export interface ModelRequest {
   messages: readonly ChatMessage[];
   tools: readonly ModelToolSpec[];
@@ -49,7 +53,9 @@ export interface ModelRequest {
  * (HTTP status, network, timeout, abort) is thrown as a `ModelError` from the iterator.
  */
 export interface Model {
+  /** Names the provider and model, e.g. in logs and as the retry budget's key. */
   readonly name: string;
+  /** Streams one response to `request` (see the contract above). */
   stream(request: ModelRequest): AsyncIterable<ModelEvent>;
 }
 

@@ -24,6 +24,7 @@ export interface Continuation {
   path?: string;
 }
 
+/** A call that produced output (possibly truncated, with how to fetch the rest). */
 export interface ToolSuccess {
   ok: true;
   content: string;
@@ -31,6 +32,7 @@ export interface ToolSuccess {
   continuation?: Continuation;
 }
 
+/** A call that failed: a stable code, a message for the model, and whether a retry may help. */
 export interface ToolFailure {
   ok: false;
   code: ToolErrorCode;

@@ -12,6 +12,7 @@ import type {
 } from "../contracts/model.ts";
 import { ModelError } from "../contracts/model.ts";
 
+/** `openaiModel` options: the model name and how to reach an OpenAI-compatible server. */
 export interface OpenAIModelOptions {
   model: string;
   /** Any OpenAI-compatible server, e.g. `http://127.0.0.1:8080/v1`. */

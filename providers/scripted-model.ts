@@ -72,9 +72,11 @@ export interface RecordedRequest extends Omit<ModelRequest, "messages"> {
   index: number;
 }
 
+/** `scriptedModel` options. */
 export interface ScriptedModelOptions {
   /** The clock all waits use. Default `systemClock`; pass XState's `SimulatedClock` in tests. */
   clock?: Clock;
+  /** `Model.name` (default `scripted`). */
   name?: string;
   /**
    * How `requests[i].messages` is copied: "shallow" (default) copies the array but shares the

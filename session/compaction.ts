@@ -58,6 +58,7 @@ export type CompactionFailureReason =
   /** The log changed during the request (another compaction, or the cut is no longer legal on the active path). */
   | "stale";
 
+/** What `session.compact()` resolves to: the new baseline, or why there is none. */
 export type CompactionResult =
   | {
       ok: true;

@@ -14,6 +14,7 @@ import { checkBatch, StoreError } from "./store-error.ts";
  */
 export type Durability = "process" | "power";
 
+/** `sqliteStore` options. */
 export interface SqliteStoreOptions {
   durability?: Durability;
   /** How long a writer waits for another process's lock before failing (default 5000 ms). */

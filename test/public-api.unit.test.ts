@@ -71,6 +71,18 @@ describe("the public API", () => {
     expect([...namesIn(testingPart)].sort()).toEqual(names);
   });
 
+  it("npm run docs documents both entries with TypeDoc and fails on an export without TSDoc", () => {
+    const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
+    expect(pkg.scripts.docs).toBe("typedoc");
+    const config = JSON.parse(readFileSync(join(ROOT, "typedoc.json"), "utf8"));
+    expect(config.entryPoints).toEqual(["index.ts", "testing.ts"]);
+    expect(config.validation.notDocumented).toBe(true);
+    expect(config.treatValidationWarningsAsErrors).toBe(true);
+    expect(config.requiredToBeDocumented).toEqual(
+      expect.arrayContaining(["Class", "Function", "Interface", "TypeAlias", "Variable"]),
+    );
+  });
+
   it("exports Session as a type only: sessions come from agent.session(), not its constructor", () => {
     expect(exported.get("index.ts")!.get("Session")).toBe("type");
   });

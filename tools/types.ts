@@ -43,7 +43,9 @@ export interface ResolvedTraits {
 /** What a tool's `execute` may return: a plain string is read as `{ ok: true, content }`. */
 export type ToolOutput = string | ToolResult;
 
+/** What a tool's `execute` gets beside its arguments. */
 export interface ToolContext {
+  /** The call's id, as the model gave it. */
   callId: string;
   /** Aborted when the call is cancelled (interrupt, stop deadline). */
   signal: AbortSignal;
@@ -51,14 +53,17 @@ export interface ToolContext {
   idempotencyKey: string;
   /** Progress for the UI. Ignored once the call has settled. */
   onUpdate: (progress: unknown) => void;
+  /** A pino logger bound to the call. */
   log: Logger;
 }
 
+/** An example call shown to the model in the tool's description. */
 export interface ToolExample {
   description?: string;
   args: Record<string, unknown>;
 }
 
+/** What `defineTool` takes: name, description, zod parameters, traits and `execute`. */
 // biome-ignore lint/suspicious/noExplicitAny: a registry holds tools of every argument type
 export interface ToolDefinition<Args = any> {
   name: string;
