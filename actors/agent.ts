@@ -136,6 +136,8 @@ export function createAgent(options: AgentOptions): Agent {
         openLog: () => SessionLog.open({ sessionId, store, clock, ids }),
         recover: (log) => recoverCalls({ log, registry, logger: sessionLogger }),
         inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
+        // Every session event, the inbox's included (they do not go through a turn).
+        publish: inspect ? (e) => inspect.publish(e) : undefined,
         deps: (log, emit, drainSteer) => ({
           sessionId,
           log,
@@ -144,12 +146,7 @@ export function createAgent(options: AgentOptions): Agent {
           clock,
           ids,
           logger: sessionLogger,
-          emit: inspect
-            ? (e) => {
-                emit(e);
-                inspect.publish(Object.assign({}, e, { sessionId, at: clock.now() }) as never);
-              }
-            : emit,
+          emit,
           retry,
           retryBudget: options.retryBudget,
           random,

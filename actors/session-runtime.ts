@@ -53,6 +53,11 @@ export interface SessionOptions {
   drain: { steer: DrainMode; followUp: DrainMode };
   /** Sees the coordinator's statechart (its doorbell) like every other actor. */
   inspect?: (event: InspectionEvent) => void;
+  /**
+   * Sees every event of the session, its own (inbox) and its turns', like a listener that does
+   * not ask for argument previews. Contract: fast; must not throw.
+   */
+  publish?: (event: AgentEvent) => void;
   /** Closes what a crash left open in the log before anything else runs. */
   recover?: (log: SessionLog) => Promise<unknown>;
 }
@@ -284,7 +289,8 @@ export class Session {
   }
 
   private emit(body: EventBody): void {
-    if (this.listeners.size === 0) return;
+    const publish = this.options.publish;
+    if (this.listeners.size === 0 && !publish) return;
     // Not `{ ...body, sessionId, at }`: each property after a spread is a slow runtime call on
     // Node 20 (≈ 0.6 µs each, per event).
     const event = Object.assign({}, body, {
@@ -298,6 +304,7 @@ export class Session {
         this.options.logger.warn({ err }, "a session listener threw");
       }
     }
+    publish?.(event);
   }
 
   private async submit(lane: InboxLane, body: string, options: InboxOptions): Promise<string> {

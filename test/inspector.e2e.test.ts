@@ -5,6 +5,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { WebSocket } from "ws";
 import { type AnyActorRef, assign, createActor, enqueueActions, setup } from "xstate";
 import type { AgentEvent } from "../actors/events.ts";
+import { replayRecords } from "../inspector/replay.ts";
 import { type Inspector, startInspector } from "../inspector/server.ts";
 import type { LogEntry } from "../session/entries.ts";
 import type { SessionStore } from "../session/store.ts";
@@ -323,10 +324,14 @@ describeInChromium("inspector in headless Chromium", (executablePath) => {
         },
         value,
       );
-    // Records: user, turn.started, attempt.started, attempt.ended, message, queued, started, …
-    await setScrubber(7);
+    // The scrubber's position counts records: move it to just after the call's start, then
+    // to just after its queueing.
+    const records = replayRecords(sampleLog(), "sess_replayed");
+    const after = (type: string) =>
+      records.findIndex((r) => r.k === "agent" && r.e.type === type) + 1;
+    await setScrubber(after("call.started"));
     await state(bar, "started");
-    await setScrubber(6);
+    await setScrubber(after("call.queued"));
     await state(bar, "queued");
     await setScrubber(1000);
     await state(bar, "settled");
