@@ -1,18 +1,19 @@
 // The public API of Keel: re-exports only, each name documented in README.md ("API").
-// Tests and benchmarks that need internals import their modules directly.
+// Tests and benchmarks that need internals import their modules directly; the control
+// protocol's vocabulary is keel/client's (client/index.ts).
 
 export { type Agent, type AgentOptions, createAgent } from "./actors/agent.ts";
-export type { AgentEvent, AgentEventOf, AgentEventType, InspectSink } from "./actors/events.ts";
-export type {
-  PermissionDecision,
-  PermissionOptions,
-  PermissionReply,
-  PermissionRequest,
-  PermissionRule,
-} from "./actors/permissions.ts";
+export { AGENT_EVENT_TYPES, type InspectSink } from "./actors/events.ts";
+export type { PermissionOptions } from "./actors/permissions.ts";
 export { type RetryBudget, tokenBucketBudget } from "./actors/retry-budget.ts";
 export type { InboxOptions, PromptResult, Session } from "./actors/session-runtime.ts";
 export type { Clock } from "./contracts/clock.ts";
+export type {
+  AgentEvent,
+  AgentEventBody,
+  AgentEventOf,
+  AgentEventType,
+} from "./contracts/events.ts";
 export type { IdGenerator } from "./contracts/ids.ts";
 export {
   type ChatMessage,
@@ -26,6 +27,15 @@ export {
   type ModelToolSpec,
   type Usage,
 } from "./contracts/model.ts";
+export type {
+  PermissionAction,
+  PermissionDecision,
+  PermissionReply,
+  PermissionRequest,
+  PermissionRule,
+  Risk,
+} from "./contracts/permission.ts";
+export type { Refusal, RefusalCode } from "./contracts/refusal.ts";
 export type {
   AttemptStatus,
   CallOutcome,
@@ -51,7 +61,8 @@ export {
   type ScriptStep,
   scriptedModel,
 } from "./providers/scripted-model.ts";
-export type { CompactionResult } from "./session/compaction.ts";
+export type { BranchRefusalCode, BranchResult } from "./session/branches.ts";
+export type { CompactionRefusalCode, CompactionResult } from "./session/compaction.ts";
 export type { EntryOf, EntryType, LogEntry } from "./session/entries.ts";
 export { type Ledger, type LedgerOptions, memoryLedger } from "./session/ledger.ts";
 export { memoryStore } from "./session/memory-store.ts";
@@ -70,7 +81,6 @@ export { defineTool, type Tool, ToolDefinitionError } from "./tools/define-tool.
 export { createRegistry, type Registry } from "./tools/registry.ts";
 export type {
   OutputBudget,
-  Risk,
   ToolContext,
   ToolDefinition,
   ToolExample,

@@ -2,7 +2,7 @@ import pino, { type Logger } from "pino";
 import { type Clock, systemClock } from "../contracts/clock.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
 import type { Model } from "../contracts/model.ts";
-import type { DrainMode } from "../machines/policies/inbox.ts";
+import type { DrainMode, DrainPolicy } from "../machines/policies/inbox.ts";
 import { type RetryPolicy, resolveRetryPolicy } from "../machines/policies/retry-policy.ts";
 import type { TurnLimits } from "../machines/turn.machine.ts";
 import { SessionLog } from "../session/log.ts";
@@ -16,6 +16,7 @@ import { PermissionBroker, type PermissionOptions } from "./permissions.ts";
 import { recoverCalls } from "./recover-calls.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import { Session } from "./session-runtime.ts";
+import { createSpill, sessionSpillDir } from "./spill-output.ts";
 import type { TurnDeps } from "./turn-runner.ts";
 
 /** What `createAgent` takes: the model, the tools, the store, and every budget and seam. */
@@ -26,6 +27,16 @@ export interface AgentOptions {
   tools?: readonly ToolDefinition[] | Registry;
   /** Where session logs live. Default: in memory (lost on exit). */
   store?: SessionStore;
+  /**
+   * The folder for the files sessions write beside their log: a tool output over an
+   * `outputBudget` with `overflow: "spill"` goes to
+   * `<dataDir>/sessions/<sessionId>/spill/<callId>-<hash>.txt`, and its result carries the path
+   * and SHA-256. Default `.keel` (next to the default SQLite file, resolved against the working
+   * directory when written). Paths are reported as given, so with a relative `dataDir` a
+   * `read_file` rooted at the working directory (e.g. `builtinTools({ root: "." })`) can page
+   * through them. Nothing is written unless a tool spills.
+   */
+  dataDir?: string;
   limits?: Partial<TurnLimits>;
   /** Default 8. */
   maxParallelToolCalls?: number;
@@ -55,6 +66,8 @@ export interface AgentOptions {
   permissions?: PermissionOptions;
   /** @internal Test seam: builds each session's permission broker (mutation tests only). */
   permissionBroker?: (options: PermissionOptions) => PermissionBroker;
+  /** @internal Test seam: a variant of the inbox drain policy (mutation tests only). */
+  lanesToDrain?: DrainPolicy;
   /** @internal Test seam: a variant of the turn statechart (mutation tests only). */
   turnMachine?: TurnDeps["turnMachine"];
 }
@@ -101,6 +114,14 @@ export function createAgent(options: AgentOptions): Agent {
   positive("stopDeadlineMs", options.stopDeadlineMs);
   positive("finalizeDeadlineMs", options.finalizeDeadlineMs);
   positive("limits.maxSteps", options.limits?.maxSteps);
+  if (
+    options.dataDir !== undefined &&
+    (typeof options.dataDir !== "string" || options.dataDir.length === 0)
+  ) {
+    throw new TypeError(
+      `createAgent: \`dataDir\` must be a non-empty path, got ${JSON.stringify(options.dataDir)}`,
+    );
+  }
   const registry =
     options.tools && "resolve" in options.tools
       ? (options.tools as Registry)
@@ -115,6 +136,7 @@ export function createAgent(options: AgentOptions): Agent {
   const retry = resolveRetryPolicy(options.retry ?? {});
   const sessions = new Map<string, Session>();
   const inspect = options.inspect;
+  const dataDir = options.dataDir ?? ".keel";
 
   const agent: Agent = {
     registry,
@@ -133,12 +155,12 @@ export function createAgent(options: AgentOptions): Agent {
           steer: options.drain?.steer ?? "all",
           followUp: options.drain?.followUp ?? "one-at-a-time",
         },
+        lanesToDrain: options.lanesToDrain,
         openLog: () => SessionLog.open({ sessionId, store, clock, ids }),
         recover: (log) => recoverCalls({ log, registry, logger: sessionLogger }),
         inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
-        // Every session event, the inbox's included (they do not go through a turn).
         publish: inspect ? (e) => inspect.publish(e) : undefined,
-        deps: (log, emit, drainSteer) => ({
+        deps: (log, emit, poll) => ({
           sessionId,
           log,
           model: options.model,
@@ -155,7 +177,8 @@ export function createAgent(options: AgentOptions): Agent {
           stopDeadlineMs: options.stopDeadlineMs ?? 5000,
           finalizeDeadlineMs: options.finalizeDeadlineMs ?? 10_000,
           inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
-          drainSteer,
+          poll,
+          spill: createSpill(sessionSpillDir(dataDir, sessionId)),
           turnMachine: options.turnMachine,
           permissions: options.permissions
             ? (options.permissionBroker?.(options.permissions) ??

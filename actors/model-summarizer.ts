@@ -1,7 +1,7 @@
 import type { IdGenerator } from "../contracts/ids.ts";
 import type { ChatMessage, Model } from "../contracts/model.ts";
 import { createAssembler } from "../providers/stream-assembler.ts";
-import type { Summarize } from "../session/compaction.ts";
+import type { Summarize } from "../session/compaction-summary.ts";
 
 const INSTRUCTION =
   "Summarise the conversation above for your own later use: the user's goals and constraints, " +

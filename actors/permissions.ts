@@ -1,35 +1,11 @@
+import type {
+  PermissionAction,
+  PermissionDecision,
+  PermissionReply,
+  PermissionRequest,
+  PermissionRule,
+} from "../contracts/permission.ts";
 import type { PreparedCall, Risk } from "../tools/types.ts";
-
-/** What policy says about a call before anyone is asked. */
-export type PermissionAction = "allow" | "deny" | "ask";
-
-/** A rule matches by tool name (`"*"` or omitted: any) and/or risk; the first match wins. */
-export interface PermissionRule {
-  tool?: string;
-  risk?: Risk;
-  action: PermissionAction;
-}
-
-/** A call waiting for the embedder's reply (`permission.requested`, `ask`). */
-export interface PermissionRequest {
-  requestId: string;
-  sessionId: string;
-  callId: string;
-  tool: string;
-  args: unknown;
-  risk: Risk;
-}
-
-/**
- * The embedder's answer. `deny` declines: the turn stops and the model does not get to try
- * again. `deny_with_feedback`: the feedback becomes the call's result and the turn goes on.
- * `allow_always` adds an allow rule for the tool for the rest of the session.
- */
-export type PermissionReply =
-  | { type: "allow_once" }
-  | { type: "allow_always" }
-  | { type: "deny" }
-  | { type: "deny_with_feedback"; feedback: string };
 
 /** `createAgent({ permissions })`: rules, defaults by risk and the embedder's approver. */
 export interface PermissionOptions {
@@ -44,12 +20,6 @@ export interface PermissionOptions {
    */
   ask?: (request: PermissionRequest) => Promise<PermissionReply>;
 }
-
-/** How one request ended. */
-export type PermissionDecision =
-  | { type: "allow" }
-  | { type: "declined"; reason: string }
-  | { type: "corrected"; feedback: string };
 
 interface Pending {
   request: PermissionRequest;
@@ -92,14 +62,14 @@ export class PermissionBroker {
     if (action === "deny") {
       return Promise.resolve({
         type: "corrected",
-        feedback: `not executed: the session's permission rules deny ${request.tool}. Do not retry it; use another way or ask the user.`,
+        feedback: `the session's permission rules deny ${request.tool}. Do not retry it; use another way or ask the user.`,
       });
     }
     const ask = this.options.ask;
     if (!ask) {
       return Promise.resolve({
         type: "corrected",
-        feedback: `not executed: ${request.tool} (risk ${request.risk}) needs the user's approval and no one can approve it in this session. Use a lower-risk tool or tell the user what you need.`,
+        feedback: `${request.tool} (risk ${request.risk}) needs the user's approval and no one can approve it in this session. Use a lower-risk tool or tell the user what you need.`,
       });
     }
     return new Promise((resolve) => {
@@ -111,10 +81,13 @@ export class PermissionBroker {
     });
   }
 
-  /** Applies a reply to every pending request of the session. Unknown or late ids change nothing. */
-  reply(requestId: string, reply: PermissionReply): void {
+  /**
+   * Applies a reply to every pending request of the session. Returns false, changing nothing,
+   * when no request with that id is waiting (unknown, or already answered).
+   */
+  reply(requestId: string, reply: PermissionReply): boolean {
     const origin = this.pending.get(requestId);
-    if (!origin) return;
+    if (!origin) return false;
     if (reply.type === "allow_always") {
       this.always.add(origin.request.tool);
       for (const [id, p] of this.pending) {
@@ -126,21 +99,22 @@ export class PermissionBroker {
             ? { type: "allow" }
             : {
                 type: "corrected",
-                feedback: `not executed: the permission rules deny ${p.request.tool}`,
+                feedback: `the session's permission rules deny ${p.request.tool}. Do not retry it; use another way or ask the user.`,
               },
         );
       }
-      return;
+      return true;
     }
     const decision: PermissionDecision =
       reply.type === "allow_once"
         ? { type: "allow" }
         : reply.type === "deny"
           ? { type: "declined", reason: `permission to run ${origin.request.tool} was declined` }
-          : { type: "corrected", feedback: reply.feedback };
+          : { type: "corrected", feedback: `the user declined this call: ${reply.feedback}` };
     const all = [...this.pending.values()];
     this.pending.clear();
     for (const p of all) p.resolve(decision);
+    return true;
   }
 
   /** Requests waiting for a reply (for UIs and the control protocol). */

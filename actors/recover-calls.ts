@@ -1,18 +1,16 @@
 import type { Logger } from "pino";
-import type { ToolFailure } from "../contracts/tool-result.ts";
+import { notExecuted } from "../contracts/tool-result.ts";
 import type { SessionLog } from "../session/log.ts";
 import { recoverSession } from "../session/recovery.ts";
 import type { Registry } from "../tools/registry.ts";
 import { resolveTraits } from "../tools/traits.ts";
 import { runTool } from "./run-tool.ts";
 
-const neverStarted: ToolFailure = {
-  ok: false,
-  code: "CANCELLED",
-  message:
-    "not executed: the process ended before this call started (it has no start record, so it never ran)",
-  retryable: true,
-};
+const neverStarted = notExecuted(
+  "CANCELLED",
+  "the process ended before this call started (it has no start record, so it never ran)",
+  { retryable: true },
+);
 
 /**
  * Brings a reopened session's log back to a well-formed state after a crash (DESIGN §5):

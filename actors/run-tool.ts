@@ -16,13 +16,20 @@ export async function runTool(
   tool: ToolDefinition,
   args: unknown,
   ctx: ToolContext,
-  options: { name: string; budget: OutputBudget },
+  options: {
+    name: string;
+    budget: OutputBudget;
+    /** Writes an output over an `overflow: "spill"` budget to a file (see `createSpill`). */
+    spill?: (content: string, callId: string) => Promise<{ path: string; sha256: string }>;
+  },
 ): Promise<ToolReport> {
   try {
     const output = await tool.execute(args, ctx);
+    const spill = options.spill;
     const result = await applyOutputBudget(toToolResult(output), options.budget, {
       toolName: options.name,
       args,
+      spill: spill && ((content) => spill(content, ctx.callId)),
     });
     return { type: result.ok ? "call.complete" : "call.fail", result };
   } catch (err) {

@@ -1,15 +1,20 @@
 import type { Logger } from "pino";
 import type { InspectionEvent } from "xstate";
+import type { AgentEvent, AgentEventBody } from "../contracts/events.ts";
 import type { ChatMessage } from "../contracts/model.ts";
+import type { PermissionReply, PermissionRequest } from "../contracts/permission.ts";
+import { type Refusal, refuse } from "../contracts/refusal.ts";
 import type { InboxLane, InboxSource } from "../contracts/status.ts";
 import type { WakeScope } from "../machines/coordinator.machine.ts";
 import {
   clear,
   type DrainMode,
-  drain,
+  type DrainPolicy,
   emptyInbox,
   type Inbox,
   type InboxEvent,
+  type PollPoint,
+  pollInbox,
   queued,
   receive,
 } from "../machines/policies/inbox.ts";
@@ -22,14 +27,15 @@ import {
   rollback,
   switchLeaf,
 } from "../session/branches.ts";
-import { compactSession } from "../session/compaction.ts";
+import { type CompactionResult, compactSession } from "../session/compaction.ts";
 import type { LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import { type Coordinator, createCoordinator } from "./coordinator.ts";
-import type { AgentEvent } from "./events.ts";
 import { modelSummarizer } from "./model-summarizer.ts";
-import type { PermissionReply, PermissionRequest } from "./permissions.ts";
-import { type EventBody, type TurnDeps, TurnRun } from "./turn-runner.ts";
+import { type TurnDeps, TurnRun } from "./turn-runner.ts";
+
+const TURN_ENDED: PollPoint = { type: "turn.ended" };
+const IDLE: PollPoint = { type: "idle" };
 
 /** What `session.prompt()` resolves to. */
 export type PromptResult = TurnOutput;
@@ -45,19 +51,25 @@ export interface InboxOptions {
 export interface SessionOptions {
   sessionId: string;
   /** Builds the per-turn dependencies once the log is open. */
-  deps: (log: SessionLog, emit: (e: EventBody) => void, drainSteer: () => number) => TurnDeps;
+  deps: (
+    log: SessionLog,
+    emit: (e: AgentEventBody) => void,
+    poll: (point: PollPoint) => number,
+  ) => TurnDeps;
   openLog: () => Promise<SessionLog>;
   logger: Logger;
   now: () => number;
   ids: (prefix?: string) => string;
   drain: { steer: DrainMode; followUp: DrainMode };
-  /** Sees the coordinator's statechart (its doorbell) like every other actor. */
-  inspect?: (event: InspectionEvent) => void;
   /**
-   * Sees every event of the session, its own (inbox) and its turns', like a listener that does
-   * not ask for argument previews. Contract: fast; must not throw.
+   * Receives every event of the session, stamped, like a listener (the inspector's sink).
+   * Contract: must return quickly and must not throw.
    */
   publish?: (event: AgentEvent) => void;
+  /** @internal Test seam: the drain policy (default `lanesToDrain`; mutation tests only). */
+  lanesToDrain?: DrainPolicy;
+  /** Sees the coordinator's statechart (its doorbell) like every other actor. */
+  inspect?: (event: InspectionEvent) => void;
   /** Closes what a crash left open in the log before anything else runs. */
   recover?: (log: SessionLog) => Promise<unknown>;
 }
@@ -70,9 +82,14 @@ export interface SessionOptions {
  *   running, else waits for the current turn to end (a prompt resolves when ITS turn ends);
  * - `steer` goes to `next-step`: read after the current batch commits, before the next model
  *   call, or at a natural end (it then continues the turn); with no turn running it starts one;
- * - `interrupt` cancels the current turn at once. Inputs queued before the interrupt stay
- *   queued (never dropped: `queued()` shows them) but do not start by themselves; the next
- *   input, `resume()`, or `clearQueue()` decides. An input submitted after the interrupt runs.
+ * - `interrupt` goes to the `interrupt` lane and cancels the current turn at once; it is
+ *   recorded as consumed when that turn has ended (or at once when none runs). Inputs queued
+ *   before the interrupt stay queued (never dropped: `queued()` shows them) but do not start by
+ *   themselves; the next input, `resume()`, or `clearQueue()` decides. An input submitted after
+ *   the interrupt runs.
+ *
+ * The inbox is polled at every point of a turn and between turns; which lanes are read where
+ * is `lanesToDrain` (machines/policies/inbox.ts), through `pollInbox`.
  */
 export class Session {
   readonly id: string;
@@ -106,10 +123,15 @@ export class Session {
         ...options.deps(
           log,
           (e) => this.emit(e),
-          () => this.drainSteer(),
+          (point) => this.poll(point),
         ),
         wantsPreviews: () => this.listeners.size > 0,
       };
+      // An interrupt a stopped process received and did not record: its turn is long over.
+      if (queued(this.inbox, "interrupt").length > 0) {
+        this.poll(TURN_ENDED);
+        await log.flush();
+      }
     });
   }
 
@@ -136,11 +158,23 @@ export class Session {
     return id;
   }
 
-  /** Cancels the running turn (if any). Queued inputs stay queued. */
-  interrupt(reason = "interrupted by the user"): void {
-    this.interruptedAt = this.inboxSeq;
-    this.coordinatorRef?.interrupt();
-    this.current?.interrupt(reason);
+  /**
+   * Cancels the running turn (if any) at once; queued inputs stay queued. The interrupt is an
+   * inbox event (lane `interrupt`, body `reason`), written to the log before the turn is
+   * cancelled and recorded as consumed once that turn has ended (at once when none runs).
+   * Resolves to its inbox id once the entry is durable. A repeated `id` changes nothing.
+   */
+  async interrupt(reason = "interrupted by the user", options: InboxOptions = {}): Promise<string> {
+    // Before the log is open no turn can run: nothing to cancel yet. Once it is, everything up
+    // to the cancel runs synchronously, in this call.
+    if (!this.log) await this.ready;
+    const before = this.inboxSeq;
+    const id = this.receiveInterrupt(reason, options); // in the log before the cancel
+    if (id === undefined) return options.id as string; // received before: changes nothing
+    this.interruptedAt = before;
+    this.cancelRunning(reason);
+    await this.log.flush(); // persisted before acknowledged
+    return id;
   }
 
   /** Starts turns for inputs left queued by an interrupt or a restart. */
@@ -149,9 +183,29 @@ export class Session {
     if (this.hasRunnable()) this.coordinator.wake("input");
   }
 
-  /** Answers a permission request (and every other pending one of this session, DESIGN §7). */
-  replyPermission(requestId: string, reply: PermissionReply): void {
-    this.deps?.permissions?.reply(requestId, reply);
+  /**
+   * Answers a permission request (and every other pending one of this session, DESIGN §7).
+   * Refused with `UNKNOWN_REQUEST` when no request with that id is waiting: it was answered
+   * already, its turn ended, or the session asks no permissions.
+   */
+  replyPermission(
+    requestId: string,
+    reply: PermissionReply,
+  ): { ok: true } | Refusal<"UNKNOWN_REQUEST"> {
+    const broker = this.deps?.permissions;
+    if (!broker) {
+      return refuse(
+        "UNKNOWN_REQUEST",
+        `no permission request ${requestId} is waiting: session ${this.id} asks no permissions (createAgent has no \`permissions\` option)`,
+      );
+    }
+    if (!broker.reply(requestId, reply)) {
+      return refuse(
+        "UNKNOWN_REQUEST",
+        `no permission request ${requestId} is waiting in session ${this.id}: it was answered already or its turn ended; see session.pendingPermissions()`,
+      );
+    }
+    return { ok: true };
   }
 
   /** Permission requests waiting for a reply. */
@@ -211,18 +265,14 @@ export class Session {
   /**
    * Replaces older history by a summary written by the session's model (DESIGN §6): cut only
    * at legal points, the summary is a candidate until validated, a failure keeps the old
-   * baseline. Refused while a turn runs.
+   * baseline. Refused with `TURN_OPEN` while a turn runs; every refusal is a
+   * {@link CompactionResult} with `ok: false`, a `code` and a `message`.
    */
-  async compact(options: { keepRecentTokens?: number; signal?: AbortSignal } = {}) {
+  async compact(
+    options: { keepRecentTokens?: number; signal?: AbortSignal } = {},
+  ): Promise<CompactionResult> {
     await this.ready;
-    if (this.current) {
-      return {
-        ok: false as const,
-        reason: "turn_open" as const,
-        message: "a turn is running; compact between turns (await session.awaitIdle())",
-        attempts: [],
-      };
-    }
+    if (this.current) return { ...this.turnOpen("compact", this.current.turnId), attempts: [] };
     return compactSession(this.log, {
       ...options,
       summarize: modelSummarizer(this.deps.model, this.options.ids),
@@ -236,17 +286,17 @@ export class Session {
 
   private async branch(move: () => BranchResult): Promise<BranchResult> {
     await this.ready;
-    if (this.current) {
-      return {
-        ok: false,
-        code: "TURN_OPEN",
-        message:
-          "a turn is running; interrupt it or await session.awaitIdle() before moving the branch",
-      };
-    }
+    if (this.current) return this.turnOpen("move the branch", this.current.turnId);
     const result = move();
     if (result.ok) await this.log.flush();
     return result;
+  }
+
+  private turnOpen(what: string, turnId: string): Refusal<"TURN_OPEN"> {
+    return refuse(
+      "TURN_OPEN",
+      `cannot ${what} while turn ${turnId} is running; interrupt it or await session.awaitIdle() first`,
+    );
   }
 
   /** @internal The log, for branches, export and recovery. */
@@ -282,21 +332,27 @@ export class Session {
 
   /** Interrupts the running turn, waits for it to settle and flushes the log. */
   async close(): Promise<void> {
-    this.interrupt("session closed");
+    this.interruptedAt = this.inboxSeq;
+    this.cancelRunning("session closed"); // a shutdown, not an input: no inbox event
     await this.awaitSettlement().catch(() => {});
     this.coordinatorRef?.stop();
     if (this.log) await this.log.close();
   }
 
-  private emit(body: EventBody): void {
+  /**
+   * The one place a live event is stamped: `sessionId` and `at` are set here, once, and the
+   * same object goes to the inspector's sink and to every listener.
+   */
+  private emit(body: AgentEventBody): void {
     const publish = this.options.publish;
     if (this.listeners.size === 0 && !publish) return;
     // Not `{ ...body, sessionId, at }`: each property after a spread is a slow runtime call on
-    // Node 20 (≈ 0.6 µs each, per event).
+    // Node 20, paid per event.
     const event = Object.assign({}, body, {
       sessionId: this.id,
       at: this.options.now(),
     }) as AgentEvent;
+    publish?.(event);
     for (const listener of this.listeners) {
       try {
         listener(event);
@@ -304,7 +360,6 @@ export class Session {
         this.options.logger.warn({ err }, "a session listener threw");
       }
     }
-    publish?.(event);
   }
 
   private async submit(lane: InboxLane, body: string, options: InboxOptions): Promise<string> {
@@ -325,17 +380,46 @@ export class Session {
     return id;
   }
 
+  /** Receives an interrupt into the inbox and the log; its id, or undefined for a duplicate. */
+  private receiveInterrupt(reason: string, options: InboxOptions): string | undefined {
+    const id = options.id ?? this.options.ids("in");
+    const source = options.source ?? "user";
+    const seq = ++this.inboxSeq;
+    const received = receive(this.inbox, { id, source, lane: "interrupt", body: reason, seq });
+    if (received.type === "invalid") throw new TypeError(received.reason);
+    if (received.type === "duplicate") return undefined;
+    this.inbox = received.inbox;
+    this.log.append({ type: "inbox", inboxId: id, source, lane: "interrupt", body: reason });
+    this.emit({ type: "inbox.received", inboxId: id, lane: "interrupt", source });
+    // Nothing to wait for when no turn runs: recorded now.
+    if (!this.current) this.poll(TURN_ENDED);
+    return id;
+  }
+
+  /** Cancels the running execution and turn, if any. */
+  private cancelRunning(reason: string): void {
+    this.coordinatorRef?.interrupt();
+    this.current?.interrupt(reason);
+  }
+
   private hasRunnable(): boolean {
     return this.inbox.queue.some((e) => e.lane !== "interrupt" && e.seq > this.interruptedAt);
   }
 
-  /** Steering at a safe point: each pending steer becomes a user message of the running turn. */
-  private drainSteer(): number {
-    const { events, inbox } = drain(this.inbox, "next-step", this.options.drain.steer);
-    if (events.length === 0) return 0;
+  /**
+   * Polls the inbox at `point` of the running turn: logs the interrupts recorded, and makes each
+   * input taken a user message of the turn. Returns how many inputs were taken.
+   */
+  private poll(point: PollPoint): number {
+    const { inbox, interrupts, events } = this.takeAt(point);
     this.inbox = inbox;
+    for (const event of interrupts) this.consume(event, false);
     for (const event of events) this.consume(event, true);
     return events.length;
+  }
+
+  private takeAt(point: PollPoint) {
+    return pollInbox(this.inbox, point, this.options.drain, this.options.lanesToDrain);
   }
 
   private consume(event: InboxEvent, asMessage: boolean): void {
@@ -355,10 +439,10 @@ export class Session {
   private async run(_scope: WakeScope, signal: AbortSignal): Promise<void> {
     await this.ready;
     while (!signal.aborted && this.hasRunnable()) {
-      const lane = queued(this.inbox, "next-turn").length > 0 ? "next-turn" : "next-step";
-      const mode = lane === "next-turn" ? this.options.drain.followUp : this.options.drain.steer;
-      const { events, inbox } = drain(this.inbox, lane, mode);
+      const { inbox, interrupts, events } = this.takeAt(IDLE);
       this.inbox = inbox;
+      for (const event of interrupts) this.consume(event, false);
+      if (events.length === 0) break; // the policy reads no input lane between turns
       const turn = new TurnRun(this.deps);
       this.current = turn;
       for (const event of events) this.consume(event, false);
@@ -371,6 +455,7 @@ export class Session {
         output = { status: "failed", reason: `internal error: ${String(err)}` };
       }
       this.current = undefined;
+      this.poll(TURN_ENDED); // interrupts that arrived during the turn are recorded now
       for (const event of events) {
         this.waiters.get(event.id)?.(output);
         this.waiters.delete(event.id);

@@ -1,16 +1,19 @@
 import type { Logger } from "pino";
 import { type AnyActorRef, createActor, type InspectionEvent } from "xstate";
 import type { Clock } from "../contracts/clock.ts";
+import type { AgentEventBody } from "../contracts/events.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
 import type { ChatToolCall, Model } from "../contracts/model.ts";
 import type { CallOutcome, TurnStatus } from "../contracts/status.ts";
-import type { ToolFailure, ToolResult } from "../contracts/tool-result.ts";
+import { notExecuted, type ToolResult } from "../contracts/tool-result.ts";
 import type { BatchCallResult, BatchOutput } from "../machines/batch.machine.ts";
+import type { PollPoint } from "../machines/policies/inbox.ts";
 import {
   decideRetry,
   initialRetryState,
   type RetryPolicy,
   type RetryState,
+  remainingWait,
 } from "../machines/policies/retry-policy.ts";
 import type { CallRef } from "../machines/tool-call.machine.ts";
 import {
@@ -26,18 +29,14 @@ import { createAssembler } from "../providers/stream-assembler.ts";
 import type { EntryOf } from "../session/entries.ts";
 import { flat } from "../session/flat.ts";
 import type { SessionLog } from "../session/log.ts";
-import { prepareCall, truncatedCallResult } from "../tools/prepare-call.ts";
+import { truncatedCallResult } from "../tools/prepare/truncated-call.ts";
+import { prepareCall } from "../tools/prepare-call.ts";
 import type { Registry } from "../tools/registry.ts";
 import type { PreparedCall, PrepareOutcome, ToolContext } from "../tools/types.ts";
 import { bindEffects, hostedTurnMachine } from "./charts.ts";
-import type { AgentEvent } from "./events.ts";
 import { decideAll, type PermissionBroker } from "./permissions.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import { runTool, type ToolReport } from "./run-tool.ts";
-
-/** Distributes an event without `sessionId`/`at`; the session stamps them. */
-type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
-export type EventBody = DistributiveOmit<AgentEvent, "sessionId" | "at">;
 
 /** Everything a turn needs from its session. Built once per session. */
 export interface TurnDeps {
@@ -48,7 +47,8 @@ export interface TurnDeps {
   clock: Clock;
   ids: IdGenerator;
   logger: Logger;
-  emit: (event: EventBody) => void;
+  /** The session's emit: stamps `sessionId` and `at`. Contract: must not throw. */
+  emit: (event: AgentEventBody) => void;
   retry: Partial<RetryPolicy>;
   retryBudget?: RetryBudget;
   random: () => number;
@@ -58,12 +58,18 @@ export interface TurnDeps {
   finalizeDeadlineMs: number;
   inspect?: (event: InspectionEvent) => void;
   /**
-   * Consumes the next-step (steer) inbox lane: appends each pending steer as a user message.
-   * Contract: synchronous, must not throw; returns how many were consumed.
+   * Polls the session's inbox at `point` of this turn (the lanes `lanesToDrain` names): each
+   * input taken becomes a user message of this turn. The turn polls at every point, the policy
+   * decides. Contract: synchronous, must not throw; returns how many inputs were taken.
    */
-  drainSteer: () => number;
+  poll: (point: PollPoint) => number;
   /** The session's permission state; absent: every call is allowed. */
   permissions?: PermissionBroker;
+  /**
+   * Writes the full output of a tool whose `outputBudget` says `overflow: "spill"` (the session's
+   * spill folder, `createSpill`). Absent: such output is truncated. Contract: may reject.
+   */
+  spill?: (content: string, callId: string) => Promise<{ path: string; sha256: string }>;
   /** Whether anyone listens for argument previews (they cost a parse per 256 chars). */
   wantsPreviews?: () => boolean;
   /** Test seam: a variant of the turn statechart to host (mutation tests). */
@@ -74,13 +80,6 @@ interface CallRecord {
   outcome: CallOutcome;
   result: ToolResult;
 }
-
-const cancelledResult: ToolFailure = {
-  ok: false,
-  code: "CANCELLED",
-  message: "not executed: the turn was cancelled before this call started",
-  retryable: false,
-};
 
 /**
  * A tool's `ctx`. The signal and the child logger are made on first use: most tools touch
@@ -104,6 +103,14 @@ class CallContext implements ToolContext {
     return this.logger;
   }
 }
+
+// The poll points the turn reaches (constants: polled at every step and call).
+const TURN_STARTED: PollPoint = { type: "turn.started" };
+const SAMPLING: PollPoint = { type: "sampling" };
+const CALL_STARTED: PollPoint = { type: "call.started" };
+const CALL_RESULT: PollPoint = { type: "call.result" };
+const BATCH_COMMITTED: PollPoint = { type: "batch.committed" };
+const NATURAL_END: PollPoint = { type: "turn.natural_end" };
 
 /** What the batch's scheduler needs to know about a prepared call. */
 const specOf = (call: PreparedCall): TurnCallSpec => ({
@@ -140,6 +147,8 @@ export class TurnRun implements TurnEffects {
   private recorded = new Set<string>();
   private callCtl = new Map<string, AbortController>();
   private phase = "before the first model request";
+  /** Whether a model request was prepared yet (the first `prepare` is the turn's start). */
+  private sampled = false;
   private flushing: Promise<void> | undefined;
   private readonly done: Promise<TurnOutput>;
   private resolveDone!: (output: TurnOutput) => void;
@@ -243,11 +252,12 @@ export class TurnRun implements TurnEffects {
   }
 
   stopping(_self: AnyActorRef, { callId, name }: CallRef): void {
-    this.deps.emit({ type: "call.stopping", turnId: this.turnId, callId, name });
+    this.deps.emit({ type: "call.stop-requested", turnId: this.turnId, callId, name });
   }
 
   callSettled(_self: AnyActorRef, r: BatchCallResult): void {
     this.settle(r.callId, r.name, r.outcome, r.result);
+    this.deps.poll(CALL_RESULT);
   }
 
   // The batch (a child of the turn) ended its round: the turn may leave `executing`.
@@ -255,18 +265,21 @@ export class TurnRun implements TurnEffects {
     this.actor.send({ type: "batch.done" });
   }
 
+  // Before every model request: the first is the turn's start, every later one follows a step.
   prepare(_self: AnyActorRef): void {
-    this.deps.drainSteer();
+    this.deps.poll(this.sampled ? BATCH_COMMITTED : TURN_STARTED);
+    this.sampled = true;
   }
 
   startAttempt(self: AnyActorRef, { attempt, step }: { attempt: number; step: number }): void {
     this.phase = `while waiting for model response ${step + 1}`;
+    this.deps.poll(SAMPLING);
     void this.runAttempt(self, attempt, step);
   }
 
   pollAtEnd(self: AnyActorRef): void {
     this.phase = "after the model's final answer";
-    self.send({ type: this.deps.drainSteer() > 0 ? "end.steered" : "end.none" });
+    self.send({ type: this.deps.poll(NATURAL_END) > 0 ? "end.steered" : "end.none" });
   }
 
   abortAttempt(_self: AnyActorRef): void {
@@ -290,23 +303,15 @@ export class TurnRun implements TurnEffects {
   ): void {
     for (const { callId, feedback } of corrected) {
       const p = this.prepared.get(callId);
-      this.settle(callId, p?.ok ? p.call.name : (p?.name ?? ""), "not_executed", {
-        ok: false,
-        code: "DENIED",
-        message: feedback,
-        retryable: false,
-      });
+      const name = p?.ok ? p.call.name : (p?.name ?? "");
+      this.settle(callId, name, "not_executed", notExecuted("DENIED", feedback));
     }
   }
 
   declineCalls(_self: AnyActorRef, { reason }: { reason: string }): void {
     for (const c of this.lastCalls) {
-      this.settle(c.id, c.function.name, "not_executed", {
-        ok: false,
-        code: "DENIED",
-        message: `not executed: ${reason}; the turn was stopped`,
-        retryable: false,
-      });
+      const result = notExecuted("DENIED", `${reason}; the turn was stopped`);
+      this.settle(c.id, c.function.name, "not_executed", result);
     }
   }
 
@@ -346,11 +351,11 @@ export class TurnRun implements TurnEffects {
   }
 
   cancelAcknowledged(_self: AnyActorRef, { reason }: { reason: string }): void {
-    this.deps.emit({ type: "turn.cancel_acknowledged", turnId: this.turnId, reason });
+    this.deps.emit({ type: "turn.cancel-acknowledged", turnId: this.turnId, reason });
   }
 
   executionStopped(_self: AnyActorRef): void {
-    this.deps.emit({ type: "turn.execution_stopped", turnId: this.turnId });
+    this.deps.emit({ type: "turn.execution-stopped", turnId: this.turnId });
   }
 
   finalize(self: AnyActorRef, params: FinalizeParams): void {
@@ -385,7 +390,7 @@ export class TurnRun implements TurnEffects {
       previewEvery: 256,
       onPreview: previews
         ? (index, name, preview) =>
-            emit({ type: "call.preview", attemptId, index, name: name || undefined, preview })
+            emit({ type: "call.previewed", attemptId, index, name: name || undefined, preview })
         : undefined,
     });
     try {
@@ -398,7 +403,8 @@ export class TurnRun implements TurnEffects {
       for await (const event of stream) {
         if (ctl.signal.aborted) break;
         assembler.push(event);
-        if (event.type === "text.delta") emit({ type: "text.delta", attemptId, text: event.text });
+        if (event.type === "text.delta")
+          emit({ type: "text.streamed", attemptId, text: event.text });
       }
       if (ctl.signal.aborted) throw ctl.signal.reason;
       const message = assembler.finish();
@@ -467,7 +473,11 @@ export class TurnRun implements TurnEffects {
       if (!outcome.ok) continue;
       const { call } = outcome;
       for (const warning of call.warnings) {
-        emit({ type: "log", level: "warn", message: `${call.name} (${call.id}): ${warning}` });
+        emit({
+          type: "log.written",
+          level: "warn",
+          message: `${call.name} (${call.id}): ${warning}`,
+        });
       }
       specs.push(specOf(call));
       emit({ type: "call.queued", turnId: this.turnId, callId: call.id, name: call.name });
@@ -556,10 +566,12 @@ export class TurnRun implements TurnEffects {
     this.retryState = decision.state;
     this.lastFailure = decision.reason;
     this.lastMode = decision.action;
+    // The wait is what remains of the decided ready time when the timer is armed (a Retry-After
+    // is converted once, in decideRetry; time spent since, e.g. in the logger, is not added).
     self.send({
       type: "attempt.failed",
       attempt,
-      retry: { delayMs: decision.delayMs },
+      retry: { delayMs: remainingWait(decision.state, clock.now()) },
       status: "failed",
       reason: decision.reason,
     });
@@ -577,7 +589,7 @@ export class TurnRun implements TurnEffects {
   /** A stream irregularity the model produced: logged and shown, never fatal. */
   private warn(message: string): void {
     this.deps.logger.warn(message);
-    this.deps.emit({ type: "log", level: "warn", message });
+    this.deps.emit({ type: "log.written", level: "warn", message });
   }
 
   private runCall(actor: AnyActorRef, callId: string): void {
@@ -589,12 +601,13 @@ export class TurnRun implements TurnEffects {
     this.callCtl.set(callId, ctl);
     let settled = false;
     emit({ type: "call.started", turnId: this.turnId, callId, name: call.name, args: call.args });
+    this.deps.poll(CALL_STARTED);
     const ctx = new CallContext(
       callId,
       ctl,
       this.idempotencyKey(callId),
       (progress: unknown) => {
-        if (!settled) emit({ type: "call.update", callId, progress });
+        if (!settled) emit({ type: "call.updated", callId, progress });
       },
       () => logger.child({ callId, tool: call.name }),
     );
@@ -612,6 +625,7 @@ export class TurnRun implements TurnEffects {
     void runTool(call.tool, call.args, ctx, {
       name: call.name,
       budget: call.traits.outputBudget,
+      spill: this.deps.spill,
     }).then(report);
   }
 
@@ -680,7 +694,10 @@ export class TurnRun implements TurnEffects {
           message: `the turn ended (${params.reason ?? params.status}) while this call was running; whether it ran is unknown. Check the current state before retrying.`,
           retryable: false,
         });
-      } else this.settle(call.id, call.function.name, "not_executed", cancelledResult);
+      } else {
+        const why = `the turn ended (${params.reason ?? params.status}) before this call started`;
+        this.settle(call.id, call.function.name, "not_executed", notExecuted("CANCELLED", why));
+      }
     }
     if (params.cancelled) {
       log.append({

@@ -10,6 +10,7 @@ import {
   startInspector,
 } from "../index.ts";
 import { EXIT, type ExitCode } from "./errors.ts";
+import { outputClosed } from "./output.ts";
 import { modelFromEnv } from "./run.ts";
 import { MEMORY_STORE, openStore, shown, storePath } from "./store.ts";
 import { createTrace, type TraceOutput } from "./trace.ts";
@@ -146,6 +147,10 @@ export async function runDemo(options: DemoOptions = {}): Promise<ExitCode> {
   try {
     const session = agent.session();
     await session.ready;
+    // The reader went away (`keel demo | head`): stop the turn, clean up, exit quietly.
+    const stop = () => session.interrupt("stdout was closed by its reader");
+    outputClosed.signal.addEventListener("abort", stop, { once: true });
+    if (outputClosed.signal.aborted) stop();
     if (inspector) {
       trace.line(`inspector: ${inspector.url}`);
       await options.onInspector?.(inspector.url);
@@ -170,7 +175,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<ExitCode> {
     trace.finish({ type: "result", sessionId: session.id, ...result, edited: fixed });
     const keepOpen =
       options.keepOpen ?? (options.stayOpen || out.isTTY ? untilInterrupted : undefined);
-    if (inspector && keepOpen) {
+    if (inspector && keepOpen && !outputClosed.signal.aborted) {
       if (!options.json) out.write(`inspector still open at ${inspector.url} — Ctrl-C to exit\n`);
       await keepOpen();
       closing = "inspector closed";
@@ -181,7 +186,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<ExitCode> {
     await store?.close();
     await inspector?.close();
     // Off a terminal the URL printed above is dead from here on: say so.
-    if (inspector && !options.json) out.write(`${closing}\n`);
+    if (inspector && !options.json && !outputClosed.signal.aborted) out.write(`${closing}\n`);
     rmSync(root, { recursive: true, force: true });
   }
 }

@@ -1,5 +1,6 @@
 import { Command, CommanderError, InvalidArgumentError } from "commander";
 import { CliError, EXIT, EXIT_CODES_HELP, type ExitCode, oneLine } from "./errors.ts";
+import { outputClosed } from "./output.ts";
 
 const VERSION = "0.1.0";
 
@@ -135,6 +136,57 @@ export function buildProgram(result: { code: ExitCode }): Command {
       const { runInspect } = await import("./inspect.ts");
       result.code = await runInspect(opts);
     });
+  program
+    .command("serve")
+    .description(
+      "serve the control protocol (NDJSON requests and events) to another process; see docs/protocol.md",
+    )
+    .option("--stdio", "speak on stdin/stdout (logs go to stderr)")
+    .option("--store <file>", 'session store (default ./.keel/keel.db; "memory" keeps nothing)')
+    .option(
+      "--provider <name>",
+      'model provider: "openai" (from OPENAI_* env) or "scripted"',
+      "openai",
+    )
+    .option(
+      "--script <file>",
+      "with --provider scripted: a JSON array of model steps, replayed by each session",
+    )
+    .option(
+      "--max-frame-bytes <n>",
+      "longest accepted line (default 8388608)",
+      positiveInt("--max-frame-bytes", 1024 * 1024 * 1024),
+    )
+    .option(
+      "--max-buffered-bytes <n>",
+      "output waiting for the client before model streams pause (default 1048576)",
+      positiveInt("--max-buffered-bytes"),
+    )
+    .option(
+      "--control-timeout <ms>",
+      "default wait for a tool.execute reply (default 300000)",
+      positiveInt("--control-timeout"),
+    )
+    .option(
+      "--permission-timeout <ms>",
+      "default wait for a permission.request reply before denying (default 60000)",
+      positiveInt("--permission-timeout"),
+    )
+    .action(
+      async (opts: {
+        stdio?: boolean;
+        store?: string;
+        provider?: string;
+        script?: string;
+        maxFrameBytes?: number;
+        maxBufferedBytes?: number;
+        controlTimeout?: number;
+        permissionTimeout?: number;
+      }) => {
+        const { runServe } = await import("./serve.ts");
+        result.code = await runServe({ ...opts, version: VERSION });
+      },
+    );
   return program;
 }
 
@@ -167,12 +219,19 @@ export async function main(argv: string[]): Promise<ExitCode> {
 
 /** Runs `keel` as the process: sets the exit code and lets output drain before exiting. */
 export async function runAsProcess(): Promise<void> {
-  // `keel --help | head`: a reader that stops reading is not an error of keel's.
+  // An EPIPE is the reader saying it has read enough, not a failure of keel. `keel serve`
+  // handles its own stdout (the writer ends the connection) but the listener is harmless.
   process.stdout.on("error", (error: NodeJS.ErrnoException) => {
-    if (error.code === "EPIPE") process.exit(process.exitCode ?? EXIT.ok);
-    throw error;
+    if (error.code === "EPIPE" || error.code === "ERR_STREAM_DESTROYED") {
+      outputClosed.abort(new Error("stdout was closed by its reader"));
+      return;
+    }
+    process.stderr.write(`keel: cannot write to stdout: ${oneLine(error)}\n`);
+    process.exit(EXIT.internal);
   });
-  const code = await main(process.argv.slice(2));
+  process.stderr.on("error", () => {}); // nowhere left to report it
+  let code = await main(process.argv.slice(2));
+  if (outputClosed.signal.aborted) code = EXIT.ok;
   process.exitCode = code;
   // Anything still holding the event loop (a stray timer or socket) must not keep keel alive.
   setTimeout(() => process.exit(code), 1500).unref();

@@ -1,6 +1,7 @@
 import { builtinTools, createAgent, memoryStore, openaiModel, startInspector } from "../index.ts";
 import { terminalAsk, withApproval } from "./approval.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
+import { outputClosed } from "./output.ts";
 import { loadSession } from "./sessions.ts";
 import { MEMORY_STORE, openStore, storePath } from "./store.ts";
 import { createTrace } from "./trace.ts";
@@ -80,9 +81,12 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
   const onSigint = () => {
     if (interrupted) process.exit(EXIT.interrupted);
     interrupted = true;
-    session.interrupt("interrupted by the user (Ctrl-C)");
+    // The turn is cancelled at once; a store that cannot record the interrupt shows at exit.
+    session.interrupt("interrupted by the user (Ctrl-C)").catch(() => {});
   };
   process.on("SIGINT", onSigint);
+  const onOutputClosed = () => session.interrupt("stdout was closed by its reader");
+  outputClosed.signal.addEventListener("abort", onOutputClosed, { once: true });
   try {
     await session.ready;
     if (inspector) trace.line(`inspector: ${inspector.url}`);
@@ -97,13 +101,14 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
       );
     }
     if (interrupted) return EXIT.interrupted;
-    if (inspector) {
+    if (inspector && !outputClosed.signal.aborted) {
       process.off("SIGINT", onSigint);
       process.stderr.write(`inspector still open at ${inspector.url} — Ctrl-C to exit\n`);
       await new Promise((resolve) => process.once("SIGINT", resolve));
     }
     return result.status === "completed" ? EXIT.ok : EXIT.turnFailed;
   } finally {
+    outputClosed.signal.removeEventListener("abort", onOutputClosed);
     process.off("SIGINT", onSigint);
     await agent.close();
     await store.close();

@@ -119,7 +119,7 @@ export function createTrace(options: TraceOptions): Trace {
         state.writing = "";
         print(dim(`── model request ${state.requests} ${"─".repeat(40)}`));
         break;
-      case "text.delta":
+      case "text.streamed":
         state.writing += e.text;
         break;
       case "attempt.ended":
@@ -136,7 +136,13 @@ export function createTrace(options: TraceOptions): Trace {
         if (e.text.trim()) print(`  ${e.text.trim().replace(/\n/g, "\n  ")}`);
         break;
       case "call.queued":
-        break;
+      case "call.previewed":
+      case "call.updated":
+      case "batch.committed":
+      case "turn.execution-stopped":
+      case "permission.requested": // the approver asks (cli/approval.ts)
+      case "permission.decided":
+        break; // the lines around them say it already
       case "call.started": {
         startedAt.set(e.callId, e.at);
         state.running.set(e.callId, { name: e.name, at: e.at });
@@ -159,7 +165,7 @@ export function createTrace(options: TraceOptions): Trace {
         print(`  ${mark} ${e.name} ${dim(`${took}${e.outcome}`)}  ${describeResult(e)}`);
         break;
       }
-      case "call.stopping":
+      case "call.stop-requested":
         print(paint("33", `  ■ stopping ${e.callId}`));
         break;
       case "retry.scheduled":
@@ -178,7 +184,7 @@ export function createTrace(options: TraceOptions): Trace {
       case "inbox.consumed":
         if (e.lane === "next-step") print(paint("35", "  ✉ steer read at the safe point"));
         break;
-      case "turn.cancel_acknowledged":
+      case "turn.cancel-acknowledged":
         print(paint("33", `  ■ cancelling: ${e.reason}`));
         break;
       case "turn.ended": {
@@ -189,7 +195,7 @@ export function createTrace(options: TraceOptions): Trace {
         );
         break;
       }
-      case "log":
+      case "log.written":
         print(
           paint(
             e.level === "warn" ? "33" : "2",
@@ -197,8 +203,11 @@ export function createTrace(options: TraceOptions): Trace {
           ),
         );
         break;
-      default:
-        break;
+      default: {
+        // Exhaustive: a new event type fails tsc here until the trace handles it.
+        const unhandled: never = e;
+        void unhandled;
+      }
     }
   };
 

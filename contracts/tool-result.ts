@@ -9,7 +9,6 @@ export type ToolErrorCode =
   | "CANCELLED"
   | "OUTCOME_UNKNOWN"
   | "DENIED"
-  | "DEPENDENCY_FAILED"
   | "PATH_OUTSIDE_WORKSPACE"
   | "PARAMETER_MISMATCH"
   | "NOT_FOUND"
@@ -20,8 +19,10 @@ export type ToolErrorCode =
 export interface Continuation {
   tool: string;
   args: Record<string, unknown>;
-  /** Where spilled output was written (path under the workspace), when `overflow: "spill"`. */
+  /** Where the full output was written, when the tool's `outputBudget` says `overflow: "spill"`. */
   path?: string;
+  /** SHA-256 (hex) of the spilled output: the file at `path` is the output iff it hashes to this. */
+  sha256?: string;
 }
 
 /** A call that produced output (possibly truncated, with how to fetch the rest). */
@@ -42,3 +43,29 @@ export interface ToolFailure {
 
 /** The one result shape every tool call ends with. */
 export type ToolResult = ToolSuccess | ToolFailure;
+
+/** The codes of results for calls whose tool never ran (outcome `not_executed`). */
+export type NotExecutedCode =
+  | "CANCELLED"
+  | "DENIED"
+  | "TRUNCATED_CALL"
+  | "UNKNOWN_TOOL"
+  | "INVALID_ARGS";
+
+/** How every result of a call that never ran begins. */
+export const NOT_EXECUTED = "not executed: ";
+
+/**
+ * The result of a call whose tool never ran: its message is `not executed: <why>`, the one
+ * text form of every such result (cancelled before start, declined, a failed dependency, a
+ * truncated or invalid call, a crash before the start record). `why` starts in lower case and
+ * says why, then how to fix it. A result that may have run (an unknown outcome, no recorded
+ * result) must not use it. This is a pure function.
+ */
+export function notExecuted(
+  code: NotExecutedCode,
+  why: string,
+  options: { retryable?: boolean } = {},
+): ToolFailure {
+  return { ok: false, code, message: NOT_EXECUTED + why, retryable: options.retryable ?? false };
+}

@@ -43,7 +43,7 @@ const MAX_DELTA = 2000;
 /**
  * Creates the inspector's feed. With no listener it only converts and stores records in the
  * ring (no timers, no serialisation); with listeners, records are sent in batches every
- * `flushMs` or every `flushSize` records. Consecutive `text.delta` records of one attempt that
+ * `flushMs` or every `flushSize` records. Consecutive `text.streamed` records of one attempt that
  * have not been sent yet are merged into one (up to 2000 characters).
  */
 export function createFeed(options: FeedOptions = {}): Feed {
@@ -81,9 +81,9 @@ export function createFeed(options: FeedOptions = {}): Feed {
   };
 
   const mergeDelta = (record: InspectRecord): boolean => {
-    if (record.k !== "agent" || record.e.type !== "text.delta") return false;
+    if (record.k !== "agent" || record.e.type !== "text.streamed") return false;
     const prev = lastUnsent;
-    if (prev?.k !== "agent" || prev.e.type !== "text.delta") return false;
+    if (prev?.k !== "agent" || prev.e.type !== "text.streamed") return false;
     if (prev.e.attemptId !== record.e.attemptId) return false;
     if (prev.e.text.length + record.e.text.length > MAX_DELTA) return false;
     prev.e = { ...prev.e, text: prev.e.text + record.e.text };

@@ -142,7 +142,8 @@ export function inspectionRecord(
 
 /**
  * An AgentEvent made small for the wire: tool arguments, results and texts are clipped to
- * `MAX_TEXT` characters. The event's shape (type and ids) is kept.
+ * `MAX_TEXT` characters. The event's shape (type and ids) is kept. Every type has its case
+ * (a new one fails `tsc` at the `never` below).
  */
 export function agentRecord(event: AgentEvent): InspectRecord {
   let e: AgentEvent = event;
@@ -153,10 +154,10 @@ export function agentRecord(event: AgentEvent): InspectRecord {
     case "call.started":
       e = { ...event, args: brief(event.args) };
       break;
-    case "call.update":
+    case "call.updated":
       e = { ...event, progress: brief(event.progress, 120) };
       break;
-    case "call.preview":
+    case "call.previewed":
       e = { ...event, preview: brief(event.preview, 120) };
       break;
     case "call.settled":
@@ -175,12 +176,49 @@ export function agentRecord(event: AgentEvent): InspectRecord {
         })),
       };
       break;
-    case "text.delta":
+    case "text.streamed":
       e = { ...event, text: clip(event.text, 2000) };
       break;
-    case "log":
+    case "attempt.ended":
+      if (event.error !== undefined) e = { ...event, error: clip(event.error) };
+      break;
+    case "retry.scheduled":
+      e = { ...event, reason: clip(event.reason) };
+      break;
+    case "turn.cancel-acknowledged":
+      e = { ...event, reason: clip(event.reason) };
+      break;
+    case "turn.ended":
+      if (event.reason !== undefined) e = { ...event, reason: clip(event.reason) };
+      break;
+    case "permission.requested":
+      e = { ...event, request: { ...event.request, args: brief(event.request.args) } };
+      break;
+    case "permission.decided": {
+      const d = event.decision;
+      const decision =
+        d.type === "declined"
+          ? { ...d, reason: clip(d.reason) }
+          : d.type === "corrected"
+            ? { ...d, feedback: clip(d.feedback) }
+            : d;
+      e = { ...event, decision };
+      break;
+    }
+    case "log.written":
       e = { ...event, message: clip(event.message) };
       break;
+    case "attempt.started":
+    case "call.queued":
+    case "call.stop-requested":
+    case "turn.execution-stopped":
+    case "inbox.received":
+    case "inbox.consumed":
+      break; // ids and enums only: small already
+    default: {
+      const unhandled: never = event;
+      void unhandled;
+    }
   }
   return { k: "agent", t: event.at, e };
 }

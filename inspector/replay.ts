@@ -1,14 +1,8 @@
-import type { AgentEvent, LogEntry } from "../index.ts";
+import type { AgentEvent, AgentEventBody, LogEntry } from "../index.ts";
 import { agentRecord, clip, type InspectRecord } from "./records.ts";
 
-type Body = AgentEvent extends infer E
-  ? E extends AgentEvent
-    ? Omit<E, "sessionId" | "at">
-    : never
-  : never;
-
 /** Result codes of calls the batch settled without running them (the others never reach it). */
-const SETTLED_BY_BATCH = new Set(["CANCELLED", "DEPENDENCY_FAILED"]);
+const SETTLED_BY_BATCH = new Set(["CANCELLED"]);
 
 /**
  * Turns a stored session's log into the records a live session would have produced, so the
@@ -22,13 +16,14 @@ const SETTLED_BY_BATCH = new Set(["CANCELLED", "DEPENDENCY_FAILED"]);
  * - retry waits: a failed attempt followed by another attempt of its turn is a wait from the
  *   failure to that attempt (`continue` when the failed attempt had produced output);
  * - inbox lanes and turn ends. Entries with no live counterpart (context edits, compactions,
- *   settings, leaf moves, notes) become `log` records.
+ *   settings, leaf moves, notes) become `log.written` records.
  * This is a pure function.
  */
 export function replayRecords(entries: readonly LogEntry[], sessionId: string): InspectRecord[] {
   const out: InspectRecord[] = [];
   const ahead = lookAhead(entries);
-  const emit = (at: number, body: Body) => {
+  // A replayed event is stamped here, once, with its log entry's time.
+  const emit = (at: number, body: AgentEventBody) => {
     out.push(agentRecord({ ...body, sessionId, at } as AgentEvent));
   };
   const actor = (t: number, sid: string, id: string, machine: string, parent?: string) =>
@@ -68,7 +63,7 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
     const at = entry.at;
     switch (entry.type) {
       case "user_message":
-        emit(at, { type: "log", level: "info", message: `user: ${clip(entry.text, 200)}` });
+        emit(at, { type: "log.written", level: "info", message: `user: ${clip(entry.text, 200)}` });
         break;
       case "turn_start":
         turnId = entry.turnId;
@@ -212,10 +207,24 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
         break;
       }
       case "turn_aborted":
-        emit(at, { type: "log", level: "warn", message: `turn aborted at ${entry.where}` });
+        emit(at, { type: "log.written", level: "warn", message: `turn aborted at ${entry.where}` });
         break;
-      default:
-        emit(at, { type: "log", level: "info", message: `${entry.type}: ${describe(entry)}` });
+      case "context_edit":
+      case "compaction":
+      case "settings":
+      case "leaf":
+      case "note":
+        emit(at, {
+          type: "log.written",
+          level: "info",
+          message: `${entry.type}: ${describe(entry)}`,
+        });
+        break;
+      default: {
+        // Exhaustive: a new log entry type fails tsc here until replay shows it.
+        const unhandled: never = entry;
+        void unhandled;
+      }
     }
   }
   return out;
@@ -267,7 +276,12 @@ function lookAhead(entries: readonly LogEntry[]): Ahead {
   return { inputs, nextAttempt, batched };
 }
 
-function describe(entry: LogEntry): string {
+type NoLiveCounterpart = Extract<
+  LogEntry,
+  { type: "context_edit" | "compaction" | "settings" | "leaf" | "note" }
+>;
+
+function describe(entry: NoLiveCounterpart): string {
   switch (entry.type) {
     case "context_edit":
       return `${entry.targetId} ${entry.replacement === null ? "removed" : "replaced"}`;
@@ -279,7 +293,5 @@ function describe(entry: LogEntry): string {
       return `→ ${entry.leafId ?? "root"} (${entry.reason})`;
     case "note":
       return clip(entry.text, 200);
-    default:
-      return entry.id;
   }
 }

@@ -10,7 +10,7 @@ import {
   stopChild,
 } from "xstate";
 import type { CallOutcome } from "../contracts/status.ts";
-import type { ToolFailure, ToolResult } from "../contracts/tool-result.ts";
+import { notExecuted, type ToolFailure, type ToolResult } from "../contracts/tool-result.ts";
 import { effect } from "./effect.ts";
 import {
   type BatchCallSpec,
@@ -26,8 +26,6 @@ import {
   type ToolCallOutput,
   toolCallMachine,
 } from "./tool-call.machine.ts";
-
-export type { BatchCallSpec, CallPhase } from "./policies/batch-schedule.ts";
 
 /**
  * How a batch actor is created. One actor serves a whole turn: each assistant message's calls
@@ -106,16 +104,6 @@ export interface BatchPolicy {
   commitOrder: (context: BatchContext) => number[];
   /** Child actor ids for the calls about to start (default: {@link freeSlots}). */
   childIds: (context: BatchContext, start: readonly number[]) => string[];
-}
-
-/** Synthetic result of a call skipped because a call it depends on did not complete. */
-export function dependencyFailed(dependency: string): ToolFailure {
-  return {
-    ok: false,
-    code: "DEPENDENCY_FAILED",
-    message: `not executed: dependency ${dependency} failed`,
-    retryable: false,
-  };
 }
 
 /** Synthetic result of a call whose actor failed (a runtime bug): its outcome is unknown. */
@@ -209,7 +197,6 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
         const plan = planRound(context, schedule, childIds);
         if (!plan) return;
         enqueue.assign(plan.next);
-        for (const s of plan.skips) enqueue(settledAction(context, s));
         for (const { slot, input } of plan.starts) {
           enqueue.spawnChild("toolCall", { id: slot, input });
         }
@@ -334,17 +321,15 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
   }
 }
 
-/** What one `schedule` decides: the new phases and slots, the calls skipped, the calls started. */
+/** What one `schedule` decides: the new phases and slots, and the calls that start. */
 export interface RoundPlan {
-  next: Pick<BatchContext, "phases" | "outcomes" | "results" | "completionOrder" | "actorIds">;
-  skips: Settle[];
+  next: Pick<BatchContext, "phases" | "actorIds">;
   starts: { slot: string; input: ToolCallInput }[];
 }
 
 /**
- * The `schedule` action's decision, pure (shared by `batchMachine` and the runtime's compiled
- * `batchLogic`): which pending calls start now (with their slots and actor inputs) and which are
- * skipped because a dependency failed. Undefined when nothing changes.
+ * The `schedule` action's decision, pure: which pending calls start now, with their slots and
+ * actor inputs. Undefined when nothing starts.
  */
 export function planRound(
   context: BatchContext,
@@ -355,21 +340,15 @@ export function planRound(
   const plan = schedule({
     calls: context.calls,
     phases: context.phases,
-    outcomes: context.outcomes,
     maxParallel: context.maxParallel,
     sequential: context.sequential,
   });
-  if (plan.start.length === 0 && plan.skip.length === 0) return undefined;
-  const skips = plan.skip.map((s) => ({
-    index: s.index,
-    outcome: "not_executed" as const,
-    result: dependencyFailed(s.dependency),
-  }));
-  const settled = settleAll(context, skips);
+  if (plan.start.length === 0) return undefined;
+  const phases = [...context.phases];
   const actorIds = [...context.actorIds];
   const slots = childIds(context, plan.start);
   const starts = plan.start.map((i, k) => {
-    settled.phases[i] = "running";
+    phases[i] = "running";
     actorIds[i] = slots[k];
     const call = context.calls[i];
     const input: ToolCallInput = {
@@ -380,7 +359,7 @@ export function planRound(
     };
     return { slot: slots[k], input };
   });
-  return { next: Object.assign(settled, { actorIds }), skips, starts };
+  return { next: { phases, actorIds }, starts };
 }
 
 /** `policy` with the defaults (DESIGN §3.2) filled in. */
@@ -498,7 +477,7 @@ function runningIndexOf(context: BatchContext, actorId: string): number {
  *
  * Per-call phases (`pending → running → settled`) live in context and are the only thing the
  * scheduler reads; a call becomes `settled` when its actor reaches a final state (done event),
- * or directly from `pending` when the batch is cancelled or a dependency failed — those calls
+ * or directly from `pending` when the batch is cancelled — those calls
  * never get an actor.
  *
  * Invariants (DESIGN §10):

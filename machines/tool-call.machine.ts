@@ -1,6 +1,6 @@
 import { type AnyActorRef, assertEvent, assign, setup } from "xstate";
 import type { CallOutcome } from "../contracts/status.ts";
-import type { ToolFailure, ToolResult } from "../contracts/tool-result.ts";
+import { notExecuted, type ToolFailure, type ToolResult } from "../contracts/tool-result.ts";
 import { effect } from "./effect.ts";
 
 /** What the caller knows about one call when it is created. */
@@ -39,12 +39,7 @@ export interface ToolCallContext extends ToolCallInput {
 }
 
 /** Synthetic result of a call cancelled before its tool ran. */
-export const cancelledBeforeStart: ToolFailure = {
-  ok: false,
-  code: "CANCELLED",
-  message: "not executed: cancelled before start",
-  retryable: false,
-};
+export const cancelledBeforeStart: ToolFailure = notExecuted("CANCELLED", "cancelled before start");
 
 /** Synthetic result of a call whose tool honoured the abort. */
 export const cancelledWhileRunning: ToolFailure = {
@@ -124,7 +119,7 @@ const refOf = ({ context }: { context: ToolCallContext }): CallRef => ({
  * - in `stopping`, a real result that arrives before the deadline wins over the cancel.
  *
  * Completion order is reported by the batch (`callSettled`), not by this machine: the batch
- * also settles calls that never got a tool-call actor (cancelled or dependency failed).
+ * also settles calls that never got a tool-call actor (cancelled before they started).
  */
 export const toolCallMachine = setup({
   types: {

@@ -1,15 +1,15 @@
 #!/usr/bin/env node
-// Builds the package: index.ts and testing.ts bundled by esbuild into dist/index.js and
-// dist/testing.js (ESM, Node 20, every package external, sourcemaps, no keepNames), and their
-// declarations (dist/index.d.ts, dist/testing.d.ts and the .d.ts of every module they reach,
-// with declaration maps back to the shipped sources) emitted by TypeScript from
-// tsconfig.build.json. Run by `npm run build` and by `prepare` (so `npm ci` and `npm pack`
-// build it).
+// Builds the package: index.ts, testing.ts and client/index.ts bundled by esbuild into
+// dist/index.js, dist/testing.js and dist/client.js (ESM, Node 20, every package external,
+// sourcemaps, no keepNames), and their declarations (dist/index.d.ts, dist/testing.d.ts,
+// dist/client/index.d.ts and the .d.ts of every module they reach, with declaration maps back
+// to the shipped sources) emitted by TypeScript from tsconfig.build.json. Run by
+// `npm run build` and by `prepare` (so `npm ci` and `npm pack` build it).
 //
 //   node scripts/build.mjs [outdir] [--no-types]   outdir: default dist/ (or $KEEL_BUILD_OUTDIR)
 //
 // package.json "exports" points `types` at the declarations, so an embedder's compiler reads
-// them under its own settings and never checks Keel's sources. Code shared by the two entries
+// them under its own settings and never checks Keel's sources. Code shared by the entries
 // goes to shared chunks, so `keel` and `keel/testing` hand out the same functions. The
 // inspector's page is copied to outdir/page/, where the bundled server looks for it.
 import { cpSync, readdirSync, realpathSync, rmSync } from "node:fs";
@@ -23,7 +23,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
  * the inspector's page. Removed before each build, so no chunk of an earlier build is left
  * (chunk names carry a hash); nothing else in outdir is touched.
  */
-const OWN = /^(index|testing|chunk(-[A-Z0-9]+)?)\.js(\.map)?$/;
+const OWN = /^(index|testing|client|chunk(-[A-Z0-9]+)?)\.js(\.map)?$/;
 
 /** What the declaration emit writes: `.d.ts` files and their maps, in any folder. */
 const DECLARATION = /\.d\.ts(\.map)?$/;
@@ -55,7 +55,7 @@ function removeDeclarations(dir, top) {
 }
 
 /**
- * The declarations of index.ts and testing.ts (and of every module they reach) in outdir,
+ * The declarations of the three entries (and of every module they reach) in outdir,
  * type-checked as they are emitted. The sources import with `.ts` extensions; in the emitted
  * declarations relative specifiers end in `.js`, which every `moduleResolution` of an
  * embedder's project maps to the `.d.ts` beside it.
@@ -110,7 +110,12 @@ export async function buildKeel(outdir, { types = true } = {}) {
   clean(outdir, { types });
   const result = await esbuild.build({
     absWorkingDir: root,
-    entryPoints: { index: join(root, "index.ts"), testing: join(root, "testing.ts") },
+    entryPoints: {
+      index: join(root, "index.ts"),
+      testing: join(root, "testing.ts"),
+      // keel/client (the control-protocol client): spawns ../cli/bin.js relative to dist/.
+      client: join(root, "client", "index.ts"),
+    },
     outdir,
     bundle: true,
     splitting: true,
@@ -162,7 +167,7 @@ if (main) {
             .join("\n")
         : `  ${e instanceof Error ? e.message : String(e)}`;
     process.stderr.write(
-      `build: could not build ${shown(outdir)} from index.ts and testing.ts:\n${detail}\n`,
+      `build: could not build ${shown(outdir)} from index.ts, testing.ts and client/index.ts:\n${detail}\n`,
     );
     process.exit(1);
   }

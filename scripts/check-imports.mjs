@@ -25,7 +25,9 @@ export const RULES = [
   // Consumers: the public API. The inspector may also read `contracts/` directly, because
   // index.ts re-exports the inspector (a value import of index.ts from here would be a cycle).
   { folder: "inspector/", keel: ["inspector/", "index.ts", "contracts/"], packages: null },
-  { folder: "cli/", keel: ["cli/", "index.ts", "package.json"], packages: null },
+  // The command also reads the control protocol's vocabulary (contracts/protocol.ts, ndjson.ts)
+  // where keel/client does, so that `keel`'s own entry need not export it.
+  { folder: "cli/", keel: ["cli/", "index.ts", "contracts/", "package.json"], packages: null },
   { folder: "client/", keel: ["client/", "contracts/"], packages: null },
 ];
 
@@ -49,11 +51,26 @@ export function importsOf(text) {
   return [...code.matchAll(IMPORT)].map((m) => m[1] ?? m[2]);
 }
 
-/** The wrong-way imports under `root`, one message each. */
+const REEXPORT = /(?:^|[\s;])export\s+(?:type\s+)?(?:\*(?:\s+as\s+\w+)?|\{[^}]*\})\s*from\s*["']/;
+/** The only barrels: the public API's entries (`keel`, `keel/testing`, `keel/client`). */
+const BARRELS = new Set(["index.ts", "testing.ts", "client/index.ts"]);
+
+/** Whether a source text re-exports another module (`export … from`; comments removed first). */
+export function reexports(text) {
+  return REEXPORT.test(text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/(^|[^:"'`])\/\/.*$/gm, "$1"));
+}
+
+/**
+ * The wrong-way imports under `root`, one message each; also any re-export outside the public
+ * API's entries (a convenience barrel hides which module defines a name: import from it).
+ */
 export function violations(root) {
   const found = [];
   for (const file of files(root, root)) {
     const rel = file.split(path.sep).join("/");
+    if (!BARRELS.has(rel) && reexports(readFileSync(path.join(root, file), "utf8"))) {
+      found.push(`${rel}: re-exports another module; only ${[...BARRELS].join(" and ")} may`);
+    }
     const rule = RULES.find((r) => rel.startsWith(r.folder));
     if (!rule) continue;
     for (const spec of importsOf(readFileSync(path.join(root, file), "utf8"))) {

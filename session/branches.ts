@@ -1,12 +1,14 @@
+import { type Refusal, refuse } from "../contracts/refusal.ts";
 import type { EntryOf, LogEntry } from "./entries.ts";
 import type { SessionLog } from "./log.ts";
 
-/** Why a branch operation was refused. */
-export type BranchErrorCode = "UNKNOWN_ENTRY" | "NOT_A_POSITION" | "TURN_OPEN";
+/** Why a branch operation was refused (a {@link Refusal} code). */
+export type BranchRefusalCode = "UNKNOWN_ENTRY" | "NOT_A_POSITION" | "TURN_OPEN";
 
+/** What a branch move resolves to: the new leaf (and a note when the work tree did not move), or a refusal. */
 export type BranchResult =
   | { ok: true; leaf: EntryOf<"leaf">; note: EntryOf<"note"> | null }
-  | { ok: false; code: BranchErrorCode; message: string };
+  | Refusal<BranchRefusalCode>;
 
 export interface BranchOptions {
   /** Why, for the log (`leaf.reason`); defaults to the operation's name. */
@@ -96,7 +98,7 @@ export function exportJsonl(log: SessionLog): string {
  */
 export function parseJsonl(
   text: string,
-): { ok: true; entries: LogEntry[] } | { ok: false; line: number; message: string } {
+): { ok: true; entries: LogEntry[] } | (Refusal<"INVALID_LINE"> & { line: number }) {
   const entries: LogEntry[] = [];
   const lines = text.split("\n");
   for (let i = 0; i < lines.length; i++) {
@@ -112,14 +114,19 @@ export function parseJsonl(
         typeof e.seq !== "number"
       ) {
         return {
-          ok: false,
+          ...refuse(
+            "INVALID_LINE",
+            `line ${i + 1}: not a log entry (needs string id, string type, number seq): ${line.slice(0, 200)}`,
+          ),
           line: i + 1,
-          message: `line ${i + 1}: not a log entry (needs string id, string type, number seq): ${line.slice(0, 200)}`,
         };
       }
       entries.push(e);
     } catch (error) {
-      return { ok: false, line: i + 1, message: `line ${i + 1}: ${(error as Error).message}` };
+      return {
+        ...refuse("INVALID_LINE", `line ${i + 1}: not JSON: ${(error as Error).message}`),
+        line: i + 1,
+      };
     }
   }
   return { ok: true, entries };
@@ -135,27 +142,24 @@ function moveTo(
 ): BranchResult {
   const turnId = log.openWork().turnId;
   if (turnId !== null) {
-    return {
-      ok: false,
-      code: "TURN_OPEN",
-      message: `cannot ${operation} while turn ${turnId} is running; wait for it to end or interrupt it first`,
-    };
+    return refuse(
+      "TURN_OPEN",
+      `cannot ${operation} while turn ${turnId} is running; interrupt it or await session.awaitIdle() first`,
+    );
   }
   if (entryId !== null) {
     const target = log.get(entryId);
     if (!target) {
-      return {
-        ok: false,
-        code: "UNKNOWN_ENTRY",
-        message: `cannot ${operation} to ${entryId}: no such entry in session ${log.sessionId}`,
-      };
+      return refuse(
+        "UNKNOWN_ENTRY",
+        `cannot ${operation} to ${entryId}: no such entry in session ${log.sessionId}; pick an id from session.entries() or branchTips()`,
+      );
     }
     if (target.type === "leaf") {
-      return {
-        ok: false,
-        code: "NOT_A_POSITION",
-        message: `cannot ${operation} to ${entryId}: it is a leaf-move record, not a position; pick an entry of the branch (see branchTips())`,
-      };
+      return refuse(
+        "NOT_A_POSITION",
+        `cannot ${operation} to ${entryId}: it is a leaf-move record, not a position; pick an entry of the branch (see branchTips())`,
+      );
     }
   }
   const leaf = log.append({

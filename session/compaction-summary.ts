@@ -1,5 +1,6 @@
 import type { ChatMessage } from "../contracts/model.ts";
-import { classifyModelError } from "../machines/policies/retry-policy.ts";
+import type { Refusal } from "../contracts/refusal.ts";
+import { classifyModelError } from "../machines/policies/retry-classify.ts";
 import type { TokenEstimator } from "./compaction-cuts.ts";
 import type { EntryOf } from "./entries.ts";
 import { summaryText } from "./projection.ts";
@@ -37,7 +38,8 @@ export interface CompactionAttempt {
   outcome: "ok" | "overflow" | "error" | "invalid" | "aborted";
 }
 
-export type SummaryFailureReason = "context_overflow" | "summary_failed" | "aborted";
+/** Why a summary request produced no candidate (a {@link Refusal} code). */
+export type SummaryFailureCode = "CONTEXT_OVERFLOW" | "SUMMARY_FAILED" | "ABORTED";
 
 export type SummaryOutcome =
   | {
@@ -48,13 +50,7 @@ export type SummaryOutcome =
       input: ChatMessage[];
       attempts: CompactionAttempt[];
     }
-  | {
-      ok: false;
-      reason: SummaryFailureReason;
-      message: string;
-      attempts: CompactionAttempt[];
-      error?: unknown;
-    };
+  | (Refusal<SummaryFailureCode> & { attempts: CompactionAttempt[]; error?: unknown });
 
 export interface RequestSummaryOptions {
   summarize: Summarize;
@@ -79,12 +75,12 @@ export async function requestSummary(
   const full = [...(input.pinned ? [input.pinned] : []), ...input.groups.flat()];
   const first = cost(full);
   const attempts: CompactionAttempt[] = [];
-  const fail = (reason: SummaryFailureReason, message: string, error?: unknown) =>
-    ({ ok: false, reason, message, attempts, error }) as const;
+  const fail = (code: SummaryFailureCode, message: string, error?: unknown) =>
+    ({ ok: false, code, message, attempts, error }) as const;
   let messages = full;
   let level = 0; // the next entry of SHRINK_STEPS
   for (;;) {
-    if (signal.aborted) return fail("aborted", "compaction aborted before the summary request");
+    if (signal.aborted) return fail("ABORTED", "compaction aborted before the summary request");
     const attempt: CompactionAttempt = {
       inputMessages: messages.length,
       inputTokens: cost(messages),
@@ -99,18 +95,18 @@ export async function requestSummary(
       );
       if (signal.aborted) {
         attempt.outcome = "aborted";
-        return fail("aborted", "compaction aborted while the summary arrived; it was discarded");
+        return fail("ABORTED", "compaction aborted while the summary arrived; it was discarded");
       }
       return { ok: true, summary, input: messages, attempts };
     } catch (error) {
       const category = signal.aborted ? "aborted" : classifyModelError(error).category;
       if (category === "aborted") {
         attempt.outcome = "aborted";
-        return fail("aborted", "compaction aborted during the summary request", error);
+        return fail("ABORTED", "compaction aborted during the summary request", error);
       }
       if (category !== "context_overflow") {
         attempt.outcome = "error";
-        return fail("summary_failed", `summary request failed: ${describe(error)}`, error);
+        return fail("SUMMARY_FAILED", `summary request failed: ${describe(error)}`, error);
       }
       attempt.outcome = "overflow";
       let smaller: ChatMessage[] | null = null;
@@ -121,7 +117,7 @@ export async function requestSummary(
       }
       if (!smaller) {
         return fail(
-          "context_overflow",
+          "CONTEXT_OVERFLOW",
           `the summary request overflowed the model's context ${attempts.length} time(s) (input ${attempts.map((a) => a.inputTokens).join(" → ")} tokens; it shrinks to ${SHRINK_STEPS.join(", ")} of the first ${first} at message-group boundaries); compact with a larger keepRecentTokens or summarise with a model that has a larger context window`,
           error,
         );

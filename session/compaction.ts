@@ -1,4 +1,5 @@
 import type { ChatMessage } from "../contracts/model.ts";
+import type { Refusal } from "../contracts/refusal.ts";
 import {
   type CutRule,
   estimateTokens,
@@ -10,27 +11,12 @@ import {
   type CompactionAttempt,
   requestSummary,
   type Summarize,
-  type SummaryFailureReason,
+  type SummaryFailureCode,
   type SummaryInput,
   validateSummary,
 } from "./compaction-summary.ts";
 import type { EntryOf } from "./entries.ts";
 import type { SessionLog } from "./log.ts";
-
-export {
-  type ChooseCutOptions,
-  type CutRule,
-  chooseCut,
-  estimateTokens,
-  legalCutPoints,
-  type TokenEstimator,
-} from "./compaction-cuts.ts";
-export {
-  type CompactionAttempt,
-  SHRINK_STEPS,
-  type Summarize,
-  validateSummary,
-} from "./compaction-summary.ts";
 
 /** How much recent context a compaction keeps by default (tokens, by the estimator). */
 export const DEFAULT_KEEP_RECENT_TOKENS = 20_000;
@@ -48,15 +34,20 @@ export interface CompactOptions {
   cutPoints?: CutRule;
 }
 
-/** Why a compaction did not happen. In every case nothing was appended: the old baseline stands. */
-export type CompactionFailureReason =
-  | SummaryFailureReason
+/**
+ * Why a compaction did not happen (a {@link Refusal} code). In every case nothing was appended:
+ * the old baseline stands.
+ */
+export type CompactionRefusalCode =
+  | SummaryFailureCode
   /** No legal cut keeps `keepRecentTokens` and leaves something to summarise. */
-  | "nothing_to_compact"
-  /** The summary arrived but failed {@link validateSummary}. */
-  | "invalid_summary"
+  | "NOTHING_TO_COMPACT"
+  /** The summary arrived but failed validation (`validateSummary`: non-empty, smaller). */
+  | "INVALID_SUMMARY"
   /** The log changed during the request (another compaction, or the cut is no longer legal on the active path). */
-  | "stale";
+  | "STALE"
+  /** A turn is running (only `session.compact()` refuses with it; `compactSession` does not know). */
+  | "TURN_OPEN";
 
 /** What `session.compact()` resolves to: the new baseline, or why there is none. */
 export type CompactionResult =
@@ -77,14 +68,11 @@ export type CompactionResult =
       durable: boolean;
       flushError?: unknown;
     }
-  | {
-      ok: false;
-      reason: CompactionFailureReason;
-      /** What happened and what to do about it. */
-      message: string;
+  | (Refusal<CompactionRefusalCode> & {
+      /** The summary requests made before the refusal (empty when none was made). */
       attempts: CompactionAttempt[];
       error?: unknown;
-    };
+    });
 
 /** What a compaction will do, read from the log before the summary request. */
 export interface CompactionPlan {
@@ -105,7 +93,7 @@ export interface CompactionPlan {
  * of the first estimate after each context overflow (see `requestSummary`), and validates the
  * candidate (see {@link validateSummary}). Only a valid summary is appended, as a `compaction`
  * entry `{ summary, firstKeptId }` that replaces the baseline, and flushed. Every failure is
- * a result `{ ok: false }` with nothing appended: `log.messages()` and `log.baseline()` are as
+ * a refusal `{ ok: false, code, message, attempts }` with nothing appended: `log.messages()` and `log.baseline()` are as
  * before. Throws a `TypeError` only on invalid options.
  */
 export async function compactSession(
@@ -121,7 +109,7 @@ export async function compactSession(
   if (!plan) {
     return {
       ok: false,
-      reason: "nothing_to_compact",
+      code: "NOTHING_TO_COMPACT",
       message: `no legal cut keeps ${keepRecentTokens} tokens of recent context and leaves earlier messages to summarise; lower keepRecentTokens or compact later`,
       attempts: [],
     };
@@ -137,10 +125,10 @@ export async function compactSession(
   if (invalid) {
     attempts[attempts.length - 1].outcome = "invalid";
     const message = `${invalid}; the old baseline stays (check the summarize prompt)`;
-    return { ok: false, reason: "invalid_summary", message, attempts };
+    return { ok: false, code: "INVALID_SUMMARY", message, attempts };
   }
   const committed = commitCompaction(log, plan, summary, cutPoints);
-  if (!committed.ok) return { ok: false, reason: "stale", message: committed.message, attempts };
+  if (!committed.ok) return { ok: false, code: "STALE", message: committed.message, attempts };
   let durable = true;
   let flushError: unknown;
   await log.flush().catch((error: unknown) => {

@@ -44,7 +44,9 @@ export function toolResultText(result: ToolResult): string {
   if (!result.ok) return `Error (${result.code}): ${result.message}`;
   const c = result.continuation;
   if (!result.truncated || !c) return result.content;
-  const where = c.path ? ` (full output at ${c.path})` : "";
+  const where = c.path
+    ? ` (full output at ${c.path}${c.sha256 ? `, sha256 ${c.sha256}` : ""})`
+    : "";
   return `${result.content}\n[output truncated${where}; call ${c.tool} with ${JSON.stringify(c.args)} for the rest]`;
 }
 

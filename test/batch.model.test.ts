@@ -3,7 +3,8 @@ import { describe, expect, it } from "vitest";
 import { type AnyStateMachine, initialTransition, transition } from "xstate";
 import type { CallOutcome } from "../contracts/status.ts";
 import type { ToolResult } from "../contracts/tool-result.ts";
-import { type BatchCallSpec, type BatchInput, batchMachine } from "../machines/batch.machine.ts";
+import { type BatchInput, batchMachine } from "../machines/batch.machine.ts";
+import type { BatchCallSpec } from "../machines/policies/batch-schedule.ts";
 import { batchMutants } from "./support/mutants/batch.mutants.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: snapshots of real and mutant batches alike
@@ -73,10 +74,6 @@ function step(input: BatchInput, t: Trace, event: Snap, snap: Snap, actions: Act
         return `${slots.size} distinct child ids for maxParallel ${input.maxParallelToolCalls ?? 8}`;
       if (t.cancelled) return `call ${id} started after batch.cancel`;
       if (t.started.includes(id) || t.settled[id]) return `call ${id} started twice`;
-      for (const dep of calls[i].dependsOn ?? []) {
-        if (t.settled[dep]?.outcome !== "completed")
-          return `call ${id} started before ${dep} completed`;
-      }
       const earlierOpen = calls.slice(0, i).some((c) => !t.settled[c.callId]);
       const sequential = calls.some((c) => c.executionMode === "sequential");
       if (earlierOpen && sequential) return `sequential batch started ${id} out of call order`;
@@ -212,7 +209,6 @@ const batchArb = fc
     fc.record({
       concurrencySafe: fc.boolean(),
       resourceKey: fc.constantFrom(undefined, "k1", "k2"),
-      depends: fc.boolean(),
     }),
     { minLength: 1, maxLength: 4 },
   )
@@ -222,11 +218,10 @@ const batchArb = fc
       /** Index of the one sequential call; past the end means none. */
       sequential: fc.integer({ min: 0, max: 5 }),
       traits: fc.constant(traits),
-      deps: fc.array(fc.nat(), { minLength: traits.length, maxLength: traits.length }),
     }),
   )
   .map(
-    ({ maxParallel, sequential, traits, deps }): BatchInput => ({
+    ({ maxParallel, sequential, traits }): BatchInput => ({
       maxParallelToolCalls: maxParallel,
       stopDeadlineMs: 1000,
       calls: traits.map((tr, i) =>
@@ -234,7 +229,6 @@ const batchArb = fc
           concurrencySafe: tr.concurrencySafe,
           executionMode: sequential === i ? "sequential" : "parallel",
           resourceKey: tr.resourceKey,
-          dependsOn: tr.depends && i > 0 ? [`c${deps[i] % i}`] : undefined,
         }),
       ),
     }),
@@ -254,10 +248,10 @@ const fixed: Record<string, BatchInput> = {
     stopDeadlineMs: 1000,
     calls: [spec("a"), spec("b", { executionMode: "sequential" }), spec("c")],
   },
-  "dependency chain": {
+  "four calls, two at a time": {
     stopDeadlineMs: 1000,
     maxParallelToolCalls: 2,
-    calls: [spec("a"), spec("b", { dependsOn: ["a"] }), spec("c", { dependsOn: ["b"] }), spec("d")],
+    calls: [spec("a"), spec("b"), spec("c"), spec("d")],
   },
 };
 
@@ -302,7 +296,7 @@ describe("batch: exhaustive search over completion orders and cancel points", ()
     ["unsafeRunsBesideOthers", "safe, unsafe, safe", /unsafe/],
     ["ignoresSequential", "sequential batch", /sequential|out of call order/],
     ["commitsInCompletionOrder", "two safe calls", /call order/],
-    ["childIdPerCall", "dependency chain", /distinct child ids/],
+    ["childIdPerCall", "four calls, two at a time", /distinct child ids/],
     ["reusesBusySlot", "two safe calls", /still held by/],
   ];
   for (const [mutant, config, message] of catches) {

@@ -2,12 +2,8 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { createActor, SimulatedClock } from "xstate";
 import { bindEffects, hostedBatchMachine } from "../actors/charts.ts";
-import {
-  type BatchCallSpec,
-  type BatchInput,
-  type BatchMachine,
-  batchMachine,
-} from "../machines/batch.machine.ts";
+import { type BatchInput, type BatchMachine, batchMachine } from "../machines/batch.machine.ts";
+import type { BatchCallSpec } from "../machines/policies/batch-schedule.ts";
 import { batchMutants } from "./support/mutants/batch.mutants.ts";
 
 const DEADLINE = 1_000;
@@ -23,7 +19,6 @@ const scenarioArb = fc
       concurrencySafe: fc.boolean(),
       cancellable: fc.boolean(),
       resourceKey: fc.constantFrom(undefined, "k1", "k2"),
-      depends: fc.nat(4),
       succeeds: fc.boolean(),
       honoursAbort: fc.boolean(),
     }),
@@ -55,8 +50,6 @@ function toInput(sc: Scenario): BatchInput {
         cancellable: c.cancellable,
         executionMode: sc.sequential === i ? "sequential" : "parallel",
         resourceKey: c.resourceKey,
-        // Every third call depends on an earlier one.
-        dependsOn: i > 0 && c.depends % 3 === 0 ? [`c${c.depends % i}`] : undefined,
       }),
     ),
   };

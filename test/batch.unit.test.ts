@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
 import { createActor } from "xstate";
-import type { CallOutcome } from "../contracts/status.ts";
 import { batchMachine } from "../machines/batch.machine.ts";
 import {
   type BatchCallSpec,
@@ -24,61 +23,46 @@ function call(callId: string, traits: Partial<BatchCallSpec> = {}): BatchCallSpe
 function plan(
   calls: BatchCallSpec[],
   phases: CallPhase[] = calls.map(() => "pending"),
-  outcomes: (CallOutcome | undefined)[] = calls.map(() => undefined),
   maxParallel = 8,
 ) {
   const sequential = calls.some((c) => c.executionMode === "sequential");
-  return scheduleBatch({ calls, phases, outcomes, maxParallel, sequential });
+  return scheduleBatch({ calls, phases, maxParallel, sequential });
 }
 
 describe("scheduleBatch", () => {
   it("starts safe calls in call order up to maxParallel", () => {
     const calls = ["a", "b", "c", "d"].map((id) => call(id));
-    expect(plan(calls, undefined, undefined, 3)).toEqual({ start: [0, 1, 2], skip: [] });
+    expect(plan(calls, undefined, 3)).toEqual({ start: [0, 1, 2] });
   });
 
   it("an unsafe call waits for every earlier call and nothing after it overtakes it", () => {
     const calls = [call("a"), call("w", { concurrencySafe: false }), call("c")];
-    expect(plan(calls)).toEqual({ start: [0], skip: [] });
-    expect(plan(calls, ["settled", "pending", "pending"], ["completed"])).toEqual({
-      start: [1],
-      skip: [],
-    });
-    expect(plan(calls, ["settled", "running", "pending"], ["completed"]).start).toEqual([]);
+    expect(plan(calls)).toEqual({ start: [0] });
+    expect(plan(calls, ["settled", "pending", "pending"])).toEqual({ start: [1] });
+    expect(plan(calls, ["settled", "running", "pending"]).start).toEqual([]);
   });
 
   it("two calls with one resource key never overlap and start in call order", () => {
     const calls = [call("a", { resourceKey: "/f" }), call("b", { resourceKey: "/f" }), call("c")];
     expect(plan(calls).start).toEqual([0, 2]);
-    expect(plan(calls, ["settled", "pending", "running"], ["completed"]).start).toEqual([1]);
+    expect(plan(calls, ["settled", "pending", "running"]).start).toEqual([1]);
   });
 
   it("one sequential call makes the whole batch run one at a time in call order", () => {
     const calls = [call("a"), call("b", { executionMode: "sequential" }), call("c")];
     expect(plan(calls).start).toEqual([0]);
-    expect(plan(calls, ["settled", "pending", "pending"], ["failed"]).start).toEqual([1]);
+    expect(plan(calls, ["settled", "pending", "pending"]).start).toEqual([1]);
   });
 
-  it("a call whose dependency did not complete is skipped, and skips cascade", () => {
-    const calls = [call("a"), call("b", { dependsOn: ["a"] }), call("c", { dependsOn: ["b"] })];
-    expect(plan(calls).start).toEqual([0]);
-    expect(plan(calls, ["settled", "pending", "pending"], ["failed"])).toEqual({
-      start: [],
-      skip: [
-        { index: 1, dependency: "a" },
-        { index: 2, dependency: "b" },
-      ],
-    });
-    expect(plan(calls, ["settled", "pending", "pending"], ["completed"]).start).toEqual([1]);
-  });
-
-  it("rejects dependencies on unknown or later calls, duplicate ids and a bad maxParallel", () => {
-    expect(checkBatchCalls([call("a", { dependsOn: ["b"] }), call("b")], 8)).toEqual([
-      'call "a" depends on "b", which is not an earlier call of this batch; a call may only depend on calls before it',
-    ]);
+  it("rejects duplicate ids, an empty batch and a bad maxParallel", () => {
     expect(checkBatchCalls([call("a"), call("a")], 0)).toHaveLength(2);
     expect(checkBatchCalls([], 8)).toEqual(["a batch needs at least one call"]);
-    expect(checkBatchCalls([call("a"), call("b", { dependsOn: ["a"] })], 1)).toEqual([]);
+    expect(checkBatchCalls([call("a"), call("b")], 1)).toEqual([]);
+  });
+
+  it("calls never wait on each other except through their traits: a stray dependsOn field is ignored (no provider protocol expresses call dependencies)", () => {
+    const spec: Record<string, unknown> = { ...call("b"), dependsOn: ["a"] };
+    expect(plan([call("a"), spec as unknown as BatchCallSpec]).start).toEqual([0, 1]);
   });
 });
 
@@ -183,12 +167,12 @@ describe("batch machine edge cases", () => {
     expect(batch.getSnapshot().children).toEqual({});
   });
 
-  it("a batch with a bad dependency fails to start with a message that says how to fix it", () => {
-    const bad = { stopDeadlineMs: 1000, calls: [call("a", { dependsOn: ["z"] })] };
+  it("a batch with duplicate call ids fails to start with a message that says which", () => {
+    const bad = { stopDeadlineMs: 1000, calls: [call("a"), call("a")] };
     const actor = createActor(batchMachine, { input: bad });
     let error: unknown;
     actor.subscribe({ error: (e) => (error = e) });
     actor.start();
-    expect(String(error)).toMatch(/depends on "z", which is not an earlier call/);
+    expect(String(error)).toMatch(/call id "a" appears twice/);
   });
 });

@@ -93,7 +93,7 @@ beforeAll(() => {
   } catch (e) {
     throw new Error(`scripts/build.mjs failed:\n${(e as { stderr?: string }).stderr ?? e}`);
   }
-});
+}, 120_000); // JavaScript and declarations: ≈ 12 s alone, more on a busy machine
 
 afterAll(() => {
   if (outdir) rmSync(outdir, { recursive: true, force: true });
@@ -163,9 +163,9 @@ describe("the built package (scripts/build.mjs)", () => {
     const typed = new Set([...Object.keys(pkg.dependencies), ...Object.keys(pkg.peerDependencies)]);
     typed.delete("better-sqlite3"); // its types are @types/better-sqlite3, a devDependency
     typed.delete("ws"); // likewise @types/ws
-    // The declarations a compiler reads from the two entries, following relative imports.
+    // The declarations a compiler reads from the three entries, following relative imports.
     const seen = new Set<string>();
-    const queue = ["index.d.ts", "testing.d.ts"];
+    const queue = ["index.d.ts", "testing.d.ts", "client/index.d.ts"];
     while (queue.length > 0) {
       const file = queue.shift()!;
       if (seen.has(file)) continue;
@@ -191,6 +191,7 @@ describe("the built package (scripts/build.mjs)", () => {
     expect(pkg.exports).toEqual({
       ".": { types: "./dist/index.d.ts", default: "./dist/index.js" },
       "./testing": { types: "./dist/testing.d.ts", default: "./dist/testing.js" },
+      "./client": { types: "./dist/client/index.d.ts", default: "./dist/client.js" },
       "./package.json": "./package.json",
     });
     const js = readFileSync(join(outdir, "index.js"), "utf8");

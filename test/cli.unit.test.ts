@@ -1,11 +1,11 @@
 import { existsSync } from "node:fs";
 import { describe, expect, it, vi } from "vitest";
 import { z } from "zod";
-import type { AgentEvent } from "../actors/events.ts";
 import { withApproval } from "../cli/approval.ts";
 import { main } from "../cli/main.ts";
 import { renderTree } from "../cli/show-format.ts";
 import { createTrace } from "../cli/trace.ts";
+import type { AgentEvent } from "../contracts/events.ts";
 import type { ToolResult } from "../contracts/tool-result.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { defineTool } from "../tools/define-tool.ts";

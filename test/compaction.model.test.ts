@@ -5,8 +5,8 @@ import {
   type CompactionResult,
   type CompactOptions,
   compactSession,
-  SHRINK_STEPS,
 } from "../session/compaction.ts";
+import { SHRINK_STEPS } from "../session/compaction-summary.ts";
 import type { LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";
@@ -256,12 +256,12 @@ function checkCompaction(
   const after = log.messages();
   if (!r.ok) {
     if (log.baseline() !== before.baseline)
-      return `failed compaction (${r.reason}) replaced the baseline`;
-    if (log.entries().length !== before.size) return `failed compaction (${r.reason}) appended`;
+      return `failed compaction (${r.code}) replaced the baseline`;
+    if (log.entries().length !== before.size) return `failed compaction (${r.code}) appended`;
     if (JSON.stringify(after) !== JSON.stringify(before.messages))
-      return `failed compaction (${r.reason}) changed the view`;
-    if (s === "ok" && r.reason !== "nothing_to_compact" && r.reason !== "invalid_summary")
-      return `ok summarizer failed: ${r.reason}`;
+      return `failed compaction (${r.code}) changed the view`;
+    if (s === "ok" && r.code !== "NOTHING_TO_COMPACT" && r.code !== "INVALID_SUMMARY")
+      return `ok summarizer failed: ${r.code}`;
     if (s === "error" && r.attempts.length > 1) return "a non-overflow error was retried";
   } else {
     if (log.baseline() !== r.entry) return "the new compaction is not the baseline";

@@ -1,12 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { type ChatMessage, ModelError } from "../contracts/model.ts";
-import {
-  chooseCut,
-  compactSession,
-  estimateTokens,
-  legalCutPoints,
-  type Summarize,
-} from "../session/compaction.ts";
+import { compactSession } from "../session/compaction.ts";
+import { chooseCut, estimateTokens, legalCutPoints } from "../session/compaction-cuts.ts";
+import type { Summarize } from "../session/compaction-summary.ts";
 import type { LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";
@@ -290,7 +286,7 @@ describe("compactSession", () => {
         throw overflow();
       },
     });
-    expect(r).toMatchObject({ ok: false, reason: "context_overflow" });
+    expect(r).toMatchObject({ ok: false, code: "CONTEXT_OVERFLOW" });
     if (!r.ok) expect(r.message).toMatch(/overflowed the model's context 4 time/);
     for (const input of inputs) expect(input[0].content).toMatch(/Summary.*\nS0$/s);
     // input S0 | A1 c1 c2 | A2 | u2 | A3 c3 | A4 | u3 = 100; the old summary stays pinned
@@ -311,7 +307,7 @@ describe("compactSession", () => {
         throw new ModelError("bad gateway", { kind: "http", status: 502 });
       },
     });
-    expect(r).toMatchObject({ ok: false, reason: "summary_failed" });
+    expect(r).toMatchObject({ ok: false, code: "SUMMARY_FAILED" });
     expect(calls).toBe(1);
     expect(snapshot(log)).toEqual(before);
   });
@@ -321,7 +317,7 @@ describe("compactSession", () => {
     const before = snapshot(log);
     for (const summary of ["", "  \n", "x".repeat(10_000)]) {
       const r = await compactSession(log, { keepRecentTokens: 10, summarize: async () => summary });
-      expect(r).toMatchObject({ ok: false, reason: "invalid_summary" });
+      expect(r).toMatchObject({ ok: false, code: "INVALID_SUMMARY" });
       expect(r.attempts.at(-1)?.outcome).toBe("invalid");
       expect(snapshot(log)).toEqual(before);
     }
@@ -339,7 +335,7 @@ describe("compactSession", () => {
         return "too late";
       },
     });
-    expect(r).toMatchObject({ ok: false, reason: "aborted" });
+    expect(r).toMatchObject({ ok: false, code: "ABORTED" });
     expect(snapshot(log)).toEqual(before);
   });
 
@@ -353,7 +349,7 @@ describe("compactSession", () => {
       summarize: () => new Promise<string>(() => {}),
     });
     ac.abort();
-    expect(await pending).toMatchObject({ ok: false, reason: "aborted" });
+    expect(await pending).toMatchObject({ ok: false, code: "ABORTED" });
     expect(snapshot(log)).toEqual(before);
   });
 
@@ -366,14 +362,14 @@ describe("compactSession", () => {
         return "mine";
       },
     });
-    expect(r).toMatchObject({ ok: false, reason: "stale" });
+    expect(r).toMatchObject({ ok: false, code: "STALE" });
     expect(log.baseline()?.summary).toBe("other");
   });
 
   it("nothing to compact, and invalid options, are reported clearly", async () => {
     const { log } = await conversation();
     const r = await compactSession(log, { keepRecentTokens: 1e9, summarize: ok });
-    expect(r).toMatchObject({ ok: false, reason: "nothing_to_compact", attempts: [] });
+    expect(r).toMatchObject({ ok: false, code: "NOTHING_TO_COMPACT", attempts: [] });
     await expect(compactSession(log, { keepRecentTokens: -1, summarize: ok })).rejects.toThrow(
       /keepRecentTokens must be a finite number/,
     );

@@ -102,6 +102,13 @@ describe("resolveTraits", () => {
     expect(resolveTraits("not an object")).toEqual(resolveTraits(undefined));
   });
 
+  it("a read-only tool without a declared risk is low risk; a declared risk wins", () => {
+    expect(resolveTraits({ readOnly: true }).risk).toBe("low");
+    expect(resolveTraits({ readOnly: true, risk: "high" }).risk).toBe("high");
+    expect(resolveTraits({ readOnly: true, risk: "bogus" }).risk).toBe("low");
+    expect(resolveTraits({ readOnly: "yes" }).risk).toBe("high");
+  });
+
   it("keeps valid declared values", () => {
     expect(
       resolveTraits({
@@ -251,7 +258,7 @@ describe("tool output", () => {
         ...opts,
         spill: async (c) => {
           written.push(c);
-          return { path: ".keel/spill/call_1.txt" };
+          return { path: ".keel/spill/call_1.txt", sha256: "ab12" };
         },
       },
     );
@@ -259,12 +266,13 @@ describe("tool output", () => {
     if (!r.ok) throw new Error("failed");
     expect(r.truncated).toBe(true);
     expect(Buffer.byteLength(r.content)).toBeLessThanOrEqual(1000);
-    expect(r.content).toContain("saved to .keel/spill/call_1.txt");
+    expect(r.content).toContain("saved to .keel/spill/call_1.txt (sha256 ab12)");
     const next = r.continuation?.args.offset as number;
     expect(r.continuation).toEqual({
       tool: "read_file",
       args: { path: ".keel/spill/call_1.txt", offset: next },
       path: ".keel/spill/call_1.txt",
+      sha256: "ab12",
     });
     expect(r.content).toContain(`line ${next - 1}`);
   });
@@ -287,26 +295,32 @@ describe("tool output", () => {
 });
 
 describe("createSpill", () => {
-  it("writes the full output under .keel/spill and returns a workspace-relative path read_file can open", async () => {
+  it("writes the full output to <dir>/<callId>-<hash>.txt and returns that path and the content's sha256", async () => {
     const { mkdtempSync, readFileSync, rmSync } = await import("node:fs");
+    const { createHash } = await import("node:crypto");
     const { tmpdir } = await import("node:os");
     const { join } = await import("node:path");
-    const { createSpill } = await import("../tools/builtin/spill.ts");
+    const { createSpill } = await import("../actors/spill-output.ts");
     const root = mkdtempSync(join(tmpdir(), "keel-spill-"));
     try {
-      const spill = createSpill({ root, name: () => "call/1" });
+      const spill = createSpill(join(root, "spill"));
+      const content = "z".repeat(3000);
+      const sha256 = createHash("sha256").update(content).digest("hex");
       const r = await applyOutputBudget(
-        { ok: true, content: "z".repeat(3000) },
+        { ok: true, content },
         { maxBytes: 1000, overflow: "spill" },
-        { toolName: "t", args: {}, spill },
+        { toolName: "t", args: {}, spill: (c) => spill(c, "call/1") },
       );
+      const file = join(root, "spill", `call_1-${sha256.slice(0, 12)}.txt`);
       expect(r).toMatchObject({
         ok: true,
         truncated: true,
-        continuation: { tool: "read_file", path: ".keel/spill/call_1.txt" },
+        continuation: { tool: "read_file", path: file, sha256 },
       });
-      expect(readFileSync(join(root, ".keel/spill/call_1.txt"), "utf8")).toBe("z".repeat(3000));
-      await expect(spill("again")).rejects.toThrow(/EEXIST/);
+      expect(readFileSync(file, "utf8")).toBe(content);
+      // The same output again is the same file; another output of the same call id is another.
+      expect(await spill(content, "call/1")).toEqual({ path: file, sha256 });
+      expect((await spill("other", "call/1")).path).not.toBe(file);
     } finally {
       rmSync(root, { recursive: true, force: true });
     }

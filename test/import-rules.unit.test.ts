@@ -1,4 +1,11 @@
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
@@ -37,7 +44,7 @@ describe("the folders' import rules (DESIGN §2), as npm run lint checks them", 
     const dir = tree({
       "contracts/x.ts": 'import type { Z } from "../tools/types.ts";\nimport { z } from "zod";',
       "session/s.ts": 'import { TurnRun } from "../actors/turn-runner.ts";',
-      "tools/t.ts": 'export { a } from "../actors/agent.ts";',
+      "tools/t.ts": 'import { a } from "../actors/agent.ts";',
       "machines/policies/p.ts": 'import { setup } from "xstate";',
     });
     expect(violations(dir)).toHaveLength(5);
@@ -53,6 +60,19 @@ describe("the folders' import rules (DESIGN §2), as npm run lint checks them", 
     expect(found[0]).toMatch(/cli\/c\.ts: imports \.\.\/session\/log\.ts/);
   });
 
+  it("only index.ts and testing.ts re-export: a convenience barrel or stray re-export is refused", () => {
+    const dir = tree({
+      "index.ts": 'export { a } from "./tools/a.ts";\nexport type * from "./tools/types.ts";',
+      "tools/index.ts": 'export * from "./a.ts";',
+      "machines/b.machine.ts": 'export type { X, Y } from "./policies/p.ts";',
+      "tools/a.ts": 'import { z } from "zod";\n// export { q } from "./q.ts";\nexport const a = z;',
+    });
+    const found = violations(dir);
+    expect(found).toHaveLength(2);
+    expect(found[0]).toMatch(/machines\/b\.machine\.ts: re-exports another module/);
+    expect(found[1]).toMatch(/tools\/index\.ts: re-exports another module/);
+  });
+
   it("reads static, type-only, re-export and dynamic imports, and skips those in comments", () => {
     const text = [
       'import a from "./a.ts";',
@@ -63,5 +83,27 @@ describe("the folders' import rules (DESIGN §2), as npm run lint checks them", 
       '/* import f from "./f.ts"; */',
     ].join("\n");
     expect(importsOf(text)).toEqual(["./a.ts", "./b.ts", "./c.ts", "./d.ts"]);
+  });
+
+  it("every runtime dependency is imported by code that ships; test-only packages are devDependencies", () => {
+    const pkg = JSON.parse(readFileSync(path.join(root, "package.json"), "utf8"));
+    const shipped = (pkg.files as string[]).filter((f) => f !== "dist/");
+    const used = new Set<string>();
+    const scan = (rel: string) => {
+      const full = path.join(root, rel);
+      if (statSync(full).isDirectory()) {
+        for (const name of readdirSync(full)) scan(path.join(rel, name));
+      } else if (/\.(ts|js|mjs)$/.test(rel)) {
+        for (const spec of importsOf(readFileSync(full, "utf8"))) {
+          if (spec.startsWith(".") || spec.startsWith("node:")) continue;
+          used.add(
+            spec.startsWith("@") ? spec.split("/").slice(0, 2).join("/") : spec.split("/")[0],
+          );
+        }
+      }
+    };
+    for (const entry of shipped) scan(entry);
+    expect(Object.keys(pkg.dependencies).filter((d) => !used.has(d))).toEqual([]);
+    expect(Object.keys(pkg.devDependencies)).toContain("partial-json");
   });
 });

@@ -1,21 +1,33 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { createAgent } from "../actors/agent.ts";
+import type { Session } from "../actors/session-runtime.ts";
 import type { InboxLane } from "../contracts/status.ts";
 import {
   type DrainMode,
-  drain,
+  type DrainPolicy,
   emptyInbox,
   type InboxEvent,
   lanesToDrain,
   type PollPoint,
+  pollInbox,
   queued,
   receive,
 } from "../machines/policies/inbox.ts";
+import { scriptedModel } from "../providers/scripted-model.ts";
+import type { LogEntry } from "../session/entries.ts";
+import { defineTool } from "../tools/define-tool.ts";
+import {
+  drainsSteerAnywhere,
+  followUpsMidTurn,
+  noPollAfterPreparation,
+} from "./support/mutants/inbox.mutants.ts";
 
 /** Fixed so every run explores the same interleavings; change it to explore others. */
 const SEED = 0x6b65656c;
 
-type Policy = (point: PollPoint) => readonly InboxLane[];
+type Policy = DrainPolicy;
 
 interface TurnPlan {
   batches: { calls: number; order: boolean[]; slowPrep: boolean }[];
@@ -66,7 +78,8 @@ function skeleton(plan: TurnPlan): PollPoint[] {
 
 /**
  * Runs one turn under `policy`, with inbox arrivals before the given points, and checks
- * invariant §10.11 after every poll. Returns the first violation, or null.
+ * invariant §10.11 after every poll. Each poll is `pollInbox`, the function the runtime's
+ * session calls at the same points. Returns the first violation, or null.
  */
 function simulateTurn(plan: TurnPlan, policy: Policy): string | null {
   const points = skeleton(plan);
@@ -76,6 +89,7 @@ function simulateTurn(plan: TurnPlan, policy: Policy): string | null {
   let drainedAtCommit = false;
   let arrivedDuringPrep = false;
   const length = points.length; // arrivals land within the planned points
+  const modes = { steer: plan.mode, followUp: plan.mode };
   for (let at = 0; at < points.length; at++) {
     let point = points[at];
     for (const [i, a] of plan.arrivals.entries()) {
@@ -93,17 +107,15 @@ function simulateTurn(plan: TurnPlan, policy: Policy): string | null {
     if (point.type === "step.prepared") point = { ...point, pendingBefore: drainedAtCommit };
     const safe = open === 0 && uncommitted === 0 && point.type !== "sampling";
     const steerQueued = queued(inbox, "next-step").length > 0;
-    let took: InboxLane | null = null;
-    for (const lane of policy(point)) {
-      const result = drain(inbox, lane, plan.mode);
-      if (result.events.length === 0) continue;
+    const poll = (at: PollPoint) => {
+      const result = pollInbox(inbox, at, modes, policy);
       inbox = result.inbox;
-      took = lane;
-      break;
-    }
+      return result.lane;
+    };
+    const took: InboxLane | null = poll(point);
     const where = `${point.type} (open ${open}, uncommitted ${uncommitted})`;
     if (took === "next-step" && !safe) return `steering drained at ${where}`;
-    if (took === "next-turn" && point.type !== "turn.natural_end") {
+    if (took === "next-turn") {
       return `follow-up drained mid-turn at ${where}`;
     }
     if (point.type === "batch.committed") drainedAtCommit = took === "next-step";
@@ -114,10 +126,17 @@ function simulateTurn(plan: TurnPlan, policy: Policy): string | null {
       arrivedDuringPrep = false;
     }
     if (point.type === "turn.natural_end") {
-      if (took === "next-step") points.push({ type: "sampling" }, { type: "turn.natural_end" });
-      else if (steerQueued) return "the turn ended with steering still queued";
-      else if (took === null && queued(inbox, "next-turn").length > 0) {
-        return "the turn ended without reading its queued follow-ups";
+      if (took === "next-step") {
+        points.push({ type: "sampling" }, { type: "turn.natural_end" });
+        continue;
+      }
+      if (steerQueued) return "the turn ended with steering still queued";
+      // The turn ends; what is queued now is read between turns.
+      const atEnd = poll({ type: "turn.ended" });
+      if (atEnd !== null) return `${atEnd} drained when the turn had ended, by no turn`;
+      const followUps = queued(inbox, "next-turn").length;
+      if (followUps > 0 && poll({ type: "idle" }) !== "next-turn") {
+        return "the turn ended without its queued follow-ups starting the next one";
       }
     }
   }
@@ -129,18 +148,6 @@ const property = (policy: Policy) =>
     const violation = simulateTurn(plan, policy);
     if (violation !== null) throw new Error(violation);
   });
-
-/** MUTANT: drains steering at every point, including between a call and its result. */
-const drainsSteerAnywhere: Policy = (point) =>
-  point.type === "turn.natural_end" ? lanesToDrain(point) : ["interrupt", "next-step"];
-/** MUTANT: reads follow-ups at every safe point, not only at a natural end. */
-const followUpsMidTurn: Policy = (point) => {
-  const lanes = lanesToDrain(point);
-  return lanes.length > 0 && !lanes.includes("next-turn") ? [...lanes, "next-turn"] : lanes;
-};
-/** MUTANT: never polls again after a slow preparation. */
-const noPollAfterPreparation: Policy = (point) =>
-  point.type === "step.prepared" ? ["interrupt"] : lanesToDrain(point);
 
 describe("inbox poll points under random turns and arrivals (invariant 11)", () => {
   it("steering is only drained after a batch commits and before the next model call, never between a call and its result; follow-ups only at a natural end; nothing is left queued when the turn ends", () => {
@@ -156,4 +163,97 @@ describe("inbox poll points under random turns and arrivals (invariant 11)", () 
     expect(result.failed).toBe(true);
     expect(String(result.errorInstance)).toMatch(message);
   });
+});
+
+/**
+ * Invariant 11 read off a real session's log: no user message between an assistant message's
+ * calls and the last of their results, and a follow-up's message opens a turn of its own.
+ */
+function logViolation(entries: readonly LogEntry[]): string | null {
+  const followUps = new Set(
+    entries.flatMap((e) => (e.type === "inbox" && e.lane === "next-turn" ? [e.inboxId] : [])),
+  );
+  let open = new Set<string>();
+  let previous: LogEntry["type"] | undefined;
+  for (const e of entries) {
+    if (e.type === "assistant_message") open = new Set(e.toolCalls.map((c) => c.id));
+    if (e.type === "call_result") open.delete(e.callId);
+    if (e.type === "user_message") {
+      if (open.size > 0) return `user message "${e.text}" landed while ${[...open]} had no result`;
+      if (e.inboxId && followUps.has(e.inboxId) && previous !== "turn_start") {
+        return `follow-up "${e.text}" joined a running turn (after ${previous})`;
+      }
+    }
+    if (e.type !== "user_message") previous = e.type;
+  }
+  return null;
+}
+
+/** One prompt whose first response calls `a` and `b` at once; `a` steers and queues a follow-up. */
+async function runSession(policy?: DrainPolicy) {
+  let aDone!: () => void;
+  const aFinished = new Promise<void>((resolve) => {
+    aDone = resolve;
+  });
+  let session!: Session;
+  const a = defineTool({
+    name: "a",
+    description: "Steers and queues a follow-up while b runs.",
+    parameters: z.object({}),
+    traits: { concurrencySafe: true, risk: "low" },
+    execute: async () => {
+      await session.steer("steer while b runs");
+      await session.followUp("follow-up while b runs");
+      aDone();
+      return "a done";
+    },
+  });
+  const b = defineTool({
+    name: "b",
+    description: "Finishes after a.",
+    parameters: z.object({}),
+    traits: { concurrencySafe: true, risk: "low" },
+    execute: async () => {
+      await aFinished;
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      return "b done";
+    },
+  });
+  const model = scriptedModel([
+    {
+      toolCalls: [
+        { id: "ca", name: "a", arguments: "{}" },
+        { id: "cb", name: "b", arguments: "{}" },
+      ],
+    },
+    { text: "answered the steer" },
+    { text: "answered the follow-up" },
+    { text: "spare" },
+  ]);
+  const agent = createAgent({ model, tools: [a, b], lanesToDrain: policy });
+  session = agent.session();
+  await session.prompt("go");
+  await session.awaitIdle();
+  const entries = session.entries();
+  await agent.close();
+  return entries;
+}
+
+describe("the drain policy a real session runs (invariant 11)", () => {
+  it("with lanesToDrain, steering that arrives mid-batch lands after the batch commits and a follow-up starts its own turn", async () => {
+    const entries = await runSession();
+    expect(logViolation(entries)).toBeNull();
+    const texts = entries.flatMap((e) => (e.type === "user_message" ? [e.text] : []));
+    expect(texts).toEqual(["go", "steer while b runs", "follow-up while b runs"]);
+  });
+
+  it.each([
+    ["drains steering at any point", drainsSteerAnywhere, /landed while cb had no result/],
+    ["reads follow-ups mid-turn", followUpsMidTurn, /follow-up .* joined a running turn/],
+  ])(
+    "a session whose drain policy %s breaks the invariant, and the log check sees it",
+    async (_name, policy, message) => {
+      expect(logViolation(await runSession(policy))).toMatch(message);
+    },
+  );
 });

@@ -10,6 +10,7 @@ import {
   type InboxEvent,
   inboxSnapshot,
   lanesToDrain,
+  pollInbox,
   queued,
   receive,
   restoreInbox,
@@ -151,18 +152,41 @@ describe("inbox", () => {
     expect(restoreInbox({ ids: [] })).toBeNull();
   });
 
-  it("poll points: steering only where no call is open or uncommitted, follow-ups only at a natural end, once more after a slow preparation only if nothing was pending", () => {
+  it("poll points: steering only where no call is open or uncommitted, follow-ups only once no turn runs, once more after a slow preparation only if nothing was pending", () => {
     expect(lanesToDrain({ type: "sampling" })).toEqual([]);
     expect(lanesToDrain({ type: "call.started" })).toEqual([]);
     expect(lanesToDrain({ type: "call.result" })).toEqual([]);
     expect(lanesToDrain({ type: "batch.committed" })).toEqual(["interrupt", "next-step"]);
     expect(lanesToDrain({ type: "step.prepared", pendingBefore: false })).toContain("next-step");
     expect(lanesToDrain({ type: "step.prepared", pendingBefore: true })).not.toContain("next-step");
-    expect(lanesToDrain({ type: "turn.natural_end" })).toEqual([
-      "interrupt",
-      "next-step",
-      "next-turn",
-    ]);
+    expect(lanesToDrain({ type: "turn.natural_end" })).toEqual(["interrupt", "next-step"]);
+    expect(lanesToDrain({ type: "turn.ended" })).toEqual(["interrupt"]);
+    expect(lanesToDrain({ type: "idle" })).toEqual(["interrupt", "next-turn", "next-step"]);
+  });
+
+  it("a poll records every queued interrupt and takes only the first input lane that has events", () => {
+    let inbox = emptyInbox();
+    const arrive = (id: string, lane: InboxEvent["lane"], seq: number) => {
+      inbox = receive(inbox, { id, source: "user", lane, body: id, seq }).inbox;
+    };
+    arrive("f1", "next-turn", 1);
+    arrive("i1", "interrupt", 2);
+    arrive("s1", "next-step", 3);
+    arrive("s2", "next-step", 4);
+    arrive("i2", "interrupt", 5);
+    const modes = { steer: "one-at-a-time", followUp: "all" } as const;
+    const midTurn = pollInbox(inbox, { type: "batch.committed" }, modes);
+    expect(midTurn.interrupts.map((e) => e.id)).toEqual(["i1", "i2"]);
+    expect([midTurn.lane, midTurn.events.map((e) => e.id)]).toEqual(["next-step", ["s1"]]);
+    expect(queued(midTurn.inbox).map((e) => e.id)).toEqual(["f1", "s2"]);
+    const between = pollInbox(midTurn.inbox, { type: "idle" }, modes);
+    expect([between.lane, between.events.map((e) => e.id)]).toEqual(["next-turn", ["f1"]]);
+    expect(pollInbox(inbox, { type: "call.result" }, modes)).toMatchObject({
+      inbox,
+      interrupts: [],
+      lane: null,
+      events: [],
+    });
   });
 
   it("every id received, however often and in whatever order, is drained exactly once across all lanes", () => {

@@ -4,7 +4,7 @@ import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { WebSocket } from "ws";
 import { type AnyActorRef, assign, createActor, enqueueActions, setup } from "xstate";
-import type { AgentEvent } from "../actors/events.ts";
+import type { AgentEvent } from "../contracts/events.ts";
 import { replayRecords } from "../inspector/replay.ts";
 import { type Inspector, startInspector } from "../inspector/server.ts";
 import type { LogEntry } from "../session/entries.ts";
@@ -245,7 +245,7 @@ describeInChromium("inspector in headless Chromium", (executablePath) => {
     const before = Number((await page.textContent("#log-count"))?.split("/")[1].replace(/\D/g, ""));
     const started = performance.now();
     for (let i = 0; i < 10_000; i++) {
-      publish({ type: "call.update", callId: `call_${i % 50}`, progress: { line: i } });
+      publish({ type: "call.updated", callId: `call_${i % 50}`, progress: { line: i } });
     }
     // At least: records of the previous test may still be arriving when `before` is read (on
     // a busy machine an exact count then never matches and the wait hangs).

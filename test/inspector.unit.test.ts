@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from "vitest";
 import { assign, createActor, setup } from "xstate";
 import { createAgent } from "../actors/agent.ts";
-import type { AgentEvent } from "../actors/events.ts";
+import type { AgentEvent } from "../contracts/events.ts";
 import { createFeed } from "../inspector/feed.ts";
 import { apply, createModel } from "../inspector/page/model.js";
 import { type InspectRecord, inspectionRecord, stateString } from "../inspector/records.ts";
@@ -141,7 +141,7 @@ describe("the feed", () => {
     const spy = vi.spyOn(globalThis, "setTimeout");
     const feed = createFeed({ capacity: 100 });
     for (let i = 0; i < 250; i++)
-      feed.publish(ev({ type: "log", level: "info", message: `m${i}` }, i));
+      feed.publish(ev({ type: "log.written", level: "info", message: `m${i}` }, i));
     const records = feed.records();
     expect(records).toHaveLength(100);
     expect(records[0].t).toBe(150);
@@ -153,16 +153,16 @@ describe("the feed", () => {
   it("sends a full batch at once and a partial one on flush, each record exactly once", () => {
     const feed = createFeed({ flushSize: 10, flushMs: 60_000 });
     const batches: InspectRecord[][] = [];
-    feed.publish(ev({ type: "log", level: "info", message: "before" }));
+    feed.publish(ev({ type: "log.written", level: "info", message: "before" }));
     feed.subscribe((b) => batches.push(b));
     for (let i = 0; i < 25; i++)
-      feed.publish(ev({ type: "log", level: "info", message: `m${i}` }, i));
+      feed.publish(ev({ type: "log.written", level: "info", message: `m${i}` }, i));
     expect(batches.map((b) => b.length)).toEqual([10, 10]);
     feed.flush();
     expect(batches.map((b) => b.length)).toEqual([10, 10, 5]);
     const messages = batches
       .flat()
-      .map((r) => r.k === "agent" && r.e.type === "log" && r.e.message);
+      .map((r) => r.k === "agent" && r.e.type === "log.written" && r.e.message);
     expect(messages).toEqual(Array.from({ length: 25 }, (_, i) => `m${i}`));
     feed.close();
   });
@@ -171,14 +171,14 @@ describe("the feed", () => {
     const feed = createFeed({ flushSize: 1000, flushMs: 60_000 });
     const first: InspectRecord[] = [];
     feed.subscribe((b) => first.push(...b));
-    feed.publish(ev({ type: "text.delta", attemptId: "a", text: "he" }));
+    feed.publish(ev({ type: "text.streamed", attemptId: "a", text: "he" }));
     const second: InspectRecord[] = [];
     feed.subscribe((b) => second.push(...b));
     const ring = feed.records();
-    feed.publish(ev({ type: "text.delta", attemptId: "a", text: "llo" }));
+    feed.publish(ev({ type: "text.streamed", attemptId: "a", text: "llo" }));
     feed.flush();
     const text = (rs: InspectRecord[]) =>
-      rs.map((r) => (r.k === "agent" && r.e.type === "text.delta" ? r.e.text : "")).join("");
+      rs.map((r) => (r.k === "agent" && r.e.type === "text.streamed" ? r.e.text : "")).join("");
     expect(text(first)).toBe("hello");
     expect(text(ring) + text(second)).toBe("hello");
     feed.close();
@@ -187,10 +187,10 @@ describe("the feed", () => {
   it("merges unsent text deltas of one attempt into one record", () => {
     const feed = createFeed();
     for (const piece of ["a", "b", "c"])
-      feed.publish(ev({ type: "text.delta", attemptId: "x", text: piece }));
-    feed.publish(ev({ type: "text.delta", attemptId: "y", text: "d" }));
+      feed.publish(ev({ type: "text.streamed", attemptId: "x", text: piece }));
+    feed.publish(ev({ type: "text.streamed", attemptId: "y", text: "d" }));
     expect(
-      feed.records().map((r) => r.k === "agent" && r.e.type === "text.delta" && r.e.text),
+      feed.records().map((r) => r.k === "agent" && r.e.type === "text.streamed" && r.e.text),
     ).toEqual(["abc", "d"]);
   });
 
@@ -371,12 +371,12 @@ describe("replay", () => {
     });
     expect(agentTypes(records)).toEqual([
       "turn.started",
-      "log",
+      "log.written",
       "message.committed",
       "call.queued",
       "call.started",
       "call.settled",
-      "log",
+      "log.written",
     ]);
     const model = modelOf(records);
     expect(model.calls.get("c")!.segs.map((s) => s.s)).toEqual(["queued", "started", "unknown"]);

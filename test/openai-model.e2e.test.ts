@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Model, ModelEvent, ModelRequest } from "../contracts/model.ts";
 import { ModelError } from "../contracts/model.ts";
-import { classifyModelError, parseRetryAfter } from "../machines/policies/retry-policy.ts";
+import { classifyModelError, parseRetryAfter } from "../machines/policies/retry-classify.ts";
 import { openaiModel } from "../providers/openai-model.ts";
 import {
   chunk,

@@ -20,6 +20,11 @@ import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptStep } from "../providers/scripted-model.ts";
+import {
+  type FakeReply,
+  startFakeOpenAIServer,
+  streamReply,
+} from "./support/fake-openai-server.ts";
 import { fenceInfos, type ReadmeExample, readmeExamples } from "./support/readme-examples.ts";
 
 const run = promisify(execFile);
@@ -38,6 +43,17 @@ const SCRIPTS: Record<string, ScriptStep[]> = {
     { text: "Related notes: 3 and 9." },
   ],
   inspector: [{ text: "Hello!" }],
+};
+
+/**
+ * Examples whose model runs in another process (`keel serve`, spawned by keel/client): an
+ * OpenAI-compatible fake on 127.0.0.1 stands in for the provider there (OPENAI_BASE_URL).
+ */
+const SERVED: Record<string, () => FakeReply[]> = {
+  client: () => [
+    streamReply({ calls: [{ id: "call_1", name: "get_weather", args: '{"city":"Lisbon"}' }] }),
+    streamReply({ text: "Sunny in Lisbon." }),
+  ],
 };
 
 /**
@@ -200,7 +216,11 @@ describe("the packed package in a fresh project", { timeout: 120_000 }, () => {
       types: "./dist/testing.d.ts",
       default: "./dist/testing.js",
     });
-    for (const file of ["index.d.ts", "index.d.ts.map", "testing.d.ts"]) {
+    expect(pkg.exports["./client"]).toEqual({
+      types: "./dist/client/index.d.ts",
+      default: "./dist/client.js",
+    });
+    for (const file of ["index.d.ts", "index.d.ts.map", "testing.d.ts", "client/index.d.ts"]) {
       expect(existsSync(join(project, "node_modules", "keel", "dist", file))).toBe(true);
     }
     expect(pkg.peerDependencies).toEqual({ zod: expect.stringMatching(/^\^4\./) });
@@ -214,7 +234,7 @@ describe("the packed package in a fresh project", { timeout: 120_000 }, () => {
     const ts = fenceInfos(readme).filter((f) => /^(ts|typescript)\b/.test(f.info));
     expect(ts.filter((f) => !/^ts example \S+$/.test(f.info))).toEqual([]);
     expect(examples.map((e) => e.name)).toEqual(
-      expect.arrayContaining(["embedding", "inspector", "testing"]),
+      expect.arrayContaining(["embedding", "inspector", "testing", "client"]),
     );
   });
 
@@ -240,8 +260,15 @@ describe("the packed package in a fresh project", { timeout: 120_000 }, () => {
 
   it("every README example runs against the package; a scripted model stands in for openaiModel", async () => {
     for (const e of examples) {
-      const result = await runExample(e.name);
+      const served = Object.hasOwn(SERVED, e.name) ? SERVED[e.name] : undefined;
+      const fake = served ? await startFakeOpenAIServer() : undefined;
+      if (fake && served) fake.enqueue(...served());
+      const result = await runExample(
+        e.name,
+        fake ? { OPENAI_BASE_URL: fake.baseURL, KEEL_MODEL: "fake-model" } : {},
+      ).finally(() => fake?.close());
       expect(result, `${e.name} (README.md:${e.line})`).toMatchObject({ code: 0 });
+      if (served) expect(fake?.requests.length, e.name).toBe(served().length);
       if (SCRIPTS[e.name]) {
         expect(result.report, e.name).toEqual({
           requests: SCRIPTS[e.name].length,
@@ -312,7 +339,7 @@ console.log(JSON.stringify(entries.filter((e) => e.type === "turn_end" || e.type
 let runs = 0;
 
 /** Runs a compiled example as plain Node in its folder `run-<name>` (kept between runs). */
-async function runExample(name: string) {
+async function runExample(name: string, extraEnv: NodeJS.ProcessEnv = {}) {
   const build = join(project, "build");
   let file = join(build, `${name}.js`);
   const script = SCRIPTS[name];
@@ -326,11 +353,13 @@ async function runExample(name: string) {
   }
   const cwd = join(project, `run-${name}`);
   mkdirSync(cwd, { recursive: true });
-  const env = {
-    ...process.env,
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const key of ["OPENAI_API_KEY", "OPENAI_BASE_URL", "KEEL_MODEL"]) delete env[key];
+  Object.assign(env, {
+    ...extraEnv,
     KEEL_EXAMPLE_SCRIPT: JSON.stringify(script ?? []),
     KEEL_EXAMPLE_REPORT: reportFile,
-  };
+  });
   const result = await new Promise<Exec>((resolve) => {
     const child = spawn(process.execPath, [file], { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";

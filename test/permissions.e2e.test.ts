@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
-import type { AgentEvent } from "../actors/events.ts";
-import type { PermissionReply, PermissionRequest } from "../actors/permissions.ts";
+import type { AgentEvent } from "../contracts/events.ts";
+import type { PermissionReply, PermissionRequest } from "../contracts/permission.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { defineTool } from "../tools/define-tool.ts";
@@ -165,5 +165,67 @@ describe("permissions", () => {
     expect(ran.sort()).toEqual(["danger 1", "danger 2", "danger 3"]);
     const decided = events.filter((e) => e.type === "permission.decided");
     expect(decided).toHaveLength(3);
+  });
+
+  it("replyPermission refuses an id that is not waiting (answered already) with UNKNOWN_REQUEST", async () => {
+    const ran: string[] = [];
+    const model = scriptedModel([
+      { toolCalls: [{ id: "d1", name: "danger", arguments: '{"n":1}' }] },
+      { text: "done" },
+    ]);
+    const session = createAgent({
+      model,
+      tools: tools(ran),
+      permissions: { ask: async () => ({ type: "allow_once" }) },
+    }).session();
+    expect((await session.prompt("go")).status).toBe("completed");
+    expect(session.replyPermission("d1.perm", { type: "allow_once" })).toEqual({
+      ok: false,
+      code: "UNKNOWN_REQUEST",
+      message: expect.stringMatching(/d1\.perm.*answered already.*pendingPermissions/),
+    });
+  });
+
+  it("a readOnly tool without a declared risk runs without asking; a rule or a declared risk still asks", async () => {
+    const ran: string[] = [];
+    const reader = (name: string, traits: { risk?: "high" }) =>
+      defineTool({
+        name,
+        description: "Reads something.",
+        parameters: z.object({}),
+        traits: { readOnly: true, concurrencySafe: true, ...traits },
+        execute: () => {
+          ran.push(name);
+          return `${name} read`;
+        },
+      });
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { id: "r", name: "reader", arguments: "{}" },
+          { id: "s", name: "secrets", arguments: "{}" },
+          { id: "w", name: "watched", arguments: "{}" },
+        ],
+      },
+      { text: "done" },
+    ]);
+    const asked: PermissionRequest[] = [];
+    const session = createAgent({
+      model,
+      tools: [reader("reader", {}), reader("secrets", { risk: "high" }), reader("watched", {})],
+      permissions: {
+        rules: [{ tool: "watched", action: "ask" }],
+        ask: async (r) => {
+          asked.push(r);
+          return { type: "allow_once" };
+        },
+      },
+    }).session();
+    expect((await session.prompt("go")).status).toBe("completed");
+    expect(asked.map((r) => [r.tool, r.risk])).toEqual([
+      ["secrets", "high"],
+      ["watched", "low"],
+    ]);
+    expect(ran.sort()).toEqual(["reader", "secrets", "watched"]);
   });
 });

@@ -2,13 +2,10 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
-import type { AgentEvent } from "../actors/events.ts";
 import { seededIds } from "../actors/ids.ts";
-import type {
-  PermissionBroker,
-  PermissionOptions,
-  PermissionReply,
-} from "../actors/permissions.ts";
+import type { PermissionBroker, PermissionOptions } from "../actors/permissions.ts";
+import type { AgentEvent } from "../contracts/events.ts";
+import type { PermissionReply } from "../contracts/permission.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { defineTool } from "../tools/define-tool.ts";

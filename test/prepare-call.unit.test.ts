@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { defineTool } from "../tools/define-tool.ts";
-import { prepareCall, truncatedCallResult } from "../tools/prepare-call.ts";
+import { truncatedCallResult } from "../tools/prepare/truncated-call.ts";
+import { prepareCall } from "../tools/prepare-call.ts";
 import { createRegistry } from "../tools/registry.ts";
 
 const noop = async () => "ok";

@@ -1,10 +1,10 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ModelError, type ModelErrorKind } from "../contracts/model.ts";
+import { parseRetryAfter } from "../machines/policies/retry-classify.ts";
 import {
   decideRetry,
   initialRetryState,
-  parseRetryAfter,
   type RetryDecision,
   type RetryInput,
   type RetryPolicy,

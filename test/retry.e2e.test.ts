@@ -1,8 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SimulatedClock } from "xstate";
 import { createAgent } from "../actors/agent.ts";
-import type { AgentEvent, AgentEventOf } from "../actors/events.ts";
 import { tokenBucketBudget } from "../actors/retry-budget.ts";
+import type { AgentEvent, AgentEventOf } from "../contracts/events.ts";
 import type { RetryPolicy } from "../machines/policies/retry-policy.ts";
 import { openaiModel } from "../providers/openai-model.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
@@ -218,5 +218,41 @@ describe("retries through the whole agent, over real HTTP", () => {
     expect(() => createAgent({ model: scriptedModel([]), retry: { jitter: 2 } })).toThrow(
       /retry policy: jitter must be in \[0, 1\), got 2/,
     );
+  });
+});
+
+describe("the turn's retry wait (invariant 7: a Retry-After is waited once)", () => {
+  it("the turn arms its timer with what remains of the decided ready time, not the full Retry-After again", async () => {
+    // Reading this clock takes 1 ms: the decision and the arming of the timer see different
+    // times, as on a real clock when the logger or a listener runs in between.
+    const sim = new SimulatedClock();
+    let drift = 0;
+    const clock = {
+      now: () => sim.now() + ++drift,
+      setTimeout: (fn: () => void, ms: number) => sim.setTimeout(fn, ms),
+      clearTimeout: (id: number) => sim.clearTimeout(id),
+    };
+    const model = scriptedModel(
+      [{ error: { status: 429, headers: { "retry-after": "2" } } }, { text: "hello" }],
+      { clock: sim },
+    );
+    const agent = createAgent({ model, clock, random: () => 0.5 });
+    const session = agent.session();
+    const waits: Scheduled[] = [];
+    session.subscribe((e) => {
+      if (e.type !== "retry.scheduled") return;
+      waits.push(e);
+      queueMicrotask(() => sim.increment(e.delayMs));
+    });
+    const out = await session.prompt("hi");
+    expect(out.status).toBe("completed");
+    expect(waits).toHaveLength(1);
+    const [wait] = waits;
+    // decideRetry fixed readyAt = decision time + 2000; the timer waits only the remainder.
+    expect(wait.delayMs).toBeLessThan(2000);
+    expect(wait.delayMs).toBeGreaterThan(1990);
+    const decidedAt = wait.readyAt - 2000;
+    expect(wait.readyAt - wait.delayMs).toBeGreaterThan(decidedAt);
+    await agent.close();
   });
 });

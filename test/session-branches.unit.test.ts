@@ -99,9 +99,14 @@ describe("branches", () => {
     const text = exportJsonl(log);
     expect(text.split("\n").length).toBe(log.entries().length + 1);
     expect(parseJsonl(text)).toEqual({ ok: true, entries: log.entries() });
-    expect(parseJsonl(`${text}{"broken"\n`)).toMatchObject({ ok: false, line: 4 });
+    expect(parseJsonl(`${text}{"broken"\n`)).toMatchObject({
+      ok: false,
+      code: "INVALID_LINE",
+      line: 4,
+    });
     expect(parseJsonl('{"a":1}\n')).toMatchObject({
       ok: false,
+      code: "INVALID_LINE",
       line: 1,
       message: expect.stringContaining("not a log entry"),
     });

@@ -5,6 +5,7 @@
  */
 import fc from "fast-check";
 import type { ChatMessage } from "../contracts/model.ts";
+import { cancelledBeforeStart } from "../machines/tool-call.machine.ts";
 import { fork, rollback } from "../session/branches.ts";
 import type { EntryOf, LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
@@ -168,12 +169,7 @@ export function playOps(log: SessionLog, ops: readonly Op[], after?: () => void)
             log.append({
               ...res,
               outcome: "not_executed",
-              result: {
-                ok: false,
-                code: "CANCELLED",
-                message: "not executed: cancelled before start",
-                retryable: false,
-              },
+              result: cancelledBeforeStart,
             });
             continue;
           }

@@ -132,6 +132,56 @@ describe("session inbox lanes", () => {
     gate.resolve();
   });
 
+  it("an interrupt is an inbox event on the interrupt lane: logged before the turn is cancelled, consumed once the turn has ended", async () => {
+    const { gate, started, session } = gatedSession(
+      [{ toolCalls: [{ id: "a", name: "slow", arguments: "{}" }] }, { text: "never" }],
+      { stopDeadlineMs: 20 },
+    );
+    const done = session.prompt("first");
+    await started.promise;
+    const acknowledged = session.interrupt("user pressed stop", { id: "int-1" });
+    expect((await done).status).toBe("cancelled");
+    expect(await acknowledged).toBe("int-1");
+    await session.awaitIdle();
+    const entries = session.entries();
+    const at = (pred: (e: LogEntry) => boolean) => entries.findIndex(pred);
+    const received = at((e) => e.type === "inbox" && e.inboxId === "int-1");
+    expect(entries[received]).toMatchObject({
+      type: "inbox",
+      lane: "interrupt",
+      source: "user",
+      body: "user pressed stop",
+    });
+    const aborted = at((e) => e.type === "turn_aborted");
+    const ended = at((e) => e.type === "turn_end");
+    const consumed = at((e) => e.type === "inbox_consumed" && e.inboxId === "int-1");
+    expect(received).toBeGreaterThan(-1);
+    expect(received).toBeLessThan(aborted);
+    expect(consumed).toBeGreaterThan(ended);
+    expect(
+      entries.filter((e) => e.type === "inbox_consumed" && e.inboxId === "int-1"),
+    ).toHaveLength(1);
+    expect(session.queued("interrupt")).toEqual([]);
+    expect(session.sessionLog.inbox().queue).toEqual([]);
+    gate.resolve();
+  });
+
+  it("an interrupt with no turn running is recorded and consumed at once; a repeated id cancels nothing", async () => {
+    const { gate, started, session } = gatedSession([
+      { toolCalls: [{ id: "a", name: "slow", arguments: "{}" }] },
+      { text: "finished" },
+    ]);
+    await session.ready;
+    expect(await session.interrupt("nothing runs", { id: "int-idle" })).toBe("int-idle");
+    expect(types(session.entries())).toEqual(["inbox", "inbox_consumed"]);
+    const done = session.prompt("go");
+    await started.promise;
+    // A replay of the same interrupt (e.g. a client retrying) must not cancel the new turn.
+    await session.interrupt("nothing runs", { id: "int-idle" });
+    gate.resolve();
+    expect((await done).status).toBe("completed");
+  });
+
   it("queued inputs survive a restart (they are in the log) and a duplicate id is consumed once", async () => {
     const store = memoryStore();
     const gate = deferred();
@@ -223,5 +273,49 @@ describe("session compaction", () => {
     const seen = model.requests[3].messages;
     expect(String(seen[0].content)).toContain("SUMMARY: the user asked twice");
     expect(JSON.stringify(seen)).not.toContain("a long first answer");
+  });
+});
+
+describe("session refusals", () => {
+  it("every public method that can refuse answers { ok: false, code, message } and changes nothing", async () => {
+    const { gate, started, session } = gatedSession([
+      { toolCalls: [{ id: "c1", name: "slow", arguments: "{}" }] },
+      { text: "done" },
+    ]);
+    const done = session.prompt("go");
+    await started.promise;
+    const before = session.entries().length;
+    const turnId = session.currentTurn!.turnId;
+    const refusals = [
+      await session.compact(),
+      await session.rollback(null),
+      await session.fork(null),
+      await session.switchLeaf(null),
+      session.replyPermission("nope", { type: "allow_once" }),
+    ];
+    for (const r of refusals) {
+      expect(Object.keys(r).filter((k) => k !== "attempts")).toEqual(["ok", "code", "message"]);
+    }
+    expect(refusals.map((r) => (r.ok ? "ok" : r.code))).toEqual([
+      "TURN_OPEN",
+      "TURN_OPEN",
+      "TURN_OPEN",
+      "TURN_OPEN",
+      "UNKNOWN_REQUEST",
+    ]);
+    for (const r of refusals.slice(0, 4)) {
+      // What was wrong (which turn) and how to fix it.
+      expect(r.ok ? "" : r.message).toContain(turnId);
+      expect(r.ok ? "" : r.message).toMatch(/interrupt it or await session\.awaitIdle\(\)/);
+    }
+    expect(refusals[4].ok ? "" : refusals[4].message).toMatch(/asks no permissions/);
+    expect(session.entries().length).toBe(before);
+    gate.resolve();
+    expect((await done).status).toBe("completed");
+    expect(await session.rollback("no-such-entry")).toMatchObject({
+      ok: false,
+      code: "UNKNOWN_ENTRY",
+      message: expect.stringContaining("no-such-entry"),
+    });
   });
 });

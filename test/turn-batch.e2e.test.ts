@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
-import type { AgentEvent } from "../actors/events.ts";
+import type { AgentEvent } from "../contracts/events.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import { defineTool } from "../tools/define-tool.ts";
 import type { ToolTraits } from "../tools/types.ts";
@@ -110,7 +110,7 @@ describe("batches end to end", () => {
     const session = createAgent({ model, tools: [tool] }).session();
     const updates: unknown[] = [];
     session.subscribe((e: AgentEvent) => {
-      if (e.type === "call.update") updates.push(e.progress);
+      if (e.type === "call.updated") updates.push(e.progress);
     });
     await session.prompt("go");
     late("after the end");

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
-import type { AgentEvent } from "../actors/events.ts";
+import type { AgentEvent } from "../contracts/events.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { defineTool } from "../tools/define-tool.ts";
@@ -80,8 +80,8 @@ describe("interrupt", () => {
     const out = await session.prompt("first");
     expect(out.status).toBe("cancelled");
     const types = events.map((e) => e.type);
-    const ack = types.indexOf("turn.cancel_acknowledged");
-    const stopped = types.indexOf("turn.execution_stopped");
+    const ack = types.indexOf("turn.cancel-acknowledged");
+    const stopped = types.indexOf("turn.execution-stopped");
     const ended = types.indexOf("turn.ended");
     expect(ack).toBeGreaterThan(-1);
     expect(ack).toBeLessThan(stopped);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
-import type { AgentEvent } from "../actors/events.ts";
+import type { AgentEvent } from "../contracts/events.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import { defineTool } from "../tools/define-tool.ts";
 import { deferred } from "./support/harness.ts";
@@ -117,7 +117,7 @@ describe("call ids a model gets wrong", () => {
     const session = agent.session("dup");
     const warnings: string[] = [];
     session.subscribe((e) => {
-      if (e.type === "log" && e.level === "warn") warnings.push(e.message);
+      if (e.type === "log.written" && e.level === "warn") warnings.push(e.message);
     });
     const out = await session.prompt("go");
     expect(out.status).toBe("completed");
@@ -148,7 +148,7 @@ describe("call ids a model gets wrong", () => {
 });
 
 describe("argument previews", () => {
-  it("subscribers see call.preview events with the arguments parsed so far", async () => {
+  it("subscribers see call.previewed events with the arguments parsed so far", async () => {
     const big = "x".repeat(2000);
     const model = scriptedModel([
       {
@@ -160,7 +160,7 @@ describe("argument previews", () => {
     const session = createAgent({ model, tools: [echo] }).session();
     const previews: unknown[] = [];
     session.subscribe((e) => {
-      if (e.type === "call.preview") previews.push(structuredClone(e.preview));
+      if (e.type === "call.previewed") previews.push(structuredClone(e.preview));
     });
     await session.prompt("go");
     expect(previews.length).toBeGreaterThan(2);

@@ -1,4 +1,4 @@
-import type { ToolErrorCode } from "../contracts/tool-result.ts";
+import { notExecuted } from "../contracts/tool-result.ts";
 import type { Tool } from "./define-tool.ts";
 import {
   compactJson,
@@ -12,8 +12,6 @@ import { remapKeys } from "./prepare/remap-keys.ts";
 import { type ArgIssue, validateArgs } from "./prepare/validate-args.ts";
 import type { Registry } from "./registry.ts";
 import type { PreparedCall, PrepareOutcome, RawToolCall } from "./types.ts";
-
-export { truncatedCallResult } from "./prepare/truncated-call.ts";
 
 /**
  * Turns a raw model tool call into a validated call or an error result for the model.
@@ -43,7 +41,7 @@ export function prepareCall(call: RawToolCall, registry: Registry): PrepareOutco
       text,
       "INVALID_ARGS",
       composeMessage({
-        headline: `Tool call "${clip(name)}" could not be prepared: ${detail}`,
+        headline: `tool call "${clip(name)}" could not be prepared: ${detail}`,
         where: "argument preparation (an internal error, not your input)",
         received: receivedSnippet(text),
         fix: "Re-send the call; if it fails again, try different arguments.",
@@ -66,7 +64,7 @@ function prepare(id: string, name: string, text: string, registry: Registry): Pr
       text,
       "UNKNOWN_TOOL",
       composeMessage({
-        headline: `Unknown tool "${clip(name)}".`,
+        headline: `unknown tool "${clip(name)}".`,
         where: "the tool name",
         received: `name "${clip(name)}" with arguments ${receivedSnippet(text)}`,
         fix: resolved.closest ? `${available} Did you mean "${resolved.closest}"?` : available,
@@ -155,7 +153,7 @@ function unreadableMessage(
 ): string {
   if (read.kind === "not-object") {
     return composeMessage({
-      headline: `Invalid arguments for tool "${tool.name}": expected a JSON object but received ${read.received}.`,
+      headline: `invalid arguments for tool "${tool.name}": expected a JSON object but received ${read.received}.`,
       where: "(root) of the arguments",
       received: receivedSnippet(text),
       fix: `Send one JSON object (not ${read.received}) ${expectedShape(tool)}`,
@@ -170,7 +168,7 @@ function unreadableMessage(
     : "the arguments are not valid JSON";
   const hint = syntaxHint(read.text, read.error);
   return composeMessage({
-    headline: `Invalid arguments for tool "${tool.name}": ${what}. Nothing was executed.`,
+    headline: `invalid arguments for tool "${tool.name}": ${what}.`,
     where: `${read.inner ? "inside the string, " : ""}${describeSyntaxError(read.text, read.error)}`,
     received: receivedSnippet(text),
     fix: `${hint ? `${hint} ` : ""}Send one complete JSON object ${expectedShape(tool)}${required}`,
@@ -197,7 +195,7 @@ function invalidMessage(
       ? ` You sent ${candidates} concatenated JSON objects and none passes; send exactly one.`
       : "";
   return composeMessage({
-    headline: `Invalid arguments for tool "${tool.name}": ${issues.length} problem${issues.length === 1 ? "" : "s"}.`,
+    headline: `invalid arguments for tool "${tool.name}": ${issues.length} problem${issues.length === 1 ? "" : "s"}.`,
     where,
     received: receivedSnippet(text),
     fix: `Send one JSON object ${expectedShape(tool)}${unknownNote}${concatNote}`,
@@ -213,7 +211,7 @@ function failure(
   id: string,
   name: string,
   text: string,
-  code: ToolErrorCode,
+  code: "UNKNOWN_TOOL" | "INVALID_ARGS",
   message: string,
 ): PrepareOutcome {
   return {
@@ -221,7 +219,7 @@ function failure(
     id,
     name,
     argumentsText: text,
-    error: { ok: false, code, message, retryable: false },
+    error: notExecuted(code, message),
   };
 }
 

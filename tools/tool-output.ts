@@ -15,7 +15,6 @@ const CODES: ReadonlySet<string> = new Set<ToolErrorCode>([
   "CANCELLED",
   "OUTCOME_UNKNOWN",
   "DENIED",
-  "DEPENDENCY_FAILED",
   "PATH_OUTSIDE_WORKSPACE",
   "PARAMETER_MISMATCH",
   "NOT_FOUND",
@@ -112,10 +111,10 @@ export interface OutputBudgetOptions {
   toolName: string;
   args: unknown;
   /**
-   * Contract: writes `content` in full to a new file under the workspace and resolves to its
-   * workspace-relative path; may reject, and the output is then truncated instead.
+   * Contract: writes `content` in full to a file and resolves to its path and the content's
+   * SHA-256 (hex); may reject, and the output is then truncated instead.
    */
-  spill?: (content: string) => Promise<{ path: string }>;
+  spill?: (content: string) => Promise<{ path: string; sha256: string }>;
   /**
    * Contract: pure; returns how to fetch the rest after `shownBytes` of `totalBytes`, or
    * undefined when the tool has no way to page (the model is told to narrow its request).
@@ -131,8 +130,8 @@ const SPILL_PREVIEW_BYTES = 4096;
  * character). `truncate`: the head is kept with a note and `truncated: true`; a continuation
  * comes from the result itself, else from `options.continuation`, else the note says how to
  * narrow the request. `spill`: the whole content goes to `options.spill`, the result holds a
- * preview, the path, and a `read_file` continuation; if spilling fails or is not provided, it
- * truncates. Failures and results within budget are returned unchanged. Never rejects.
+ * preview, a note with the path and hash, and a `read_file` continuation carrying both; if
+ * spilling fails or is not provided, it truncates. Failures and results within budget are returned unchanged. Never rejects.
  */
 export async function applyOutputBudget(
   result: ToolResult,
@@ -145,18 +144,18 @@ export async function applyOutputBudget(
   let spillError = "";
   if (budget.overflow === "spill" && options.spill) {
     try {
-      const { path } = await options.spill(result.content);
+      const { path, sha256 } = await options.spill(result.content);
       const head = truncateUtf8(
         result.content,
         Math.min(SPILL_PREVIEW_BYTES, Math.floor(budget.maxBytes / 2)),
       );
       const nextLine = head.text.split("\n").length;
-      const note = `\n[output of ${totalBytes} bytes exceeded the ${budget.maxBytes}-byte budget; the first ${head.bytes} bytes are shown and the full output was saved to ${path}. Read the rest with read_file {"path": ${JSON.stringify(path)}, "offset": ${nextLine}}, or search it with grep.]`;
+      const note = `\n[output of ${totalBytes} bytes exceeded the ${budget.maxBytes}-byte budget; the first ${head.bytes} bytes are shown and the full output was saved to ${path} (sha256 ${sha256}). Read the rest with read_file {"path": ${JSON.stringify(path)}, "offset": ${nextLine}}, or search it with grep.]`;
       return {
         ok: true,
         content: head.text + note,
         truncated: true,
-        continuation: { tool: "read_file", args: { path, offset: nextLine }, path },
+        continuation: { tool: "read_file", args: { path, offset: nextLine }, path, sha256 },
       };
     } catch (err) {
       spillError = ` (saving the full output failed: ${err instanceof Error ? err.message : String(err)})`;

@@ -10,8 +10,8 @@ const RISKS: readonly Risk[] = ["low", "medium", "high"];
 
 /**
  * Fills in every trait. Missing, mistyped or unknown values are read conservatively:
- * not read-only, not concurrency-safe, not idempotent, not cancellable, risk `high`,
- * execution mode `parallel` (the batch decides by concurrency safety), the default output
+ * not read-only, not concurrency-safe, not idempotent, not cancellable, risk `high` (`low` for
+ * a tool declared `readOnly: true`, which changes nothing; a declared risk wins), execution mode `parallel` (the batch decides by concurrency safety), the default output
  * budget. Only a literal `true` turns a boolean trait on. Pure; never throws.
  */
 export function resolveTraits(traits?: ToolTraits<never> | unknown): ResolvedTraits {
@@ -19,12 +19,13 @@ export function resolveTraits(traits?: ToolTraits<never> | unknown): ResolvedTra
     string,
     unknown
   >;
+  const readOnly = t.readOnly === true;
   return {
-    readOnly: t.readOnly === true,
+    readOnly,
     concurrencySafe: t.concurrencySafe === true,
     idempotent: t.idempotent === true,
     cancellable: t.cancellable === true,
-    risk: RISKS.includes(t.risk as Risk) ? (t.risk as Risk) : "high",
+    risk: RISKS.includes(t.risk as Risk) ? (t.risk as Risk) : readOnly ? "low" : "high",
     outputBudget: resolveBudget(t.outputBudget),
     executionMode: t.executionMode === "sequential" ? "sequential" : "parallel",
   };

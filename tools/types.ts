@@ -1,9 +1,9 @@
 import type { Logger } from "pino";
 import type { z } from "zod";
+import type { Risk } from "../contracts/permission.ts";
 import type { ToolFailure, ToolResult } from "../contracts/tool-result.ts";
 
-/** How much damage a tool can do; read by the permission policy. Missing → "high". */
-export type Risk = "low" | "medium" | "high";
+export type { Risk };
 
 /** What happens to output over `maxBytes`: cut with a continuation, or written to a file. */
 export interface OutputBudget {
@@ -14,9 +14,15 @@ export interface OutputBudget {
 /**
  * Declared behaviour of a tool. Every trait is optional; a missing or unknown value is read
  * conservatively: not read-only, not concurrency-safe, not idempotent, not cancellable,
- * risk high, parallel execution mode, no resource key (see `resolveTraits`).
+ * risk high (low when read-only), parallel execution mode, no resource key (see `resolveTraits`).
  */
 export interface ToolTraits<Args = unknown> {
+  /**
+   * The tool only reads: it changes nothing (no file, process, or remote state). A read-only
+   * tool that declares no `risk` gets risk `low`, so the default permission policy allows it
+   * without asking; a configured rule (by tool or by risk) still decides first, and a declared
+   * `risk` wins (e.g. `risk: "high"` for a tool that reads secrets).
+   */
   readOnly?: boolean;
   concurrencySafe?: boolean;
   idempotent?: boolean;

@@ -51,6 +51,15 @@ function usCell(p: PointResult | undefined): string {
   return p.usPerStep === null ? "skipped¹" : formatUs(p.usPerStep);
 }
 
+/** Like `ratioCell`, with two significant digits below 0.1× (Keel ÷ LangGraph is ≈ 0.005×). */
+function smallRatioCell(run: StepRun, base: StepRun | undefined, steps: number): string {
+  const a = point(run, steps)?.usPerStep ?? null;
+  const b = point(base, steps)?.usPerStep ?? null;
+  if (a === null || b === null) return "—";
+  const ratio = a / b;
+  return ratio > 0 && ratio < 0.1 ? `${ratio.toPrecision(2)}×` : formatRatio(ratio);
+}
+
 /**
  * Keel over LangGraph.js, store for checkpointer, per N (below 1× Keel is faster); null when
  * neither pair was run.
@@ -60,7 +69,7 @@ function renderDurableRatios(r: BenchResults, runs: StepRun[]): string | null {
     const keel = runs.find((s) => s.id === pair.keel);
     const peer = runs.find((s) => s.id === pair.peer);
     if (keel === undefined || peer === undefined) return [];
-    return [[pair.label, ...r.settings.ns.map((n) => ratioCell(keel, peer, n))]];
+    return [[pair.label, ...r.settings.ns.map((n) => smallRatioCell(keel, peer, n))]];
   });
   if (rows.length === 0) return null;
   return [

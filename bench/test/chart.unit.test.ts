@@ -56,4 +56,20 @@ describe("renderStepChart", () => {
     expect(svg).toContain("slow &lt;grows&gt;");
     expect(svg).not.toContain("slow <grows>");
   });
+  it("wraps the legend onto more rows instead of running off the right edge", () => {
+    const labels = ["bare loop", "Keel (memory)", "Keel (SQLite)", "pi-agent-core", "Vercel ai"];
+    const many = [...labels, "@openai/agents", "LangGraph (MemorySaver)", "LangGraph (SQLite)"];
+    const panel = (names: string[]) => ({
+      title: "p",
+      series: names.map((label) => ({ label, points: [{ steps: 10, usPerStep: 10 }] })),
+    });
+    const height = (svg: string) => Number(/<svg [^>]*height="(\d+)"/.exec(svg)?.[1]);
+    const wide = renderStepChart([panel(many), panel(many)]);
+    const width = Number(/<svg [^>]*width="(\d+)"/.exec(wide)?.[1]);
+    const textX = [...wide.matchAll(/<text x="([\d.]+)" y="[\d.]+">([^<]+)<\/text>/g)];
+    for (const [, x, label] of textX) {
+      expect(Number(x) + label.length * 6.5).toBeLessThanOrEqual(width);
+    }
+    expect(height(wide)).toBeGreaterThan(height(renderStepChart([panel(labels), panel(labels)])));
+  });
 });

@@ -47,6 +47,25 @@ describe("renderStepSection", () => {
   });
 });
 
+describe("renderStepSection with the durable peer", () => {
+  const md = renderStepSection(
+    results([
+      stepRun("keel-memory", "Keel (memory)", 1, [20, 20, 22, 24]),
+      stepRun("keel-sqlite", "Keel (SQLite)", 1, [200, 100, 100, 100]),
+      stepRun("langgraph-memory", "LangGraph (MemorySaver)", 1, [1000, 2000, 20_000, null]),
+      stepRun("langgraph-sqlite", "LangGraph (SQLite)", 1, [2000, 4000, null, null]),
+    ]),
+    1,
+  );
+  it("divides each Keel store by LangGraph with the matching checkpointer at the same N", () => {
+    expect(md).toContain("| Keel memory ÷ LangGraph MemorySaver | 0.020× | 0.010× | 0.0011× | — |");
+    expect(md).toContain("| Keel SQLite ÷ LangGraph SQLite | 0.10× | 0.025× | — | — |");
+  });
+  it("has no such table when LangGraph was not run", () => {
+    expect(renderStepSection(results(runs), 1)).not.toContain("÷ LangGraph");
+  });
+});
+
 describe("renderResultsMarkdown", () => {
   const md = renderResultsMarkdown(results(runs), "steps.svg");
   it("embeds the chart and names the machine and package versions", () => {

@@ -30,9 +30,9 @@ export function describe(r, model) {
       return `${e.attemptId} step ${e.step} of ${e.turnId}`;
     case "attempt.ended":
       return `${e.attemptId} ${e.status}${e.error ? `: ${e.error}` : ""}`;
-    case "text.delta":
+    case "text.streamed":
       return `${e.attemptId} ${JSON.stringify(e.text)}`;
-    case "call.preview":
+    case "call.previewed":
       return `${e.attemptId} #${e.index} ${e.name ?? ""} ${e.preview}`;
     case "message.committed":
       return `${e.attemptId} ${e.toolCalls.length} call(s)${e.text ? ` "${e.text}"` : ""}${e.usage ? ` · ${e.usage.inputTokens}→${e.usage.outputTokens} tok` : ""}`;
@@ -40,9 +40,9 @@ export function describe(r, model) {
       return `${e.callId} ${e.name}`;
     case "call.started":
       return `${e.callId} ${e.name}(${e.args})`;
-    case "call.update":
+    case "call.updated":
       return `${e.callId} ${e.progress}`;
-    case "call.stopping":
+    case "call.stop-requested":
       return e.callId;
     case "call.settled":
       return `${e.callId} ${e.name} ${e.outcome}: ${e.result.ok ? e.result.content : `${e.result.code} ${e.result.message}`}`;
@@ -50,18 +50,26 @@ export function describe(r, model) {
       return `${e.turnId} ${e.calls.map((c) => `${c.name}:${c.outcome}`).join(", ")}`;
     case "retry.scheduled":
       return `${e.attemptId} ${e.mode} #${e.retry} in ${e.delayMs}ms: ${e.reason}`;
-    case "turn.cancel_acknowledged":
+    case "turn.cancel-acknowledged":
       return `${e.turnId} ${e.reason}`;
+    case "turn.execution-stopped":
+      return e.turnId;
     case "turn.ended":
       return `${e.turnId} ${e.status}${e.reason ? `: ${e.reason}` : ""}`;
     case "inbox.received":
       return `${e.inboxId} ${e.lane} from ${e.source}`;
     case "inbox.consumed":
       return `${e.inboxId} ${e.lane}`;
-    case "log":
+    case "permission.requested":
+      return `${e.request.callId} ${e.request.tool} (risk ${e.request.risk}) ${e.request.args}`;
+    case "permission.decided":
+      return `${e.callId} ${e.decision.type}${e.decision.reason ? `: ${e.decision.reason}` : ""}${e.decision.feedback ? `: ${e.decision.feedback}` : ""}`;
+    case "log.written":
       return `[${e.level}] ${e.message}`;
     default:
-      return e.turnId ?? "";
+      // Every AgentEvent type has its case above (test/agent-events.unit.test.ts checks it);
+      // an event from a newer Keel is shown by its ids.
+      return e.turnId ?? e.callId ?? "";
   }
 }
 

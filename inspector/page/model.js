@@ -220,7 +220,7 @@ function applyAgent(model, e, t) {
       moveCall(model, e.callId, "started", t);
       break;
     }
-    case "call.stopping":
+    case "call.stop-requested":
       moveCall(model, e.callId, "stopping", t);
       break;
     case "call.settled": {
@@ -234,11 +234,11 @@ function applyAgent(model, e, t) {
     case "retry.scheduled":
       model.retries.push({ ...e, t, done: false });
       break;
-    case "turn.cancel_acknowledged":
-    case "turn.execution_stopped": {
+    case "turn.cancel-acknowledged":
+    case "turn.execution-stopped": {
       const turn = model.turns.get(e.turnId);
       if (turn)
-        turn.marks.push({ t, label: e.type === "turn.execution_stopped" ? "stopped" : "cancel" });
+        turn.marks.push({ t, label: e.type === "turn.execution-stopped" ? "stopped" : "cancel" });
       break;
     }
     case "turn.ended": {
@@ -264,6 +264,15 @@ function applyAgent(model, e, t) {
         model.inbox.set(e.inboxId, { id: e.inboxId, lane: e.lane, source: "?", t, consumedAt: t });
       break;
     }
+    // Shown in the event log only: nothing of the tree, timeline or panels changes.
+    case "text.streamed":
+    case "call.previewed":
+    case "call.updated":
+    case "batch.committed":
+    case "permission.requested":
+    case "permission.decided":
+    case "log.written":
+      break;
   }
   model.dirty.panels = true;
 }

@@ -1,5 +1,3 @@
-import type { CallOutcome } from "../../contracts/status.ts";
-
 /** The scheduling traits of one call of a batch. */
 export interface BatchCallSpec {
   callId: string;
@@ -11,34 +9,23 @@ export interface BatchCallSpec {
   executionMode: "parallel" | "sequential";
   /** Calls with the same key never overlap and start in call order. */
   resourceKey?: string;
-  /** Ids of EARLIER calls of the same batch that must complete before this one starts. */
-  dependsOn?: string[];
 }
 
 /** Where a call is, as the scheduler sees it. */
 export type CallPhase = "pending" | "running" | "settled";
 
-/** What the scheduler reads: the calls, their phases and the outcomes of settled calls. */
+/** What the scheduler reads: the calls and their phases. */
 export interface ScheduleState {
   calls: readonly BatchCallSpec[];
   phases: readonly CallPhase[];
-  /** `outcomes[i]` is set when `phases[i] === "settled"`. */
-  outcomes: readonly (CallOutcome | undefined)[];
   maxParallel: number;
   /** True once any call is `executionMode: "sequential"` (precomputed by the batch). */
   sequential: boolean;
 }
 
-/** A pending call that will never run because a dependency did not complete. */
-export interface DependencySkip {
-  index: number;
-  dependency: string;
-}
-
-/** One scheduling decision: call indexes to start now (call order) and calls to skip. */
+/** One scheduling decision: the call indexes to start now, in call order. */
 export interface SchedulePlan {
   start: number[];
-  skip: DependencySkip[];
 }
 
 /** A scheduling policy: pure, deterministic, never mutates its argument. */
@@ -48,8 +35,6 @@ export type Scheduler = (state: ScheduleState) => SchedulePlan;
  * Decides which pending calls start now. This is a pure function.
  *
  * Rules (DESIGN §3.2, invariant 5):
- * - a pending call whose dependency settled with anything but `completed` is skipped (and
- *   skips cascade within one plan); a call waits while a dependency is unsettled;
  * - a sequential batch runs one call at a time, in call order;
  * - never more than `maxParallel` running;
  * - an unsafe call starts only when nothing runs and every earlier call has settled, and
@@ -57,11 +42,9 @@ export type Scheduler = (state: ScheduleState) => SchedulePlan;
  * - a call never starts while an earlier unsettled call has its resource key;
  * - otherwise calls start in call order, as many as the rules allow.
  */
-export const scheduleBatch: Scheduler = ({ calls, phases, outcomes, maxParallel, sequential }) => {
+export const scheduleBatch: Scheduler = ({ calls, phases, maxParallel, sequential }) => {
   const phase = [...phases];
-  const outcome = [...outcomes];
-  const index = new Map(calls.map((c, i) => [c.callId, i]));
-  const plan: SchedulePlan = { start: [], skip: [] };
+  const plan: SchedulePlan = { start: [] };
   let running = 0;
   let unsafeRunning = false;
   for (let i = 0; i < calls.length; i++) {
@@ -75,22 +58,10 @@ export const scheduleBatch: Scheduler = ({ calls, phases, outcomes, maxParallel,
   for (let i = 0; i < calls.length; i++) {
     const call = calls[i];
     if (phase[i] === "pending") {
-      const deps = call.dependsOn ?? [];
-      const failed = deps.find((d) => {
-        const j = index.get(d)!;
-        return phase[j] === "settled" && outcome[j] !== "completed";
-      });
-      if (failed !== undefined) {
-        plan.skip.push({ index: i, dependency: failed });
-        phase[i] = "settled";
-        outcome[i] = "not_executed";
-        continue;
-      }
-      const ready = deps.every((d) => phase[index.get(d)!] === "settled");
       const keyFree = call.resourceKey === undefined || !busyKeys.has(call.resourceKey);
       const fits = sequential || !call.concurrencySafe ? running === 0 : running < maxParallel;
       const ordered = sequential || !call.concurrencySafe ? !earlierUnsettled : true;
-      if (ready && keyFree && fits && ordered && !unsafeRunning) {
+      if (keyFree && fits && ordered && !unsafeRunning) {
         plan.start.push(i);
         phase[i] = "running";
         running++;
@@ -109,8 +80,7 @@ export const scheduleBatch: Scheduler = ({ calls, phases, outcomes, maxParallel,
 
 /**
  * Problems with a batch's calls, as sentences; empty when the batch is valid.
- * Checks: at least one call, unique ids, dependencies only on earlier calls of the batch,
- * `maxParallel` a positive integer.
+ * Checks: at least one call, unique ids, `maxParallel` a positive integer.
  */
 export function checkBatchCalls(calls: readonly BatchCallSpec[], maxParallel: number): string[] {
   const problems: string[] = [];
@@ -121,14 +91,6 @@ export function checkBatchCalls(calls: readonly BatchCallSpec[], maxParallel: nu
   const seen = new Set<string>();
   for (const call of calls) {
     if (seen.has(call.callId)) problems.push(`call id "${call.callId}" appears twice`);
-    for (const dep of call.dependsOn ?? []) {
-      if (!seen.has(dep)) {
-        problems.push(
-          `call "${call.callId}" depends on "${dep}", which is not an earlier call of this ` +
-            "batch; a call may only depend on calls before it",
-        );
-      }
-    }
     seen.add(call.callId);
   }
   return problems;

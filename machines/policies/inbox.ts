@@ -164,7 +164,8 @@ export function restoreInbox(data: unknown): Inbox | null {
 }
 
 /**
- * The points of a turn at which the host polls the inbox (DESIGN §3.5, invariant §10.11).
+ * The points at which the host polls the inbox (DESIGN §3.5, invariant §10.11). The runtime
+ * polls at every one of them and drains exactly what {@link lanesToDrain} names.
  *
  * - `turn.started`: before the first model call; no call is open.
  * - `sampling`: a model call is in flight. `call.started` / `call.result`: a tool call began /
@@ -174,6 +175,8 @@ export function restoreInbox(data: unknown): Inbox | null {
  * - `step.prepared`: a slow preparation (e.g. compaction) finished before the next model call;
  *   `pendingBefore` says whether the poll before it found steering.
  * - `turn.natural_end`: the model answered without tool calls; the turn would end now.
+ * - `turn.ended`: the turn has ended (any status); nothing of it runs any more.
+ * - `idle`: no turn runs; what is taken here starts the next turn.
  */
 export type PollPoint =
   | { type: "turn.started" }
@@ -182,27 +185,82 @@ export type PollPoint =
   | { type: "call.result" }
   | { type: "batch.committed" }
   | { type: "step.prepared"; pendingBefore: boolean }
-  | { type: "turn.natural_end" };
+  | { type: "turn.natural_end" }
+  | { type: "turn.ended" }
+  | { type: "idle" };
+
+/** Which lanes to drain at a poll point (the runtime's is {@link lanesToDrain}). */
+export type DrainPolicy = (point: PollPoint) => readonly InboxLane[];
 
 /**
- * Which lanes to drain at `point`, in order; the host drains them in this order and stops at
- * the first lane that yields events. Steering (`next-step`) is read only where no tool call is
- * open or uncommitted and no model call is in flight — never between a call and its result;
- * after a slow preparation it is polled once more only if the poll before found nothing (so a
- * one-at-a-time queue does not yield two in one step). Follow-ups (`next-turn`) are read only
- * at a natural end. An `interrupt` event aborts at once through the coordinator; it is recorded
- * (drained) at the next safe point, ahead of the other lanes. This is a pure function.
+ * Which lanes to drain at `point`, in order (see {@link pollInbox} for how they are drained).
+ * Steering (`next-step`) is read only where no tool call is open or uncommitted and no model call
+ * is in flight — never between a call and its result — and at a natural end, where it continues
+ * the turn; after a slow preparation it is polled once more only if the poll before found
+ * nothing (so a one-at-a-time queue does not yield two in one step). Follow-ups (`next-turn`)
+ * are read only once no turn runs (`idle`), so they always start a turn of their own, after
+ * the steering that arrived before the turn ended. An `interrupt` event aborts the turn at once
+ * when it arrives; it is recorded (drained) at the next safe point or when the turn has ended.
+ * This is a pure function.
  */
-export function lanesToDrain(point: PollPoint): readonly InboxLane[] {
+export const lanesToDrain: DrainPolicy = (point) => {
   switch (point.type) {
     case "turn.started":
     case "batch.committed":
-      return ["interrupt", "next-step"];
-    case "step.prepared":
-      return point.pendingBefore ? ["interrupt"] : ["interrupt", "next-step"];
     case "turn.natural_end":
-      return ["interrupt", "next-step", "next-turn"];
+      return STEP_LANES;
+    case "step.prepared":
+      return point.pendingBefore ? INTERRUPT_LANE : STEP_LANES;
+    case "turn.ended":
+      return INTERRUPT_LANE;
+    case "idle":
+      return IDLE_LANES;
     default:
-      return [];
+      return NO_LANES;
   }
+};
+
+const NO_LANES: readonly InboxLane[] = Object.freeze([]);
+const INTERRUPT_LANE: readonly InboxLane[] = Object.freeze(["interrupt"]);
+const STEP_LANES: readonly InboxLane[] = Object.freeze(["interrupt", "next-step"]);
+const IDLE_LANES: readonly InboxLane[] = Object.freeze(["interrupt", "next-turn", "next-step"]);
+
+/** What one poll took: the interrupts it recorded and the inputs of the one lane it took. */
+export interface PollResult {
+  inbox: Inbox;
+  /** Queued `interrupt` events, all of them, now consumed (the host logs each). */
+  interrupts: InboxEvent[];
+  /** The input lane taken, or null when none of the named lanes had events. */
+  lane: "next-step" | "next-turn" | null;
+  events: InboxEvent[];
+}
+
+/**
+ * Polls `inbox` at `point`: drains the lanes `policy(point)` names, in order. The `interrupt`
+ * lane is drained in full (its events only need recording: they acted when they arrived); of
+ * the input lanes, the first that yields events is taken (`modes` says one or all) and the poll
+ * stops there. The host then makes the taken inputs user messages of the running turn, or, at
+ * `idle`, the inputs of the next turn. This is a pure function.
+ */
+export function pollInbox(
+  inbox: Inbox,
+  point: PollPoint,
+  modes: { steer: DrainMode; followUp: DrainMode },
+  policy: DrainPolicy = lanesToDrain,
+): PollResult {
+  const lanes = policy(point);
+  let interrupts: InboxEvent[] = [];
+  for (const lane of lanes) {
+    if (lane === "interrupt") {
+      const taken = drain(inbox, "interrupt", "all");
+      inbox = taken.inbox;
+      interrupts = taken.events;
+      continue;
+    }
+    const taken = drain(inbox, lane, lane === "next-turn" ? modes.followUp : modes.steer);
+    if (taken.events.length > 0) {
+      return { inbox: taken.inbox, interrupts, lane, events: taken.events };
+    }
+  }
+  return { inbox, interrupts, lane: null, events: [] };
 }

@@ -10,22 +10,6 @@ import {
   parseRetryAfter,
 } from "./retry-classify.ts";
 
-export {
-  CATEGORY_ADVICE,
-  CODE_CATEGORIES,
-  CONTEXT_OVERFLOW_PATTERNS,
-  classifyModelError,
-  type ErrorCategory,
-  type ErrorClassification,
-  type HeaderSource,
-  KIND_CATEGORIES,
-  MESSAGE_CATEGORIES,
-  parseRetryAfter,
-  QUOTA_PATTERNS,
-  type RetryAfter,
-  STATUS_CATEGORIES,
-} from "./retry-classify.ts";
-
 /**
  * Retry options. Defaults (DEFAULT_RETRY_POLICY): maxRetries 2 (≤ 3 requests), maxTimeoutRetries
  * 1, baseDelayMs 1 000, maxDelayMs 30 000, jitter 0.1 (factor U(0.9, 1.1)), maxRetryAfterMs
@@ -224,17 +208,11 @@ export function decideRetry(state: RetryState, input: RetryInput): RetryDecision
 }
 
 /**
- * What is left of the current wait at `now`: every layer (turn, attempt runner, lock, UI) sleeps
- * only this, so a Retry-After is waited once. 0 when no wait is pending or it is already due.
- * This is a pure function.
+ * What is left of the current wait at `now`: every layer sleeps only this, so a Retry-After is
+ * waited once. The turn arms its retry timer with it (`actors/turn-runner.ts`), read when the
+ * timer is armed, not when the decision was made. 0 when no wait is pending or it is already
+ * due. This is a pure function.
  */
 export function remainingWait(state: RetryState, now: number): number {
   return state.readyAt === undefined ? 0 : Math.max(0, state.readyAt - now);
-}
-
-/** Ms left before the operation deadline at `now` (Infinity without one); bounds a request. */
-export function timeLeft(state: RetryState, now: number): number {
-  return state.deadline === undefined
-    ? Number.POSITIVE_INFINITY
-    : Math.max(0, state.deadline - now);
 }

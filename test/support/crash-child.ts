@@ -50,7 +50,7 @@ if (scenario === "parallel-batch") {
 }
 session.subscribe((e) => {
   // Mid-stream: the attempt's start is durable and some text has streamed.
-  if (scenario === "streaming" && e.type === "text.delta" && e.text.includes("word")) {
+  if (scenario === "streaming" && e.type === "text.streamed" && e.text.includes("word")) {
     void session.sessionLog.flush().then(ready);
   }
 });

@@ -10,10 +10,6 @@ import { shellTool } from "./shell.ts";
 import type { Workspace } from "./workspace.ts";
 import { writeFileTool } from "./write-file.ts";
 
-export { createSpill } from "./spill.ts";
-export type { Workspace } from "./workspace.ts";
-export { isKeelOwn, KEEL_DIR, resolveInWorkspace } from "./workspace.ts";
-
 export interface BuiltinToolsOptions {
   /** The workspace: an existing directory every tool is confined to. */
   root: string;

@@ -1,4 +1,4 @@
-import type { ToolFailure } from "../../contracts/tool-result.ts";
+import { notExecuted, type ToolFailure } from "../../contracts/tool-result.ts";
 import type { RawToolCall } from "../types.ts";
 import { receivedSnippet } from "./messages.ts";
 
@@ -17,15 +17,13 @@ export function truncatedCallResult(call: RawToolCall | ChatStyleToolCall): Tool
   const args = raw?.argumentsText ?? raw?.function?.arguments;
   const text = typeof args === "string" ? args : "";
   const name = String(raw?.name ?? raw?.function?.name ?? "");
-  return {
-    ok: false,
-    code: "TRUNCATED_CALL",
-    retryable: false,
-    message: [
-      `Tool call "${name}" was not executed: your output was cut off at the length limit, so its arguments may be incomplete.`,
+  return notExecuted(
+    "TRUNCATED_CALL",
+    [
+      `your output was cut off at the length limit, so the arguments of tool call "${name}" may be incomplete.`,
       'Where: the end of the arguments text (the response ended with finish_reason "length").',
       `Received: ${receivedSnippet(text)}`,
       "How to fix: re-issue the complete call in a new message. If the arguments are large (e.g. a whole file), make the call smaller: split the content across several calls or edit only the changed part.",
     ].join("\n"),
-  };
+  );
 }

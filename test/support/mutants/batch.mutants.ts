@@ -1,10 +1,10 @@
 import { assign } from "xstate";
+import { type BatchPolicy, createBatchMachine } from "../../../machines/batch.machine.ts";
 import {
   type BatchCallSpec,
-  type BatchPolicy,
-  createBatchMachine,
-} from "../../../machines/batch.machine.ts";
-import { type Scheduler, scheduleBatch } from "../../../machines/policies/batch-schedule.ts";
+  type Scheduler,
+  scheduleBatch,
+} from "../../../machines/policies/batch-schedule.ts";
 
 /** BROKEN on purpose: schedules as if no call had a resource key. */
 export const ignoresResourceKeys: Scheduler = (state) =>

@@ -3,12 +3,10 @@ import {
   type CompactOptions,
   commitCompaction,
   DEFAULT_KEEP_RECENT_TOKENS,
-  estimateTokens,
-  legalCutPoints,
   planCompaction,
-  validateSummary,
 } from "../../../session/compaction.ts";
-import { requestSummary } from "../../../session/compaction-summary.ts";
+import { estimateTokens, legalCutPoints } from "../../../session/compaction-cuts.ts";
+import { requestSummary, validateSummary } from "../../../session/compaction-summary.ts";
 import type { SessionLog } from "../../../session/log.ts";
 
 /**
@@ -25,7 +23,7 @@ export async function compactAppendsUnvalidated(
   const cutPoints = options.cutPoints ?? legalCutPoints;
   const keepRecentTokens = options.keepRecentTokens ?? DEFAULT_KEEP_RECENT_TOKENS;
   const plan = planCompaction(log, { keepRecentTokens, estimate, cutPoints });
-  if (!plan) return { ok: false, reason: "nothing_to_compact", message: "", attempts: [] };
+  if (!plan) return { ok: false, code: "NOTHING_TO_COMPACT", message: "", attempts: [] };
   const signal = options.signal ?? new AbortController().signal;
   const outcome = await requestSummary(plan.input, {
     summarize: options.summarize,
@@ -35,10 +33,10 @@ export async function compactAppendsUnvalidated(
   if (!outcome.ok) return outcome;
   const committed = commitCompaction(log, plan, outcome.summary, cutPoints); // BUG: before validation
   if (!committed.ok)
-    return { ok: false, reason: "stale", message: committed.message, attempts: outcome.attempts };
+    return { ok: false, code: "STALE", message: committed.message, attempts: outcome.attempts };
   const invalid = validateSummary(outcome.summary, outcome.input, estimate);
   if (invalid)
-    return { ok: false, reason: "invalid_summary", message: invalid, attempts: outcome.attempts };
+    return { ok: false, code: "INVALID_SUMMARY", message: invalid, attempts: outcome.attempts };
   await log.flush();
   const summarized = outcome.input.length;
   return {

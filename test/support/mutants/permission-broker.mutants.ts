@@ -1,9 +1,9 @@
-import {
-  PermissionBroker,
-  type PermissionDecision,
-  type PermissionReply,
-  type PermissionRequest,
-} from "../../../actors/permissions.ts";
+import { PermissionBroker } from "../../../actors/permissions.ts";
+import type {
+  PermissionDecision,
+  PermissionReply,
+  PermissionRequest,
+} from "../../../contracts/permission.ts";
 
 /**
  * Broken on purpose: a reply answers only the request it was given for; other pending requests
@@ -22,9 +22,9 @@ export class OneAtATimeBroker extends PermissionBroker {
     });
   }
 
-  override reply(requestId: string, reply: PermissionReply): void {
+  override reply(requestId: string, reply: PermissionReply): boolean {
     const resolve = this.own.get(requestId);
-    if (!resolve) return;
+    if (!resolve) return false;
     this.own.delete(requestId);
     resolve(
       reply.type === "deny"
@@ -33,5 +33,6 @@ export class OneAtATimeBroker extends PermissionBroker {
           ? { type: "corrected", feedback: reply.feedback }
           : { type: "allow" },
     );
+    return true;
   }
 }

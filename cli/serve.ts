@@ -1,0 +1,122 @@
+import { readFileSync } from "node:fs";
+import pino from "pino";
+import { type Model, memoryStore, type ScriptStep, scriptedModel } from "../index.ts";
+import { CliError, EXIT, type ExitCode, oneLine } from "./errors.ts";
+import { modelFromEnv } from "./run.ts";
+import { serve } from "./serve/server.ts";
+import { openStore, shown, storePath } from "./store.ts";
+
+export interface ServeOptions {
+  stdio?: boolean;
+  /** A SQLite file, or "memory". Default `./.keel/keel.db`. */
+  store?: string;
+  /** "openai" (default: OPENAI_API_KEY / OPENAI_BASE_URL / KEEL_MODEL) or "scripted". */
+  provider?: string;
+  /** With `--provider scripted`: a JSON file holding the script (an array of steps). */
+  script?: string;
+  maxFrameBytes?: number;
+  maxBufferedBytes?: number;
+  controlTimeout?: number;
+  permissionTimeout?: number;
+  version: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+/**
+ * Reads a script file: a JSON array of scripted-model steps (`ScriptStep`, see
+ * providers/scripted-model.ts), or `{ "steps": [...] }`. Every session plays it from its first
+ * step. Throws a config `CliError` saying what is wrong with the file.
+ */
+export function readScript(file: string): ScriptStep[] {
+  let value: unknown;
+  try {
+    value = JSON.parse(readFileSync(file, "utf8"));
+  } catch (error) {
+    throw new CliError(`cannot read the script ${shown(file)}: ${oneLine(error)}`, EXIT.config);
+  }
+  const steps = Array.isArray(value) ? value : (value as { steps?: unknown } | null)?.steps;
+  if (!Array.isArray(steps)) {
+    throw new CliError(
+      `the script ${shown(file)} must be a JSON array of steps (or {"steps": [...]}), e.g. [{"text":"Hello"}]`,
+      EXIT.config,
+    );
+  }
+  try {
+    scriptedModel(steps as ScriptStep[]);
+  } catch (error) {
+    throw new CliError(`the script ${shown(file)} is invalid: ${oneLine(error)}`, EXIT.config);
+  }
+  return steps as ScriptStep[];
+}
+
+/** The model factory the options name: one scripted model per session, or one shared model. */
+function modelFactory(options: ServeOptions): () => Model {
+  const provider = options.provider ?? "openai";
+  if (provider === "scripted") {
+    if (!options.script) {
+      throw new CliError(
+        "--provider scripted needs --script <file.json> (a JSON array of model steps)",
+        EXIT.usage,
+      );
+    }
+    const steps = readScript(options.script);
+    let n = 0;
+    return () => scriptedModel(steps, { name: `scripted-${++n}` });
+  }
+  if (options.script) {
+    throw new CliError("--script is only read with --provider scripted", EXIT.usage);
+  }
+  if (provider !== "openai") {
+    throw new CliError(
+      `unknown provider "${provider}": use --provider openai (the default) or --provider scripted --script <file.json>`,
+      EXIT.usage,
+    );
+  }
+  const model = modelFromEnv(options.env);
+  return () => model;
+}
+
+/**
+ * `keel serve --stdio`: the control protocol on stdin/stdout (docs/protocol.md), logs on stderr.
+ * Returns when the connection ended (stdin ended, stdout broke, SIGTERM/SIGINT) and every turn
+ * settled and every log flushed: exit code 0.
+ */
+export async function runServe(options: ServeOptions): Promise<ExitCode> {
+  if (!options.stdio) {
+    throw new CliError(
+      "keel serve needs a transport: --stdio (NDJSON on stdin/stdout, see docs/protocol.md)",
+      EXIT.usage,
+    );
+  }
+  const model = modelFactory(options);
+  const file = options.store === "memory" ? undefined : storePath(options.store);
+  const store = file ? openStore(file, true)! : memoryStore();
+  const logger = pino(
+    { level: process.env.KEEL_LOG || "warn", base: undefined },
+    pino.destination({ fd: 2, sync: true }),
+  );
+  const server = serve({
+    input: process.stdin,
+    output: process.stdout,
+    store,
+    model,
+    logger,
+    version: options.version,
+    ...(options.maxFrameBytes ? { maxFrameBytes: options.maxFrameBytes } : {}),
+    ...(options.maxBufferedBytes ? { maxBufferedBytes: options.maxBufferedBytes } : {}),
+    ...(options.controlTimeout ? { controlTimeoutMs: options.controlTimeout } : {}),
+    ...(options.permissionTimeout ? { permissionTimeoutMs: options.permissionTimeout } : {}),
+  });
+  const onSignal = (signal: NodeJS.Signals) => void server.shutdown(`${signal} received`);
+  process.on("SIGTERM", onSignal);
+  process.on("SIGINT", onSignal);
+  try {
+    const reason = await server.closed;
+    logger.info({ reason }, "keel serve: closed");
+  } finally {
+    process.off("SIGTERM", onSignal);
+    process.off("SIGINT", onSignal);
+    await store.close();
+  }
+  return EXIT.ok;
+}

@@ -1,0 +1,565 @@
+import { randomUUID } from "node:crypto";
+import type { Readable, Writable } from "node:stream";
+import type { Logger } from "pino";
+import { LineDecoder, type LineResult } from "../../contracts/ndjson.ts";
+import {
+  DEFAULT_MAX_FRAME_BYTES,
+  type EntryRecord,
+  majorOf,
+  PROTOCOL_VERSION,
+  REQUEST_TYPES,
+  type RequestFrame,
+  type RequestId,
+  type RequestMap,
+  type RequestType,
+  SERVER_CAPABILITIES,
+  type SessionPermissions,
+} from "../../contracts/protocol.ts";
+import {
+  type Agent,
+  type AgentOptions,
+  createAgent,
+  type Model,
+  type PermissionAction,
+  type PermissionOptions,
+  type PermissionReply,
+  type PermissionRequest,
+  type PermissionRule,
+  type Session,
+  type SessionStore,
+} from "../../index.ts";
+import { clientTool } from "./client-tools.ts";
+import { ControlChannel, ControlFailure } from "./control.ts";
+import { gatedModel } from "./gated-model.ts";
+import { ProtocolError } from "./protocol-error.ts";
+import { isRequestType, readId, readReply, readRequest } from "./requests.ts";
+import { FrameWriter } from "./writer.ts";
+
+export interface ServerOptions {
+  input: Readable;
+  output: Writable;
+  store: SessionStore;
+  /** A model for each new session. Contract: returns a fresh or shareable Model; may throw. */
+  model: () => Model;
+  logger: Logger;
+  version: string;
+  /** Bound on one incoming line. Default `DEFAULT_MAX_FRAME_BYTES` (8 MiB). */
+  maxFrameBytes?: number;
+  /** Bytes that may wait for the client to read before model streams pause. Default 1 MiB. */
+  maxBufferedBytes?: number;
+  /** Default timeout of `tool.execute`. Default 300 000 ms. */
+  controlTimeoutMs?: number;
+  /** Default timeout of `permission.request`. Default 60 000 ms. */
+  permissionTimeoutMs?: number;
+  /** Bound on settling turns and flushing at the end. Default 20 000 ms. */
+  shutdownDeadlineMs?: number;
+  /** Passed to every session's agent (deadlines, limits, retry). */
+  agent?: Partial<Omit<AgentOptions, "model" | "tools" | "store" | "permissions" | "logger">>;
+}
+
+export interface Server {
+  /** Resolves with the terminal reason once turns are settled, logs flushed and stdout ended. */
+  readonly closed: Promise<string>;
+  /** Ends the connection (idempotent): the first reason is the terminal one. */
+  shutdown(reason: string): Promise<string>;
+  /** Observability for tests: the writer (coalescing, congestion). */
+  readonly writer: FrameWriter;
+}
+
+interface OpenSession {
+  id: string;
+  agent: Agent;
+  session: Session;
+  ready: Promise<void>;
+  unsubscribe?: () => void;
+}
+
+interface InFlight {
+  id: RequestId;
+  type: RequestType;
+}
+
+const keyOf = (id: RequestId) => `${typeof id}:${id}`;
+
+/**
+ * The control protocol server (docs/protocol.md): reads NDJSON frames from `input`, writes them
+ * to `output`, and runs many sessions, one agent each (each session has its own client tools and
+ * permission policy; they share the store). Bad frames get an `error` frame and the server
+ * goes on. The connection ends when `input` ends, `output` breaks, or `shutdown()` is called:
+ * every request in flight fails at once with the terminal reason, every control request too,
+ * running turns are interrupted and settled, logs flushed, a `goodbye` frame is written and
+ * `closed` resolves.
+ */
+export function serve(options: ServerOptions): Server {
+  const log = options.logger;
+  const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+  const controlTimeoutMs = options.controlTimeoutMs ?? 300_000;
+  const permissionTimeoutMs = options.permissionTimeoutMs ?? 60_000;
+  const decoder = new LineDecoder(maxFrameBytes);
+  const sessions = new Map<string, OpenSession>();
+  const inflight = new Map<string, InFlight>();
+  /** Control id of each waiting `permission.request` → its session and request id. */
+  const asks = new Map<string, { sessionId: string; requestId: string }>();
+  let helloReceived = false;
+  let closing: Promise<string> | undefined;
+  let resolveClosed!: (reason: string) => void;
+  const closed = new Promise<string>((resolve) => {
+    resolveClosed = resolve;
+  });
+
+  const writer = new FrameWriter({
+    out: options.output,
+    maxBufferedBytes: options.maxBufferedBytes ?? 1024 * 1024,
+    onBroken: (reason) => void shutdown(reason),
+  });
+  const send = writer.send.bind(writer);
+  const control = new ControlChannel(send);
+  const gate = () => (writer.congested ? writer.whenWritable() : undefined);
+
+  send({
+    type: "hello",
+    protocol: PROTOCOL_VERSION,
+    server: { name: "keel", version: options.version },
+    capabilities: [...SERVER_CAPABILITIES],
+    limits: { maxFrameBytes },
+  });
+
+  const onData = (chunk: Buffer) => {
+    for (const line of decoder.push(chunk)) handleLine(line);
+  };
+  const onEnd = () => {
+    for (const line of decoder.end()) handleLine(line);
+    void shutdown("stdin ended");
+  };
+  const onError = (err: Error) => void shutdown(`stdin failed: ${err.message}`);
+  options.input.on("data", onData);
+  options.input.on("end", onEnd);
+  options.input.on("error", onError);
+
+  function handleLine(line: LineResult): void {
+    if (line.type === "bad") {
+      const id = readId(line.id);
+      send({
+        type: "error",
+        ...(id !== undefined ? { id } : {}),
+        code: line.code,
+        message: line.message,
+      });
+      return;
+    }
+    handleFrame(line.frame);
+  }
+
+  function handleFrame(frame: Record<string, unknown>) {
+    const type = frame.type;
+    const id = readId(frame.id);
+    const error = (code: string, message: string) =>
+      send({ type: "error", ...(id !== undefined ? { id } : {}), code, message });
+    if (typeof type !== "string") {
+      return error("INVALID_FRAME", 'a frame needs a string "type" (e.g. "hello", "prompt", "ok")');
+    }
+    if (type === "hello") return hello(frame, error);
+    if (type === "ok" || type === "error") {
+      if (typeof frame.id !== "string") {
+        return error(
+          "INVALID_FRAME",
+          `an "${type}" frame answers a control request: its "id" must be the request's id (e.g. "k1")`,
+        );
+      }
+      if (type === "ok" && !("result" in frame)) {
+        return send({
+          type: "error",
+          ref: frame.id,
+          code: "INVALID_FRAME",
+          message: `the "ok" reply to ${frame.id} needs a "result"`,
+        });
+      }
+      if (
+        type === "error" &&
+        (typeof frame.code !== "string" || typeof frame.message !== "string")
+      ) {
+        return send({
+          type: "error",
+          ref: frame.id,
+          code: "INVALID_FRAME",
+          message: `the "error" reply to ${frame.id} needs a string "code" and "message"`,
+        });
+      }
+      return control.settle(frame as unknown as Parameters<typeof control.settle>[0]);
+    }
+    if (!isRequestType(type)) {
+      return error(
+        "UNKNOWN_TYPE",
+        `unknown frame type ${JSON.stringify(type)}; requests are ${["hello", ...REQUEST_TYPES, "ok", "error"].join(", ")} (see docs/protocol.md)`,
+      );
+    }
+    if (id === undefined) {
+      return error(
+        "INVALID_FRAME",
+        `${type}: "id" must be a non-empty string (≤ 256 chars) or an integer; the response carries it`,
+      );
+    }
+    if (!helloReceived) {
+      return error(
+        "HELLO_REQUIRED",
+        `${type} ${id}: send {"type":"hello","protocol":"${PROTOCOL_VERSION}"} first`,
+      );
+    }
+    if (closing) return error("SHUTTING_DOWN", `${type} ${id}: the server is shutting down`);
+    const key = keyOf(id);
+    if (inflight.has(key)) {
+      return error(
+        "DUPLICATE_ID",
+        `request id ${JSON.stringify(id)} is already in flight; use a new id for each request`,
+      );
+    }
+    let request: RequestFrame;
+    try {
+      request = readRequest(frame, type);
+    } catch (err) {
+      return error((err as ProtocolError).code, (err as Error).message);
+    }
+    inflight.set(key, { id, type });
+    run(request).then(
+      (result) => {
+        if (inflight.delete(key)) send({ type: "ok", id, result });
+      },
+      (err: unknown) => {
+        if (!inflight.delete(key)) return;
+        if (err instanceof ProtocolError) {
+          send({
+            type: "error",
+            id,
+            code: err.code,
+            message: err.message,
+            ...(err.refusal ? { refusal: err.refusal } : {}),
+          });
+        } else {
+          log.error({ err, type, id }, "a request failed");
+          send({
+            type: "error",
+            id,
+            code: "INTERNAL",
+            message: `${type} failed: ${(err as Error)?.message ?? String(err)}`,
+          });
+        }
+      },
+    );
+  }
+
+  function hello(frame: Record<string, unknown>, error: (code: string, message: string) => void) {
+    if (helloReceived)
+      return error("INVALID_FRAME", "hello was already received; send it once, first");
+    const major = majorOf(frame.protocol);
+    if (major === undefined) {
+      return error(
+        "INVALID_FRAME",
+        `hello: "protocol" must be "major.minor" (e.g. "${PROTOCOL_VERSION}"), got ${JSON.stringify(frame.protocol)}`,
+      );
+    }
+    if (major !== majorOf(PROTOCOL_VERSION)) {
+      return error(
+        "UNSUPPORTED_VERSION",
+        `the client speaks protocol ${frame.protocol as string}; this server speaks ${PROTOCOL_VERSION} and accepts ${majorOf(PROTOCOL_VERSION)}.x only. Use a client for protocol ${majorOf(PROTOCOL_VERSION)}.x (or a Keel that speaks ${frame.protocol as string}).`,
+      );
+    }
+    helloReceived = true;
+  }
+
+  function opened(sessionId: string): OpenSession {
+    const entry = sessions.get(sessionId);
+    if (!entry) {
+      throw new ProtocolError(
+        "UNKNOWN_SESSION",
+        `no open session ${JSON.stringify(sessionId)}: open it with session.open first (sessions.list shows stored ones)`,
+      );
+    }
+    return entry;
+  }
+
+  async function run(request: RequestFrame): Promise<unknown> {
+    switch (request.type) {
+      case "session.open":
+        return open(request);
+      case "sessions.list": {
+        const stored = await options.store.list();
+        const listed = stored.map((s) => ({ ...s, open: sessions.has(s.sessionId) }));
+        return { sessions: listed } satisfies RequestMap["sessions.list"]["result"];
+      }
+      default:
+        break;
+    }
+    const entry = opened(request.sessionId);
+    await entry.ready;
+    const { session } = entry;
+    switch (request.type) {
+      case "prompt": {
+        const inboxId = `in_${randomUUID()}`;
+        try {
+          const result = await session.prompt(request.text, { id: inboxId });
+          return { inboxId, ...result } satisfies RequestMap["prompt"]["result"];
+        } finally {
+          setImmediate(() => sweepAsks(entry));
+        }
+      }
+      case "steer":
+        return { inboxId: await session.steer(request.text) };
+      case "follow_up":
+        return { inboxId: await session.followUp(request.text) };
+      case "interrupt":
+        session.interrupt(request.reason ?? "interrupted by the client");
+        setImmediate(() => sweepAsks(entry));
+        return {};
+      case "permission.reply": {
+        const replied = session.replyPermission(request.requestId, request.reply);
+        if (!replied.ok) throw new ProtocolError("REFUSED", replied.message, replied.code);
+        setImmediate(() => sweepAsks(entry));
+        return {};
+      }
+      case "compact": {
+        const result = await session.compact(
+          request.keepRecentTokens !== undefined
+            ? { keepRecentTokens: request.keepRecentTokens }
+            : {},
+        );
+        if (!result.ok) throw new ProtocolError("REFUSED", result.message, result.code);
+        return {
+          entryId: result.entry.id,
+          firstKeptId: result.firstKeptId,
+          tokensBefore: result.tokensBefore,
+          tokensAfter: result.tokensAfter,
+          summarized: result.summarized,
+          omitted: result.omitted,
+          durable: result.durable,
+        } satisfies RequestMap["compact"]["result"];
+      }
+      case "messages":
+        return { messages: [...session.messages()] };
+      case "entries": {
+        const after = request.afterSeq ?? -1;
+        const entries = session.entries().filter((e) => e.seq > after);
+        return { entries: entries as unknown as EntryRecord[] };
+      }
+      case "session.close":
+        await closeSession(entry);
+        return {};
+      case "subscribe": {
+        entry.unsubscribe?.();
+        const only = request.events ? new Set<string>(request.events) : undefined;
+        const sessionId = entry.id;
+        entry.unsubscribe = session.subscribe((event) => {
+          if (!only || only.has(event.type)) send({ type: "event", sessionId, event });
+        });
+        return {};
+      }
+      case "unsubscribe":
+        entry.unsubscribe?.();
+        entry.unsubscribe = undefined;
+        return {};
+      default: {
+        const never: never = request;
+        return never;
+      }
+    }
+  }
+
+  async function open(request: RequestFrame<"session.open">) {
+    if (request.sessionId !== undefined && sessions.has(request.sessionId)) {
+      throw new ProtocolError(
+        "SESSION_OPEN",
+        `session ${request.sessionId} is already open in this server; use it, or session.close it first`,
+      );
+    }
+    // The id is needed by the tools and the permission gate before the agent exists.
+    const sessionId = request.sessionId ?? `s_${randomUUID()}`;
+    const tools = (request.tools ?? []).map((spec, i) =>
+      clientTool(spec, i, {
+        execute: (params) => control.request("tool.execute", { sessionId, ...params }),
+        cancel: (id, reason) => control.notifyCancel(id, reason),
+        invalidReply: (id, message) =>
+          send({ type: "error", ref: id, code: "INVALID_REPLY", message }),
+        defaultTimeoutMs: controlTimeoutMs,
+      }),
+    );
+    const names = new Set<string>();
+    for (const tool of tools) {
+      if (names.has(tool.name)) {
+        throw new ProtocolError(
+          "INVALID_TOOL",
+          `two tools are named "${tool.name}"; tool names must be unique`,
+        );
+      }
+      names.add(tool.name);
+    }
+    const permissions = request.permissions
+      ? readPermissions(request.permissions, sessionId)
+      : undefined;
+    let model: Model;
+    try {
+      model = options.model();
+    } catch (err) {
+      throw new ProtocolError(
+        "INTERNAL",
+        `the server could not create a model: ${(err as Error).message}`,
+      );
+    }
+    const agent = createAgent({
+      ...options.agent,
+      model: gatedModel(model, gate),
+      tools,
+      store: options.store,
+      logger: log,
+      ...(permissions ? { permissions } : {}),
+    });
+    const session = agent.session(sessionId);
+    const entry: OpenSession = { id: sessionId, agent, session, ready: session.ready };
+    sessions.set(sessionId, entry);
+    try {
+      await session.ready;
+    } catch (err) {
+      sessions.delete(sessionId);
+      await agent.close().catch(() => {});
+      throw new ProtocolError(
+        "INTERNAL",
+        `session ${sessionId} could not be loaded from the store: ${(err as Error).message}`,
+      );
+    }
+    return {
+      sessionId,
+      entries: session.entries().length,
+    } satisfies RequestMap["session.open"]["result"];
+  }
+
+  function readPermissions(value: SessionPermissions, sessionId: string): PermissionOptions {
+    const bad = (message: string): never => {
+      throw new ProtocolError("INVALID_FRAME", `session.open: permissions.${message}`);
+    };
+    const actions = new Set<PermissionAction>(["allow", "deny", "ask"]);
+    const risks = new Set(["low", "medium", "high"]);
+    if (value.rules !== undefined && !Array.isArray(value.rules)) bad("rules must be an array");
+    for (const [i, rule] of (value.rules ?? []).entries()) {
+      const r = rule as Partial<PermissionRule> | null;
+      if (!r || !actions.has(r.action as PermissionAction))
+        bad(`rules[${i}].action must be "allow", "deny" or "ask"`);
+      if (r?.tool !== undefined && typeof r.tool !== "string")
+        bad(`rules[${i}].tool must be a tool name or "*"`);
+      if (r?.risk !== undefined && !risks.has(r.risk))
+        bad(`rules[${i}].risk must be "low", "medium" or "high"`);
+    }
+    for (const [risk, action] of Object.entries(value.defaults ?? {})) {
+      if (!risks.has(risk) || !actions.has(action as PermissionAction)) {
+        bad(
+          `defaults must map "low" | "medium" | "high" to "allow" | "deny" | "ask"; got ${risk}: ${JSON.stringify(action)}`,
+        );
+      }
+    }
+    const timeoutMs = value.timeoutMs ?? permissionTimeoutMs;
+    if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1)
+      bad("timeoutMs must be a positive integer (milliseconds)");
+    const onTimeout = value.onTimeout ?? "deny";
+    if (onTimeout !== "deny" && onTimeout !== "deny_with_feedback")
+      bad('onTimeout must be "deny" or "deny_with_feedback"');
+    return {
+      ...(value.rules ? { rules: value.rules } : {}),
+      ...(value.defaults ? { defaults: value.defaults } : {}),
+      ask: (request) => askClient(sessionId, request, timeoutMs, onTimeout),
+    };
+  }
+
+  /** One `permission.request`; the broker reads a rejection as `deny`. */
+  async function askClient(
+    sessionId: string,
+    request: PermissionRequest,
+    timeoutMs: number,
+    onTimeout: "deny" | "deny_with_feedback",
+  ): Promise<PermissionReply> {
+    const sent = control.request("permission.request", { sessionId, request, timeoutMs });
+    asks.set(sent.id, { sessionId, requestId: request.requestId });
+    try {
+      const value = await sent.result;
+      return readReply(value, (expected) => {
+        const message = `the reply to permission.request ${sent.id} must be ${expected}; read as deny`;
+        send({ type: "error", ref: sent.id, code: "INVALID_REPLY", message });
+        throw new ProtocolError("INVALID_FRAME", message);
+      });
+    } catch (err) {
+      if (err instanceof ControlFailure && err.kind === "timeout") {
+        return onTimeout === "deny"
+          ? { type: "deny" }
+          : {
+              type: "deny_with_feedback",
+              feedback: `no one answered the permission request for ${request.tool} within ${timeoutMs} ms, so it did not run`,
+            };
+      }
+      throw err;
+    } finally {
+      asks.delete(sent.id);
+      const entry = sessions.get(sessionId);
+      if (entry) setImmediate(() => sweepAsks(entry));
+    }
+  }
+
+  /** Withdraws `permission.request`s whose request a reply (this one or another) decided. */
+  function sweepAsks(entry: OpenSession): void {
+    const waiting = new Set(entry.session.pendingPermissions().map((r) => r.requestId));
+    for (const [id, ask] of asks) {
+      if (ask.sessionId === entry.id && !waiting.has(ask.requestId)) {
+        asks.delete(id);
+        control.withdraw(
+          id,
+          "decided: a reply to another request of the session answered it, or its turn ended",
+        );
+      }
+    }
+  }
+
+  async function closeSession(entry: OpenSession): Promise<void> {
+    if (sessions.get(entry.id) !== entry) return;
+    sessions.delete(entry.id);
+    await entry.agent.close();
+    entry.unsubscribe?.();
+  }
+
+  function shutdown(reason: string): Promise<string> {
+    closing ??= (async () => {
+      log.info({ reason }, "keel serve: shutting down");
+      options.input.off("data", onData);
+      options.input.off("end", onEnd);
+      options.input.destroy();
+      // Requests on both sides fail at once, with the one terminal reason.
+      for (const r of inflight.values()) {
+        send({
+          type: "error",
+          id: r.id,
+          code: "SHUTTING_DOWN",
+          message: `${r.type} ${r.id} did not complete: ${reason}`,
+        });
+      }
+      inflight.clear();
+      for (const entry of sessions.values())
+        entry.session.interrupt(`the connection ended: ${reason}`);
+      control.failAll(reason);
+      const settled = Promise.all(
+        [...sessions.values()].map((e) =>
+          closeSession(e).catch((err) => log.error({ err }, "closing a session failed")),
+        ),
+      );
+      const deadline = options.shutdownDeadlineMs ?? 20_000;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const late = new Promise<"late">((resolve) => {
+        timer = setTimeout(() => resolve("late"), deadline);
+      });
+      if ((await Promise.race([settled, late])) === "late") {
+        log.error({ deadline }, "keel serve: sessions did not settle in time; exiting anyway");
+      }
+      clearTimeout(timer);
+      send({ type: "goodbye", reason });
+      await writer.end(2000);
+      resolveClosed(reason);
+      return reason;
+    })();
+    return closing;
+  }
+
+  return { closed, shutdown, writer };
+}

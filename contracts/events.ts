@@ -1,0 +1,93 @@
+// The events a session emits: the one union the library's listeners, the inspector and the
+// control protocol's clients (keel/client) all read.
+import type { ChatToolCall, Usage } from "./model.ts";
+import type { PermissionDecision, PermissionRequest } from "./permission.ts";
+import type { AttemptStatus, CallOutcome, InboxLane, InboxSource, TurnStatus } from "./status.ts";
+import type { ToolResult } from "./tool-result.ts";
+
+/**
+ * Everything a session tells its subscribers, one union tagged by `type`. Every event carries
+ * `sessionId` and `at` (clock ms), stamped once by the session.
+ *
+ * Naming rule, one form for every event: `<noun>.<past-participle>`, lower case, words within
+ * a part joined by `-`. The noun is what changed (`turn`, `attempt`, `text`, `call`, `message`,
+ * `batch`, `retry`, `permission`, `inbox`, `log`), the participle what happened to it:
+ * `call.settled`, `turn.cancel-acknowledged`, `call.stop-requested`. Streamed pieces follow it
+ * too: `text.streamed` carries one piece of text, `call.previewed` one preview of arguments.
+ * (The statecharts' own events in `machines/` and the model's stream events in `contracts/`
+ * are commands and inputs, another vocabulary: `call.start`, `text.delta`.)
+ *
+ * Every type is listed in `AGENT_EVENT_TYPES` (keel). Every consumer switches over `type`
+ * exhaustively, with a `default` that assigns the event to `never`, so a new event fails `tsc`
+ * until each consumer handles it (test/agent-events.unit.test.ts checks the page's plain JS).
+ */
+export type AgentEvent = { sessionId: string; at: number } & (
+  | { type: "turn.started"; turnId: string; input: string }
+  | { type: "attempt.started"; turnId: string; attemptId: string; step: number }
+  | { type: "text.streamed"; attemptId: string; text: string }
+  /** A best-effort parse of a tool call's arguments so far, for UIs. */
+  | { type: "call.previewed"; attemptId: string; index: number; name?: string; preview: unknown }
+  | { type: "attempt.ended"; attemptId: string; status: AttemptStatus; error?: string }
+  | {
+      type: "message.committed";
+      turnId: string;
+      attemptId: string;
+      text: string;
+      toolCalls: ChatToolCall[];
+      usage?: Usage;
+    }
+  | { type: "call.queued"; turnId: string; callId: string; name: string }
+  | { type: "call.started"; turnId: string; callId: string; name: string; args: unknown }
+  | { type: "call.updated"; callId: string; progress: unknown }
+  /** A cancelled call that was running: its tool was asked to stop (aborted if cancellable). */
+  | { type: "call.stop-requested"; turnId: string; callId: string; name: string }
+  /** In completion order. */
+  | {
+      type: "call.settled";
+      turnId: string;
+      callId: string;
+      name: string;
+      outcome: CallOutcome;
+      result: ToolResult;
+    }
+  /** In call order, once every call of the batch has settled and been written. */
+  | {
+      type: "batch.committed";
+      turnId: string;
+      calls: { callId: string; name: string; outcome: CallOutcome; result: ToolResult }[];
+    }
+  | {
+      type: "retry.scheduled";
+      turnId: string;
+      attemptId: string;
+      retry: number;
+      delayMs: number;
+      /** Clock ms at which the next attempt may start. */
+      readyAt: number;
+      reason: string;
+      mode: "retry" | "continue";
+    }
+  | { type: "turn.cancel-acknowledged"; turnId: string; reason: string }
+  | { type: "turn.execution-stopped"; turnId: string }
+  | { type: "turn.ended"; turnId: string; status: TurnStatus; reason?: string }
+  | { type: "permission.requested"; request: PermissionRequest }
+  | { type: "permission.decided"; requestId: string; callId: string; decision: PermissionDecision }
+  | { type: "inbox.received"; inboxId: string; lane: InboxLane; source: InboxSource }
+  | { type: "inbox.consumed"; inboxId: string; lane: InboxLane }
+  | { type: "log.written"; level: "warn" | "info"; message: string }
+);
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+/**
+ * An event as its producer builds it, without `sessionId` and `at`. The session stamps both,
+ * once, when it emits the event (`Session.emit`); its listeners and the inspector receive the
+ * same stamped object. Nothing else stamps or re-stamps a live event.
+ */
+export type AgentEventBody = DistributiveOmit<AgentEvent, "sessionId" | "at">;
+
+/** The `type` of every event a session emits. */
+export type AgentEventType = AgentEvent["type"];
+
+/** The event of one type, e.g. `AgentEventOf<"call.settled">`. */
+export type AgentEventOf<K extends AgentEventType> = Extract<AgentEvent, { type: K }>;

@@ -1,0 +1,48 @@
+// The permission vocabulary shared by the runtime (actors/permissions.ts), the events and the
+// control protocol's clients.
+
+/**
+ * How much damage a tool can do; read by the permission policy. Missing → "high", or "low" for
+ * a `readOnly` tool.
+ */
+export type Risk = "low" | "medium" | "high";
+
+/** What policy says about a call before anyone is asked. */
+export type PermissionAction = "allow" | "deny" | "ask";
+
+/** A rule matches by tool name (`"*"` or omitted: any) and/or risk; the first match wins. */
+export interface PermissionRule {
+  tool?: string;
+  risk?: Risk;
+  action: PermissionAction;
+}
+
+/** One call waiting for the embedder's decision. */
+export interface PermissionRequest {
+  requestId: string;
+  sessionId: string;
+  callId: string;
+  tool: string;
+  args: unknown;
+  risk: Risk;
+}
+
+/**
+ * The embedder's answer. `deny` declines: the turn stops and the model does not get to try
+ * again. `deny_with_feedback`: the feedback becomes the call's result and the turn goes on.
+ * `allow_always` adds an allow rule for the tool for the rest of the session.
+ */
+export type PermissionReply =
+  | { type: "allow_once" }
+  | { type: "allow_always" }
+  | { type: "deny" }
+  | { type: "deny_with_feedback"; feedback: string };
+
+/**
+ * How one request ended. `corrected.feedback` says why the call may not run; it becomes the
+ * call's `DENIED` result, `not executed: <feedback>`.
+ */
+export type PermissionDecision =
+  | { type: "allow" }
+  | { type: "declined"; reason: string }
+  | { type: "corrected"; feedback: string };
