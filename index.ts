@@ -1,13 +1,24 @@
 // The public API of Keel: re-exports only, each name documented in README.md ("API").
-// Tests and benchmarks that need internals import their modules directly; the control
-// protocol's vocabulary is keel/client's (client/index.ts).
+// Tests import internals from their modules; the few internals the benchmarks measure from the
+// built package (createIds, systemClock, SessionLog, ContextBudget, the token counters) are
+// exported and listed in the README as such. The control protocol's vocabulary is
+// keel/client's (client/index.ts).
 
-export { type Agent, type AgentOptions, createAgent } from "./actors/agent.ts";
+export {
+  type Agent,
+  type AgentOptions,
+  createAgent,
+  type Instructions,
+  type SessionOpenOptions,
+} from "./actors/agent.ts";
 export { AGENT_EVENT_TYPES, type InspectSink } from "./actors/events.ts";
+export { createIds } from "./actors/ids.ts";
 export type { PermissionOptions } from "./actors/permissions.ts";
 export { type RetryBudget, tokenBucketBudget } from "./actors/retry-budget.ts";
+export type { ContextOptions } from "./actors/session-context.ts";
 export type { InboxOptions, PromptResult, Session } from "./actors/session-runtime.ts";
-export type { Clock } from "./contracts/clock.ts";
+export type { TurnResult } from "./actors/turn-runner.ts";
+export { type Clock, systemClock } from "./contracts/clock.ts";
 export type {
   AgentEvent,
   AgentEventBody,
@@ -15,6 +26,7 @@ export type {
   AgentEventType,
 } from "./contracts/events.ts";
 export type { IdGenerator } from "./contracts/ids.ts";
+export { MAX_ARGUMENTS_CHARS, MAX_JSON_DEPTH } from "./contracts/json-limits.ts";
 export {
   type ChatMessage,
   type ChatToolCall,
@@ -43,6 +55,7 @@ export type {
   InboxSource,
   TurnStatus,
 } from "./contracts/status.ts";
+export { estimateTextTokens, requestTokens } from "./contracts/tokens.ts";
 export type {
   Continuation,
   ToolErrorCode,
@@ -54,6 +67,7 @@ export { type Inspector, type InspectorOptions, startInspector } from "./inspect
 export type { RetryPolicy } from "./machines/policies/retry-policy.ts";
 export type { TurnLimits } from "./machines/turn.machine.ts";
 export { type OpenAIModelOptions, openaiModel } from "./providers/openai-model.ts";
+export { openaiTokenCounter } from "./providers/openai-tokens.ts";
 export {
   type Script,
   type ScriptedModel,
@@ -63,8 +77,10 @@ export {
 } from "./providers/scripted-model.ts";
 export type { BranchRefusalCode, BranchResult } from "./session/branches.ts";
 export type { CompactionRefusalCode, CompactionResult } from "./session/compaction.ts";
+export { ContextBudget, type ContextUsage } from "./session/context-budget.ts";
 export type { EntryOf, EntryType, LogEntry } from "./session/entries.ts";
 export { type Ledger, type LedgerOptions, memoryLedger } from "./session/ledger.ts";
+export { SessionLog } from "./session/log.ts";
 export { memoryStore } from "./session/memory-store.ts";
 export { readSession, type StoredSession } from "./session/read-session.ts";
 export { sqliteLedger } from "./session/sqlite-ledger.ts";

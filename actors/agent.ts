@@ -13,11 +13,15 @@ import type { ToolDefinition } from "../tools/types.ts";
 import type { InspectSink } from "./events.ts";
 import { createIds } from "./ids.ts";
 import { PermissionBroker, type PermissionOptions } from "./permissions.ts";
+import { readResultTool } from "./read-result-tool.ts";
 import { recoverCalls } from "./recover-calls.ts";
 import type { RetryBudget } from "./retry-budget.ts";
+import { type ContextOptions, checkContextOptions, SessionContext } from "./session-context.ts";
 import { Session } from "./session-runtime.ts";
 import { createSpill, sessionSpillDir } from "./spill-output.ts";
 import type { TurnDeps } from "./turn-runner.ts";
+
+const isInstructions = (v: unknown) => typeof v === "string" || typeof v === "function";
 
 /** What `createAgent` takes: the model, the tools, the store, and every budget and seam. */
 export interface AgentOptions {
@@ -28,6 +32,16 @@ export interface AgentOptions {
   /** Where session logs live. Default: in memory (lost on exit). */
   store?: SessionStore;
   /**
+   * What the model is told in every request, before the tools and the history (the stable
+   * prefix), or a function of the session that returns it. Recorded in the session's log as a
+   * `settings` entry when a session first runs with instructions different from those in force
+   * there, so a rollback or fork restores the instructions in force at that point;
+   * `session.setInstructions()` changes them mid-session.
+   */
+  instructions?: Instructions;
+  /** The context budget, automatic compaction and overflow recovery (DESIGN §6). */
+  context?: ContextOptions;
+  /**
    * The folder for the files sessions write beside their log: a tool output over an
    * `outputBudget` with `overflow: "spill"` goes to
    * `<dataDir>/sessions/<sessionId>/spill/<callId>-<hash>.txt`, and its result carries the path
@@ -37,7 +51,10 @@ export interface AgentOptions {
    * through them. Nothing is written unless a tool spills.
    */
   dataDir?: string;
-  limits?: Partial<TurnLimits>;
+  limits?: Partial<TurnLimits> & {
+    /** @deprecated Renamed `maxSpendTokens` (a spend cap, not a window); removed in the next release. */
+    maxTokens?: number;
+  };
   /** Default 8. */
   maxParallelToolCalls?: number;
   /** How long a cancelled tool may keep running before its outcome is unknown. Default 5 000 ms. */
@@ -72,10 +89,30 @@ export interface AgentOptions {
   turnMachine?: TurnDeps["turnMachine"];
 }
 
+/** Instructions: a text, or a function of the session returning it. */
+export type Instructions = string | ((session: Session) => string);
+
+/** `agent.session(id, options)` / `agent.openSession(id, options)`. */
+export interface SessionOpenOptions {
+  /** Instructions for this session, in place of the agent's. */
+  instructions?: Instructions;
+}
+
 /** Sessions over one model, tool set and store. Made by `createAgent`. */
 export interface Agent {
-  /** Opens (or creates) a session; `await session.ready` before reading its log. */
-  session(id?: string): Session;
+  /**
+   * Opens (or creates) a session and resolves once its log is loaded and crash recovery ran:
+   * the way to get a session whose `messages()` and `entries()` can be read. The same id gives
+   * the same session until it is closed; after `close()` it opens afresh from the store.
+   * `options` apply when the session object is created (a session already open is returned as
+   * it is).
+   */
+  openSession(id?: string, options?: SessionOpenOptions): Promise<Session>;
+  /**
+   * The session object at once, still opening: inputs wait for it, but reading its log before
+   * `await session.ready` throws. Prefer {@link Agent.openSession}.
+   */
+  session(id?: string, options?: SessionOpenOptions): Session;
   /** The sessions in the store, with their entry counts and times. */
   listSessions(): Promise<SessionSummary[]>;
   /** The tools, shared by every session of this agent; change it to change what they offer. */
@@ -86,7 +123,21 @@ export interface Agent {
   close(): Promise<void>;
 }
 
-export const DEFAULT_LIMITS: TurnLimits = { maxSteps: 50, maxTokens: 0, deadlineMs: 0 };
+export const DEFAULT_LIMITS: TurnLimits = { maxSteps: 50, maxSpendTokens: 0, deadlineMs: 0 };
+
+/** `limits` with the deprecated `maxTokens` read as `maxSpendTokens` (with a warning, once). */
+function resolveLimits(limits: AgentOptions["limits"], logger: Logger): TurnLimits {
+  const { maxTokens, ...rest } = limits ?? {};
+  const resolved: TurnLimits = { ...DEFAULT_LIMITS, ...rest };
+  if (maxTokens !== undefined) {
+    const message =
+      "createAgent: `limits.maxTokens` is deprecated (it is a spend cap, not a context window): use `limits.maxSpendTokens`; the old name is removed in the next release";
+    logger.warn(message);
+    process.emitWarning(message, { type: "DeprecationWarning", code: "KEEL_MAX_TOKENS" });
+    if (rest.maxSpendTokens === undefined) resolved.maxSpendTokens = maxTokens;
+  }
+  return resolved;
+}
 
 function defaultLogger(): Logger {
   const level = process.env.KEEL_LOG || "silent";
@@ -131,32 +182,57 @@ export function createAgent(options: AgentOptions): Agent {
   const ids = options.ids ?? createIds();
   const random = options.random ?? Math.random;
   const logger = options.logger ?? defaultLogger();
-  const limits = { ...DEFAULT_LIMITS, ...options.limits };
+  const limits = resolveLimits(options.limits, logger);
+  checkContextOptions(options.context);
+  const contextOptions = options.context ?? {};
+  if (options.instructions !== undefined && !isInstructions(options.instructions)) {
+    throw new TypeError(
+      `createAgent: \`instructions\` must be a string or a function (session) => string, got ${typeof options.instructions}`,
+    );
+  }
+  const sessions = new Map<string, Session>();
+  if (contextOptions.readResultTool) registry.add(readResultTool((id) => sessions.get(id)));
   // Checked here, once: a bad policy is a RangeError from createAgent, not a failed turn later.
   const retry = resolveRetryPolicy(options.retry ?? {});
-  const sessions = new Map<string, Session>();
   const inspect = options.inspect;
   const dataDir = options.dataDir ?? ".keel";
 
   const agent: Agent = {
     registry,
     store,
-    session(id) {
+    session(id, sessionOptions = {}) {
       const sessionId = id ?? ids("s");
       const existing = sessions.get(sessionId);
-      if (existing) return existing;
+      if (existing && !existing.closed) return existing;
+      // A session still closing flushes first: one writer per session.
+      const previous = existing?.close();
+      const instructions = sessionOptions.instructions ?? options.instructions;
+      if (instructions !== undefined && !isInstructions(instructions)) {
+        throw new TypeError(
+          `agent.session: \`instructions\` must be a string or a function (session) => string, got ${typeof instructions}`,
+        );
+      }
       const sessionLogger = logger.child({ sessionId });
-      const session = new Session({
+      const session: Session = new Session({
         sessionId,
         logger: sessionLogger,
         now: () => clock.now(),
         ids,
+        instructions,
+        model: options.model,
+        readResultTool: contextOptions.readResultTool === true,
         drain: {
           steer: options.drain?.steer ?? "all",
           followUp: options.drain?.followUp ?? "one-at-a-time",
         },
         lanesToDrain: options.lanesToDrain,
-        openLog: () => SessionLog.open({ sessionId, store, clock, ids }),
+        openLog: async () => {
+          await previous?.catch(() => {});
+          return SessionLog.open({ sessionId, store, clock, ids });
+        },
+        onClosed: () => {
+          if (sessions.get(sessionId) === session) sessions.delete(sessionId);
+        },
         recover: (log) => recoverCalls({ log, registry, logger: sessionLogger }),
         inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
         publish: inspect ? (e) => inspect.publish(e) : undefined,
@@ -173,6 +249,15 @@ export function createAgent(options: AgentOptions): Agent {
           retryBudget: options.retryBudget,
           random,
           limits,
+          context: new SessionContext({
+            log,
+            model: options.model,
+            registry,
+            ids,
+            emit,
+            options: contextOptions,
+          }),
+          maxOverflowRecoveries: contextOptions.overflowRecoveries ?? 1,
           maxParallelToolCalls: options.maxParallelToolCalls ?? 8,
           stopDeadlineMs: options.stopDeadlineMs ?? 5000,
           finalizeDeadlineMs: options.finalizeDeadlineMs ?? 10_000,
@@ -187,6 +272,11 @@ export function createAgent(options: AgentOptions): Agent {
         }),
       });
       sessions.set(sessionId, session);
+      return session;
+    },
+    async openSession(id, sessionOptions) {
+      const session = agent.session(id, sessionOptions);
+      await session.ready;
       return session;
     },
     listSessions: () => store.list(),

@@ -20,6 +20,8 @@ export const AGENT_EVENT_TYPES = [
   "call.settled",
   "batch.committed",
   "retry.scheduled",
+  "context.measured",
+  "context.compacted",
   "turn.cancel-acknowledged",
   "turn.execution-stopped",
   "turn.ended",

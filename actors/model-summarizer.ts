@@ -11,7 +11,7 @@ const INSTRUCTION =
 /**
  * A `Summarize` for compaction that asks `model` (no tools) for a summary of the messages.
  * Contract: rejects with the model's `ModelError` (a context overflow makes compaction shrink
- * its input and try again); resolves with the summary text.
+ * its input and try again); resolves with the summary text and how its response ended.
  */
 export function modelSummarizer(model: Model, ids: IdGenerator): Summarize {
   return async (messages: ChatMessage[], signal: AbortSignal) => {
@@ -23,6 +23,8 @@ export function modelSummarizer(model: Model, ids: IdGenerator): Summarize {
       attemptId: ids("compaction"),
     });
     for await (const event of stream) assembler.push(event);
-    return assembler.finish().text;
+    const message = assembler.finish();
+    // The finish reason goes with the text: a summary cut by length is rejected as a candidate.
+    return { text: message.text, finishReason: message.finishReason };
   };
 }

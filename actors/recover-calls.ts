@@ -1,7 +1,8 @@
 import type { Logger } from "pino";
-import { notExecuted } from "../contracts/tool-result.ts";
+import { notExecuted, type ToolResult } from "../contracts/tool-result.ts";
 import type { SessionLog } from "../session/log.ts";
-import { recoverSession } from "../session/recovery.ts";
+import { outcomeUnknown, recoverSession } from "../session/recovery.ts";
+import { prepareCall } from "../tools/prepare-call.ts";
 import type { Registry } from "../tools/registry.ts";
 import { resolveTraits } from "../tools/traits.ts";
 import { runTool } from "./run-tool.ts";
@@ -16,7 +17,10 @@ const neverStarted = notExecuted(
  * Brings a reopened session's log back to a well-formed state after a crash (DESIGN §5):
  * cut attempts end interrupted; a call with a start record and no result becomes `unknown`
  * (OUTCOME_UNKNOWN, never re-run) unless its tool is idempotent, in which case it is
- * re-executed with its SAME idempotency key; a call of the last response with no start record
+ * re-executed with its SAME idempotency key, its arguments prepared again from the model's
+ * original text (the start record holds the schema's output, which is not JSON-faithful: a
+ * transformed `Date` or `Set` would come back as a string or `{}`); a call of the last
+ * response with no start record
  * never ran (write-ahead) and is answered "not executed". Makes it all durable.
  */
 export async function recoverCalls(options: {
@@ -32,15 +36,32 @@ export async function recoverCalls(options: {
     },
   });
   for (const call of report.retry) {
-    const tool = registry.get(call.name)!;
-    const traits = resolveTraits(tool.traits);
+    const argumentsText = rawArguments(log, call.callId) ?? JSON.stringify(call.args ?? {});
+    const prepared = prepareCall({ id: call.callId, name: call.name, argumentsText }, registry);
+    if (!prepared.ok) {
+      // It started and may have run; it cannot be re-run with these arguments any more.
+      const result: ToolResult = {
+        ...outcomeUnknown(call),
+        message: `${outcomeUnknown(call).message} (Its arguments no longer pass preparation: ${prepared.error.message})`,
+      };
+      log.append({
+        type: "call_result",
+        callId: call.callId,
+        name: call.name,
+        outcome: "unknown",
+        result,
+      });
+      continue;
+    }
+    const { tool, traits, args } = prepared.call;
     const report = await runTool(
       tool,
-      call.args,
+      args,
       {
         callId: call.callId,
         signal: new AbortController().signal,
         idempotencyKey: call.idempotencyKey,
+        sessionId: log.sessionId,
         onUpdate: () => {},
         log: logger.child({ callId: call.callId, tool: call.name, recovery: true }),
       },
@@ -72,4 +93,16 @@ export async function recoverCalls(options: {
   }
   await log.flush();
   return { retried: report.retry.length, unknown: report.unknown.length, notStarted };
+}
+
+/** The arguments text the model sent for `callId`, from the last assistant message asking it. */
+function rawArguments(log: SessionLog, callId: string): string | undefined {
+  const messages = log.messages();
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i];
+    if (m.role !== "assistant" || !m.tool_calls) continue;
+    const call = m.tool_calls.find((c) => c.id === callId);
+    if (call) return call.function.arguments;
+  }
+  return undefined;
 }

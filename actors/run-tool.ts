@@ -1,5 +1,10 @@
 import type { ToolResult } from "../contracts/tool-result.ts";
-import { applyOutputBudget, errorToResult, toToolResult } from "../tools/tool-output.ts";
+import {
+  applyOutputBudget,
+  boundFailure,
+  errorToResult,
+  toToolResult,
+} from "../tools/tool-output.ts";
 import type { OutputBudget, ToolContext, ToolDefinition } from "../tools/types.ts";
 
 /** How one execution ended, as the tool-call statechart's event. */
@@ -8,8 +13,8 @@ export type ToolReport =
   | { type: "call.aborted" };
 
 /**
- * Runs a tool once with its context: the output becomes a `ToolResult` within the output budget;
- * a throw becomes `EXECUTION_FAILED`, or `call.aborted` when the call's signal was aborted (the
+ * Runs a tool once with its context: the output becomes a `ToolResult` within the output budget
+ * (failures too); a throw becomes `EXECUTION_FAILED` within the same budget, or `call.aborted` when the call's signal was aborted (the
  * tool honoured the cancel). Never throws; resolves exactly once.
  */
 export async function runTool(
@@ -26,7 +31,7 @@ export async function runTool(
   try {
     const output = await tool.execute(args, ctx);
     const spill = options.spill;
-    const result = await applyOutputBudget(toToolResult(output), options.budget, {
+    const result = await applyOutputBudget(toToolResult(output, options.name), options.budget, {
       toolName: options.name,
       args,
       spill: spill && ((content) => spill(content, ctx.callId)),
@@ -34,6 +39,6 @@ export async function runTool(
     return { type: result.ok ? "call.complete" : "call.fail", result };
   } catch (err) {
     if (ctx.signal.aborted) return { type: "call.aborted" };
-    return { type: "call.fail", result: errorToResult(err) };
+    return { type: "call.fail", result: boundFailure(errorToResult(err), options.budget.maxBytes) };
   }
 }

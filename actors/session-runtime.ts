@@ -1,10 +1,10 @@
 import type { Logger } from "pino";
 import type { InspectionEvent } from "xstate";
 import type { AgentEvent, AgentEventBody } from "../contracts/events.ts";
-import type { ChatMessage } from "../contracts/model.ts";
+import type { ChatMessage, Model } from "../contracts/model.ts";
 import type { PermissionReply, PermissionRequest } from "../contracts/permission.ts";
 import { type Refusal, refuse } from "../contracts/refusal.ts";
-import type { InboxLane, InboxSource } from "../contracts/status.ts";
+import type { InboxLane, InboxSource, TurnStatus } from "../contracts/status.ts";
 import type { WakeScope } from "../machines/coordinator.machine.ts";
 import {
   clear,
@@ -18,7 +18,6 @@ import {
   queued,
   receive,
 } from "../machines/policies/inbox.ts";
-import type { TurnOutput } from "../machines/turn.machine.ts";
 import {
   type BranchOptions,
   type BranchResult,
@@ -28,17 +27,31 @@ import {
   switchLeaf,
 } from "../session/branches.ts";
 import { type CompactionResult, compactSession } from "../session/compaction.ts";
-import type { LogEntry } from "../session/entries.ts";
+import type { ContextUsage } from "../session/context-budget.ts";
+import type { EntryOf, LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import { type Coordinator, createCoordinator } from "./coordinator.ts";
 import { modelSummarizer } from "./model-summarizer.ts";
-import { type TurnDeps, TurnRun } from "./turn-runner.ts";
+import { clearedResultText, READ_RESULT_TOOL } from "./read-result-tool.ts";
+import { type TurnDeps, type TurnResult, TurnRun } from "./turn-runner.ts";
 
 const TURN_ENDED: PollPoint = { type: "turn.ended" };
 const IDLE: PollPoint = { type: "idle" };
 
-/** What `session.prompt()` resolves to. */
-export type PromptResult = TurnOutput;
+/**
+ * What `session.prompt()` resolves to: how the turn ended (`status`, `reason`), its final
+ * assistant text, its summed provider usage and the number of model requests it sent.
+ */
+export type PromptResult = TurnResult;
+
+/** A prompt that never ran (removed from the queue): nothing was said, nothing spent. */
+const notRun = (status: TurnStatus, reason: string): PromptResult => ({
+  status,
+  reason,
+  text: "",
+  usage: { inputTokens: 0, outputTokens: 0 },
+  steps: 0,
+});
 
 /** Options of an input (`prompt`, `steer`, `followUp`). */
 export interface InboxOptions {
@@ -61,6 +74,12 @@ export interface SessionOptions {
   now: () => number;
   ids: (prefix?: string) => string;
   drain: { steer: DrainMode; followUp: DrainMode };
+  /** The instructions this session runs with (recorded at its first turn when they differ). */
+  instructions?: string | ((session: Session) => string);
+  /** The agent's model (its window and reserve, for `contextUsage()` before the log is open). */
+  model: Model;
+  /** Whether the `read_result` tool is registered (`clearToolResults` needs it). */
+  readResultTool: boolean;
   /**
    * Receives every event of the session, stamped, like a listener (the inspector's sink).
    * Contract: must return quickly and must not throw.
@@ -72,6 +91,8 @@ export interface SessionOptions {
   inspect?: (event: InspectionEvent) => void;
   /** Closes what a crash left open in the log before anything else runs. */
   recover?: (log: SessionLog) => Promise<unknown>;
+  /** Called once when `close()` has finished (the agent forgets the session then). */
+  onClosed?: () => void;
 }
 
 /**
@@ -106,6 +127,12 @@ export class Session {
   /** Inbox seq at the last interrupt: older queued inputs wait for an explicit wake. */
   private interruptedAt = -1;
   private inboxSeq = 0;
+  private opened = false;
+  private closing: Promise<void> | undefined;
+  /** Inputs called but not yet acknowledged: pending work for `awaitIdle()`. */
+  private submitting = new Set<Promise<unknown>>();
+  /** The configured instructions were compared with the log's (once per session object). */
+  private instructionsSynced = false;
 
   /** @internal Sessions are opened by `agent.session(id)`. */
   constructor(options: SessionOptions) {
@@ -132,30 +159,35 @@ export class Session {
         this.poll(TURN_ENDED);
         await log.flush();
       }
+      this.opened = true;
     });
+    // Observed here so a failed open is not an unhandled rejection; callers still see it.
+    this.ready.catch(() => {});
+  }
+
+  /** Whether `close()` was called: a closed session accepts no input (reopen it by id). */
+  get closed(): boolean {
+    return this.closing !== undefined;
   }
 
   /** Submits a prompt; resolves when the turn that consumes it ends. */
   async prompt(text: string, options: InboxOptions = {}): Promise<PromptResult> {
-    const id = await this.submit("next-turn", text, options);
-    return new Promise((resolve) => {
-      this.waiters.set(id, resolve);
-      this.coordinator.wake("input");
+    let resolve!: (result: PromptResult) => void;
+    const result = new Promise<PromptResult>((r) => {
+      resolve = r;
     });
+    await this.submit("next-turn", text, options, (id) => this.waiters.set(id, resolve));
+    return result;
   }
 
   /** Queues a follow-up: read when the current turn would otherwise end; starts the next turn. */
   async followUp(text: string, options: InboxOptions = {}): Promise<string> {
-    const id = await this.submit("next-turn", text, options);
-    this.coordinator.wake("input");
-    return id;
+    return this.submit("next-turn", text, options);
   }
 
   /** Queues steering: read at the next safe point of the running turn (or starts one). */
   async steer(text: string, options: InboxOptions = {}): Promise<string> {
-    const id = await this.submit("next-step", text, options);
-    this.coordinator.wake("steer");
-    return id;
+    return this.submit("next-step", text, options);
   }
 
   /**
@@ -224,7 +256,7 @@ export class Session {
     this.inbox = inbox;
     for (const event of cleared) {
       this.log.append({ type: "inbox_consumed", inboxId: event.id });
-      this.waiters.get(event.id)?.({ status: "cancelled", reason: "removed from the queue" });
+      this.waiters.get(event.id)?.(notRun("cancelled", "removed from the queue"));
       this.waiters.delete(event.id);
     }
     void this.log.flush().catch(() => {});
@@ -239,12 +271,25 @@ export class Session {
 
   /** The model's view of the active branch (OpenAI Chat Completions shape). */
   messages(): readonly ChatMessage[] {
-    return this.log ? this.log.messages() : [];
+    return this.openLog("messages").messages();
   }
 
-  /** The raw append-only log, every branch, in `seq` order. */
+  /** Every entry of the log, all branches, in `seq` order. */
   entries(): readonly LogEntry[] {
-    return this.log ? this.log.entries() : [];
+    return this.openLog("entries").entries();
+  }
+
+  /**
+   * The log, once open. Reading before then would show an empty history that looks exactly
+   * like a lost one, so it throws instead.
+   */
+  private openLog(what: string): SessionLog {
+    if (!this.opened) {
+      throw new Error(
+        `session ${this.id}: ${what}() was called before the session finished opening; use \`await agent.openSession(${JSON.stringify(this.id)})\` (or \`await session.ready\`) before reading it`,
+      );
+    }
+    return this.log;
   }
 
   /** Moves the active leaf back to `entryId` (the work tree does not roll back; the log says so). */
@@ -279,9 +324,114 @@ export class Session {
     });
   }
 
+  /**
+   * The context budget of the next model request: `used` tokens (the last provider usage plus
+   * an estimate of what was appended since when `trusted`, else an estimate of the whole
+   * request), the model's `window` (Infinity: unknown) and the output `reserve`. Cheap: it reads
+   * only what changed since it was last measured. `context.measured` events report changes.
+   */
+  contextUsage(): ContextUsage {
+    if (!this.deps) {
+      const { model } = this.options;
+      return {
+        used: 0,
+        window: model.contextWindow ?? Number.POSITIVE_INFINITY,
+        reserve: model.maxOutputTokens ?? 0,
+        trusted: false,
+      };
+    }
+    return this.deps.context.measure();
+  }
+
+  /** The instructions in force on the active branch (undefined: none). */
+  instructions(): string | undefined {
+    return this.deps?.context.instructions();
+  }
+
+  /**
+   * Changes the instructions from the next request on, as a `settings` entry: a rollback or
+   * fork to an earlier point restores the instructions in force there. Refused with
+   * `TURN_OPEN` while a turn runs.
+   */
+  async setInstructions(
+    text: string,
+  ): Promise<{ ok: true; entry: EntryOf<"settings"> } | Refusal<"TURN_OPEN">> {
+    if (typeof text !== "string") {
+      throw new TypeError(`setInstructions: instructions must be a string, got ${typeof text}`);
+    }
+    await this.ready;
+    if (this.current) return this.turnOpen("change the instructions", this.current.turnId);
+    this.instructionsSynced = true; // an explicit change wins over the configured text
+    const entry = this.recordInstructions(text);
+    await this.log.flush();
+    return { ok: true, entry };
+  }
+
+  /**
+   * Clears old tool results from the model's view (DESIGN §6): each becomes a `context_edit`
+   * whose text says how many bytes were cleared and the id the built-in `read_result` tool
+   * reads it back with (from the log, where the result stays). Clears the results of calls
+   * made at least `olderThanSteps` model responses ago (default 0: every one), except the
+   * newest `keepLast` (default 0), results already cleared and results shorter than the note
+   * that would replace them. Refused with `TURN_OPEN` while a turn runs and `READ_RESULT_OFF`
+   * without the tool (`createAgent({ context: { readResultTool: true } })`).
+   */
+  async clearToolResults(
+    options: { olderThanSteps?: number; keepLast?: number } = {},
+  ): Promise<
+    { ok: true; cleared: number; bytes: number } | Refusal<"TURN_OPEN" | "READ_RESULT_OFF">
+  > {
+    const { olderThanSteps = 0, keepLast = 0 } = options;
+    for (const [name, v] of [
+      ["olderThanSteps", olderThanSteps],
+      ["keepLast", keepLast],
+    ] as const) {
+      if (!(Number.isInteger(v) && v >= 0)) {
+        throw new TypeError(`clearToolResults: ${name} must be an integer ≥ 0, got ${String(v)}`);
+      }
+    }
+    await this.ready;
+    if (this.current) return this.turnOpen("clear tool results", this.current.turnId);
+    if (!this.options.readResultTool) {
+      return refuse(
+        "READ_RESULT_OFF",
+        `cleared results could not be read back: the ${READ_RESULT_TOOL} tool is off; create the agent with createAgent({ context: { readResultTool: true } })`,
+      );
+    }
+    const messages = this.log.messages().slice();
+    const sources = this.log.messageSources().slice();
+    let steps = 0;
+    const stepOf: number[] = [];
+    for (const m of messages) {
+      if (m.role === "assistant") steps++;
+      stepOf.push(steps);
+    }
+    const candidates: { index: number; entry: EntryOf<"call_result"> }[] = [];
+    for (let i = 0; i < messages.length; i++) {
+      const m = messages[i];
+      if (m.role !== "tool" || steps - stepOf[i] < olderThanSteps) continue;
+      const entry = this.log.get(sources[i]);
+      if (entry?.type !== "call_result") continue; // a patched slot, not a recorded result
+      candidates.push({ index: i, entry });
+    }
+    let cleared = 0;
+    let bytes = 0;
+    for (const { index, entry } of candidates.slice(0, Math.max(0, candidates.length - keepLast))) {
+      const content = (messages[index] as { content: string }).content;
+      const size = Buffer.byteLength(content);
+      const note = clearedResultText(entry.id, size);
+      if (content.startsWith("[result cleared") || note.length >= content.length) continue;
+      this.log.append({ type: "context_edit", targetId: entry.id, replacement: note });
+      cleared++;
+      bytes += size;
+    }
+    if (cleared > 0) await this.log.flush();
+    return { ok: true, cleared, bytes };
+  }
+
   /** The whole log as JSON Lines. */
   exportJsonl(): string {
-    return exportJsonl(this.log);
+    return exportJsonl(this.openLog("exportJsonl"));
   }
 
   private async branch(move: () => BranchResult): Promise<BranchResult> {
@@ -301,7 +451,7 @@ export class Session {
 
   /** @internal The log, for branches, export and recovery. */
   get sessionLog(): SessionLog {
-    return this.log;
+    return this.openLog("sessionLog");
   }
 
   /** Resolves when the current execution has finished. */
@@ -309,9 +459,15 @@ export class Session {
     return this.coordinatorRef?.awaitSettlement() ?? Promise.resolve();
   }
 
-  /** Resolves when no turn runs and none is about to start. */
-  awaitIdle(): Promise<void> {
-    return this.coordinatorRef?.awaitIdle() ?? Promise.resolve();
+  /**
+   * Resolves when no turn runs and none is about to start. An input already called
+   * (`followUp()`, `steer()`, `prompt()`, awaited or not) is pending work: its turn runs first.
+   */
+  async awaitIdle(): Promise<void> {
+    while (this.submitting.size > 0) await Promise.allSettled([...this.submitting]);
+    await this.coordinatorRef?.awaitIdle();
+    // A turn that ended may have been followed by an input called meanwhile.
+    if (this.submitting.size > 0) return this.awaitIdle();
   }
 
   /** The session's runner host, created at the first input (an idle session holds no actor). */
@@ -330,13 +486,35 @@ export class Session {
     return this.current;
   }
 
-  /** Interrupts the running turn, waits for it to settle and flushes the log. */
-  async close(): Promise<void> {
-    this.interruptedAt = this.inboxSeq;
-    this.cancelRunning("session closed"); // a shutdown, not an input: no inbox event
-    await this.awaitSettlement().catch(() => {});
-    this.coordinatorRef?.stop();
-    if (this.log) await this.log.close();
+  /**
+   * Interrupts the running turn, waits for it to settle, flushes the log and releases the
+   * session: the agent forgets it, so `agent.openSession(id)` afterwards opens a fresh one from
+   * the store. Idempotent; inputs after it throw.
+   */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      await this.ready.catch(() => {});
+      this.interruptedAt = this.inboxSeq;
+      this.cancelRunning("session closed"); // a shutdown, not an input: no inbox event
+      await this.awaitSettlement().catch(() => {});
+      this.coordinatorRef?.stop();
+      try {
+        if (this.log) await this.log.close();
+      } finally {
+        for (const [id, resolve] of this.waiters) {
+          resolve(
+            notRun(
+              "cancelled",
+              `session closed before input ${id} ran; it stays queued in the log and runs after the session is reopened and resumed`,
+            ),
+          );
+        }
+        this.waiters.clear();
+        this.listeners.clear();
+        this.options.onClosed?.();
+      }
+    })();
+    return this.closing;
   }
 
   /**
@@ -362,10 +540,38 @@ export class Session {
     }
   }
 
-  private async submit(lane: InboxLane, body: string, options: InboxOptions): Promise<string> {
+  /**
+   * Persists an input, then wakes the coordinator; `onId` runs before the wake (a prompt's
+   * waiter). Tracked until acknowledged, so `awaitIdle()` counts it as pending work.
+   */
+  private submit(
+    lane: InboxLane,
+    body: string,
+    options: InboxOptions,
+    onId?: (id: string) => void,
+  ): Promise<string> {
     if (typeof body !== "string" || body.length === 0) {
       throw new TypeError(`${lane} input must be a non-empty string, got ${JSON.stringify(body)}`);
     }
+    if (this.closing) {
+      return Promise.reject(
+        new Error(
+          `session ${this.id} is closed; open it again with \`await agent.openSession(${JSON.stringify(this.id)})\``,
+        ),
+      );
+    }
+    const pending = this.receive(lane, body, options).then((id) => {
+      onId?.(id);
+      this.coordinator.wake(lane === "next-step" ? "steer" : "input");
+      return id;
+    });
+    this.submitting.add(pending);
+    const forget = () => this.submitting.delete(pending);
+    pending.then(forget, forget);
+    return pending;
+  }
+
+  private async receive(lane: InboxLane, body: string, options: InboxOptions): Promise<string> {
     await this.ready;
     const id = options.id ?? this.options.ids("in");
     const source = options.source ?? "user";
@@ -435,9 +641,44 @@ export class Session {
     this.emit({ type: "inbox.consumed", inboxId: event.id, lane: event.lane });
   }
 
+  /** Appends a `settings` entry with `text` as the instructions (other settings kept). */
+  private recordInstructions(text: string): EntryOf<"settings"> {
+    return this.log.append({
+      type: "settings",
+      settings: { ...this.log.settings(), instructions: text },
+    });
+  }
+
+  /**
+   * Once per session object, before its first turn: records the configured instructions when
+   * they differ from those in force on the branch (a new session, or new instructions). Later
+   * turns leave them: a rollback or fork keeps the instructions of the point it moved to.
+   */
+  private syncInstructions(): void {
+    if (this.instructionsSynced) return;
+    this.instructionsSynced = true;
+    const configured = this.options.instructions;
+    if (configured === undefined) return;
+    const text = typeof configured === "function" ? configured(this) : configured;
+    if (typeof text !== "string") {
+      throw new TypeError(
+        `instructions: the function must return a string, got ${typeof text} (session ${this.id})`,
+      );
+    }
+    if (text !== this.log.settings().instructions) this.recordInstructions(text);
+  }
+
   /** One execution of the coordinator: run turns while runnable inputs are queued. */
   private async run(_scope: WakeScope, signal: AbortSignal): Promise<void> {
     await this.ready;
+    try {
+      this.syncInstructions();
+    } catch (err) {
+      // The embedder's function threw: say so, and run with the instructions in force.
+      const message = `instructions not updated: ${err instanceof Error ? err.message : String(err)}`;
+      this.options.logger.warn({ err }, message);
+      this.emit({ type: "log.written", level: "warn", message });
+    }
     while (!signal.aborted && this.hasRunnable()) {
       const { inbox, interrupts, events } = this.takeAt(IDLE);
       this.inbox = inbox;
@@ -452,7 +693,7 @@ export class Session {
       } catch (err) {
         // A bug, not a turn outcome: still answer every prompt waiting on this turn.
         this.options.logger.error({ err }, "a turn could not run");
-        output = { status: "failed", reason: `internal error: ${String(err)}` };
+        output = notRun("failed", `internal error: ${String(err)}`);
       }
       this.current = undefined;
       this.poll(TURN_ENDED); // interrupts that arrived during the turn are recorded now

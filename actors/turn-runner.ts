@@ -3,11 +3,12 @@ import { type AnyActorRef, createActor, type InspectionEvent } from "xstate";
 import type { Clock } from "../contracts/clock.ts";
 import type { AgentEventBody } from "../contracts/events.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
-import type { ChatToolCall, Model } from "../contracts/model.ts";
+import type { ChatToolCall, Model, Usage } from "../contracts/model.ts";
 import type { CallOutcome, TurnStatus } from "../contracts/status.ts";
 import { notExecuted, type ToolResult } from "../contracts/tool-result.ts";
 import type { BatchCallResult, BatchOutput } from "../machines/batch.machine.ts";
 import type { PollPoint } from "../machines/policies/inbox.ts";
+import { classifyModelError } from "../machines/policies/retry-classify.ts";
 import {
   decideRetry,
   initialRetryState,
@@ -18,6 +19,7 @@ import {
 import type { CallRef } from "../machines/tool-call.machine.ts";
 import {
   attemptIdOf,
+  type CompactionMode,
   type FinalizeParams,
   type TurnCallSpec,
   type TurnEffects,
@@ -37,6 +39,17 @@ import { bindEffects, hostedTurnMachine } from "./charts.ts";
 import { decideAll, type PermissionBroker } from "./permissions.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import { runTool, type ToolReport } from "./run-tool.ts";
+import type { SessionContext } from "./session-context.ts";
+
+/** What a turn resolves to: how it ended, its final text, its summed usage and its requests. */
+export interface TurnResult extends TurnOutput {
+  /** The text of the last assistant message the turn committed ("" when none). */
+  text: string;
+  /** Provider usage summed over the turn's model responses. */
+  usage: Usage;
+  /** Model requests the turn sent (retries included; compaction summaries not). */
+  steps: number;
+}
 
 /** Everything a turn needs from its session. Built once per session. */
 export interface TurnDeps {
@@ -53,6 +66,10 @@ export interface TurnDeps {
   retryBudget?: RetryBudget;
   random: () => number;
   limits: TurnLimits;
+  /** The session's instructions, context budget and compactions. */
+  context: SessionContext;
+  /** Harder compactions after a context-overflow error, per turn. */
+  maxOverflowRecoveries: number;
   maxParallelToolCalls: number;
   stopDeadlineMs: number;
   finalizeDeadlineMs: number;
@@ -94,6 +111,7 @@ class CallContext implements ToolContext {
     readonly idempotencyKey: string,
     readonly onUpdate: (progress: unknown) => void,
     private readonly makeLogger: () => Logger,
+    readonly sessionId: string,
   ) {}
   get signal(): AbortSignal {
     return this.ctl.signal;
@@ -149,9 +167,17 @@ export class TurnRun implements TurnEffects {
   private phase = "before the first model request";
   /** Whether a model request was prepared yet (the first `prepare` is the turn's start). */
   private sampled = false;
+  /** Whether the poll before this request took an input (then none is read after a compaction). */
+  private foundAtPrepare = false;
   private flushing: Promise<void> | undefined;
-  private readonly done: Promise<TurnOutput>;
-  private resolveDone!: (output: TurnOutput) => void;
+  private compactCtl: AbortController | undefined;
+  /** Overflow compactions run so far (the chart counts them too; this words the reason). */
+  private overflowCompactions = 0;
+  private text = "";
+  private usage: Usage = { inputTokens: 0, outputTokens: 0 };
+  private requests = 0;
+  private readonly done: Promise<TurnResult>;
+  private resolveDone!: (output: TurnResult) => void;
 
   constructor(deps: TurnDeps) {
     this.turnId = deps.ids("turn");
@@ -162,7 +188,7 @@ export class TurnRun implements TurnEffects {
   }
 
   /** Starts the turn with `inputs` as the user's messages (none: continue from the log). */
-  start(inputs: readonly { text: string; inboxId?: string }[]): Promise<TurnOutput> {
+  start(inputs: readonly { text: string; inboxId?: string }[]): Promise<TurnResult> {
     const { log, emit } = this.deps;
     this.deps.logger.info({ inputs: inputs.length }, "turn started");
     log.append({ type: "turn_start", turnId: this.turnId });
@@ -182,20 +208,31 @@ export class TurnRun implements TurnEffects {
         maxParallelToolCalls: this.deps.maxParallelToolCalls,
         stopDeadlineMs: this.deps.stopDeadlineMs,
         finalizeDeadlineMs: this.deps.finalizeDeadlineMs,
+        maxOverflowRecoveries: this.deps.maxOverflowRecoveries,
       },
       clock: this.deps.clock,
       inspect: this.deps.inspect,
     });
     bindEffects(this.actor.system, this);
     this.actor.subscribe({
-      complete: () => this.resolveDone(this.actor.getSnapshot().output!),
+      complete: () => this.resolveDone(this.result(this.actor.getSnapshot().output!)),
       error: (err) => {
         this.deps.logger.error({ err }, "turn actor failed");
-        this.resolveDone({ status: "failed", reason: `internal error: ${String(err)}` });
+        this.resolveDone(
+          this.result({ status: "failed", reason: `internal error: ${String(err)}` }),
+        );
       },
     });
     this.actor.start();
     return this.done;
+  }
+
+  private result(output: TurnOutput): TurnResult {
+    const { status, reason } = output;
+    const usage = { inputTokens: this.usage.inputTokens, outputTokens: this.usage.outputTokens };
+    const r: TurnResult = { status, text: this.text, usage, steps: this.requests };
+    if (reason !== undefined) r.reason = reason;
+    return r;
   }
 
   interrupt(reason: string, status?: TurnStatus): void {
@@ -266,9 +303,34 @@ export class TurnRun implements TurnEffects {
   }
 
   // Before every model request: the first is the turn's start, every later one follows a step.
-  prepare(_self: AnyActorRef): void {
-    this.deps.poll(this.sampled ? BATCH_COMMITTED : TURN_STARTED);
+  // Then the budget: over the threshold, the chart compacts before the request.
+  prepare(self: AnyActorRef): void {
+    this.foundAtPrepare = this.deps.poll(this.sampled ? BATCH_COMMITTED : TURN_STARTED) > 0;
     this.sampled = true;
+    const { context } = this.deps;
+    self.send({ type: "step.prepared", compact: context.compactDue(context.measure()) });
+  }
+  compact(self: AnyActorRef, { mode }: { mode: CompactionMode }): void {
+    this.phase = `while compacting the history (${mode})`;
+    if (mode === "overflow") this.overflowCompactions++;
+    const ctl = new AbortController();
+    this.compactCtl = ctl;
+    void this.deps.context.compact(mode, ctl.signal).then(({ ok, reason }) => {
+      if (this.compactCtl === ctl) this.compactCtl = undefined;
+      if (!ok && mode === "auto") this.warn(`automatic compaction skipped: ${reason}`);
+      if (self.getSnapshot().status === "active") {
+        self.send({ type: "compaction.done", ok, reason });
+      }
+    });
+  }
+
+  abortCompaction(_self: AnyActorRef): void {
+    this.compactCtl?.abort(new Error("interrupted"));
+  }
+
+  // After a compaction (it took time): read what arrived meanwhile, if the poll before found nothing.
+  pollInbox(_self: AnyActorRef): void {
+    this.deps.poll({ type: "step.prepared", pendingBefore: this.foundAtPrepare });
   }
 
   startAttempt(self: AnyActorRef, { attempt, step }: { attempt: number; step: number }): void {
@@ -380,6 +442,7 @@ export class TurnRun implements TurnEffects {
     this.attemptCtl = ctl;
     // The first attempt of a response starts its retry operation (the state is built on failure).
     if (this.retryState === undefined) this.operationStartedAt ??= clock.now();
+    this.requests++;
     log.append({ type: "attempt_start", turnId: this.turnId, attemptId, step });
     this.deps.logger.debug({ attemptId, step }, "attempt started");
     emit({ type: "attempt.started", turnId: this.turnId, attemptId, step });
@@ -394,7 +457,9 @@ export class TurnRun implements TurnEffects {
         : undefined,
     });
     try {
+      const instructions = this.deps.context.instructions();
       const stream = model.stream({
+        ...(instructions === undefined ? {} : { instructions }),
         messages: log.messages(),
         tools: registry.modelTools(),
         signal: ctl.signal,
@@ -453,6 +518,12 @@ export class TurnRun implements TurnEffects {
       usage: message.usage,
     });
     this.messageEntryId = entry.id;
+    this.text = message.text;
+    if (message.usage) {
+      this.usage.inputTokens += message.usage.inputTokens;
+      this.usage.outputTokens += message.usage.outputTokens;
+    }
+    this.deps.context.measured(message.usage);
     for (const problem of message.problems ?? []) this.warn(`model stream: ${problem}`);
     for (const c of message.toolCalls) {
       for (const problem of c.problems ?? []) this.warn(`model stream, call ${c.id}: ${problem}`);
@@ -536,6 +607,20 @@ export class TurnRun implements TurnEffects {
       self.send({ type: "attempt.failed", attempt, status: "cancelled", reason: "interrupted" });
       return;
     }
+    // A request too large for the window is never retried as it is: the chart compacts harder
+    // and sends it again, while its overflow budget lasts (separate from maxRetries).
+    if (classifyModelError(error).category === "context_overflow") {
+      this.retryState = undefined;
+      this.operationStartedAt = undefined;
+      const { maxOverflowRecoveries } = this.deps;
+      const reason =
+        this.overflowCompactions >= maxOverflowRecoveries && maxOverflowRecoveries > 0
+          ? `context overflow (not retried as it was): the request still exceeds the model's context window after ${this.overflowCompactions} compaction(s) for it (${message}); clear old tool results (session.clearToolResults), compact with a smaller keepRecentTokens, shorten the instructions or tool outputs, or use a model with a larger context window`
+          : `context overflow (not retried as it was): the request exceeds the model's context window (${message}); compact the session (automatic compaction: createAgent({ context: { compactAt } }), overflowRecoveries), clear old tool results, or use a model with a larger context window`;
+      this.deps.logger.warn({ attemptId, reason }, "model request overflowed the context window");
+      self.send({ type: "attempt.failed", attempt, status: "failed", reason, overflow: true });
+      return;
+    }
     const budget = this.deps.retryBudget;
     this.retryState ??= initialRetryState(this.deps.retry, this.operationStartedAt ?? clock.now());
     const decision = decideRetry(this.retryState, {
@@ -610,6 +695,7 @@ export class TurnRun implements TurnEffects {
         if (!settled) emit({ type: "call.updated", callId, progress });
       },
       () => logger.child({ callId, tool: call.name }),
+      this.deps.sessionId,
     );
     const report = (event: ToolReport) => {
       settled = true;

@@ -10,6 +10,7 @@ import {
   startInspector,
 } from "../index.ts";
 import { EXIT, type ExitCode } from "./errors.ts";
+import { workspaceInstructions } from "./instructions.ts";
 import { outputClosed } from "./output.ts";
 import { modelFromEnv } from "./run.ts";
 import { MEMORY_STORE, openStore, shown, storePath } from "./store.ts";
@@ -137,9 +138,11 @@ export async function runDemo(options: DemoOptions = {}): Promise<ExitCode> {
     : scriptedModel(script(), { name: "scripted-demo" });
   const file = options.store === MEMORY_STORE ? undefined : storePath(options.store);
   const store = file ? openStore(file, true) : undefined;
+  const tools = builtinTools({ root });
   const agent = createAgent({
     model,
-    tools: builtinTools({ root }),
+    tools,
+    instructions: workspaceInstructions(root, tools),
     retry: { baseDelayMs: 200 },
     ...(store ? { store } : {}),
     ...(inspector ? { inspect: inspector.sink } : {}),

@@ -1,6 +1,7 @@
 import { builtinTools, createAgent, memoryStore, openaiModel, startInspector } from "../index.ts";
 import { terminalAsk, withApproval } from "./approval.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
+import { workspaceInstructions } from "./instructions.ts";
 import { outputClosed } from "./output.ts";
 import { loadSession } from "./sessions.ts";
 import { MEMORY_STORE, openStore, storePath } from "./store.ts";
@@ -27,11 +28,32 @@ export function modelFromEnv(env: NodeJS.ProcessEnv = process.env) {
       EXIT.config,
     );
   }
-  return openaiModel({
-    model: env.KEEL_MODEL || "gpt-4.1-mini",
-    ...(apiKey ? { apiKey } : {}),
-    ...(baseURL ? { baseURL } : {}),
-  });
+  const window = env.KEEL_CONTEXT_WINDOW;
+  const contextWindow = window ? Number(window) : undefined;
+  if (window && !(Number.isInteger(contextWindow) && contextWindow! > 0)) {
+    throw new CliError(
+      `KEEL_CONTEXT_WINDOW must be a positive integer (tokens), got ${JSON.stringify(window)}`,
+      EXIT.config,
+    );
+  }
+  const model = env.KEEL_MODEL || "gpt-4.1-mini";
+  try {
+    return openaiModel({
+      model,
+      ...(contextWindow ? { contextWindow } : {}),
+      ...(apiKey ? { apiKey } : {}),
+      ...(baseURL ? { baseURL } : {}),
+    });
+  } catch (err) {
+    // An unknown model's window: say which variable sets it.
+    if (err instanceof TypeError && /context window/.test(err.message)) {
+      throw new CliError(
+        `the context window of model ${model} is not known: export KEEL_CONTEXT_WINDOW=<tokens> (e.g. 32768)`,
+        EXIT.config,
+      );
+    }
+    throw err;
+  }
 }
 
 /**
@@ -72,6 +94,7 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
   const agent = createAgent({
     model,
     tools,
+    instructions: workspaceInstructions(process.cwd(), tools),
     store,
     ...(options.maxSteps ? { limits: { maxSteps: options.maxSteps } } : {}),
     ...(inspector ? { inspect: inspector.sink } : {}),

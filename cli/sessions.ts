@@ -80,13 +80,18 @@ export async function showSession(
   await loadSession(id, options.store);
   const store = openStore(path, false)!;
   try {
-    const { entries, messages, leafId } = await readSession(store, id);
+    const { entries, messages, leafId, instructions } = await readSession(store, id);
     if (options.json) {
-      out.write(`${JSON.stringify({ sessionId: id, leafId, entries, messages })}\n`);
+      out.write(`${JSON.stringify({ sessionId: id, leafId, instructions, entries, messages })}\n`);
       return EXIT.ok;
     }
     out.write(`session ${id} · ${entries.length} entries · leaf ${leafId ?? "(root)"}\n\n`);
     out.write(`${renderTree(entries, leafId)}\n\n`);
+    out.write(
+      typeof instructions === "string"
+        ? `instructions (sent before the tools and the history):\n${indent(instructions)}\n\n`
+        : "instructions: none\n\n",
+    );
     out.write(`projection (what the model sees next, ${messages.length} messages):\n`);
     out.write(`${renderProjection(messages)}\n`);
     return EXIT.ok;
@@ -94,3 +99,9 @@ export async function showSession(
     await store.close();
   }
 }
+
+const indent = (text: string) =>
+  text
+    .split("\n")
+    .map((l) => `  ${l}`)
+    .join("\n");

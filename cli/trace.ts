@@ -65,6 +65,8 @@ export function createTrace(options: TraceOptions): Trace {
     retryReason: "",
     writing: "",
     started: now(),
+    /** The last context budget: "used/window" for the status line. */
+    context: "",
   };
   const startedAt = new Map<string, number>();
   let statusShown = false;
@@ -78,6 +80,7 @@ export function createTrace(options: TraceOptions): Trace {
   const drawStatus = () => {
     if (!tty || paused) return;
     const parts = [`request ${state.requests}`, `${state.tokensIn}↑ ${state.tokensOut}↓ tok`];
+    if (state.context) parts.push(`context ${state.context}`);
     if (state.running.size) {
       parts.push(`running ${[...state.running.values()].map((c) => c.name).join(", ")}`);
     }
@@ -189,12 +192,33 @@ export function createTrace(options: TraceOptions): Trace {
         break;
       case "turn.ended": {
         const secs = ((e.at - state.started) / 1000).toFixed(1);
-        const mark = e.status === "completed" ? paint("32", "✔") : paint("31", "✘");
+        // A completed turn with a reason ended on a cut or filtered answer: not a clean ✔.
+        const mark =
+          e.status !== "completed"
+            ? paint("31", "✘")
+            : e.reason
+              ? paint("33", "⚠")
+              : paint("32", "✔");
         print(
           `${mark} turn ${e.status}${e.reason ? `: ${e.reason}` : ""} ${dim(`· ${counted(state.requests, "model request")} · ${state.tokensIn} tokens in, ${state.tokensOut} out · ${secs} s`)}`,
         );
         break;
       }
+      case "context.measured":
+        state.context = Number.isFinite(e.window)
+          ? `${Math.round((100 * (e.used + e.reserve)) / e.window)}% of ${e.window}`
+          : `${e.used} tok`;
+        break;
+      case "context.compacted":
+        print(
+          paint(
+            e.ok ? "36" : "33",
+            e.ok
+              ? `  ⇣ context compacted (${e.mode}): ${e.tokensBefore} → ${e.tokensAfter} tokens`
+              : `  ⚠ compaction (${e.mode}) did not happen: ${e.reason}`,
+          ),
+        );
+        break;
       case "log.written":
         print(
           paint(

@@ -11,7 +11,7 @@ import type { ToolResult } from "./tool-result.ts";
  *
  * Naming rule, one form for every event: `<noun>.<past-participle>`, lower case, words within
  * a part joined by `-`. The noun is what changed (`turn`, `attempt`, `text`, `call`, `message`,
- * `batch`, `retry`, `permission`, `inbox`, `log`), the participle what happened to it:
+ * `batch`, `retry`, `permission`, `inbox`, `log`, `context`), the participle what happened to it:
  * `call.settled`, `turn.cancel-acknowledged`, `call.stop-requested`. Streamed pieces follow it
  * too: `text.streamed` carries one piece of text, `call.previewed` one preview of arguments.
  * (The statecharts' own events in `machines/` and the model's stream events in `contracts/`
@@ -75,6 +75,24 @@ export type AgentEvent = { sessionId: string; at: number } & (
   | { type: "inbox.received"; inboxId: string; lane: InboxLane; source: InboxSource }
   | { type: "inbox.consumed"; inboxId: string; lane: InboxLane }
   | { type: "log.written"; level: "warn" | "info"; message: string }
+  /**
+   * The context budget of the next request changed (measured before each model request):
+   * `used` tokens (provider usage + estimate when `trusted`, else estimated whole), the model's
+   * `window` (Infinity: unknown) and the output `reserve`.
+   */
+  | { type: "context.measured"; used: number; window: number; reserve: number; trusted: boolean }
+  /**
+   * A compaction of the turn ended (`auto`: the budget crossed its threshold; `overflow`: the
+   * provider refused the request's size). `ok: false`: the old baseline stays, `reason` says why.
+   */
+  | {
+      type: "context.compacted";
+      mode: "auto" | "overflow";
+      ok: boolean;
+      reason?: string;
+      tokensBefore?: number;
+      tokensAfter?: number;
+    }
 );
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;

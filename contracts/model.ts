@@ -40,6 +40,11 @@ export type ModelEvent =
 
 /** One model request: the projection, the tools offered and the attempt it belongs to. */
 export interface ModelRequest {
+  /**
+   * The session's instructions: the stable head of the request, sent before the tools and the
+   * messages (as the system message in Chat Completions). Absent: none.
+   */
+  instructions?: string;
   messages: readonly ChatMessage[];
   tools: readonly ModelToolSpec[];
   /** Aborted on interrupt or timeout; adapters must stop reading and reject promptly. */
@@ -57,6 +62,19 @@ export interface Model {
   readonly name: string;
   /** Streams one response to `request` (see the contract above). */
   stream(request: ModelRequest): AsyncIterable<ModelEvent>;
+  /**
+   * Tokens the model accepts in one request (input and output together). Absent: unknown; the
+   * runtime then measures usage but never compacts by itself.
+   */
+  readonly contextWindow?: number;
+  /** Tokens kept free for the model's answer (the output reserve of the context budget). */
+  readonly maxOutputTokens?: number;
+  /**
+   * Counts the tokens of `text` with the model's own tokenizer. Absent: the runtime estimates
+   * from characters (see `session/context-budget.ts`).
+   * Contract: pure, deterministic, synchronous, returns an integer ≥ 0.
+   */
+  readonly countTokens?: (text: string) => number;
 }
 
 /** What kind of failure a `ModelError` is, as far as the transport knows. */

@@ -36,14 +36,72 @@ export function clip(text: string, max = MAX_TEXT): string {
   return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
 }
 
-/** A compact one-line rendering of any value, bounded in size; never throws. */
+/**
+ * A compact one-line JSON rendering of any value, at most `max` characters; never throws.
+ * It stops writing once `max` is reached, so its cost is bounded by `max`, not by the value:
+ * a live argument preview of megabytes costs the same as a small one (a `JSON.stringify` of
+ * the whole value per `call.previewed` made a streamed argument quadratic).
+ */
 export function brief(value: unknown, max = MAX_TEXT): string {
   if (typeof value === "string") return clip(value, max);
+  const out = { text: "", max };
   try {
-    return clip(JSON.stringify(value) ?? String(value), max);
-  } catch {
-    return "[unserialisable]";
+    writeBrief(value, out, 0);
+  } catch (err) {
+    if (err !== FULL) return "[unserialisable]";
   }
+  return clip(out.text, max);
+}
+
+const FULL = Symbol("full");
+
+function writeBrief(value: unknown, out: { text: string; max: number }, depth: number): void {
+  if (out.text.length > out.max) throw FULL;
+  if (typeof value === "string") {
+    out.text += JSON.stringify(value.length > out.max ? value.slice(0, out.max) : value);
+    return;
+  }
+  if (typeof value === "number") {
+    out.text += Number.isFinite(value) ? String(value) : "null";
+    return;
+  }
+  if (typeof value === "boolean" || typeof value === "bigint") {
+    out.text += String(value);
+    return;
+  }
+  if (value === null || typeof value !== "object") {
+    out.text += "null";
+    return;
+  }
+  if (depth >= 16) {
+    out.text += "…";
+    return;
+  }
+  const toJSON = (value as { toJSON?: unknown }).toJSON;
+  if (typeof toJSON === "function") {
+    writeBrief(toJSON.call(value, ""), out, depth);
+    return;
+  }
+  if (Array.isArray(value)) {
+    out.text += "[";
+    for (let i = 0; i < value.length; i++) {
+      if (i > 0) out.text += ",";
+      writeBrief(value[i], out, depth + 1);
+    }
+    out.text += "]";
+    return;
+  }
+  out.text += "{";
+  let first = true;
+  for (const key in value) {
+    if (!Object.hasOwn(value, key)) continue;
+    const item = (value as Record<string, unknown>)[key];
+    if (item === undefined || typeof item === "function" || typeof item === "symbol") continue;
+    out.text += `${first ? "" : ","}${JSON.stringify(key.length > out.max ? key.slice(0, out.max) : key)}:`;
+    first = false;
+    writeBrief(item, out, depth + 1);
+  }
+  out.text += "}";
 }
 
 /** A state value as one string: `"a"`, `{a:"x"}` → `"a.x"`, parallel regions joined by `, `. */
@@ -208,6 +266,10 @@ export function agentRecord(event: AgentEvent): InspectRecord {
     case "log.written":
       e = { ...event, message: clip(event.message) };
       break;
+    case "context.compacted":
+      if (event.reason !== undefined) e = { ...event, reason: clip(event.reason) };
+      break;
+    case "context.measured":
     case "attempt.started":
     case "call.queued":
     case "call.stop-requested":

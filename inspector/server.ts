@@ -60,9 +60,20 @@ const MAX_BUFFERED = 16 * 1024 * 1024;
 /**
  * Starts the inspector: an HTTP server on 127.0.0.1 only, serving one page (static files read
  * once at startup, no CDN) and a WebSocket of records. Every HTTP and WebSocket request must
- * carry the token (query `token`, or the `/t/<token>/` path of the page's own modules);
- * anything else gets 403. The page's modules live under the token path so that their
- * relative imports carry it.
+ * carry the token (query `token`, the `/t/<token>/` path of the page's own modules, or the
+ * cookie the first load sets); anything else gets 403. The page's modules live under the token
+ * path so that their relative imports carry it.
+ *
+ * Against other web pages in the same browser:
+ * - the `Host` header must name this server (`127.0.0.1:<port>` or `localhost:<port>`): a DNS
+ *   rebinding page, whose requests say `Host: attacker.example`, is refused;
+ * - a WebSocket upgrade with an `Origin` must come from this server's own origin;
+ * - `frame-ancestors 'none'` (and `X-Frame-Options: DENY`): no page can frame it;
+ * - the first load (`/?token=…`) sets the token as a cookie (`HttpOnly`, `SameSite=Strict`,
+ *   named per port) and the page removes it from the address bar; later loads and the
+ *   WebSocket authenticate with the cookie. Cookies are scoped to the host, not the port:
+ *   another server on 127.0.0.1 receives it, which is why it is named per port and also
+ *   accepted only by this one.
  */
 export async function startInspector(options: InspectorOptions = {}): Promise<Inspector> {
   const token = options.token ?? randomBytes(24).toString("base64url");
@@ -82,6 +93,20 @@ export async function startInspector(options: InspectorOptions = {}): Promise<In
   const now = () =>
     (options.clock ?? { now: () => performance.timeOrigin + performance.now() }).now();
   const expected = Buffer.from(token);
+  const cookieName = () => `keel_inspector_${boundPort}`;
+  const cookieToken = (req: IncomingMessage) => {
+    for (const part of (req.headers.cookie ?? "").split(";")) {
+      const at = part.indexOf("=");
+      if (at > 0 && part.slice(0, at).trim() === cookieName()) return part.slice(at + 1).trim();
+    }
+    return null;
+  };
+  const hostOk = (req: IncomingMessage) =>
+    req.headers.host === `127.0.0.1:${boundPort}` || req.headers.host === `localhost:${boundPort}`;
+  const originOk = (req: IncomingMessage) =>
+    req.headers.origin === undefined ||
+    req.headers.origin === `http://127.0.0.1:${boundPort}` ||
+    req.headers.origin === `http://localhost:${boundPort}`;
   const tokenOk = (given: string | null | undefined) => {
     if (!given) return false;
     const buf = Buffer.from(given);
@@ -101,13 +126,22 @@ export async function startInspector(options: InspectorOptions = {}): Promise<In
     "cache-control": "no-store",
     "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",
-    "content-security-policy": `default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src ws://127.0.0.1:${boundPort} ws://localhost:${boundPort}`,
+    "x-frame-options": "DENY",
+    "content-security-policy": `default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src ws://127.0.0.1:${boundPort} ws://localhost:${boundPort}; frame-ancestors 'none'; base-uri 'none'; form-action 'none'`,
   });
 
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? "/", "http://127.0.0.1");
     if (req.method !== "GET" && req.method !== "HEAD") return refuse(res);
+    if (!hostOk(req)) return refuse(res);
     if (url.pathname === "/" && tokenOk(url.searchParams.get("token"))) {
+      res.writeHead(200, {
+        ...headers("text/html; charset=utf-8"),
+        "set-cookie": `${cookieName()}=${token}; HttpOnly; SameSite=Strict; Path=/`,
+      });
+      return res.end(html);
+    }
+    if (url.pathname === "/" && tokenOk(cookieToken(req))) {
       res.writeHead(200, headers("text/html; charset=utf-8"));
       return res.end(html);
     }
@@ -122,7 +156,8 @@ export async function startInspector(options: InspectorOptions = {}): Promise<In
   const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 });
   server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const url = new URL(req.url ?? "/", "http://127.0.0.1");
-    if (url.pathname !== "/ws" || !tokenOk(url.searchParams.get("token"))) {
+    const authorised = tokenOk(url.searchParams.get("token")) || tokenOk(cookieToken(req));
+    if (url.pathname !== "/ws" || !authorised || !hostOk(req) || !originOk(req)) {
       socket.end("HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
       return;
     }

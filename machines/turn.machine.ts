@@ -21,8 +21,8 @@ export type TurnCallSpec = BatchCallSpec;
 export interface TurnLimits {
   /** Model responses per turn (retries of one response count once). */
   maxSteps: number;
-  /** Input + output tokens per turn, from provider usage. */
-  maxTokens: number;
+  /** Spend cap: input + output tokens per turn, summed from provider usage; 0 = none. */
+  maxSpendTokens: number;
   /** Wall-clock budget of the whole turn, ms; 0 = none. */
   deadlineMs: number;
 }
@@ -33,7 +33,12 @@ export interface TurnInput {
   maxParallelToolCalls: number;
   stopDeadlineMs: number;
   finalizeDeadlineMs: number;
+  /** Harder compactions after a context-overflow error, per turn (separate from retries). */
+  maxOverflowRecoveries: number;
 }
+
+/** Why the turn compacts: the budget crossed its threshold, or the provider refused the size. */
+export type CompactionMode = "auto" | "overflow";
 
 export interface TurnContext extends TurnInput {
   /** Model responses committed so far. */
@@ -43,6 +48,9 @@ export interface TurnContext extends TurnInput {
   tokens: number;
   calls: TurnCallSpec[];
   retryDelayMs: number;
+  /** Overflow compactions made so far in this turn. */
+  overflowRecoveries: number;
+  compactMode: CompactionMode;
   cancelRequested: boolean;
   status: TurnStatus;
   reason: string | undefined;
@@ -66,6 +74,8 @@ export type TurnEvent =
       attempt: number;
       /** Present when the retry policy allows another attempt. */
       retry?: { delayMs: number };
+      /** The provider refused the request's size (context overflow): never retried as is. */
+      overflow?: boolean;
       status: TurnStatus;
       reason: string;
     }
@@ -78,6 +88,10 @@ export type TurnEvent =
     }
   | { type: "gate.declined"; reason: string }
   | { type: "batch.done" }
+  /** Steering drained and the budget measured: `compact` when it crossed the threshold. */
+  | { type: "step.prepared"; compact: boolean }
+  /** The compaction ended: `ok` when a new baseline replaced the old one. */
+  | { type: "compaction.done"; ok: boolean; reason?: string }
   | { type: "end.steered" }
   | { type: "end.none" }
   | { type: "finalize.done" }
@@ -105,8 +119,20 @@ export interface FinalizeParams {
  * Contract for all: must not throw.
  */
 export interface TurnEffects extends ToolCallEffects, BatchEffects {
-  /** Drain steering (synchronous: the model call starts right after). */
+  /**
+   * Before each model request: drain steering, then measure the context budget. Answers
+   * `step.prepared` (synchronously), with `compact` when the budget crossed the threshold.
+   */
   prepare(self: AnyActorRef): void;
+  /**
+   * Compact the history at the latest legal cut (`overflow`: keeping less). Answers
+   * `compaction.done`; after `abortCompaction` it answers too, with the old baseline intact.
+   */
+  compact(self: AnyActorRef, params: { mode: CompactionMode }): void;
+  /** Stop the running compaction: its summary is discarded. */
+  abortCompaction(self: AnyActorRef): void;
+  /** Drain steering that arrived during a compaction (synchronous). */
+  pollInbox(self: AnyActorRef): void;
   /** Start model attempt `attempt`. Answers `attempt.done` or `attempt.failed`. */
   startAttempt(self: AnyActorRef, params: { attempt: number; step: number }): void;
   /** Abort the running attempt's request (it then answers `attempt.failed`). */
@@ -157,8 +183,20 @@ const decideNext = (before: readonly ("commitBatch" | "refuseCalls" | "rejectInv
     target: "#turn.finalizing",
     actions: [...before, "exhaustTokens" as const],
   },
-  { target: "#turn.running.sampling", actions: [...before, "prepare" as const] },
+  { target: "#turn.running.preparing", actions: before },
 ];
+
+/**
+ * The turn's reason when its last answer did not end by a plain stop; undefined for `stop`.
+ * This is a pure function.
+ */
+export function cutAnswerReason(finishReason: string): string | undefined {
+  if (finishReason === "length")
+    return "the answer was cut at the model's output limit (finish_reason: length); it is incomplete";
+  if (finishReason === "content_filter")
+    return "the provider's content filter stopped the answer (finish_reason: content_filter); it is incomplete";
+  return undefined;
+}
 
 /**
  * A turn's context before its first attempt. Fields listed, not `{ ...input, step: 0, … }`: on
@@ -177,6 +215,9 @@ export function initialTurnContext(input: TurnInput): TurnContext {
     tokens: 0,
     calls: [],
     retryDelayMs: 0,
+    maxOverflowRecoveries: input.maxOverflowRecoveries,
+    overflowRecoveries: 0,
+    compactMode: "auto",
     cancelRequested: false,
     status: "completed",
     reason: undefined,
@@ -198,9 +239,12 @@ export const attemptIdOf = (turnId: string, seq: number) => `${turnId}.a${seq}`;
  * one turn bound ({@link TurnEffects}), and the model search, the race tests, the mutants and
  * the inspector's chart use the same definition.
  *
- * `running` (entry: prepare) → sampling → (gating | refusing | executing) → [commit, decide,
- * prepare] → sampling … (committing, deciding and preparing are transition actions, see
- * `decideNext`).
+ * `running` → preparing (drain steering, measure the budget) → [compacting →] sampling →
+ * (gating | refusing | executing) → [commit, decide] → preparing … (committing and deciding are
+ * transition actions, see `decideNext`). `compacting` runs when the budget crossed its
+ * threshold (mode `auto`), or after a context-overflow error while the turn's overflow budget
+ * lasts (mode `overflow`: a harder cut, then the request is sent again; a compaction that
+ * fails there fails the turn).
  * A response with no tool calls ends the turn `completed`. Every terminal path goes through
  * `finalizing` (persist, settle leftovers; bounded by its own deadline, not cancellable) to the
  * final `done`.
@@ -211,7 +255,10 @@ export const attemptIdOf = (turnId: string, seq: number) => `${turnId}.a${seq}`;
  * - an interrupt while a batch round runs stays inside `executing` until `batch.done`, so the
  *   round's calls all settle before finalizing (invariant 1);
  * - events of an older attempt are ignored (`isCurrentAttempt`);
- * - leaving `waiting` cancels the retry timer, so an interrupt ends a backoff at once.
+ * - leaving `waiting` cancels the retry timer, so an interrupt ends a backoff at once;
+ * - `compacting` is entered only from `preparing` (every batch committed) or after a failed
+ *   attempt (no batch runs), so a compaction never runs beside a batch (invariant 10); an
+ *   interrupt there waits for it to report and appends nothing.
  *
  * Effects are named actions provided by the runtime (`actors/turn-runner.ts`); each one that
  * starts async work answers with the event named in its comment.
@@ -226,6 +273,9 @@ export const turnMachine = setup({
   actions: {
     // The effects: the runtime performs them (TurnEffects); here they are named no-ops.
     prepare: effect(),
+    compact: effect<{ mode: CompactionMode }>(),
+    abortCompaction: effect(),
+    pollInbox: effect(),
     startAttempt: effect<{ attempt: number; step: number }>(),
     abortAttempt: effect<{ attempt: number }>(),
     pollAtEnd: effect(),
@@ -258,7 +308,20 @@ export const turnMachine = setup({
       assertEvent(event, "attempt.done");
       return { step: context.step + 1, tokens: context.tokens + event.tokens, calls: event.calls };
     }),
-    completeNaturally: assign({ status: "completed" as TurnStatus, reason: undefined }),
+    /**
+     * countStep for a response without calls, remembering why it ended when that is not a
+     * plain stop: a turn that ends on it is `completed`, but its reason says the answer was cut
+     * (`length`) or filtered (`content_filter`) — the caller must not read it as whole.
+     */
+    endResponse: assign(({ context, event }) => {
+      assertEvent(event, "attempt.done");
+      return {
+        step: context.step + 1,
+        tokens: context.tokens + event.tokens,
+        reason: cutAnswerReason(event.finishReason),
+      };
+    }),
+    completeNaturally: assign({ status: "completed" as TurnStatus }),
     failWithReason: assign(({ event }) => {
       assertEvent(event, "attempt.failed");
       return { status: event.status, reason: event.reason };
@@ -269,7 +332,7 @@ export const turnMachine = setup({
     })),
     exhaustTokens: assign(({ context }) => ({
       status: "budget_exhausted" as TurnStatus,
-      reason: `maxTokens (${context.limits.maxTokens}) reached: ${context.tokens} tokens used`,
+      reason: `maxSpendTokens (${context.limits.maxSpendTokens}) reached: ${context.tokens} tokens used`,
     })),
   },
   actors: {
@@ -300,13 +363,25 @@ export const turnMachine = setup({
       assertEvent(event, "attempt.done");
       return event.calls.length === 0;
     },
+    canRecoverOverflow: ({ context, event }) => {
+      assertEvent(event, "attempt.failed");
+      return event.overflow === true && context.overflowRecoveries < context.maxOverflowRecoveries;
+    },
+    compactDue: ({ event }) => {
+      assertEvent(event, "step.prepared");
+      return event.compact;
+    },
+    overflowUnrecovered: ({ context, event }) => {
+      assertEvent(event, "compaction.done");
+      return context.compactMode === "overflow" && !event.ok;
+    },
     canRetry: ({ event }) => {
       assertEvent(event, "attempt.failed");
       return event.retry !== undefined;
     },
     stepsExhausted: ({ context }) => context.step >= context.limits.maxSteps,
     tokensExhausted: ({ context }) =>
-      context.limits.maxTokens > 0 && context.tokens >= context.limits.maxTokens,
+      context.limits.maxSpendTokens > 0 && context.tokens >= context.limits.maxSpendTokens,
     hasDeadline: ({ context }) => context.limits.deadlineMs > 0,
   },
   delays: {
@@ -320,9 +395,7 @@ export const turnMachine = setup({
   initial: "running",
   states: {
     running: {
-      // Steering is drained before the first request as before every later one.
       entry: [
-        "prepare",
         // The deadline timer is armed only when the turn has a deadline, and cancelled on leaving.
         enqueueActions(({ enqueue, check, context }) => {
           if (!check("hasDeadline")) return;
@@ -333,7 +406,8 @@ export const turnMachine = setup({
         }),
       ],
       exit: cancel("turnDeadline"),
-      initial: "sampling",
+      // Steering is drained (and the budget measured) before the first request as before every later one.
+      initial: "preparing",
       // One batch actor for the whole turn; each `executing` is one round of it. Leaving
       // `running` stops it, but only `batch.done` leaves `executing`, so no round is cut short.
       invoke: {
@@ -368,6 +442,67 @@ export const turnMachine = setup({
         },
       },
       states: {
+        // Synchronous: `prepare` answers at once; nothing runs here.
+        preparing: {
+          entry: "prepare",
+          on: {
+            "step.prepared": [
+              {
+                guard: "compactDue",
+                target: "compacting",
+                actions: assign({ compactMode: "auto" as CompactionMode }),
+              },
+              { target: "sampling" },
+            ],
+          },
+        },
+        // Between two steps: every batch has committed, so no cut falls between a call and its
+        // result (invariant 10). An interrupt stops the summary request; the old baseline stays.
+        compacting: {
+          entry: {
+            type: "compact",
+            params: ({ context }) => ({ mode: context.compactMode }),
+          },
+          initial: "summarizing",
+          states: {
+            summarizing: {
+              on: {
+                "turn.interrupt": {
+                  target: "stopping",
+                  actions: [
+                    "markCancelled",
+                    {
+                      type: "cancelAcknowledged",
+                      params: ({ event }) => ({ reason: event.reason }),
+                    },
+                    "abortCompaction",
+                  ],
+                },
+              },
+            },
+            // Cancel acknowledged; waiting for the compaction to report (it appends nothing).
+            stopping: { on: { "turn.interrupt": {} } },
+          },
+          on: {
+            "compaction.done": [
+              {
+                guard: "cancelRequested",
+                target: "#turn.finalizing",
+                actions: "executionStopped",
+              },
+              {
+                guard: "overflowUnrecovered",
+                target: "#turn.finalizing",
+                actions: assign(({ event }) => {
+                  assertEvent(event, "compaction.done");
+                  return { status: "failed" as TurnStatus, reason: event.reason };
+                }),
+              },
+              // Inputs that arrived while it ran are read before the request (DESIGN §3.5).
+              { target: "sampling", actions: "pollInbox" },
+            ],
+          },
+        },
         sampling: {
           entry: [
             assign({ attemptSeq: ({ context }) => context.attemptSeq + 1 }),
@@ -408,7 +543,7 @@ export const turnMachine = setup({
                 actions: ["countStep", "executionStopped"],
               },
               { guard: "lengthWithCalls", target: "refusing", actions: "countStep" },
-              { guard: "noCalls", target: "ending", actions: "countStep" },
+              { guard: "noCalls", target: "ending", actions: "endResponse" },
               // Every call failed preparation: their error results are the whole batch.
               {
                 guard: "noValidCalls",
@@ -424,6 +559,14 @@ export const turnMachine = setup({
                 guard: "cancelRequested",
                 target: "#turn.finalizing",
                 actions: "executionStopped",
+              },
+              {
+                guard: "canRecoverOverflow",
+                target: "compacting",
+                actions: assign({
+                  compactMode: "overflow" as CompactionMode,
+                  overflowRecoveries: ({ context }) => context.overflowRecoveries + 1,
+                }),
               },
               {
                 guard: "canRetry",

@@ -11,6 +11,8 @@ import type {
   Usage,
 } from "../contracts/model.ts";
 import { ModelError } from "../contracts/model.ts";
+import { providerFetch } from "./openai-fetch.ts";
+import { knownModelLimits, type ModelLimits, openaiTokenCounter } from "./openai-tokens.ts";
 
 /** `openaiModel` options: the model name and how to reach an OpenAI-compatible server. */
 export interface OpenAIModelOptions {
@@ -31,6 +33,13 @@ export interface OpenAIModelOptions {
   client?: OpenAI;
   /** `Model.name`, e.g. as the shared retry budget's provider key. Default `openai:<model>`. */
   name?: string;
+  /**
+   * Tokens the model accepts in one request. Default: known for OpenAI's model names (gpt-5,
+   * gpt-4.1, gpt-4o, o-series, gpt-4, gpt-3.5-turbo); required for any other model.
+   */
+  contextWindow?: number;
+  /** Tokens kept free for the answer (the budget's reserve). Default: known, or 4 096 with `contextWindow`. */
+  maxOutputTokens?: number;
 }
 
 /** Provider finish reasons → Keel's; unknown ones become `tool_calls` if calls arrived, else `stop`. */
@@ -71,7 +80,16 @@ export function openaiModel(options: OpenAIModelOptions): Model {
   const idleTimeoutMs = positive("idleTimeoutMs", options.idleTimeoutMs ?? 60_000);
   if (!model)
     throw new TypeError("openaiModel: `model` is required, e.g. { model: 'gpt-4o-mini' }");
-  const client = options.client ?? createClient(options);
+  const limits = contextLimits(options);
+  // The SDK reads responses through providerFetch: SSE lines whole (linear, bounded), error
+  // bodies without the `error` wrapper, a JSON 200 to a streaming request.
+  const client = options.client
+    ? options.client.withOptions({
+        fetch: providerFetch(
+          ((options.client as unknown as { fetch?: typeof fetch }).fetch ?? fetch).bind(globalThis),
+        ),
+      })
+    : createClient(options);
 
   async function* stream(request: ModelRequest): AsyncGenerator<ModelEvent> {
     const { signal } = request;
@@ -107,7 +125,10 @@ export function openaiModel(options: OpenAIModelOptions): Model {
             stream_options: { include_usage: true },
             ...extraBody,
             model,
-            messages: [...request.messages] as OpenAI.ChatCompletionMessageParam[],
+            // The instructions lead (stable prefix first, for the provider's prefix cache).
+            messages: (request.instructions
+              ? [{ role: "system", content: request.instructions }, ...request.messages]
+              : [...request.messages]) as OpenAI.ChatCompletionMessageParam[],
             ...(request.tools.length > 0 ? { tools: [...request.tools] } : {}),
             stream: true,
           },
@@ -156,7 +177,39 @@ export function openaiModel(options: OpenAIModelOptions): Model {
     }
   }
 
-  return { name: options.name ?? `openai:${model}`, stream };
+  return {
+    name: options.name ?? `openai:${model}`,
+    stream,
+    contextWindow: limits.contextWindow,
+    maxOutputTokens: limits.maxOutputTokens,
+    countTokens: openaiTokenCounter(model),
+  };
+}
+
+/** The model's window and reserve: given, or known for its name; a clear error otherwise. */
+function contextLimits(options: OpenAIModelOptions): ModelLimits {
+  const { model, contextWindow, maxOutputTokens } = options;
+  const count = (name: string, v: number | undefined) => {
+    if (v !== undefined && !(Number.isInteger(v) && v > 0))
+      throw new RangeError(`openaiModel: ${name} must be a positive integer (tokens), got ${v}`);
+  };
+  count("contextWindow", contextWindow);
+  count("maxOutputTokens", maxOutputTokens);
+  const known = knownModelLimits(model);
+  const window = contextWindow ?? known?.contextWindow;
+  if (window === undefined) {
+    throw new TypeError(
+      `openaiModel: the context window of model "${model}" is not known; pass it in tokens, e.g. openaiModel({ model: "${model}", contextWindow: 32768, maxOutputTokens: 4096 }) (the keel command reads KEEL_CONTEXT_WINDOW)`,
+    );
+  }
+  const reserve =
+    maxOutputTokens ?? known?.maxOutputTokens ?? Math.min(4096, Math.floor(window / 4));
+  if (reserve >= window) {
+    throw new RangeError(
+      `openaiModel: maxOutputTokens (${reserve}) must be smaller than contextWindow (${window})`,
+    );
+  }
+  return { contextWindow: window, maxOutputTokens: reserve };
 }
 
 function positive(name: string, value: number): number {
@@ -174,7 +227,12 @@ function createClient(options: OpenAIModelOptions): OpenAI {
     throw new TypeError(
       "openaiModel: no API key. Pass { apiKey }, set OPENAI_API_KEY, or pass { baseURL } for a server without auth",
     );
-  return new OpenAI({ apiKey, baseURL: options.baseURL, maxRetries: 0 });
+  return new OpenAI({
+    apiKey,
+    baseURL: options.baseURL,
+    maxRetries: 0,
+    fetch: providerFetch((input, init) => fetch(input, init)),
+  });
 }
 
 /** Maps SDK chunks to ModelEvents; holds the finish reason and usage until the stream ends. */

@@ -10,6 +10,7 @@ import {
   type ModelRequest,
   type Usage,
 } from "../contracts/model.ts";
+import { estimateTextTokens, requestTokens, type TextCounter } from "../contracts/tokens.ts";
 
 /** A tool call the scripted model emits; `arguments` is sent verbatim (may be malformed). */
 export interface ScriptedToolCall {
@@ -84,6 +85,19 @@ export interface ScriptedModelOptions {
    * "deep" uses `structuredClone`; "none" keeps no requests.
    */
   record?: "shallow" | "deep" | "none";
+  /**
+   * The model's context window in tokens. When set, a request over it is refused as a provider
+   * would refuse it: HTTP 400, code `context_length_exceeded` (the request is still recorded).
+   * Default: none (no limit, and the runtime never compacts by itself).
+   */
+  contextWindow?: number;
+  /** The output reserve the runtime keeps free. Default: 1/8 of `contextWindow`. */
+  maxOutputTokens?: number;
+  /**
+   * How the model counts tokens (the window check; exposed as `countTokens`). Default: the
+   * chars-based estimate (`estimateTextTokens`).
+   */
+  countTokens?: TextCounter;
 }
 
 /** A `Model` that plays a script, and what it was asked. */
@@ -184,6 +198,23 @@ export function scriptedModel(script: Script, options: ScriptedModelOptions = {}
       if (problem) throw new TypeError(`scriptedModel: step ${i + 1} ${problem}`);
     });
   }
+  const window = options.contextWindow;
+  if (window !== undefined && !(Number.isInteger(window) && window > 0)) {
+    throw new TypeError(
+      `scriptedModel: contextWindow must be a positive integer (tokens), got ${String(window)}`,
+    );
+  }
+  const reserve =
+    options.maxOutputTokens ?? (window === undefined ? undefined : Math.floor(window / 8));
+  if (
+    reserve !== undefined &&
+    !(Number.isInteger(reserve) && reserve >= 0 && (window === undefined || reserve < window))
+  ) {
+    throw new TypeError(
+      `scriptedModel: maxOutputTokens must be an integer ≥ 0 and below contextWindow, got ${String(reserve)}`,
+    );
+  }
+  const countTokens = options.countTokens ?? estimateTextTokens;
   const requests: RecordedRequest[] = [];
   let count = 0;
 
@@ -234,6 +265,20 @@ export function scriptedModel(script: Script, options: ScriptedModelOptions = {}
         else signal.addEventListener("abort", () => reject(aborted()), { once: true });
       });
     if (signal.aborted) throw aborted();
+    if (window !== undefined) {
+      const tokens = requestTokens(request, countTokens);
+      if (tokens > window) {
+        throw new ModelError(
+          `This model's maximum context length is ${window} tokens. However, your messages resulted in ${tokens} tokens. Please reduce the length of the messages.`,
+          {
+            kind: "http",
+            status: 400,
+            code: "context_length_exceeded",
+            type: "invalid_request_error",
+          },
+        );
+      }
+    }
     const step = resolveStep(request, index);
     // Waits only when there is a delay: an await of nothing still costs a promise and a turn of
     // the microtask queue for every chunk.
@@ -266,6 +311,9 @@ export function scriptedModel(script: Script, options: ScriptedModelOptions = {}
   return {
     name,
     requests,
+    contextWindow: window,
+    maxOutputTokens: reserve,
+    countTokens: options.countTokens,
     reset() {
       requests.length = 0;
       count = 0;

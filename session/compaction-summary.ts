@@ -1,4 +1,4 @@
-import type { ChatMessage } from "../contracts/model.ts";
+import type { ChatMessage, FinishReason } from "../contracts/model.ts";
 import type { Refusal } from "../contracts/refusal.ts";
 import { classifyModelError } from "../machines/policies/retry-classify.ts";
 import type { TokenEstimator } from "./compaction-cuts.ts";
@@ -18,7 +18,16 @@ import { summaryText } from "./projection.ts";
  * `context_overflow`, e.g. code `context_length_exceeded` or status 413); stops promptly and
  * rejects when `signal` aborts. It must not write to the session log.
  */
-export type Summarize = (messages: ChatMessage[], signal: AbortSignal) => Promise<string>;
+export type Summarize = (
+  messages: ChatMessage[],
+  signal: AbortSignal,
+) => Promise<string | SummaryResponse>;
+
+/** A summary response with how it ended (a response cut by `length` is no summary). */
+export interface SummaryResponse {
+  text: string;
+  finishReason?: FinishReason;
+}
 
 /** Fractions of the first input's estimate the input shrinks to after each overflow. */
 export const SHRINK_STEPS: readonly number[] = [0.7, 0.5, 0.35];
@@ -46,6 +55,8 @@ export type SummaryOutcome =
       ok: true;
       /** The candidate: not yet validated. */
       summary: string;
+      /** How its response ended, when the summarizer said. */
+      finishReason?: FinishReason;
       /** The messages it summarises (the last attempt's input). */
       input: ChatMessage[];
       attempts: CompactionAttempt[];
@@ -89,15 +100,19 @@ export async function requestSummary(
     attempts.push(attempt);
     try {
       const request = messages.slice();
-      const summary = await untilAborted(
-        new Promise<string>((resolve) => resolve(summarize(request, signal))),
+      const response = await untilAborted(
+        new Promise<string | SummaryResponse>((resolve) => resolve(summarize(request, signal))),
         signal,
       );
       if (signal.aborted) {
         attempt.outcome = "aborted";
         return fail("ABORTED", "compaction aborted while the summary arrived; it was discarded");
       }
-      return { ok: true, summary, input: messages, attempts };
+      if (typeof response === "object" && response !== null) {
+        const { text: summary, finishReason } = response;
+        return { ok: true, summary, finishReason, input: messages, attempts };
+      }
+      return { ok: true, summary: response, input: messages, attempts };
     } catch (error) {
       const category = signal.aborted ? "aborted" : classifyModelError(error).category;
       if (category === "aborted") {
@@ -152,8 +167,8 @@ function shrink(
 }
 
 /**
- * Why a candidate summary may not replace the baseline, or null when it may: it must be a
- * non-empty string, and the message it becomes (see `summaryText`) must cost no more tokens
+ * Why a candidate summary may not replace the baseline, or null when it may: its response must
+ * have ended normally (not by `length` or a content filter), it must be a non-empty string, and the message it becomes (see `summaryText`) must cost no more tokens
  * than the messages it summarises — so a compaction never makes the context larger.
  * This is a pure function.
  */
@@ -161,7 +176,14 @@ export function validateSummary(
   summary: unknown,
   input: readonly ChatMessage[],
   estimate: TokenEstimator,
+  finishReason?: FinishReason,
 ): string | null {
+  if (finishReason === "length") {
+    return 'the summary response ended by length (finish_reason "length"): it is cut off';
+  }
+  if (finishReason === "content_filter") {
+    return "the summary response was stopped by the provider's content filter";
+  }
   if (typeof summary !== "string") {
     return `the summary is ${typeof summary}, not a string; summarize must resolve with the summary text`;
   }

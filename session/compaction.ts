@@ -120,8 +120,8 @@ export async function compactSession(
     signal,
   });
   if (!outcome.ok) return { ...outcome, message: `${outcome.message}; the old baseline stays` };
-  const { summary, input, attempts } = outcome;
-  const invalid = validateSummary(summary, input, estimate);
+  const { summary, input, attempts, finishReason } = outcome;
+  const invalid = validateSummary(summary, input, estimate, finishReason);
   if (invalid) {
     attempts[attempts.length - 1].outcome = "invalid";
     const message = `${invalid}; the old baseline stays (check the summarize prompt)`;

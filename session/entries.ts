@@ -15,6 +15,11 @@ export interface EntryBase {
   seq: number;
   /** Clock milliseconds at append. */
   at: number;
+  /**
+   * Set when part of the entry could not be encoded as JSON (a `BigInt`, nesting past the
+   * limit, a cycle): what was wrong and where. The stored entry holds an encodable copy.
+   */
+  encodingProblem?: string;
 }
 
 /** The payload of each entry type, keyed by `type`. */

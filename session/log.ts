@@ -1,5 +1,6 @@
 import type { Clock } from "../contracts/clock.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
+import { jsonProblem, MAX_JSON_DEPTH, toEncodable } from "../contracts/json-limits.ts";
 import type { ChatMessage } from "../contracts/model.ts";
 import { emptyInbox, type Inbox, inboxSnapshot, restoreInbox } from "../machines/policies/inbox.ts";
 import { activeLeaf, pathTo } from "./active-path.ts";
@@ -34,7 +35,7 @@ export interface SessionLogOptions {
  * - `append` is synchronous and O(1) amortised: it stamps the entry (id, parentId = the active
  *   leaf, seq, at), updates the projection incrementally and queues the entry for the store.
  * - `flush` makes everything appended so far durable (see its TSDoc for failure semantics).
- * - `messages()` is the model's view of the active leaf's path (see {@link Projection}).
+ * - `messages()` is the model's view of the active leaf's path (see `Projection`, session/projection.ts).
  * - With a checkpointing store, `open` restores the projection from the latest checkpoint plus
  *   the entries after it; older entries are decoded only when first needed (`entries()`,
  *   `path()`, `get()`, a leaf move or a projection rebuild). Each checkpoint the log writes
@@ -126,9 +127,16 @@ export class SessionLog {
    * durable only after a later {@link flush} resolves. A `leaf` entry moves the active leaf to
    * its `leafId`; every other entry becomes the new leaf.
    * Throws a `TypeError` on input that would corrupt the log (unknown target ids).
+   * Input the store could not encode (a `BigInt`, nesting deeper than the JSON limit, a cycle,
+   * a throwing `toJSON`) is stored as an encodable copy with `encodingProblem` saying what was
+   * replaced: one bad value never makes a flush fail, which would lose every entry queued with it.
    */
   append<T extends EntryInput>(input: T): EntryOf<T["type"]> {
     this.validate(input);
+    const problem = jsonProblem(input, "entry", ENTRY_DEPTH);
+    if (problem !== undefined) {
+      input = Object.assign(toEncodable(input, ENTRY_DEPTH) as T, { encodingProblem: problem });
+    }
     const seq = this.seq + 1;
     // The seq (base 36, fixed width) leads the id, so ids grow with seq: SQLite's unique index on
     // (session, id) then appends at its right edge instead of writing a random page per commit
@@ -227,6 +235,14 @@ export class SessionLog {
     return this.fresh().messages;
   }
 
+  /**
+   * Indexes of messages of {@link messages} replaced in place since the last call, or "all"
+   * (see `Projection.takeChanges`). Consumed by the session's context budget.
+   */
+  takeChanges(): readonly number[] | "all" {
+    return this.fresh().takeChanges();
+  }
+
   /** Each message's source entry id (the assistant entry for a patched tool slot). Live. */
   messageSources(): readonly string[] {
     return this.fresh().sources;
@@ -247,7 +263,7 @@ export class SessionLog {
     return this.fresh().openWork();
   }
 
-  /** Calls of the last tool-asking message on the active path that never started (see {@link Projection.unstartedCalls}). */
+  /** Calls of the last tool-asking message on the active path that never started (see `Projection.unstartedCalls`). */
   unstartedCalls(): AskedCall[] {
     return this.fresh().unstartedCalls();
   }
@@ -359,6 +375,9 @@ export class SessionLog {
     }
   }
 }
+
+/** An entry's own levels (entry → result → continuation → args) above the values' limit. */
+const ENTRY_DEPTH = MAX_JSON_DEPTH + 4;
 
 function parseCheckpoint(body: string): LogCheckpoint | null {
   try {

@@ -62,6 +62,9 @@ export function summaryText(e: EntryOf<"compaction">): string {
 
 type Edit = string | null | undefined;
 
+/** In-place changes a projection lists before it only says "all changed". */
+const MAX_TRACKED_CHANGES = 4096;
+
 /** A {@link Projection}'s state as plain data (format version `v`). */
 export interface ProjectionSnapshot {
   v: 2;
@@ -107,6 +110,25 @@ export class Projection {
   private lastAsk: LastAsk | null = null;
   /** Source entry id → its message index; built on the first in-place edit. */
   private index: Map<string, number> | null = null;
+  /** Indexes of messages replaced in place since the last {@link takeChanges}; null: too many. */
+  private changes: number[] | null = [];
+
+  /**
+   * Indexes of messages replaced in place (a result filling its slot, a text edit) since the
+   * last call, or "all" when more than {@link MAX_TRACKED_CHANGES} piled up unread. Consumes
+   * them: one reader (the session's context budget) keeps a running sum with it.
+   */
+  takeChanges(): readonly number[] | "all" {
+    const c = this.changes;
+    this.changes = [];
+    return c ?? "all";
+  }
+
+  private changed(i: number): void {
+    if (!this.changes) return;
+    if (this.changes.length >= MAX_TRACKED_CHANGES) this.changes = null;
+    else this.changes.push(i);
+  }
 
   /**
    * Builds the projection of `path` (root → leaf) from scratch. O(path).
@@ -289,6 +311,7 @@ export class Projection {
         if (slots.length === 0) this.pending.delete(e.callId);
         const content = edit === null ? EDITED_OUT_RESULT_TEXT : (edit ?? toolResultText(e.result));
         this.messages[index] = Object.freeze({ role: "tool", tool_call_id: e.callId, content });
+        this.changed(index);
         this.sources[index] = e.id;
         this.index?.set(e.id, index);
         return;
@@ -340,6 +363,7 @@ export class Projection {
     const i = this.index.get(target.id);
     const m = i === undefined ? undefined : this.messages[i];
     if (i === undefined || !m) return false;
+    this.changed(i);
     if (m.role === "tool") {
       const content = replacement ?? EDITED_OUT_RESULT_TEXT;
       this.messages[i] = Object.freeze({ role: "tool", tool_call_id: m.tool_call_id, content });

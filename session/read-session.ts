@@ -13,6 +13,8 @@ export interface StoredSession {
   entries: readonly LogEntry[];
   /** The projection of the active branch: what the model would be sent next. */
   messages: readonly ChatMessage[];
+  /** The instructions in force on the active branch (its last `settings` entry), if any. */
+  instructions: string | undefined;
 }
 
 /**
@@ -30,5 +32,12 @@ export async function readSession(store: SessionStore, sessionId: string): Promi
     },
     checkpoints: false,
   });
-  return { sessionId, leafId: log.leafId, entries: log.entries(), messages: log.messages() };
+  const { instructions } = log.settings();
+  return {
+    sessionId,
+    leafId: log.leafId,
+    entries: log.entries(),
+    messages: log.messages(),
+    instructions: typeof instructions === "string" ? instructions : undefined,
+  };
 }

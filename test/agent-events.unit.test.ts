@@ -173,6 +173,21 @@ const SAMPLES: { [K in AgentEventType]: AgentEventOf<K> } = {
   "turn.execution-stopped": { ...base, type: "turn.execution-stopped", turnId: "t" },
   "turn.ended": { ...base, type: "turn.ended", turnId: "t", status: "failed", reason: LONG },
   "log.written": { ...base, type: "log.written", level: "warn", message: LONG },
+  "context.measured": {
+    ...base,
+    type: "context.measured",
+    used: 3100,
+    window: 4000,
+    reserve: 500,
+    trusted: true,
+  },
+  "context.compacted": {
+    ...base,
+    type: "context.compacted",
+    mode: "overflow",
+    ok: false,
+    reason: LONG,
+  },
 };
 
 /** The `case "…":` labels of a plain-JS file of the inspector page. */

@@ -62,6 +62,7 @@ async function run(
     callId: "call_1",
     signal: extra.signal ?? new AbortController().signal,
     idempotencyKey: "k",
+    sessionId: "s",
     onUpdate: extra.onUpdate ?? (() => {}),
     log: pino({ level: "silent" }),
   };

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -201,7 +201,11 @@ describe.concurrent("keel binary", { timeout: 60_000 }, () => {
       }),
       streamReply({ text: "notes.txt has two lines." }),
     );
-    const env = { OPENAI_BASE_URL: fake.baseURL, KEEL_MODEL: "fake-model" };
+    const env = {
+      OPENAI_BASE_URL: fake.baseURL,
+      KEEL_MODEL: "fake-model",
+      KEEL_CONTEXT_WINDOW: "32768",
+    };
     const run = await keel(["run", "--json", "what is in notes.txt?"], { cwd, env });
     expect(run.stderr).toBe("");
     expect(run.code).toBe(0);
@@ -227,6 +231,13 @@ describe.concurrent("keel binary", { timeout: 60_000 }, () => {
     expect(show.stdout).toMatch(/● user "what is in notes.txt\?"/);
     expect(show.stdout).toContain("✗ shell");
     expect(show.stdout).toMatch(/projection \(what the model sees next, \d+ messages\)/);
+    // The instructions say where the model works and what the tools do; show prints them.
+    const system = fake.requests[0].body.messages?.[0];
+    expect(system).toMatchObject({ role: "system" });
+    expect(String(system?.content)).toContain(`The workspace is ${realpathSync(cwd)}`);
+    expect(String(system?.content)).toMatch(/- read_file: /);
+    expect(show.stdout).toContain("instructions (sent before the tools and the history):");
+    expect(show.stdout).toContain("You are a coding agent working in one workspace directory");
     const shown = JSON.parse(showJson.stdout);
     expect(shown.messages.map((m: { role: string }) => m.role)).toEqual([
       "user",
@@ -263,7 +274,11 @@ describe.concurrent("keel binary", { timeout: 60_000 }, () => {
     try {
       writeFileSync(join(dir, "notes.txt"), "alpha\n");
       own.enqueue(streamReply({ text: "Nothing to do." }));
-      const env = { OPENAI_BASE_URL: own.baseURL, KEEL_MODEL: "fake-model" };
+      const env = {
+        OPENAI_BASE_URL: own.baseURL,
+        KEEL_MODEL: "fake-model",
+        KEEL_CONTEXT_WINDOW: "32768",
+      };
       const run = await keel(["run", "--store", "memory", "hello"], { cwd: dir, env });
       expect(run.code).toBe(0);
       expect(run.stderr).toContain("not kept (--store memory)");
@@ -279,7 +294,11 @@ describe.concurrent("keel binary", { timeout: 60_000 }, () => {
     const own = await startFakeOpenAIServer();
     try {
       writeFileSync(join(dir, "notes.txt"), "alpha\n");
-      const env = { OPENAI_BASE_URL: own.baseURL, KEEL_MODEL: "fake-model" };
+      const env = {
+        OPENAI_BASE_URL: own.baseURL,
+        KEEL_MODEL: "fake-model",
+        KEEL_CONTEXT_WINDOW: "32768",
+      };
       const look = (store: string) =>
         own.enqueue(
           streamReply({

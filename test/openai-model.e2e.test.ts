@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Model, ModelEvent, ModelRequest } from "../contracts/model.ts";
 import { ModelError } from "../contracts/model.ts";
 import { classifyModelError, parseRetryAfter } from "../machines/policies/retry-classify.ts";
+import { wholeLines } from "../providers/openai-fetch.ts";
 import { openaiModel } from "../providers/openai-model.ts";
 import {
   chunk,
@@ -10,6 +11,7 @@ import {
   cutBeforeAnyByte,
   endWithoutFinish,
   type FakeOpenAIServer,
+  type FakeStep,
   insufficientQuota,
   lengthInToolArguments,
   malformedArguments,
@@ -26,7 +28,7 @@ let model: Model;
 
 beforeEach(async () => {
   server = await startFakeOpenAIServer();
-  model = openaiModel({ model: "fake-model", baseURL: server.baseURL });
+  model = openaiModel({ contextWindow: 8192, model: "fake-model", baseURL: server.baseURL });
 });
 afterEach(async () => {
   await server.close();
@@ -79,6 +81,7 @@ describe("openaiModel over real HTTP with the real SDK", () => {
 
   it("a dummy API key is used when only baseURL is given, and extraBody reaches the server", async () => {
     const m = openaiModel({
+      contextWindow: 8192,
       model: "fake-model",
       baseURL: server.baseURL,
       extraBody: { temperature: 0.2 },
@@ -293,6 +296,7 @@ describe("openaiModel maps every fault to a ModelError, with the SDK's own retri
 
   it("a first-chunk timeout on the real clock aborts the request after ~200 ms", async () => {
     const m = openaiModel({
+      contextWindow: 8192,
       model: "fake-model",
       baseURL: server.baseURL,
       firstChunkTimeoutMs: 200,
@@ -308,7 +312,12 @@ describe("openaiModel maps every fault to a ModelError, with the SDK's own retri
   });
 
   it("an idle timeout on the real clock fires when a stream stalls after text", async () => {
-    const m = openaiModel({ model: "fake-model", baseURL: server.baseURL, idleTimeoutMs: 200 });
+    const m = openaiModel({
+      contextWindow: 8192,
+      model: "fake-model",
+      baseURL: server.baseURL,
+      idleTimeoutMs: 200,
+    });
     server.enqueue(stallAfterText("so far"));
     const { events, error } = await collect(m);
     expect(events).toEqual([{ type: "text.delta", text: "so far" }]);
@@ -316,9 +325,131 @@ describe("openaiModel maps every fault to a ModelError, with the SDK's own retri
   });
 
   it("rejects invalid options with a message naming the option", () => {
-    expect(() => openaiModel({ model: "m", baseURL: server.baseURL, idleTimeoutMs: 0 })).toThrow(
-      /idleTimeoutMs must be > 0/,
+    expect(() =>
+      openaiModel({ contextWindow: 8192, model: "m", baseURL: server.baseURL, idleTimeoutMs: 0 }),
+    ).toThrow(/idleTimeoutMs must be > 0/);
+    expect(() => openaiModel({ contextWindow: 8192, model: "", baseURL: server.baseURL })).toThrow(
+      /model/,
     );
-    expect(() => openaiModel({ model: "", baseURL: server.baseURL })).toThrow(/model/);
+  });
+});
+
+describe("replies from the wild: bodies without the error wrapper, JSON 200, long SSE lines", () => {
+  it("a vLLM error body with a top-level message keeps its text, and a context-length message is classified as overflow", async () => {
+    const message =
+      "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4000 in the messages, 1000 in the completion). Please reduce the length of the messages or completion.";
+    server.enqueue([
+      {
+        type: "json",
+        status: 400,
+        body: { object: "error", message, type: "BadRequestError", param: null, code: 400 },
+      },
+    ]);
+    const { error } = await collect(model);
+    expect(error?.kind).toBe("http");
+    expect(error?.status).toBe(400);
+    expect(error?.message).toContain("maximum context length is 4096 tokens");
+    expect(error?.message).not.toContain("no body");
+    expect(classifyModelError(error).category).toBe("context_overflow");
+    expect(server.requests).toHaveLength(1);
+  });
+
+  it("a body with only `detail` (FastAPI proxies) keeps its text", async () => {
+    server.enqueue([{ type: "json", status: 503, body: { detail: "upstream model is loading" } }]);
+    const { error } = await collect(model);
+    expect(error?.message).toContain("upstream model is loading");
+    expect(classifyModelError(error).category).toBe("overloaded");
+  });
+
+  it("a non-streamed JSON 200 reply is read as the same answer, not retried as a connection cut", async () => {
+    server.enqueue([
+      {
+        type: "json",
+        status: 200,
+        body: {
+          id: "chatcmpl-json",
+          object: "chat.completion",
+          created: 1_700_000_000,
+          model: "fake-model",
+          choices: [
+            {
+              index: 0,
+              message: {
+                role: "assistant",
+                content: "plain JSON",
+                tool_calls: [
+                  {
+                    id: "call_1",
+                    type: "function",
+                    function: { name: "read_file", arguments: '{"path":"a"}' },
+                  },
+                ],
+              },
+              finish_reason: "tool_calls",
+            },
+          ],
+          usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 },
+        },
+      },
+    ]);
+    const { events, error } = await collect(model);
+    expect(error).toBeUndefined();
+    expect(events).toEqual([
+      { type: "text.delta", text: "plain JSON" },
+      { type: "call.start", index: 0, id: "call_1", name: "read_file" },
+      { type: "call.delta", index: 0, argumentsDelta: '{"path":"a"}' },
+      { type: "call.end", index: 0 },
+      { type: "usage", usage: { inputTokens: 7, outputTokens: 3 } },
+      { type: "finish", reason: "tool_calls" },
+    ]);
+    expect(server.requests).toHaveLength(1);
+  });
+
+  it("a JSON 200 that holds an error becomes that error, with its text", async () => {
+    server.enqueue([
+      {
+        type: "json",
+        status: 200,
+        body: { object: "error", message: "rate limit reached for this key", code: 429 },
+      },
+    ]);
+    const { error } = await collect(model);
+    expect(error?.status).toBe(429);
+    expect(error?.message).toContain("rate limit reached for this key");
+    expect(classifyModelError(error).category).toBe("rate_limit");
+  });
+
+  it("a 4 MB SSE line sent in 1 KB pieces arrives whole (the SDK's decoder sees it in one piece)", async () => {
+    const args = JSON.stringify({ path: "big.txt", content: "x".repeat(4 * 1024 * 1024) });
+    const line = `data: ${JSON.stringify(chunk({ tool_calls: [{ index: 0, id: "c1", type: "function", function: { name: "read_file", arguments: args } }] }))}\n\n`;
+    const pieces: FakeStep[] = [{ type: "head" }];
+    for (let i = 0; i < line.length; i += 1024)
+      pieces.push({ type: "raw", text: line.slice(i, i + 1024) });
+    pieces.push(
+      { type: "sse", data: chunk({}, "tool_calls") },
+      { type: "raw", text: "data: [DONE]\n\n" },
+      { type: "end" },
+    );
+    server.enqueue(pieces);
+    const { events, error } = await collect(model);
+    expect(error).toBeUndefined();
+    const text = events
+      .filter((e): e is Extract<ModelEvent, { type: "call.delta" }> => e.type === "call.delta")
+      .map((e) => e.argumentsDelta)
+      .join("");
+    expect(text).toBe(args);
+  });
+
+  it("an SSE line over the limit fails the stream with an error that names the limit, not a timeout", async () => {
+    const body = new Blob(["data: ", "y".repeat(3000)]).stream();
+    const lines = wholeLines(body, 1024);
+    const reader = lines.getReader();
+    const failure = await reader.read().then(
+      () => reader.read(),
+      (err: unknown) => err,
+    );
+    expect(failure).toBeInstanceOf(ModelError);
+    expect((failure as ModelError).kind).toBe("protocol");
+    expect((failure as ModelError).message).toContain("SSE line longer than 1024 bytes");
   });
 });

@@ -11,10 +11,10 @@ import {
   mkdtempSync,
   readFileSync,
   realpathSync,
-  rmSync,
   symlinkSync,
   writeFileSync,
 } from "node:fs";
+import { rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
@@ -202,9 +202,10 @@ beforeAll(async () => {
   writeFileSync(join(project, "tsconfig.libcheck.json"), JSON.stringify(LIBCHECK, null, 2));
 }, 300_000);
 
-afterAll(() => {
-  if (work) rmSync(work, { recursive: true, force: true });
-});
+// Two installs' worth of files: slow to remove on a busy machine.
+afterAll(async () => {
+  if (work) await rm(work, { recursive: true, force: true });
+}, 120_000);
 
 describe("the packed package in a fresh project", { timeout: 120_000 }, () => {
   it("points types at built declarations, ships no source as types, and has zod as a peer only", () => {
@@ -265,7 +266,13 @@ describe("the packed package in a fresh project", { timeout: 120_000 }, () => {
       if (fake && served) fake.enqueue(...served());
       const result = await runExample(
         e.name,
-        fake ? { OPENAI_BASE_URL: fake.baseURL, KEEL_MODEL: "fake-model" } : {},
+        fake
+          ? {
+              OPENAI_BASE_URL: fake.baseURL,
+              KEEL_MODEL: "fake-model",
+              KEEL_CONTEXT_WINDOW: "32768",
+            }
+          : {},
       ).finally(() => fake?.close());
       expect(result, `${e.name} (README.md:${e.line})`).toMatchObject({ code: 0 });
       if (served) expect(fake?.requests.length, e.name).toBe(served().length);
@@ -354,7 +361,9 @@ async function runExample(name: string, extraEnv: NodeJS.ProcessEnv = {}) {
   const cwd = join(project, `run-${name}`);
   mkdirSync(cwd, { recursive: true });
   const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const key of ["OPENAI_API_KEY", "OPENAI_BASE_URL", "KEEL_MODEL"]) delete env[key];
+  for (const key of ["OPENAI_API_KEY", "OPENAI_BASE_URL", "KEEL_MODEL", "KEEL_CONTEXT_WINDOW"]) {
+    delete env[key];
+  }
   Object.assign(env, {
     ...extraEnv,
     KEEL_EXAMPLE_SCRIPT: JSON.stringify(script ?? []),

@@ -579,14 +579,21 @@ const rows: Row[] = [
     },
   },
   {
-    title: "10 000 levels of nesting pass without stack overflow",
+    title: "64 levels of nesting pass (the JSON depth limit)",
     tool: "store",
-    text: deep(10_000),
+    text: deep(63),
     expect: {
       ok: true,
       args: undefined,
-      check: (args) => expect(depthOf((args as { data: unknown }).data)).toBe(10_000),
+      check: (args) => expect(depthOf((args as { data: unknown }).data)).toBe(63),
     },
+  },
+  {
+    title:
+      "10 000 levels of nesting are refused as INVALID_ARGS naming the limit, without stack overflow (the store could not encode them)",
+    tool: "store",
+    text: deep(10_000),
+    expect: { ok: false, code: "INVALID_ARGS", where: ["nests deeper than 64 levels (the limit)"] },
   },
   {
     title: "10 000 levels of nesting, truncated, are rejected",

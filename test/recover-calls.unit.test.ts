@@ -36,6 +36,46 @@ const resultsOf = (log: SessionLog) =>
   );
 
 describe("recoverCalls", () => {
+  it("re-runs an idempotent call with its arguments prepared again from the model's text: a transformed field arrives as its transformed type", async () => {
+    const seen: unknown[] = [];
+    const typed = defineTool({
+      name: "schedule",
+      description: "Schedules at a date, for a set of tags.",
+      parameters: z.object({
+        at: z.string().transform((s) => new Date(s)),
+        tags: z.array(z.string()).transform((a) => new Set(a)),
+      }),
+      traits: { idempotent: true },
+      execute: (args) => {
+        seen.push(args);
+        return "scheduled";
+      },
+    });
+    const log = await openLog(memoryStore(), "typed");
+    log.append({ type: "turn_start", turnId: "t1" });
+    log.append(user("schedule it"));
+    const text = '{"at":"2025-01-02T03:04:05.000Z","tags":["a","b"]}';
+    step(log, "a1", "", [call("c1", "schedule", text)]);
+    // The start record holds the schema's output as the log stores it: a Date became a string,
+    // a Set became {}.
+    log.append({
+      type: "call_started",
+      callId: "c1",
+      name: "schedule",
+      args: JSON.parse(
+        JSON.stringify({ at: new Date("2025-01-02T03:04:05.000Z"), tags: new Set(["a", "b"]) }),
+      ),
+      idempotencyKey: "k1",
+      idempotent: true,
+    });
+    const report = await recoverCalls({ log, registry: createRegistry([typed]), logger });
+    expect(report.retried).toBe(1);
+    const args = seen[0] as { at: unknown; tags: unknown };
+    expect(args.at).toBeInstanceOf(Date);
+    expect((args.at as Date).toISOString()).toBe("2025-01-02T03:04:05.000Z");
+    expect(args.tags).toEqual(new Set(["a", "b"]));
+  });
+
   it("answers a call that never started 'not executed' and a started one 'unknown', never the reverse", async () => {
     const log = await openLog(memoryStore(), "crashed");
     log.append({ type: "turn_start", turnId: "t1", inboxIds: [] });

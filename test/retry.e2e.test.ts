@@ -47,6 +47,7 @@ function setup(
 ) {
   const clock = new SimulatedClock();
   const model = openaiModel({
+    contextWindow: 8192,
     model: "fake-model",
     baseURL: server.baseURL,
     firstChunkTimeoutMs: options.firstChunkTimeoutMs,

@@ -225,7 +225,13 @@ describe("session inbox lanes", () => {
     const queuedPrompt = session.prompt("never mind");
     await new Promise((r) => setImmediate(r));
     expect(session.clearQueue().map((e) => e.body)).toEqual(["never mind"]);
-    expect(await queuedPrompt).toEqual({ status: "cancelled", reason: "removed from the queue" });
+    expect(await queuedPrompt).toEqual({
+      status: "cancelled",
+      reason: "removed from the queue",
+      text: "",
+      usage: { inputTokens: 0, outputTokens: 0 },
+      steps: 0,
+    });
     gate.resolve();
     expect((await first).status).toBe("completed");
   });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
+import { createTrace } from "../cli/trace.ts";
 import type { AgentEvent } from "../contracts/events.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import { defineTool } from "../tools/define-tool.ts";
@@ -23,13 +24,22 @@ const echo = defineTool({
 describe("turn end to end with the scripted model", () => {
   it("runs a tool call and feeds its result back to the model", async () => {
     const model = scriptedModel([
-      { toolCalls: [{ id: "c1", name: "echo", arguments: '{"text":"hi"}' }] },
-      { text: "done" },
+      {
+        toolCalls: [{ id: "c1", name: "echo", arguments: '{"text":"hi"}' }],
+        usage: { inputTokens: 20, outputTokens: 7 },
+      },
+      { text: "done", usage: { inputTokens: 35, outputTokens: 2 } },
     ]);
     const agent = createAgent({ model, tools: [echo] });
     const session = agent.session("s1");
     const out = await session.prompt("say hi");
-    expect(out).toEqual({ status: "completed", reason: undefined });
+    // The result: the final text, usage summed over the responses, the model requests sent.
+    expect(out).toEqual({
+      status: "completed",
+      text: "done",
+      usage: { inputTokens: 55, outputTokens: 9 },
+      steps: 2,
+    });
     const msgs = session.messages();
     expect(msgs.map((m) => m.role)).toEqual(["user", "assistant", "tool", "assistant"]);
     expect(msgs[2]).toMatchObject({ role: "tool", tool_call_id: "c1", content: "echo: hi" });
@@ -48,7 +58,7 @@ describe("turn end to end with the scripted model", () => {
       session.prompt("go"),
       new Promise((resolve) => setTimeout(() => resolve("still running after 2 s"), 2000)),
     ]);
-    expect(out).toEqual({ status: "completed", reason: undefined });
+    expect(out).toMatchObject({ status: "completed", text: "done", steps: 2 });
     const tools = session.messages().filter((m) => m.role === "tool");
     expect(tools.map((m) => [m.tool_call_id, m.content])).toEqual(
       ids.map((id) => [id, `echo: ${id}`]),
@@ -167,5 +177,42 @@ describe("argument previews", () => {
     const lengths = previews.map((p) => ((p as { text?: string }).text ?? "").length);
     expect(lengths).toEqual([...lengths].sort((a, b) => a - b));
     expect(lengths.at(-1)).toBe(2000);
+  });
+});
+
+describe("answers that did not end by a plain stop", () => {
+  it.each([
+    ["length", "cut at the model's output limit (finish_reason: length)"],
+    ["content_filter", "content filter stopped the answer (finish_reason: content_filter)"],
+  ] as const)(
+    "a text-only %s finish ends the turn completed with a reason saying the answer is incomplete, in the result, the log and the trace",
+    async (finish, words) => {
+      const agent = createAgent({ model: scriptedModel([{ text: "The answer is", finish }]) });
+      const session = await agent.openSession("cut");
+      const lines: string[] = [];
+      const trace = createTrace({ out: { write: (c) => lines.push(String(c)) }, color: false });
+      session.subscribe((e) => trace.onEvent(e));
+      const result = await session.prompt("question");
+      expect(result.status).toBe("completed");
+      expect(result.reason).toContain(words);
+      const end = session.entries().find((e) => e.type === "turn_end");
+      expect(end).toMatchObject({ status: "completed", reason: result.reason });
+      expect(lines.join("")).toContain(`⚠ turn completed: ${result.reason}`);
+      await agent.close();
+    },
+  );
+
+  it("a plain stop after a cut answer steered to go on ends without that reason", async () => {
+    const agent = createAgent({
+      model: scriptedModel([{ text: "The answer is", finish: "length" }, { text: "42." }]),
+    });
+    const session = await agent.openSession("steered");
+    const first = session.prompt("question");
+    await session.followUp("go on");
+    expect(await first).toMatchObject({ status: "completed" });
+    await session.awaitIdle();
+    const ends = session.entries().filter((e) => e.type === "turn_end");
+    expect(ends.at(-1)).toMatchObject({ status: "completed", reason: undefined });
+    await agent.close();
   });
 });

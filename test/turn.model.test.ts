@@ -3,6 +3,7 @@ import { type AnyStateMachine, initialTransition, transition } from "xstate";
 import { turnMachine } from "../machines/turn.machine.ts";
 import {
   acceptsStaleAttemptsTurnMachine,
+  compactsMidBatchTurnMachine,
   ignoresLengthTurnMachine,
 } from "./support/mutants/turn.mutants.ts";
 
@@ -11,10 +12,11 @@ type Snap = any;
 
 const input = {
   turnId: "t",
-  limits: { maxSteps: 3, maxTokens: 0, deadlineMs: 1000 },
+  limits: { maxSteps: 3, maxSpendTokens: 0, deadlineMs: 1000 },
   maxParallelToolCalls: 8,
   stopDeadlineMs: 100,
   finalizeDeadlineMs: 100,
+  maxOverflowRecoveries: 1,
 };
 const spec = {
   callId: "c",
@@ -52,6 +54,11 @@ function events(snap: Snap): Snap[] {
     done(a - 1, "tool_calls", 1),
     { type: "attempt.failed", attempt: a, retry: { delayMs: 5 }, status: "failed", reason: "503" },
     { type: "attempt.failed", attempt: a, status: "failed", reason: "400" },
+    { type: "attempt.failed", attempt: a, status: "failed", reason: "overflow", overflow: true },
+    { type: "step.prepared", compact: false },
+    { type: "step.prepared", compact: true },
+    { type: "compaction.done", ok: true },
+    { type: "compaction.done", ok: false, reason: "NOTHING_TO_COMPACT" },
     { type: "end.none" },
     { type: "end.steered" },
     { type: "finalize.done" },
@@ -69,6 +76,7 @@ const key = (s: Snap) =>
     s.context.attemptSeq,
     s.context.step,
     s.context.cancelRequested,
+    s.context.overflowRecoveries,
   ]);
 
 interface Found {
@@ -116,6 +124,37 @@ function search(machine: AnyStateMachine, depth: number): Found | undefined {
             return { trace: t, problem: "a declined permission did not end the turn" };
           }
         }
+        // Invariant 10, the chart's half: a compaction starts only between steps (no batch round
+        // running, no attempt streaming), and a turn never finalizes while one runs.
+        if (actions.some((x: { type: string }) => x.type === "compact")) {
+          const from = JSON.stringify(snap.value);
+          const to = JSON.stringify(after.value);
+          if (!to.includes("compacting") || to.includes("executing")) {
+            return { trace: t, problem: `a compaction started beside ${to}` };
+          }
+          if (
+            !from.includes("preparing") &&
+            !(from.includes("sampling") && event.type === "attempt.failed")
+          ) {
+            return { trace: t, problem: `a compaction started from ${from} on ${event.type}` };
+          }
+        }
+        if (
+          JSON.stringify(snap.value).includes("compacting") &&
+          event.type !== "compaction.done" &&
+          !JSON.stringify(after.value).includes("compacting")
+        ) {
+          return { trace: t, problem: "the turn left compacting before the compaction reported" };
+        }
+        if (
+          event.type === "attempt.failed" &&
+          event.overflow &&
+          snap.context.overflowRecoveries >= input.maxOverflowRecoveries &&
+          !JSON.stringify(snap.value).includes("compacting") &&
+          JSON.stringify(after.value).includes("compacting")
+        ) {
+          return { trace: t, problem: "an overflow compacted past its budget" };
+        }
         if (snap.status === "done" && after.status !== "done") {
           return { trace: t, problem: "a finished turn came back to life" };
         }
@@ -138,8 +177,8 @@ function search(machine: AnyStateMachine, depth: number): Found | undefined {
 }
 
 describe("turn statechart, bounded exhaustive search", () => {
-  it("no call of a length-truncated response ever reaches executing, and stale attempts change nothing (depth 10)", () => {
-    expect(search(turnMachine, 10)).toBeUndefined();
+  it("no call of a length-truncated response ever reaches executing, stale attempts change nothing, and a compaction starts only between steps and never outlives its state (depth 10)", () => {
+    expect(search(turnMachine, 10)?.trace.join(" → ")).toBeUndefined();
   });
 
   it("the search catches a turn whose length gate is broken", () => {
@@ -152,8 +191,59 @@ describe("turn statechart, bounded exhaustive search", () => {
     expect(found?.problem).toBe("a stale attempt's answer changed the turn");
   });
 
+  it("the search catches a turn that compacts while a batch round runs", () => {
+    const found = search(compactsMidBatchTurnMachine, 10);
+    expect(found?.problem).toMatch(/a compaction started beside .*executing/);
+  });
+
+  it("an overflow error compacts once (its own budget), then a second one fails the turn with its reason", () => {
+    const overflow = (attempt: number) => ({
+      type: "attempt.failed" as const,
+      attempt,
+      status: "failed" as const,
+      reason: `overflow ${attempt}`,
+      overflow: true,
+    });
+    let [s] = initialTransition(turnMachine, input);
+    [s] = transition(turnMachine, s, { type: "step.prepared", compact: false });
+    const [compacting, actions] = transition(turnMachine, s, overflow(1));
+    expect(compacting.matches({ running: "compacting" })).toBe(true);
+    expect(actions).toContainEqual(
+      expect.objectContaining({ type: "compact", params: { mode: "overflow" } }),
+    );
+    [s] = transition(turnMachine, compacting, { type: "compaction.done", ok: true });
+    expect(s.matches({ running: "sampling" })).toBe(true);
+    const [failed] = transition(turnMachine, s, overflow(2));
+    expect(failed.value).toBe("finalizing");
+    expect(failed.context).toMatchObject({ status: "failed", reason: "overflow 2" });
+    // A failed overflow compaction fails the turn with the compaction's reason.
+    const [noCut] = transition(turnMachine, compacting, {
+      type: "compaction.done",
+      ok: false,
+      reason: "nothing to cut",
+    });
+    expect(noCut.value).toBe("finalizing");
+    expect(noCut.context).toMatchObject({ status: "failed", reason: "nothing to cut" });
+  });
+
+  it("an interrupt during a compaction waits for it to report, then ends the turn cancelled", () => {
+    let [s] = initialTransition(turnMachine, input);
+    [s] = transition(turnMachine, s, { type: "step.prepared", compact: true });
+    expect(s.matches({ running: "compacting" })).toBe(true);
+    const [stopping, actions] = transition(turnMachine, s, {
+      type: "turn.interrupt",
+      reason: "stop",
+    });
+    expect(stopping.matches({ running: { compacting: "stopping" } })).toBe(true);
+    expect(actions.map((a) => a.type)).toEqual(["cancelAcknowledged", "abortCompaction"]);
+    const [after] = transition(turnMachine, stopping, { type: "compaction.done", ok: false });
+    expect(after.value).toBe("finalizing");
+    expect(after.context.status).toBe("cancelled");
+  });
+
   it("an interrupt during a retry wait ends the turn without another attempt", () => {
     let [s] = initialTransition(turnMachine, input);
+    [s] = transition(turnMachine, s, { type: "step.prepared", compact: false });
     [s] = transition(turnMachine, s, {
       type: "attempt.failed",
       attempt: 1,
@@ -170,6 +260,7 @@ describe("turn statechart, bounded exhaustive search", () => {
 
   it("a batch that fails (a runtime bug) still ends the turn through finalizing, as failed", () => {
     let [s] = initialTransition(turnMachine, input);
+    [s] = transition(turnMachine, s, { type: "step.prepared", compact: false });
     [s] = transition(turnMachine, s, {
       type: "attempt.done",
       attempt: 1,

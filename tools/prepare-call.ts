@@ -1,3 +1,4 @@
+import { jsonProblem, MAX_ARGUMENTS_CHARS, MAX_JSON_DEPTH } from "../contracts/json-limits.ts";
 import { notExecuted } from "../contracts/tool-result.ts";
 import type { Tool } from "./define-tool.ts";
 import {
@@ -75,10 +76,40 @@ function prepare(id: string, name: string, text: string, registry: Registry): Pr
   const warnings: string[] = [];
   if (resolved.via !== "exact")
     warnings.push(`tool name "${clip(name)}" resolved to "${tool.name}"`);
+  if (text.length > MAX_ARGUMENTS_CHARS) {
+    return failure(
+      id,
+      name,
+      text,
+      "INVALID_ARGS",
+      composeMessage({
+        headline: `the arguments are ${text.length} characters long, over the limit of ${MAX_ARGUMENTS_CHARS}.`,
+        where: "the whole arguments text",
+        received: receivedSnippet(text),
+        fix: "Send less per call: split the work into several calls, or write large content in parts.",
+      }),
+    );
+  }
   const read = readArguments(text);
   warnings.push(...read.warnings);
   if (read.kind !== "objects")
     return failure(id, name, text, "INVALID_ARGS", unreadableMessage(tool, text, read));
+  for (const candidate of read.candidates) {
+    const problem = jsonProblem(candidate, "arguments", MAX_JSON_DEPTH);
+    if (problem === undefined) continue;
+    return failure(
+      id,
+      name,
+      text,
+      "INVALID_ARGS",
+      composeMessage({
+        headline: `the arguments nest too deeply to be accepted (the limit is ${MAX_JSON_DEPTH} levels of objects and arrays).`,
+        where: problem,
+        received: receivedSnippet(text),
+        fix: `Flatten the arguments to at most ${MAX_JSON_DEPTH} levels of objects and arrays.`,
+      }),
+    );
+  }
 
   let firstIssues: ArgIssue[] | undefined;
   let firstUnknown: string[] = [];

@@ -1,3 +1,4 @@
+import { jsonProblem } from "../contracts/json-limits.ts";
 import type {
   Continuation,
   ToolErrorCode,
@@ -33,6 +34,16 @@ export function toToolResult(output: unknown, toolName = "tool"): ToolResult {
   if (problem === undefined) {
     const r = output as ToolResult;
     if (!r.ok) return { ok: false, code: r.code, message: r.message, retryable: r.retryable };
+    // The log stores the continuation: one it cannot encode is dropped, and the model is told.
+    const unstorable =
+      r.continuation !== undefined ? jsonProblem(r.continuation, "continuation") : undefined;
+    if (unstorable !== undefined) {
+      return {
+        ok: true,
+        content: `${r.content}\n[${toolName}'s continuation was dropped: ${unstorable}; continuation args must be plain JSON.]`,
+        ...(r.truncated !== undefined && { truncated: r.truncated }),
+      };
+    }
     return {
       ok: true,
       content: r.content,
@@ -87,7 +98,10 @@ export function errorToResult(err: unknown): ToolFailure {
   let message: string;
   try {
     if (err instanceof Error) {
-      const frames = (err.stack ?? "")
+      // The stack starts with "Name: message": skip it, a message can be megabytes long.
+      const header = `${err.name}: ${err.message}`;
+      const stack = err.stack ?? "";
+      const frames = (stack.startsWith(header) ? stack.slice(header.length) : stack.slice(-8192))
         .split("\n")
         .filter((l) => /^\s+at /.test(l))
         .slice(0, 5)
@@ -131,14 +145,16 @@ const SPILL_PREVIEW_BYTES = 4096;
  * comes from the result itself, else from `options.continuation`, else the note says how to
  * narrow the request. `spill`: the whole content goes to `options.spill`, the result holds a
  * preview, a note with the path and hash, and a `read_file` continuation carrying both; if
- * spilling fails or is not provided, it truncates. Failures and results within budget are returned unchanged. Never rejects.
+ * spilling fails or is not provided, it truncates. A failure gets the same budget: a message
+ * over it keeps its head and says how much was cut (a thrown error can embed a command's whole
+ * output). Results within budget are returned unchanged. Never rejects.
  */
 export async function applyOutputBudget(
   result: ToolResult,
   budget: OutputBudget,
   options: OutputBudgetOptions,
 ): Promise<ToolResult> {
-  if (!result.ok) return result;
+  if (!result.ok) return boundFailure(result, budget.maxBytes);
   const totalBytes = utf8Length(result.content);
   if (totalBytes <= budget.maxBytes) return result;
   let spillError = "";
@@ -177,6 +193,17 @@ export async function applyOutputBudget(
     result.continuation ?? options.continuation?.({ shownBytes: head.bytes, totalBytes });
   const content = truncateUtf8(head.text + note(head.bytes, continuation), budget.maxBytes).text;
   return { ok: true, content, truncated: true, ...(continuation && { continuation }) };
+}
+
+/** A failure whose message fits `maxBytes` (UTF-8), with a note of what was cut. Pure. */
+export function boundFailure(result: ToolFailure, maxBytes: number): ToolFailure {
+  // A cheap upper bound first: most messages are far below any budget.
+  if (result.message.length * 3 <= maxBytes) return result;
+  const total = utf8Length(result.message);
+  if (total <= maxBytes) return result;
+  const head = truncateUtf8(result.message, Math.max(0, maxBytes - 160));
+  const note = `\n[error message truncated: first ${head.bytes} of ${total} bytes shown (output budget ${maxBytes} bytes)]`;
+  return { ...result, message: head.text + note };
 }
 
 function safeJson(value: unknown): string {

@@ -53,6 +53,8 @@ export type ToolOutput = string | ToolResult;
 export interface ToolContext {
   /** The call's id, as the model gave it. */
   callId: string;
+  /** The session the call runs in (tools that read the session, like `read_result`). */
+  sessionId: string;
   /** Aborted when the call is cancelled (interrupt, stop deadline). */
   signal: AbortSignal;
   /** Stable per logical operation: the same across retries and crash recovery. */

@@ -24,15 +24,20 @@ async function side(root: string) {
     actors: { toolCall },
     actions: { roundDone: () => turn?.send({ type: "batch.done" }) },
   });
-  const machine = (turnMachine as AnyStateMachine).provide({ actors: { batch } });
+  // A chart with a `preparing` state waits for `step.prepared` (older ones ignore the event).
+  const machine = (turnMachine as AnyStateMachine).provide({
+    actors: { batch },
+    actions: { prepare: ({ self }) => self.send({ type: "step.prepared", compact: false }) },
+  });
   return (steps: number, calls: number) => {
     const actor = createActor(machine, {
       input: {
         turnId: "t",
-        limits: { maxSteps: steps + 1, maxTokens: 0, deadlineMs: 0 },
+        limits: { maxSteps: steps + 1, maxTokens: 0, maxSpendTokens: 0, deadlineMs: 0 },
         maxParallelToolCalls: 8,
         stopDeadlineMs: 1000,
         finalizeDeadlineMs: 1000,
+        maxOverflowRecoveries: 1,
       },
     });
     turn = actor;

@@ -27,7 +27,10 @@ const effects: TurnEffects = {
   stopping: none,
   callSettled: none,
   roundDone: () => turn?.send({ type: "batch.done" }),
-  prepare: none,
+  prepare: (self) => self.send({ type: "step.prepared", compact: false }),
+  compact: none,
+  abortCompaction: none,
+  pollInbox: none,
   startAttempt: none,
   abortAttempt: none,
   pollAtEnd: none,
@@ -51,10 +54,11 @@ function run(steps: number, calls: number): void {
   const actor = createActor(machine, {
     input: {
       turnId: "t",
-      limits: { maxSteps: steps + 1, maxTokens: 0, deadlineMs: 0 },
+      limits: { maxSteps: steps + 1, maxSpendTokens: 0, deadlineMs: 0 },
       maxParallelToolCalls: 8,
       stopDeadlineMs: 1000,
       finalizeDeadlineMs: 1000,
+      maxOverflowRecoveries: 1,
     },
   });
   turn = actor;

@@ -66,6 +66,10 @@ export function describe(r, model) {
       return `${e.callId} ${e.decision.type}${e.decision.reason ? `: ${e.decision.reason}` : ""}${e.decision.feedback ? `: ${e.decision.feedback}` : ""}`;
     case "log.written":
       return `[${e.level}] ${e.message}`;
+    case "context.measured":
+      return `${e.used}${e.trusted ? "" : "~"} + ${e.reserve} reserve of ${e.window} tokens`;
+    case "context.compacted":
+      return `${e.mode} ${e.ok ? `${e.tokensBefore} → ${e.tokensAfter} tokens` : `failed: ${e.reason}`}`;
     default:
       // Every AgentEvent type has its case above (test/agent-events.unit.test.ts checks it);
       // an event from a newer Keel is shown by its ids.

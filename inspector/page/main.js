@@ -12,6 +12,13 @@ const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
 const token = params.get("token") ?? "";
 const replayId = params.get("replay");
+// The first load carried the token; the server also set it as an HttpOnly cookie, so the
+// address bar (history, screen shares, copied links) need not show it any more.
+if (params.has("token")) {
+  const clean = new URL(location.href);
+  clean.searchParams.delete("token");
+  history.replaceState(null, "", clean.href);
+}
 
 let records = [];
 let model = createModel();
@@ -105,7 +112,7 @@ function showStored(sessions) {
 function connect(attempt = 0) {
   const url = new URL("/ws", location.href);
   url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
-  url.searchParams.set("token", token);
+  if (token) url.searchParams.set("token", token); // else the cookie authenticates
   if (replayId) url.searchParams.set("replay", replayId);
   const ws = new WebSocket(url);
   ws.addEventListener("open", () => {

@@ -31,6 +31,10 @@ export interface PageModel {
   inbox: Map<string, { id: string; lane: string; consumedAt?: number }>;
   wake: string | null | undefined;
   tokens: { input: number; output: number };
+  /** The last `context.measured`, or null before any. */
+  context: { used: number; window: number; reserve: number; trusted: boolean } | null;
+  /** Compactions that replaced the baseline. */
+  compactions: number;
 }
 
 export const CALL_RANK: Record<string, number>;

@@ -37,6 +37,8 @@ export function createModel() {
     inbox: new Map(), // inboxId → { id, lane, source, t, consumedAt }
     wake: undefined, // the doorbell: undefined = not exposed, null = empty, string = scope
     tokens: { input: 0, output: 0 },
+    context: null, // the last context.measured: { used, window, reserve, trusted }
+    compactions: 0,
     step: 0,
     order: 0,
     dirty: { nodes: new Set(), calls: new Set(), timeline: true, panels: true },
@@ -233,6 +235,12 @@ function applyAgent(model, e, t) {
     }
     case "retry.scheduled":
       model.retries.push({ ...e, t, done: false });
+      break;
+    case "context.measured":
+      model.context = { used: e.used, window: e.window, reserve: e.reserve, trusted: e.trusted };
+      break;
+    case "context.compacted":
+      if (e.ok) model.compactions++;
       break;
     case "turn.cancel-acknowledged":
     case "turn.execution-stopped": {

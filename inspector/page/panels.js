@@ -144,6 +144,12 @@ export function renderStats(root, model, records, dropped) {
     ["step", String(model.step)],
     ["calls", `${running} running · ${settled} done`],
     ["tokens", `${fmtCount(model.tokens.input)} in · ${fmtCount(model.tokens.output)} out`],
+    [
+      "context",
+      model.context
+        ? `${fmtCount(model.context.used)}${model.context.trusted ? "" : "~"}${Number.isFinite(model.context.window) ? ` / ${fmtCount(model.context.window)}` : ""}${model.compactions ? ` · ${model.compactions} compacted` : ""}`
+        : "—",
+    ],
     ["actors", fmtCount(model.nodes.size)],
     ["records", fmtCount(records) + (dropped ? ` (${fmtCount(dropped)} dropped)` : "")],
   ];

@@ -1,4 +1,5 @@
-import { readdir, stat } from "node:fs/promises";
+import { constants } from "node:fs";
+import { type FileHandle, open, readdir, stat } from "node:fs/promises";
 import path from "node:path";
 import type { ToolFailure } from "../../contracts/tool-result.ts";
 import { closestName } from "../edit-distance.ts";
@@ -53,4 +54,118 @@ export function lineAt(text: string, offset: number, fromOffset = 0, fromLine = 
   )
     line++;
   return line;
+}
+
+/** What a file is, in words, for refusals ("a FIFO", "a socket", …). */
+export function kindOf(info: {
+  isFIFO(): boolean;
+  isSocket(): boolean;
+  isCharacterDevice(): boolean;
+  isBlockDevice(): boolean;
+  isDirectory(): boolean;
+  isSymbolicLink(): boolean;
+}): string {
+  if (info.isDirectory()) return "a directory";
+  if (info.isFIFO()) return "a FIFO (named pipe)";
+  if (info.isSocket()) return "a socket";
+  if (info.isCharacterDevice()) return "a character device";
+  if (info.isBlockDevice()) return "a block device";
+  if (info.isSymbolicLink()) return "a symbolic link";
+  return "not a regular file";
+}
+
+export type OpenedFile =
+  | { ok: true; handle: FileHandle; size: number; created: boolean }
+  | { ok: false; error: ToolFailure | "missing" };
+
+/**
+ * Opens a workspace file for the built-ins, refusing what could block, redirect or escape:
+ * - never blocks in `open()`: `O_NONBLOCK`, so a FIFO without a writer (or a device) does not
+ *   hold a thread of libuv's pool; the handle is then checked with `fstat` and anything but a
+ *   regular file is refused (closed at once);
+ * - `O_NOFOLLOW`: a last path component swapped for a symlink after `resolveInWorkspace`
+ *   checked it is refused (ELOOP) instead of followed;
+ * - for writes, a regular file with more than one hard link is refused: another name of it
+ *   may be outside the workspace. Nothing is truncated before these checks pass.
+ * The checks are on the handle the caller then reads or writes, so a rename between them and
+ * the use cannot substitute another file. Missing file: `{ ok: false, error: "missing" }`
+ * (created instead when `create` is set).
+ */
+export async function openWorkspaceFile(
+  real: string,
+  rel: string,
+  mode: "read" | "write",
+  options: { create?: boolean } = {},
+): Promise<OpenedFile> {
+  const base = constants.O_NONBLOCK | constants.O_NOFOLLOW;
+  const flags =
+    mode === "read"
+      ? constants.O_RDONLY | base
+      : constants.O_RDWR | base | (options.create ? constants.O_CREAT : 0);
+  let handle: FileHandle;
+  let created = false;
+  try {
+    if (mode === "write" && options.create) {
+      // Exclusive first, to know whether this call created the file.
+      try {
+        handle = await open(real, flags | constants.O_EXCL, 0o666);
+        created = true;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+        handle = await open(real, flags & ~constants.O_CREAT);
+      }
+    } else {
+      handle = await open(real, flags);
+    }
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" || code === "ENOTDIR") return { ok: false, error: "missing" };
+    if (code === "ELOOP" || code === "EMLINK")
+      return {
+        ok: false,
+        error: toolError(
+          "PATH_OUTSIDE_WORKSPACE",
+          `${JSON.stringify(rel)} became a symbolic link after it was checked; it is not followed. Re-run the call with the path of the real file inside the workspace.`,
+        ),
+      };
+    if (code === "ENXIO")
+      return {
+        ok: false,
+        error: toolError(
+          "INVALID_ARGS",
+          `${JSON.stringify(rel)} is a FIFO or socket with no reader; only regular files can be written.`,
+        ),
+      };
+    if (code === "EISDIR")
+      return {
+        ok: false,
+        error: toolError(
+          "INVALID_ARGS",
+          `${JSON.stringify(rel)} is a directory; give a file path.`,
+        ),
+      };
+    throw err;
+  }
+  const info = await handle.stat();
+  if (!info.isFile()) {
+    await handle.close();
+    return {
+      ok: false,
+      error: toolError(
+        "INVALID_ARGS",
+        `${JSON.stringify(rel)} is ${kindOf(info)}, not a regular file; only regular files can be ${mode === "read" ? "read" : "written"} (reading a FIFO or device could block forever). ${info.isDirectory() ? "Use list_dir to see its entries." : "Use shell if you really mean to use it."}`,
+      ),
+    };
+  }
+  if (mode === "write" && info.nlink > 1) {
+    await handle.close();
+    return {
+      ok: false,
+      error: toolError(
+        "PATH_OUTSIDE_WORKSPACE",
+        `${JSON.stringify(rel)} has ${info.nlink} hard links; another name of the same file may be outside the workspace, so it is not written. To edit it here, first replace it by a copy of its own (shell: cp f f.copy && mv f.copy f).`,
+      ),
+    };
+  }
+  return { ok: true, handle, size: info.size, created };
 }

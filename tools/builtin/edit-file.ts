@@ -1,7 +1,7 @@
-import { readFile, writeFile } from "node:fs/promises";
+import type { FileHandle } from "node:fs/promises";
 import { z } from "zod";
 import { defineTool, type Tool } from "../define-tool.ts";
-import { lineAt, looksBinary, MAX_FILE_BYTES, notFound, statOrUndefined } from "./common.ts";
+import { lineAt, looksBinary, MAX_FILE_BYTES, notFound, openWorkspaceFile } from "./common.ts";
 import {
   isKeelOwn,
   keelOwnError,
@@ -75,48 +75,71 @@ export function editFileTool(ws: Workspace): Tool<z.output<typeof parameters>> {
       if (!resolved.ok) return resolved.error;
       const { real, rel } = resolved;
       if (isKeelOwn(ws, real)) return keelOwnError(rel, "write");
-      const info = await statOrUndefined(real);
-      if (!info) return notFound(real, rel);
-      if (!info.isFile())
-        return toolError("INVALID_ARGS", `${JSON.stringify(rel)} is not a regular file.`);
-      if (info.size > MAX_FILE_BYTES)
-        return toolError(
-          "INVALID_ARGS",
-          `${JSON.stringify(rel)} is larger than ${MAX_FILE_BYTES} bytes; edit it with shell tools.`,
+      // One handle for the read and the write, opened without following a symlink swapped in
+      // after the check and refused when hard-linked: the file edited is the file read.
+      const opened = await openWorkspaceFile(real, rel, "write");
+      if (!opened.ok) return opened.error === "missing" ? notFound(real, rel) : opened.error;
+      try {
+        return await editOpened(
+          opened.handle,
+          opened.size,
+          rel,
+          old_string,
+          new_string,
+          replace_all,
         );
-      const buf = await readFile(real);
-      if (looksBinary(buf))
-        return toolError(
-          "INVALID_ARGS",
-          `${JSON.stringify(rel)} is a binary file; edit_file only edits text.`,
-        );
-      const text = buf.toString("utf8");
-      if (old_string === new_string)
-        return toolError(
-          "INVALID_ARGS",
-          "old_string and new_string are identical; nothing would change. Give the new text in new_string.",
-        );
-      const found = occurrences(text, old_string);
-      if (found.length === 0)
-        return toolError("INVALID_ARGS", absentMessage(rel, text, old_string));
-      const lines = linesOf(text, found);
-      if (found.length > 1 && !replace_all) {
-        return toolError(
-          "INVALID_ARGS",
-          `old_string occurs ${found.length} times in ${JSON.stringify(rel)} (lines ${lines.join(", ")}); nothing was changed. Include more surrounding lines in old_string to make it unique, or set replace_all: true to replace all ${found.length}.`,
-        );
+      } finally {
+        await opened.handle.close();
       }
-      const parts: string[] = [];
-      let from = 0;
-      for (const at of found) {
-        parts.push(text.slice(from, at), new_string);
-        from = at + old_string.length;
-      }
-      parts.push(text.slice(from));
-      await writeFile(real, parts.join(""), "utf8");
-      return `Edited ${rel}: replaced ${found.length} occurrence${found.length === 1 ? "" : "s"} (line${lines.length === 1 ? "" : "s"} ${lines.join(", ")}).`;
     },
   });
+}
+
+async function editOpened(
+  handle: FileHandle,
+  size: number,
+  rel: string,
+  old_string: string,
+  new_string: string,
+  replace_all: boolean,
+) {
+  if (size > MAX_FILE_BYTES)
+    return toolError(
+      "INVALID_ARGS",
+      `${JSON.stringify(rel)} is larger than ${MAX_FILE_BYTES} bytes; edit it with shell tools.`,
+    );
+  const buf = await handle.readFile();
+  if (looksBinary(buf))
+    return toolError(
+      "INVALID_ARGS",
+      `${JSON.stringify(rel)} is a binary file; edit_file only edits text.`,
+    );
+  const text = buf.toString("utf8");
+  if (old_string === new_string)
+    return toolError(
+      "INVALID_ARGS",
+      "old_string and new_string are identical; nothing would change. Give the new text in new_string.",
+    );
+  const found = occurrences(text, old_string);
+  if (found.length === 0) return toolError("INVALID_ARGS", absentMessage(rel, text, old_string));
+  const lines = linesOf(text, found);
+  if (found.length > 1 && !replace_all) {
+    return toolError(
+      "INVALID_ARGS",
+      `old_string occurs ${found.length} times in ${JSON.stringify(rel)} (lines ${lines.join(", ")}); nothing was changed. Include more surrounding lines in old_string to make it unique, or set replace_all: true to replace all ${found.length}.`,
+    );
+  }
+  const parts: string[] = [];
+  let from = 0;
+  for (const at of found) {
+    parts.push(text.slice(from, at), new_string);
+    from = at + old_string.length;
+  }
+  parts.push(text.slice(from));
+  const next = Buffer.from(parts.join(""), "utf8");
+  await handle.truncate(0);
+  await handle.write(next, 0, next.length, 0);
+  return `Edited ${rel}: replaced ${found.length} occurrence${found.length === 1 ? "" : "s"} (line${lines.length === 1 ? "" : "s"} ${lines.join(", ")}).`;
 }
 
 function absentMessage(rel: string, text: string, oldString: string): string {

@@ -1,4 +1,3 @@
-import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { defineTool, type Tool } from "../define-tool.ts";
@@ -8,6 +7,7 @@ import {
   looksBinary,
   MAX_FILE_BYTES,
   notFound,
+  openWorkspaceFile,
   statOrUndefined,
 } from "./common.ts";
 import { globToRegExp } from "./glob-match.ts";
@@ -156,12 +156,18 @@ export function grepTool(ws: Workspace): Tool<z.output<typeof parameters>> {
   });
 }
 
+/** A text file's content, or undefined (missing, binary, too large, not a regular file). */
 async function readText(abs: string): Promise<string | undefined> {
   try {
-    const info = await statOrUndefined(abs);
-    if (!info?.isFile() || info.size > MAX_FILE_BYTES) return undefined;
-    const buf = await readFile(abs);
-    return looksBinary(buf) ? undefined : buf.toString("utf8");
+    const opened = await openWorkspaceFile(abs, abs, "read");
+    if (!opened.ok) return undefined;
+    try {
+      if (opened.size > MAX_FILE_BYTES) return undefined;
+      const buf = await opened.handle.readFile();
+      return looksBinary(buf) ? undefined : buf.toString("utf8");
+    } finally {
+      await opened.handle.close();
+    }
   } catch {
     return undefined;
   }

@@ -1,4 +1,3 @@
-import { readFile } from "node:fs/promises";
 import { z } from "zod";
 import { defineTool, type Tool } from "../define-tool.ts";
 import { truncateUtf8, utf8Length } from "../utf8.ts";
@@ -7,7 +6,7 @@ import {
   looksBinary,
   MAX_FILE_BYTES,
   notFound,
-  statOrUndefined,
+  openWorkspaceFile,
 } from "./common.ts";
 import { resolveInWorkspace, toolError, type Workspace } from "./workspace.ts";
 
@@ -49,24 +48,26 @@ export function readFileTool(ws: Workspace): Tool<z.output<typeof parameters>> {
       risk: "low",
       outputBudget: { maxBytes: BUILTIN_MAX_BYTES + 1024, overflow: "truncate" },
     },
-    async execute({ path, offset = 1, limit = DEFAULT_LIMIT }) {
+    async execute({ path, offset = 1, limit = DEFAULT_LIMIT }, ctx) {
       const resolved = await resolveInWorkspace(ws, path);
       if (!resolved.ok) return resolved.error;
       const { real, rel } = resolved;
-      const info = await statOrUndefined(real);
-      if (!info) return notFound(real, rel);
-      if (info.isDirectory())
-        return toolError(
-          "INVALID_ARGS",
-          `${JSON.stringify(rel)} is a directory, not a file. Use list_dir to see its entries.`,
-        );
-      if (info.size > MAX_FILE_BYTES) {
-        return toolError(
-          "INVALID_ARGS",
-          `${JSON.stringify(rel)} is ${info.size} bytes, over the ${MAX_FILE_BYTES}-byte read limit. Use grep to find the part you need, or shell with head/sed -n.`,
-        );
+      // Opened without blocking and checked on the handle: a FIFO, socket or device is refused
+      // before anything waits on it (a FIFO without a writer blocks open() forever).
+      const opened = await openWorkspaceFile(real, rel, "read");
+      if (!opened.ok) return opened.error === "missing" ? notFound(real, rel) : opened.error;
+      let buf: Buffer;
+      try {
+        if (opened.size > MAX_FILE_BYTES) {
+          return toolError(
+            "INVALID_ARGS",
+            `${JSON.stringify(rel)} is ${opened.size} bytes, over the ${MAX_FILE_BYTES}-byte read limit. Use grep to find the part you need, or shell with head/sed -n.`,
+          );
+        }
+        buf = await opened.handle.readFile({ signal: ctx?.signal });
+      } finally {
+        await opened.handle.close();
       }
-      const buf = await readFile(real);
       if (looksBinary(buf))
         return `${rel} is a binary file (${buf.length} bytes); its contents are not shown.`;
       if (buf.length === 0) return `${rel} is empty (0 bytes).`;

@@ -1,8 +1,10 @@
 import { spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import { defineTool, type Tool } from "../define-tool.ts";
 import { BUILTIN_MAX_BYTES, statOrUndefined } from "./common.ts";
 import { OutputCapture } from "./output-capture.ts";
+import { running, SHELL_TAG_VAR, signalAll, taggedProcesses } from "./process-tree.ts";
 import { resolveInWorkspace, toolError, type Workspace } from "./workspace.ts";
 
 const DEFAULT_TIMEOUT_MS = 120_000;
@@ -25,9 +27,13 @@ const parameters = z.object({
 });
 
 /**
- * `shell`: runs a command in its own process group (`detached: true`). Abort, timeout and the
- * command's own exit all end with the whole group being signalled (`process.kill(-pid)`,
- * SIGTERM then SIGKILL after `KILL_GRACE_MS`), so background children do not outlive the call.
+ * `shell`: runs a command in its own session and process group (`detached: true`). Abort,
+ * timeout and the command's own exit all end with every process the call started being
+ * signalled, SIGTERM then SIGKILL after `KILL_GRACE_MS`: the group (`process.kill(-pid)`) and,
+ * on Linux, the processes that left it (`setsid cmd &`, `setsid -f`), found by their session
+ * or by the tag in their environment (see `taggedProcesses`). Background children do not
+ * outlive the call. A command that has exited keeps its real result: a cancel that arrives
+ * while its leftovers are being killed does not turn it into `CANCELLED`.
  */
 export function shellTool(ws: Workspace): Tool<z.output<typeof parameters>> {
   return defineTool({
@@ -71,27 +77,36 @@ async function runInGroup(
 ) {
   const stdout = new OutputCapture(BUILTIN_MAX_BYTES);
   const stderr = new OutputCapture(BUILTIN_MAX_BYTES);
+  const tag = randomUUID();
   const child = spawn("/bin/bash", ["-c", command], {
     cwd,
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, [SHELL_TAG_VAR]: tag },
   });
   let stoppedBy: "timeout" | "cancel" | undefined;
+  let exited = false;
   const timers: NodeJS.Timeout[] = [];
   const killTimers: NodeJS.Timeout[] = [];
+  /** Processes that left the group (setsid), found by session and tag when it was killed. */
+  let leftovers: number[] = [];
   const killGroup = () => {
     for (const sig of ["SIGTERM", "SIGKILL"] as const) {
       const send = () => {
         try {
           if (child.pid) process.kill(-child.pid, sig);
         } catch {}
+        if (!child.pid) return;
+        leftovers = [...new Set([...leftovers, ...taggedProcesses(child.pid, tag)])];
+        signalAll(leftovers, sig);
       };
       if (sig === "SIGTERM") send();
       else killTimers.push(setTimeout(send, KILL_GRACE_MS).unref());
     }
   };
   const stop = (why: "timeout" | "cancel") => {
-    stoppedBy ??= why;
+    // After the command exited its result is known: a cancel only hurries the cleanup.
+    if (!exited) stoppedBy ??= why;
     killGroup();
   };
   const onAbort = () => stop("cancel");
@@ -111,6 +126,7 @@ async function runInGroup(
       child.once("error", (err) => resolve(err));
       child.once("exit", (code, sig) => {
         exit = { code, sig };
+        exited = true;
         killGroup(); // leftovers in the group (e.g. `cmd &`) must not outlive the call
         // A process that left the group may hold the pipes open: do not wait for it forever.
         timers.push(
@@ -126,9 +142,12 @@ async function runInGroup(
   );
   for (const t of timers) clearTimeout(t);
   // Signals are delivered asynchronously: give the group a moment to die before reporting.
-  await waitGroupGone(child.pid, 1000);
-  // Keep the pending SIGKILL only while something of the group survives SIGTERM.
-  if (!groupAlive(child.pid)) for (const t of killTimers) clearTimeout(t);
+  const alive = () => groupAlive(child.pid) || leftovers.some(running);
+  for (let waited = 0; alive() && waited < 1000; waited += 10) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  // Keep the pending SIGKILL only while something the call started survives SIGTERM.
+  if (!alive()) for (const t of killTimers) clearTimeout(t);
   signal?.removeEventListener("abort", onAbort);
   if (outcome instanceof Error)
     return toolError("EXECUTION_FAILED", `could not start /bin/bash: ${outcome.message}`);
@@ -168,13 +187,6 @@ function render(
   parts.push(stdout.total > 0 ? `stdout:\n${out.text}` : "stdout: (empty)");
   if (stderr.total > 0) parts.push(`stderr:\n${err.text}`);
   return { text: parts.join("\n"), truncated: out.omitted > 0 || err.omitted > 0 };
-}
-
-/** Polls until no process of the group is left (zombies count as alive), at most `ms`. */
-async function waitGroupGone(pid: number | undefined, ms: number): Promise<void> {
-  for (let waited = 0; groupAlive(pid) && waited < ms; waited += 10) {
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
 }
 
 function groupAlive(pid: number | undefined): boolean {

@@ -1,9 +1,9 @@
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
 import { defineTool, type Tool } from "../define-tool.ts";
 import { utf8Length } from "../utf8.ts";
-import { statOrUndefined } from "./common.ts";
+import { openWorkspaceFile } from "./common.ts";
 import {
   isKeelOwn,
   keelOwnError,
@@ -46,14 +46,23 @@ export function writeFileTool(ws: Workspace): Tool<z.output<typeof parameters>> 
       if (!resolved.ok) return resolved.error;
       const { real, rel } = resolved;
       if (isKeelOwn(ws, real)) return keelOwnError(rel, "write");
-      const before = await statOrUndefined(real);
-      if (before?.isDirectory())
-        return toolError(
-          "INVALID_ARGS",
-          `${JSON.stringify(rel)} is a directory; give a file path.`,
-        );
       await mkdir(path.dirname(real), { recursive: true });
-      await writeFile(real, content, "utf8");
+      // Not truncated until checked on the handle: a regular file, not a symlink swapped in
+      // after the path check, not hard-linked (another name may be outside the workspace).
+      const opened = await openWorkspaceFile(real, rel, "write", { create: true });
+      if (!opened.ok) {
+        return opened.error === "missing"
+          ? toolError("NOT_FOUND", `the directory of ${JSON.stringify(rel)} disappeared; retry.`)
+          : opened.error;
+      }
+      try {
+        const bytes = Buffer.from(content, "utf8");
+        await opened.handle.truncate(0);
+        await opened.handle.write(bytes, 0, bytes.length, 0);
+      } finally {
+        await opened.handle.close();
+      }
+      const before = !opened.created;
       const lines =
         content === "" ? 0 : content.split("\n").length - (content.endsWith("\n") ? 1 : 0);
       return `${before ? "Overwrote" : "Created"} ${rel}: ${utf8Length(content)} bytes, ${lines} line${lines === 1 ? "" : "s"}.`;

@@ -57,3 +57,12 @@ export const steersMidBatchTurnMachine = withExecuting((executing) => ({
   ...executing,
   entry: [...executing.entry, "prepare"],
 }));
+
+/**
+ * Broken on purpose: a compaction also starts when a batch round starts, so it runs beside
+ * the batch and can cut between its calls and their results (invariant 10).
+ */
+export const compactsMidBatchTurnMachine = withExecuting((executing) => ({
+  ...executing,
+  entry: [...executing.entry, { type: "compact", params: { mode: "auto" } }],
+}));

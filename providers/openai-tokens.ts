@@ -1,0 +1,84 @@
+import { createRequire } from "node:module";
+import type * as GptEncoding from "gpt-tokenizer/encoding/o200k_base";
+
+/**
+ * Context windows and tokenizers of OpenAI model families (for `openaiModel`).
+ *
+ * Tokens are counted with `gpt-tokenizer` (pure JS, the faster of the two well-kept OpenAI
+ * tokenizers on Node 20: see bench/extras/tokenizers.ts). Its encoding tables are large, so each
+ * is loaded on first use, synchronously, and only for models of its family.
+ */
+
+/** A family's limits: the context window and the output reserve, in tokens. */
+export interface ModelLimits {
+  contextWindow: number;
+  maxOutputTokens: number;
+}
+
+type Encoding = "o200k_base" | "cl100k_base";
+
+/**
+ * Known models by name prefix (the longest matching prefix wins), from OpenAI's model pages.
+ * The reserve is the documented maximum output, capped at 32 768 tokens: a larger reserve only
+ * makes compaction start earlier than any ordinary answer needs.
+ */
+const KNOWN: readonly [prefix: string, limits: ModelLimits, encoding: Encoding][] = [
+  ["gpt-5", { contextWindow: 400_000, maxOutputTokens: 32_768 }, "o200k_base"],
+  ["gpt-4.1", { contextWindow: 1_047_576, maxOutputTokens: 32_768 }, "o200k_base"],
+  ["gpt-4.5", { contextWindow: 128_000, maxOutputTokens: 16_384 }, "o200k_base"],
+  ["gpt-4o", { contextWindow: 128_000, maxOutputTokens: 16_384 }, "o200k_base"],
+  ["chatgpt-4o", { contextWindow: 128_000, maxOutputTokens: 16_384 }, "o200k_base"],
+  ["o1-mini", { contextWindow: 128_000, maxOutputTokens: 32_768 }, "o200k_base"],
+  ["o1", { contextWindow: 200_000, maxOutputTokens: 32_768 }, "o200k_base"],
+  ["o3", { contextWindow: 200_000, maxOutputTokens: 32_768 }, "o200k_base"],
+  ["o4-mini", { contextWindow: 200_000, maxOutputTokens: 32_768 }, "o200k_base"],
+  ["gpt-4-turbo", { contextWindow: 128_000, maxOutputTokens: 4_096 }, "cl100k_base"],
+  ["gpt-4-32k", { contextWindow: 32_768, maxOutputTokens: 4_096 }, "cl100k_base"],
+  ["gpt-4", { contextWindow: 8_192, maxOutputTokens: 4_096 }, "cl100k_base"],
+  ["gpt-3.5-turbo", { contextWindow: 16_385, maxOutputTokens: 4_096 }, "cl100k_base"],
+];
+
+function lookup(model: string) {
+  const name = model.toLowerCase().replace(/^openai\//, "");
+  let best: (typeof KNOWN)[number] | undefined;
+  for (const k of KNOWN) {
+    if (name.startsWith(k[0]) && (!best || k[0].length > best[0].length)) best = k;
+  }
+  return best;
+}
+
+/** The known limits of `model`, or undefined for a model this table does not know. */
+export function knownModelLimits(model: string): ModelLimits | undefined {
+  const k = lookup(model);
+  return k ? { ...k[1] } : undefined;
+}
+
+const require = createRequire(import.meta.url);
+const encoders = new Map<Encoding, (text: string) => number>();
+/** Special-token text (`<|endoftext|>`) in content is counted as ordinary text, never refused. */
+const NO_SPECIAL = { disallowedSpecial: new Set<string>() };
+
+function encoder(encoding: Encoding): (text: string) => number {
+  let count = encoders.get(encoding);
+  if (!count) {
+    // Loaded synchronously, on first use (the tables take ~0.1–0.5 s to load).
+    const mod: typeof GptEncoding =
+      encoding === "o200k_base"
+        ? require("gpt-tokenizer/cjs/encoding/o200k_base")
+        : require("gpt-tokenizer/cjs/encoding/cl100k_base");
+    count = (text: string) => mod.countTokens(text, NO_SPECIAL);
+    encoders.set(encoding, count);
+  }
+  return count;
+}
+
+/**
+ * A token counter for `model` (the tokenizer of its family), or undefined when its family is
+ * not known (callers then estimate from characters). The table loads on the first count.
+ */
+export function openaiTokenCounter(model: string): ((text: string) => number) | undefined {
+  const k = lookup(model);
+  if (!k) return undefined;
+  const encoding = k[2];
+  return (text) => (text.length === 0 ? 0 : encoder(encoding)(text));
+}
