@@ -32,6 +32,7 @@ export {
   type ChatToolCall,
   type FinishReason,
   type Model,
+  type ModelCapabilities,
   ModelError,
   type ModelErrorKind,
   type ModelEvent,
@@ -40,6 +41,7 @@ export {
   type Usage,
 } from "./contracts/model.ts";
 export type {
+  DecisionSource,
   PermissionAction,
   PermissionDecision,
   PermissionReply,
@@ -64,6 +66,7 @@ export type {
   ToolSuccess,
 } from "./contracts/tool-result.ts";
 export { type Inspector, type InspectorOptions, startInspector } from "./inspector/server.ts";
+export type { LoopGuardOptions } from "./machines/policies/loop-guard.ts";
 export type { RetryPolicy } from "./machines/policies/retry-policy.ts";
 export type { TurnLimits } from "./machines/turn.machine.ts";
 export { type OpenAIModelOptions, openaiModel } from "./providers/openai-model.ts";

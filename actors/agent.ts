@@ -3,6 +3,7 @@ import { type Clock, systemClock } from "../contracts/clock.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
 import type { Model } from "../contracts/model.ts";
 import type { DrainMode, DrainPolicy } from "../machines/policies/inbox.ts";
+import { type LoopGuardOptions, resolveLoopGuard } from "../machines/policies/loop-guard.ts";
 import { type RetryPolicy, resolveRetryPolicy } from "../machines/policies/retry-policy.ts";
 import type { TurnLimits } from "../machines/turn.machine.ts";
 import { SessionLog } from "../session/log.ts";
@@ -62,6 +63,13 @@ export interface AgentOptions {
   /** Bound on the end-of-turn finalizer (persist, settle). Default 10 000 ms. */
   finalizeDeadlineMs?: number;
   retry?: Partial<RetryPolicy>;
+  /**
+   * The loop guard: the same call (tool and normalised arguments) failing the same way
+   * `repeats` times in a row gets a result telling the model to change approach; at `failAfter`
+   * in a row the turn ends `failed` with reason `loop_detected`. Default `{ repeats: 3,
+   * failAfter: 2 × repeats }`; `false` turns it off.
+   */
+  loopGuard?: Partial<LoopGuardOptions> | false;
   /** Shared across sessions of one provider: bounds extra attempts when many fail at once. */
   retryBudget?: RetryBudget;
   /** How steering and follow-ups are read. Default: steer "all", followUp "one-at-a-time". */
@@ -194,6 +202,7 @@ export function createAgent(options: AgentOptions): Agent {
   if (contextOptions.readResultTool) registry.add(readResultTool((id) => sessions.get(id)));
   // Checked here, once: a bad policy is a RangeError from createAgent, not a failed turn later.
   const retry = resolveRetryPolicy(options.retry ?? {});
+  const loopGuard = resolveLoopGuard(options.loopGuard);
   const inspect = options.inspect;
   const dataDir = options.dataDir ?? ".keel";
 
@@ -265,6 +274,7 @@ export function createAgent(options: AgentOptions): Agent {
           poll,
           spill: createSpill(sessionSpillDir(dataDir, sessionId)),
           turnMachine: options.turnMachine,
+          loopGuard,
           permissions: options.permissions
             ? (options.permissionBroker?.(options.permissions) ??
               new PermissionBroker(options.permissions))

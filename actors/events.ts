@@ -20,6 +20,7 @@ export const AGENT_EVENT_TYPES = [
   "call.settled",
   "batch.committed",
   "retry.scheduled",
+  "loop.detected",
   "context.measured",
   "context.compacted",
   "turn.cancel-acknowledged",

@@ -1,4 +1,5 @@
 import type {
+  DecisionSource,
   PermissionAction,
   PermissionDecision,
   PermissionReply,
@@ -21,19 +22,36 @@ export interface PermissionOptions {
   ask?: (request: PermissionRequest) => Promise<PermissionReply>;
 }
 
+/** A request's decision and where it came from (written to the log as `permission_decision`). */
+export interface Decided {
+  decision: PermissionDecision;
+  source: DecisionSource;
+}
+
 interface Pending {
   request: PermissionRequest;
-  resolve: (decision: PermissionDecision) => void;
+  resolve: (decided: Decided) => void;
 }
+
+const POLICY: DecisionSource = Object.freeze({ type: "policy" });
+
+const policyDenied = (tool: string): PermissionDecision => ({
+  type: "corrected",
+  feedback: `the session's permission rules deny ${tool}. Do not retry it; use another way or ask the user.`,
+});
 
 const DEFAULTS: Record<Risk, PermissionAction> = { low: "allow", medium: "allow", high: "ask" };
 
 /**
  * One session's permission state: configured rules, rules added by `allow_always`, and the
- * requests waiting for a reply. A reply reaches every pending request of the session (DESIGN
- * §7, invariant 12): `allow_once`, `deny` and `deny_with_feedback` answer them all alike;
- * `allow_always` adds its rule and re-evaluates them (a configured deny still wins; those that
- * still need asking keep waiting).
+ * requests waiting for a reply (DESIGN §7, invariant 12). What a reply does to the other
+ * pending requests of the session depends on the reply, as in the seed (rejections spread,
+ * approvals never do blanket):
+ * - `allow_once` approves its own request only; the others keep waiting for their replies;
+ * - `allow_always` adds its rule and re-evaluates the others against the rules now in force: a
+ *   configured deny still wins, those the new rule allows are allowed, those that still need
+ *   asking keep waiting;
+ * - `deny` and `deny_with_feedback` answer every pending request of the session alike.
  */
 export class PermissionBroker {
   private readonly options: PermissionOptions;
@@ -56,20 +74,20 @@ export class PermissionBroker {
   }
 
   /** Decides one request: at once by policy, or after a reply. */
-  request(request: PermissionRequest): Promise<PermissionDecision> {
+  request(request: PermissionRequest): Promise<Decided> {
     const action = this.evaluate(request.tool, request.risk);
-    if (action === "allow") return Promise.resolve({ type: "allow" });
+    if (action === "allow") return Promise.resolve({ decision: { type: "allow" }, source: POLICY });
     if (action === "deny") {
-      return Promise.resolve({
-        type: "corrected",
-        feedback: `the session's permission rules deny ${request.tool}. Do not retry it; use another way or ask the user.`,
-      });
+      return Promise.resolve({ decision: policyDenied(request.tool), source: POLICY });
     }
     const ask = this.options.ask;
     if (!ask) {
       return Promise.resolve({
-        type: "corrected",
-        feedback: `${request.tool} (risk ${request.risk}) needs the user's approval and no one can approve it in this session. Use a lower-risk tool or tell the user what you need.`,
+        decision: {
+          type: "corrected",
+          feedback: `${request.tool} (risk ${request.risk}) needs the user's approval and no one can approve it in this session. Use a lower-risk tool or tell the user what you need.`,
+        },
+        source: POLICY,
       });
     }
     return new Promise((resolve) => {
@@ -82,38 +100,45 @@ export class PermissionBroker {
   }
 
   /**
-   * Applies a reply to every pending request of the session. Returns false, changing nothing,
-   * when no request with that id is waiting (unknown, or already answered).
+   * Applies a reply to its request and, as the reply says (see the class), to the other pending
+   * requests of the session. Returns false, changing nothing, when no request with that id is
+   * waiting (unknown, or already answered).
    */
   reply(requestId: string, reply: PermissionReply): boolean {
     const origin = this.pending.get(requestId);
     if (!origin) return false;
+    this.pending.delete(requestId);
+    const own: DecisionSource = { type: "reply", reply: reply.type };
+    const spread: DecisionSource = { type: "spread", reply: reply.type, by: requestId };
+    if (reply.type === "allow_once") {
+      origin.resolve({ decision: { type: "allow" }, source: own });
+      return true;
+    }
     if (reply.type === "allow_always") {
       this.always.add(origin.request.tool);
-      for (const [id, p] of this.pending) {
+      // Its own request too goes through the rules: a configured deny still wins.
+      const answer = (p: Pending, source: DecisionSource) => {
         const action = this.evaluate(p.request.tool, p.request.risk);
-        if (action === "ask") continue;
-        this.pending.delete(id);
-        p.resolve(
-          action === "allow"
-            ? { type: "allow" }
-            : {
-                type: "corrected",
-                feedback: `the session's permission rules deny ${p.request.tool}. Do not retry it; use another way or ask the user.`,
-              },
-        );
-      }
+        if (action === "ask") return false;
+        p.resolve({
+          decision: action === "allow" ? { type: "allow" } : policyDenied(p.request.tool),
+          source,
+        });
+        return true;
+      };
+      answer(origin, own); // allowed by the new rule, or denied by a configured one
+
+      for (const [id, p] of this.pending) if (answer(p, spread)) this.pending.delete(id);
       return true;
     }
     const decision: PermissionDecision =
-      reply.type === "allow_once"
-        ? { type: "allow" }
-        : reply.type === "deny"
-          ? { type: "declined", reason: `permission to run ${origin.request.tool} was declined` }
-          : { type: "corrected", feedback: `the user declined this call: ${reply.feedback}` };
-    const all = [...this.pending.values()];
+      reply.type === "deny"
+        ? { type: "declined", reason: `permission to run ${origin.request.tool} was declined` }
+        : { type: "corrected", feedback: `the user declined this call: ${reply.feedback}` };
+    const others = [...this.pending.values()];
     this.pending.clear();
-    for (const p of all) p.resolve(decision);
+    origin.resolve({ decision, source: own });
+    for (const p of others) p.resolve({ decision, source: spread });
     return true;
   }
 
@@ -126,9 +151,11 @@ export class PermissionBroker {
   cancelAll(reason: string): void {
     const all = [...this.pending.values()];
     this.pending.clear();
-    for (const p of all) p.resolve({ type: "declined", reason });
+    for (const p of all) p.resolve({ decision: { type: "declined", reason }, source: TURN_ENDED });
   }
 }
+
+const TURN_ENDED: DecisionSource = Object.freeze({ type: "turn_ended" });
 
 function matches(rule: PermissionRule, tool: string, risk: Risk): boolean {
   const toolOk = rule.tool === undefined || rule.tool === "*" || rule.tool === tool;
@@ -145,7 +172,7 @@ export async function decideAll(
   calls: readonly PreparedCall[],
   sessionId: string,
   emit: (event: PermissionEvent) => void,
-): Promise<{ call: PreparedCall; decision: PermissionDecision }[]> {
+): Promise<{ call: PreparedCall; decision: PermissionDecision; source: DecisionSource }[]> {
   return Promise.all(
     calls.map(async (call) => {
       const request: PermissionRequest = {
@@ -159,9 +186,16 @@ export async function decideAll(
       if (broker.evaluate(call.name, call.traits.risk) === "ask") {
         emit({ type: "permission.requested", request });
       }
-      const decision = await broker.request(request);
-      emit({ type: "permission.decided", requestId: request.requestId, callId: call.id, decision });
-      return { call, decision };
+      const { decision, source } = await broker.request(request);
+      emit({
+        type: "permission.decided",
+        requestId: request.requestId,
+        callId: call.id,
+        tool: call.name,
+        decision,
+        source,
+      });
+      return { call, decision, source };
     }),
   );
 }
@@ -169,4 +203,11 @@ export async function decideAll(
 /** The permission events `decideAll` reports (members of `AgentEvent` without session stamps). */
 export type PermissionEvent =
   | { type: "permission.requested"; request: PermissionRequest }
-  | { type: "permission.decided"; requestId: string; callId: string; decision: PermissionDecision };
+  | {
+      type: "permission.decided";
+      requestId: string;
+      callId: string;
+      tool: string;
+      decision: PermissionDecision;
+      source: DecisionSource;
+    };

@@ -8,6 +8,14 @@ import type { CallOutcome, TurnStatus } from "../contracts/status.ts";
 import { notExecuted, type ToolResult } from "../contracts/tool-result.ts";
 import type { BatchCallResult, BatchOutput } from "../machines/batch.machine.ts";
 import type { PollPoint } from "../machines/policies/inbox.ts";
+import {
+  failureSignature,
+  type LoopGuardOptions,
+  type LoopState,
+  loopNote,
+  NO_LOOP,
+  observeResult,
+} from "../machines/policies/loop-guard.ts";
 import { classifyModelError } from "../machines/policies/retry-classify.ts";
 import {
   decideRetry,
@@ -28,7 +36,7 @@ import {
   type turnMachine,
 } from "../machines/turn.machine.ts";
 import { createAssembler } from "../providers/stream-assembler.ts";
-import type { EntryOf } from "../session/entries.ts";
+import type { AttemptRecovery, EntryOf } from "../session/entries.ts";
 import { flat } from "../session/flat.ts";
 import type { SessionLog } from "../session/log.ts";
 import { truncatedCallResult } from "../tools/prepare/truncated-call.ts";
@@ -91,6 +99,8 @@ export interface TurnDeps {
   wantsPreviews?: () => boolean;
   /** Test seam: a variant of the turn statechart to host (mutation tests). */
   turnMachine?: typeof turnMachine;
+  /** The loop guard's thresholds (resolved, `resolveLoopGuard`); false or absent: off. */
+  loopGuard?: LoopGuardOptions | false;
 }
 
 interface CallRecord {
@@ -130,6 +140,11 @@ const CALL_RESULT: PollPoint = { type: "call.result" };
 const BATCH_COMMITTED: PollPoint = { type: "batch.committed" };
 const NATURAL_END: PollPoint = { type: "turn.natural_end" };
 
+/** Why an attempt's request was aborted when its operation's deadline passed (a stable `name`). */
+export class OperationDeadlineError extends Error {
+  override readonly name = "OperationDeadlineError";
+}
+
 /** What the batch's scheduler needs to know about a prepared call. */
 const specOf = (call: PreparedCall): TurnCallSpec => ({
   callId: call.id,
@@ -165,6 +180,8 @@ export class TurnRun implements TurnEffects {
   private recorded = new Set<string>();
   private callCtl = new Map<string, AbortController>();
   private phase = "before the first model request";
+  /** The loop guard's streak over every result of this turn, in the order they settled. */
+  private loop: LoopState = NO_LOOP;
   /** Whether a model request was prepared yet (the first `prepare` is the turn's start). */
   private sampled = false;
   /** Whether the poll before this request took an input (then none is read after a compaction). */
@@ -208,6 +225,7 @@ export class TurnRun implements TurnEffects {
         maxParallelToolCalls: this.deps.maxParallelToolCalls,
         stopDeadlineMs: this.deps.stopDeadlineMs,
         finalizeDeadlineMs: this.deps.finalizeDeadlineMs,
+        loopFailAfter: this.deps.loopGuard ? this.deps.loopGuard.failAfter : 0,
         maxOverflowRecoveries: this.deps.maxOverflowRecoveries,
       },
       clock: this.deps.clock,
@@ -298,8 +316,13 @@ export class TurnRun implements TurnEffects {
   }
 
   // The batch (a child of the turn) ended its round: the turn may leave `executing`.
+  // With the loop guard's streak after the round's results: the chart decides whether it ends the turn.
   roundDone(_self: AnyActorRef, _output: BatchOutput): void {
-    this.actor.send({ type: "batch.done" });
+    this.actor.send({
+      type: "batch.done",
+      repeats: this.loop.count,
+      repeatedTool: this.loop.tool,
+    });
   }
 
   // Before every model request: the first is the turn's start, every later one follows a step.
@@ -396,6 +419,17 @@ export class TurnRun implements TurnEffects {
     this.phase = "after the tool results were committed";
   }
 
+  loopStopped(_self: AnyActorRef, { repeats, tool }: { repeats: number; tool: string }): void {
+    this.deps.logger.warn({ tool, repeats }, "loop detected; ending the turn");
+    this.deps.emit({
+      type: "loop.detected",
+      turnId: this.turnId,
+      tool,
+      repeats,
+      action: "stopped",
+    });
+  }
+
   retryScheduled(
     _self: AnyActorRef,
     { delayMs, attempt }: { delayMs: number; attempt: number },
@@ -409,6 +443,7 @@ export class TurnRun implements TurnEffects {
       readyAt: this.retryState?.readyAt ?? this.deps.clock.now() + delayMs,
       reason: this.lastFailure,
       mode: this.lastMode,
+      fallback: this.lastFallback,
     });
   }
 
@@ -434,6 +469,15 @@ export class TurnRun implements TurnEffects {
 
   private lastFailure = "";
   private lastMode: "retry" | "continue" = "retry";
+  private lastFallback: string | undefined;
+  /**
+   * The partial text the failed attempts of this response received, which the next request
+   * asks the model to continue (Continue). Never committed on its own: it enters the log's
+   * projection only as the declared prefix of the continuing attempt's committed message.
+   */
+  private continuation: { prefix: string; from: string } | undefined;
+  /** How the next attempt follows the failed one (its `attempt_start` records it). */
+  private recovery: AttemptRecovery | undefined;
 
   private async runAttempt(self: AnyActorRef, attempt: number, step: number): Promise<void> {
     const { log, model, registry, emit, ids, clock } = this.deps;
@@ -442,8 +486,21 @@ export class TurnRun implements TurnEffects {
     this.attemptCtl = ctl;
     // The first attempt of a response starts its retry operation (the state is built on failure).
     if (this.retryState === undefined) this.operationStartedAt ??= clock.now();
+    const deadlineTimer = this.armOperationDeadline(ctl, attemptId);
+    const recovery = this.recovery;
+    this.recovery = undefined;
+    log.append(
+      recovery
+        ? { type: "attempt_start", turnId: this.turnId, attemptId, step, recovery }
+        : { type: "attempt_start", turnId: this.turnId, attemptId, step },
+    );
+    // Continue: the request ends with the partial answer as an assistant message to extend.
+    const prefix = this.continuation?.prefix;
+    const messages =
+      prefix === undefined
+        ? log.messages()
+        : [...log.messages(), { role: "assistant" as const, content: prefix }];
     this.requests++;
-    log.append({ type: "attempt_start", turnId: this.turnId, attemptId, step });
     this.deps.logger.debug({ attemptId, step }, "attempt started");
     emit({ type: "attempt.started", turnId: this.turnId, attemptId, step });
     const previews = this.deps.wantsPreviews?.() ?? false;
@@ -460,7 +517,7 @@ export class TurnRun implements TurnEffects {
       const instructions = this.deps.context.instructions();
       const stream = model.stream({
         ...(instructions === undefined ? {} : { instructions }),
-        messages: log.messages(),
+        messages,
         tools: registry.modelTools(),
         signal: ctl.signal,
         attemptId,
@@ -480,10 +537,38 @@ export class TurnRun implements TurnEffects {
       }
       this.commitMessage(self, attempt, attemptId, message);
     } catch (error) {
-      this.failAttempt(self, attempt, attemptId, error, assembler, ctl.signal.aborted);
+      // Aborted at the operation deadline: that, not the adapter's "aborted", is the failure.
+      const reason: unknown = ctl.signal.reason;
+      const why = reason instanceof OperationDeadlineError ? reason : error;
+      this.failAttempt(self, attempt, attemptId, why, assembler, ctl.signal.aborted);
     } finally {
+      if (deadlineTimer !== undefined) clock.clearTimeout(deadlineTimer);
       if (this.attemptCtl === ctl) this.attemptCtl = undefined;
     }
+  }
+
+  /**
+   * The retry policy's `operationDeadlineMs` bounds the request in flight too, not only the
+   * waits: when the operation's deadline passes, the attempt's request is aborted with an
+   * {@link OperationDeadlineError} (the attempt then ends the turn `budget_exhausted`). Returns
+   * the clock's timer handle, or undefined without a deadline.
+   */
+  private armOperationDeadline(ctl: AbortController, attemptId: string): unknown {
+    const ms = this.deps.retry.operationDeadlineMs;
+    if (ms === undefined || this.operationStartedAt === undefined) return undefined;
+    const { clock } = this.deps;
+    const abort = () =>
+      ctl.abort(
+        new OperationDeadlineError(
+          `the operation deadline (retry.operationDeadlineMs ${ms}) passed while model request ${attemptId} was in flight; the request was aborted. Raise operationDeadlineMs or try later`,
+        ),
+      );
+    const remaining = this.operationStartedAt + ms - clock.now();
+    if (remaining <= 0) {
+      abort();
+      return undefined;
+    }
+    return clock.setTimeout(abort, remaining);
   }
 
   private commitMessage(
@@ -498,14 +583,19 @@ export class TurnRun implements TurnEffects {
       type: "function",
       function: { name: c.name, arguments: c.argumentsText },
     }));
+    // A continuation's answer extends the partial text it was sent: the message is both.
+    const cont = this.continuation;
+    this.continuation = undefined;
+    const text = cont ? cont.prefix + message.text : message.text;
     const entry = log.append({
       type: "assistant_message",
       turnId: this.turnId,
       attemptId,
-      text: message.text,
+      text,
       toolCalls,
       finishReason: message.finishReason!,
       usage: message.usage,
+      ...(cont ? { continuation: { from: cont.from, prefixChars: cont.prefix.length } } : {}),
     });
     log.append({ type: "attempt_end", attemptId, status: "completed" });
     emit({ type: "attempt.ended", attemptId, status: "completed" });
@@ -513,7 +603,7 @@ export class TurnRun implements TurnEffects {
       type: "message.committed",
       turnId: this.turnId,
       attemptId,
-      text: message.text,
+      text,
       toolCalls,
       usage: message.usage,
     });
@@ -555,8 +645,22 @@ export class TurnRun implements TurnEffects {
     }
     const usage = message.usage;
     const broker = this.deps.permissions;
+    // A message whose calls all failed preparation commits only their error results: the loop
+    // streak they will make is known now, and the chart reads it from the event.
+    let loop: LoopState | undefined;
+    if (specs.length === 0 && this.deps.loopGuard && message.finishReason !== "length") {
+      loop = this.loop;
+      for (const outcome of this.prepared.values()) {
+        if (outcome.ok) continue;
+        const raw = this.rawArguments(outcome.id);
+        const signature = failureSignature(outcome.name, raw, outcome.error);
+        loop = observeResult(loop, outcome.name, signature, this.deps.loopGuard).state;
+      }
+    }
     self.send({
       type: "attempt.done",
+      repeats: loop?.count,
+      repeatedTool: loop?.tool,
       attempt,
       finishReason: message.finishReason!,
       callCount: toolCalls.length,
@@ -604,6 +708,11 @@ export class TurnRun implements TurnEffects {
       error: message,
     });
     if (aborted) {
+      if (error instanceof OperationDeadlineError) {
+        this.deps.logger.warn({ attemptId }, error.message);
+        self.send({ type: "attempt.failed", attempt, status: "budget_exhausted", reason: message });
+        return;
+      }
       self.send({ type: "attempt.failed", attempt, status: "cancelled", reason: "interrupted" });
       return;
     }
@@ -632,6 +741,7 @@ export class TurnRun implements TurnEffects {
       budgetAllows: budget ? () => budget.tryAcquire(this.deps.model.name) : undefined,
     });
     if (decision.action === "stop") {
+      this.continuation = undefined;
       this.deps.logger.warn(
         { attemptId, reason: decision.reason },
         "model request failed; not retrying",
@@ -644,13 +754,15 @@ export class TurnRun implements TurnEffects {
       });
       return;
     }
+    const { mode, fallback } = this.planRecovery(decision.action, attemptId, partial);
     this.deps.logger.warn(
-      { attemptId, delayMs: decision.delayMs, mode: decision.action },
-      `model request failed; ${decision.action} scheduled`,
+      { attemptId, delayMs: decision.delayMs, mode, fallback },
+      `model request failed; ${mode} scheduled`,
     );
     this.retryState = decision.state;
     this.lastFailure = decision.reason;
-    this.lastMode = decision.action;
+    this.lastMode = mode;
+    this.lastFallback = fallback;
     // The wait is what remains of the decided ready time when the timer is armed (a Retry-After
     // is converted once, in decideRetry; time spent since, e.g. in the logger, is not added).
     self.send({
@@ -660,6 +772,42 @@ export class TurnRun implements TurnEffects {
       status: "failed",
       reason: decision.reason,
     });
+  }
+
+  /**
+   * Continue or Retry after a failed attempt (DESIGN §3.6). The policy says `continue` when
+   * output had started; that is possible only for text, and only with a model that continues a
+   * partial assistant message (`capabilities.continueFromPartial`): then the next request ends
+   * with all the text received so far. Otherwise it falls back to Retry, dropping the partial
+   * output, and says why. A `retry` of a continuation (no new output) repeats the same request,
+   * prefix included. Records the plan for the next `attempt_start`.
+   */
+  private planRecovery(
+    action: "retry" | "continue",
+    attemptId: string,
+    partial: ReturnType<ReturnType<typeof createAssembler>["partial"]>,
+  ): { mode: "retry" | "continue"; fallback?: string } {
+    let fallback: string | undefined;
+    if (action === "continue") {
+      const prefix = (this.continuation?.prefix ?? "") + partial.text;
+      const model = this.deps.model;
+      if (partial.toolCalls.length > 0)
+        fallback = "the partial output holds a tool call, which cannot be continued";
+      else if (!model.capabilities?.continueFromPartial)
+        fallback = `model ${model.name} cannot continue from a partial answer (capabilities.continueFromPartial is not set)`;
+      else if (prefix === "") fallback = "no text was received to continue from";
+      if (fallback) {
+        fallback = `Continue fell back to Retry: ${fallback}; the same request is sent again and the partial output is dropped`;
+        this.continuation = undefined;
+      } else this.continuation = { prefix, from: attemptId };
+    }
+    const mode = this.continuation ? "continue" : "retry";
+    this.recovery = this.continuation
+      ? { mode, from: attemptId, prefixChars: this.continuation.prefix.length }
+      : fallback
+        ? { mode, from: attemptId, fallback }
+        : { mode, from: attemptId };
+    return { mode, fallback };
   }
 
   /**
@@ -725,11 +873,25 @@ export class TurnRun implements TurnEffects {
     const valid = this.lastCalls
       .map((c) => this.prepared.get(c.id))
       .filter((p): p is Extract<PrepareOutcome, { ok: true }> => p?.ok === true);
+    // Every decision goes to the log as it arrives, with what decided it (log-only entry).
     const decisions = await decideAll(
       broker,
       valid.map((v) => v.call),
       sessionId,
-      emit,
+      (event) => {
+        if (event.type === "permission.decided") {
+          this.deps.log.append({
+            type: "permission_decision",
+            turnId: this.turnId,
+            requestId: event.requestId,
+            callId: event.callId,
+            tool: event.tool,
+            decision: event.decision,
+            source: event.source,
+          });
+        }
+        emit(event);
+      },
     );
     const declined = decisions.find((d) => d.decision.type === "declined");
     if (declined && declined.decision.type === "declined") {
@@ -746,8 +908,41 @@ export class TurnRun implements TurnEffects {
     self.send({ type: "gate.allowed", calls: allowed, corrected });
   }
 
-  private settle(callId: string, name: string, outcome: CallOutcome, result: ToolResult): void {
+  /** The model's arguments text of call `callId` of the current message ("" if unknown). */
+  private rawArguments(callId: string): string {
+    return this.lastCalls.find((c) => c.id === callId)?.function.arguments ?? "";
+  }
+
+  /**
+   * Feeds one result to the loop guard. From `repeats` identical failures in a row the result
+   * the model sees says so and asks for another approach (`loop.detected`, warned); the turn
+   * chart ends the turn at `failAfter` (`loopStopped`).
+   */
+  private guardLoop(callId: string, name: string, result: ToolResult): ToolResult {
+    const guard = this.deps.loopGuard;
+    if (!guard) return result;
+    const signature = result.ok
+      ? undefined
+      : failureSignature(name, this.rawArguments(callId), result);
+    const { state, verdict } = observeResult(this.loop, name, signature, guard);
+    this.loop = state;
+    if (verdict === "none" || result.ok) return result;
+    if (verdict === "warn") {
+      this.deps.emit({
+        type: "loop.detected",
+        turnId: this.turnId,
+        tool: name,
+        repeats: state.count,
+        action: "warned",
+        callId,
+      });
+    }
+    return { ...result, message: `${result.message}\n${loopNote(name, state.count, verdict)}` };
+  }
+
+  private settle(callId: string, name: string, outcome: CallOutcome, given: ToolResult): void {
     if (this.records.has(callId)) return;
+    const result = this.guardLoop(callId, name, given);
     this.records.set(callId, { outcome, result });
     this.deps.log.append({ type: "call_result", callId, name, outcome, result });
     // Durable as soon as known (coalesced per tick): a crash later in the batch cannot lose it.

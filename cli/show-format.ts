@@ -26,6 +26,22 @@ export function describeEntry(e: LogEntry): string {
       const r = e.result;
       return `${e.outcome === "completed" ? "✓" : "✗"} ${e.name} ${e.outcome}: ${clip(r.ok ? r.content : `${r.code} ${r.message}`, 60)}`;
     }
+    case "permission_decision": {
+      const d = e.decision;
+      const what =
+        d.type === "allow"
+          ? "allowed"
+          : d.type === "declined"
+            ? "declined"
+            : "denied with feedback";
+      const by =
+        e.source.type === "spread"
+          ? `${e.source.reply} to ${e.source.by}`
+          : e.source.type === "reply"
+            ? e.source.reply
+            : e.source.type;
+      return `permission ${e.tool} (${e.callId}) ${what} by ${by}`;
+    }
     case "context_edit":
       return `edit ${e.targetId} ${e.replacement === null ? "removed" : "replaced"}`;
     case "compaction":

@@ -180,6 +180,17 @@ export function createTrace(options: TraceOptions): Trace {
             `  ↻ ${e.mode} #${e.retry} in ${(e.delayMs / 1000).toFixed(1)} s — ${e.reason}`,
           ),
         );
+        if (e.fallback) print(paint("33", `    ${e.fallback}`));
+        break;
+      case "loop.detected":
+        print(
+          paint(
+            e.action === "stopped" ? "31" : "33",
+            e.action === "stopped"
+              ? `  ⟲ loop detected: ${e.tool} failed the same way ${e.repeats} times in a row — ending the turn`
+              : `  ⟲ ${e.tool} failed the same way ${e.repeats} times in a row — the model is told to change approach`,
+          ),
+        );
         break;
       case "inbox.received":
         if (e.lane !== "next-turn") print(paint("35", `  ✉ ${e.lane} received (${e.source})`));

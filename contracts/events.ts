@@ -1,7 +1,7 @@
 // The events a session emits: the one union the library's listeners, the inspector and the
 // control protocol's clients (keel/client) all read.
 import type { ChatToolCall, Usage } from "./model.ts";
-import type { PermissionDecision, PermissionRequest } from "./permission.ts";
+import type { DecisionSource, PermissionDecision, PermissionRequest } from "./permission.ts";
 import type { AttemptStatus, CallOutcome, InboxLane, InboxSource, TurnStatus } from "./status.ts";
 import type { ToolResult } from "./tool-result.ts";
 
@@ -65,13 +65,37 @@ export type AgentEvent = { sessionId: string; at: number } & (
       /** Clock ms at which the next attempt may start. */
       readyAt: number;
       reason: string;
+      /** `continue`: the next request ends with the partial text received so far (see `Model.capabilities`). */
       mode: "retry" | "continue";
+      /** Set when Continue was due but not possible, so the next attempt retries: why. */
+      fallback?: string;
+    }
+  /**
+   * The loop guard saw one call (tool and normalised arguments) fail the same way `repeats`
+   * times in a row: `warned` (its result tells the model to change approach) or `stopped` (the
+   * turn ends `failed`, reason `loop_detected`).
+   */
+  | {
+      type: "loop.detected";
+      turnId: string;
+      tool: string;
+      repeats: number;
+      action: "warned" | "stopped";
+      callId?: string;
     }
   | { type: "turn.cancel-acknowledged"; turnId: string; reason: string }
   | { type: "turn.execution-stopped"; turnId: string }
   | { type: "turn.ended"; turnId: string; status: TurnStatus; reason?: string }
   | { type: "permission.requested"; request: PermissionRequest }
-  | { type: "permission.decided"; requestId: string; callId: string; decision: PermissionDecision }
+  /** Also written to the log (`permission_decision`); `source` says which reply decided it. */
+  | {
+      type: "permission.decided";
+      requestId: string;
+      callId: string;
+      tool: string;
+      decision: PermissionDecision;
+      source: DecisionSource;
+    }
   | { type: "inbox.received"; inboxId: string; lane: InboxLane; source: InboxSource }
   | { type: "inbox.consumed"; inboxId: string; lane: InboxLane }
   | { type: "log.written"; level: "warn" | "info"; message: string }

@@ -52,6 +52,19 @@ export interface ModelRequest {
   attemptId: string;
 }
 
+/** What a model adapter can do beyond the plain request/stream contract. */
+export interface ModelCapabilities {
+  /**
+   * The provider continues a request whose `messages` end with an assistant message (a
+   * "prefill"): the answer's text deltas are the continuation of that message's text, not a new
+   * message. The turn then resumes a stream cut mid-answer from the text already received
+   * (Continue); without it, such a cut falls back to Retry (the partial text is dropped, and
+   * the log and the `retry.scheduled` event say so). Anthropic's Messages API does this;
+   * OpenAI Chat Completions does not.
+   */
+  continueFromPartial?: boolean;
+}
+
 /**
  * A model provider.
  * Contract: `stream` yields normalised events and ends after a `finish` event; any failure
@@ -60,6 +73,8 @@ export interface ModelRequest {
 export interface Model {
   /** Names the provider and model, e.g. in logs and as the retry budget's key. */
   readonly name: string;
+  /** Absent: none (every flag false). */
+  readonly capabilities?: ModelCapabilities;
   /** Streams one response to `request` (see the contract above). */
   stream(request: ModelRequest): AsyncIterable<ModelEvent>;
   /**

@@ -28,15 +28,29 @@ export interface PermissionRequest {
 }
 
 /**
- * The embedder's answer. `deny` declines: the turn stops and the model does not get to try
- * again. `deny_with_feedback`: the feedback becomes the call's result and the turn goes on.
- * `allow_always` adds an allow rule for the tool for the rest of the session.
+ * The embedder's answer to one request. `allow_once` approves that request only. `allow_always`
+ * adds an allow rule for the tool for the rest of the session and re-evaluates the other pending
+ * requests against it (a configured deny still wins). `deny` declines: the turn stops and the
+ * model does not get to try again. `deny_with_feedback`: the feedback becomes the call's result
+ * and the turn goes on. Both denials reach every pending request of the session.
  */
 export type PermissionReply =
   | { type: "allow_once" }
   | { type: "allow_always" }
   | { type: "deny" }
   | { type: "deny_with_feedback"; feedback: string };
+
+/**
+ * Where a request's decision came from: the policy without asking (`policy`), the reply given
+ * for this very request (`reply`), a reply given for another pending request of the session
+ * that reached this one too (`spread`: a denial, or an `allow_always` whose new rule now allows
+ * it; `by` is that request's id), or the turn ending before any reply (`turn_ended`).
+ */
+export type DecisionSource =
+  | { type: "policy" }
+  | { type: "reply"; reply: PermissionReply["type"] }
+  | { type: "spread"; reply: PermissionReply["type"]; by: string }
+  | { type: "turn_ended" };
 
 /**
  * How one request ended. `corrected.feedback` says why the call may not run; it becomes the

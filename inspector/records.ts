@@ -241,7 +241,11 @@ export function agentRecord(event: AgentEvent): InspectRecord {
       if (event.error !== undefined) e = { ...event, error: clip(event.error) };
       break;
     case "retry.scheduled":
-      e = { ...event, reason: clip(event.reason) };
+      e = {
+        ...event,
+        reason: clip(event.reason),
+        ...(event.fallback ? { fallback: clip(event.fallback) } : {}),
+      };
       break;
     case "turn.cancel-acknowledged":
       e = { ...event, reason: clip(event.reason) };
@@ -271,6 +275,7 @@ export function agentRecord(event: AgentEvent): InspectRecord {
       break;
     case "context.measured":
     case "attempt.started":
+    case "loop.detected":
     case "call.queued":
     case "call.stop-requested":
     case "turn.execution-stopped":

@@ -1,4 +1,4 @@
-import type { AgentEvent, AgentEventBody, LogEntry } from "../index.ts";
+import type { AgentEvent, AgentEventBody, EntryOf, LogEntry } from "../index.ts";
 import { agentRecord, clip, type InspectRecord } from "./records.ts";
 
 /** Result codes of calls the batch settled without running them (the others never reach it). */
@@ -14,7 +14,8 @@ const SETTLED_BY_BATCH = new Set(["CANCELLED"]);
  * - the coordinator's doorbell, rebuilt from the inbox: an input that arrives while a turn
  *   runs rings it (input outranks steer), and it is quiet again when that runner hands over;
  * - retry waits: a failed attempt followed by another attempt of its turn is a wait from the
- *   failure to that attempt (`continue` when the failed attempt had produced output);
+ *   failure to that attempt, retry or continue as that attempt's `recovery` says (in a log
+ *   from before it was recorded: continue when the failed attempt had produced output);
  * - inbox lanes and turn ends. Entries with no live counterpart (context edits, compactions,
  *   settings, leaf moves, notes) become `log.written` records.
  * This is a pure function.
@@ -96,7 +97,10 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
         if (next) {
           const retry = (failedAt.get(next.step) ?? 0) + 1;
           failedAt.set(next.step, retry);
+          // The next attempt's log entry says how it recovered; an older log does not.
           const output = Boolean(entry.partialText) || (entry.partialCalls?.length ?? 0) > 0;
+          const mode = next.recovery?.mode ?? (output ? "continue" : "retry");
+          const fallback = next.recovery?.fallback;
           emit(at, {
             type: "retry.scheduled",
             turnId: next.turnId,
@@ -105,7 +109,8 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
             delayMs: Math.max(0, Math.round(next.at - at)),
             readyAt: next.at,
             reason: entry.error ?? "the attempt failed",
-            mode: output ? "continue" : "retry",
+            mode,
+            ...(fallback ? { fallback } : {}),
           });
         }
         break;
@@ -166,6 +171,16 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
         }
         break;
       }
+      case "permission_decision":
+        emit(at, {
+          type: "permission.decided",
+          requestId: entry.requestId,
+          callId: entry.callId,
+          tool: entry.tool,
+          decision: entry.decision,
+          source: entry.source,
+        });
+        break;
       case "inbox":
         lanes.set(entry.inboxId, entry.lane);
         emit(at, {
@@ -230,11 +245,13 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
   return out;
 }
 
+type NextAttempt = Pick<EntryOf<"attempt_start">, "turnId" | "step" | "at" | "recovery">;
+
 interface Ahead {
   /** The prompt each turn answers (logged after its turn_start). */
   inputs: Map<string, string>;
   /** For a failed attempt's end (by index): the next attempt of its turn, if one started. */
-  nextAttempt: Map<number, { turnId: string; step: number; at: number }>;
+  nextAttempt: Map<number, NextAttempt>;
   /** Calls that went through a batch: started, or settled by the batch without running. */
   batched: Set<string>;
 }
@@ -242,7 +259,7 @@ interface Ahead {
 /** What the replay needs to know before it reaches the entries that tell it. */
 function lookAhead(entries: readonly LogEntry[]): Ahead {
   const inputs = new Map<string, string>();
-  const nextAttempt = new Map<number, { turnId: string; step: number; at: number }>();
+  const nextAttempt = new Map<number, NextAttempt>();
   const batched = new Set<string>();
   let pendingTurn: string | undefined;
   let failed: number[] = []; // failed attempt ends waiting for the next attempt start
@@ -258,7 +275,12 @@ function lookAhead(entries: readonly LogEntry[]): Ahead {
       failed.push(index);
     } else if (entry.type === "attempt_start") {
       for (const i of failed) {
-        nextAttempt.set(i, { turnId: entry.turnId, step: entry.step, at: entry.at });
+        nextAttempt.set(i, {
+          turnId: entry.turnId,
+          step: entry.step,
+          at: entry.at,
+          ...(entry.recovery ? { recovery: entry.recovery } : {}),
+        });
       }
       failed = [];
     } else if (entry.type === "turn_end") {

@@ -33,14 +33,28 @@ export interface TurnInput {
   maxParallelToolCalls: number;
   stopDeadlineMs: number;
   finalizeDeadlineMs: number;
+  /**
+   * The loop guard's `failAfter`: a step whose results leave the same call failing the same way
+   * this many times in a row ends the turn `failed` (`loop_detected`). 0 or absent: off.
+   */
+  loopFailAfter?: number;
   /** Harder compactions after a context-overflow error, per turn (separate from retries). */
   maxOverflowRecoveries: number;
+}
+
+/** What the runner reports with a step's results: the loop guard's streak after them. */
+export interface LoopReport {
+  /** The same call (tool and normalised arguments) failed the same way this many times in a row. */
+  repeats?: number;
+  /** That call's tool. */
+  repeatedTool?: string;
 }
 
 /** Why the turn compacts: the budget crossed its threshold, or the provider refused the size. */
 export type CompactionMode = "auto" | "overflow";
 
 export interface TurnContext extends TurnInput {
+  loopFailAfter: number;
   /** Model responses committed so far. */
   step: number;
   /** Attempts started so far; attempt k's id is `${turnId}.a${k}`. Stale attempt events are ignored. */
@@ -57,7 +71,7 @@ export interface TurnContext extends TurnInput {
 }
 
 export type TurnEvent =
-  | {
+  | ({
       type: "attempt.done";
       attempt: number;
       finishReason: "stop" | "tool_calls" | "length" | "content_filter";
@@ -68,7 +82,7 @@ export type TurnEvent =
       /** Some valid call needs a permission decision before it may run. */
       needsPermission?: boolean;
       tokens: number;
-    }
+    } & LoopReport)
   | {
       type: "attempt.failed";
       attempt: number;
@@ -87,7 +101,7 @@ export type TurnEvent =
       corrected: { callId: string; feedback: string }[];
     }
   | { type: "gate.declined"; reason: string }
-  | { type: "batch.done" }
+  | ({ type: "batch.done" } & LoopReport)
   /** Steering drained and the budget measured: `compact` when it crossed the threshold. */
   | { type: "step.prepared"; compact: boolean }
   /** The compaction ended: `ok` when a new baseline replaced the old one. */
@@ -154,6 +168,8 @@ export interface TurnEffects extends ToolCallEffects, BatchEffects {
   rejectInvalid(self: AnyActorRef): void;
   /** Emit `batch.committed` in call order (synchronous). */
   commitBatch(self: AnyActorRef): void;
+  /** The loop guard ended the turn: emit `loop.detected` (synchronous). */
+  loopStopped(self: AnyActorRef, params: { repeats: number; tool: string }): void;
   /** Emit `retry.scheduled`. */
   retryScheduled(self: AnyActorRef, params: { delayMs: number; attempt: number }): void;
   /** Moment 1: the interrupt was received. */
@@ -210,6 +226,7 @@ export function initialTurnContext(input: TurnInput): TurnContext {
     maxParallelToolCalls: input.maxParallelToolCalls,
     stopDeadlineMs: input.stopDeadlineMs,
     finalizeDeadlineMs: input.finalizeDeadlineMs,
+    loopFailAfter: input.loopFailAfter ?? 0,
     step: 0,
     attemptSeq: 0,
     tokens: 0,
@@ -227,6 +244,30 @@ export function initialTurnContext(input: TurnInput): TurnContext {
 /** The corrected calls of a `gate.allowed` event. */
 const correctedOf = ({ event }: { event: TurnEvent }) => ({
   corrected: (event as Extract<TurnEvent, { type: "gate.allowed" }>).corrected,
+});
+
+/** The loop report of the event that ended a step (`batch.done`, `attempt.done`). */
+const loopOf = ({ event }: { event: TurnEvent }) => ({
+  repeats: (event as LoopReport).repeats ?? 0,
+  tool: (event as LoopReport).repeatedTool ?? "",
+});
+
+/**
+ * The way out when the step's results show a loop: commit them, then end the turn `failed`
+ * (`loop_detected`). `before` settles what the step still owes (e.g. `rejectInvalid`).
+ */
+const endOnLoop = (
+  before: readonly ("takeResponse" | "rejectInvalid")[],
+  guard: "loopDetected" | "invalidCallsLoop" = "loopDetected",
+) => ({
+  guard,
+  target: "#turn.finalizing",
+  actions: [
+    ...before,
+    "commitBatch" as const,
+    "failOnLoop" as const,
+    { type: "loopStopped" as const, params: loopOf },
+  ],
 });
 
 /** The attempt id of attempt number `seq` in turn `turnId` (pure, so the machine can derive it). */
@@ -286,6 +327,7 @@ export const turnMachine = setup({
     rejectInvalid: effect(),
     commitBatch: effect(),
     retryScheduled: effect<{ delayMs: number; attempt: number }>(),
+    loopStopped: effect<{ repeats: number; tool: string }>(),
     cancelAcknowledged: effect<{ reason: string }>(),
     executionStopped: effect(),
     finalize: effect<FinalizeParams>(),
@@ -325,6 +367,13 @@ export const turnMachine = setup({
     failWithReason: assign(({ event }) => {
       assertEvent(event, "attempt.failed");
       return { status: event.status, reason: event.reason };
+    }),
+    failOnLoop: assign(({ context, event }) => {
+      const { repeats, tool } = loopOf({ event });
+      return {
+        status: "failed" as TurnStatus,
+        reason: `loop_detected: ${tool} failed the same way ${repeats} times in a row with the same arguments (loopGuard.failAfter ${context.loopFailAfter})`,
+      };
     }),
     exhaustSteps: assign(({ context }) => ({
       status: "budget_exhausted" as TurnStatus,
@@ -378,6 +427,18 @@ export const turnMachine = setup({
     canRetry: ({ event }) => {
       assertEvent(event, "attempt.failed");
       return event.retry !== undefined;
+    },
+    /** The step's results leave one call failing the same way `loopFailAfter` times in a row. */
+    loopDetected: ({ context, event }) =>
+      context.loopFailAfter > 0 && ((event as LoopReport).repeats ?? 0) >= context.loopFailAfter,
+    /** A response whose calls all failed preparation, and whose error results make a loop. */
+    invalidCallsLoop: ({ context, event }) => {
+      assertEvent(event, "attempt.done");
+      return (
+        event.calls.length === 0 &&
+        context.loopFailAfter > 0 &&
+        (event.repeats ?? 0) >= context.loopFailAfter
+      );
     },
     stepsExhausted: ({ context }) => context.step >= context.limits.maxSteps,
     tokensExhausted: ({ context }) =>
@@ -545,6 +606,7 @@ export const turnMachine = setup({
               { guard: "lengthWithCalls", target: "refusing", actions: "countStep" },
               { guard: "noCalls", target: "ending", actions: "endResponse" },
               // Every call failed preparation: their error results are the whole batch.
+              endOnLoop(["takeResponse", "rejectInvalid"], "invalidCallsLoop"),
               {
                 guard: "noValidCalls",
                 target: "committing",
@@ -658,6 +720,7 @@ export const turnMachine = setup({
                 target: "#turn.finalizing",
                 actions: "executionStopped",
               },
+              endOnLoop([]),
               ...decideNext(["commitBatch"]),
             ],
           },

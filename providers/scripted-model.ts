@@ -1,5 +1,5 @@
 import { type Clock, sleep, systemClock } from "../contracts/clock.ts";
-import type { ModelToolSpec } from "../contracts/model.ts";
+import type { ModelCapabilities, ModelToolSpec } from "../contracts/model.ts";
 import {
   type ChatMessage,
   type FinishReason,
@@ -85,6 +85,12 @@ export interface ScriptedModelOptions {
    * "deep" uses `structuredClone`; "none" keeps no requests.
    */
   record?: "shallow" | "deep" | "none";
+  /**
+   * What the model claims it can do (e.g. `{ continueFromPartial: true }`: the turn continues
+   * a cut answer with a request ending in the partial assistant message, and this model's next
+   * step is taken as the continuation of that text).
+   */
+  capabilities?: ModelCapabilities;
   /**
    * The model's context window in tokens. When set, a request over it is refused as a provider
    * would refuse it: HTTP 400, code `context_length_exceeded` (the request is still recorded).
@@ -310,6 +316,7 @@ export function scriptedModel(script: Script, options: ScriptedModelOptions = {}
 
   return {
     name,
+    capabilities: options.capabilities,
     requests,
     contextWindow: window,
     maxOutputTokens: reserve,

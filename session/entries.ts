@@ -1,4 +1,5 @@
 import type { ChatToolCall, FinishReason, Usage } from "../contracts/model.ts";
+import type { DecisionSource, PermissionDecision } from "../contracts/permission.ts";
 import type {
   AttemptStatus,
   CallOutcome,
@@ -7,6 +8,21 @@ import type {
   TurnStatus,
 } from "../contracts/status.ts";
 import type { ToolResult } from "../contracts/tool-result.ts";
+
+/**
+ * How an attempt follows a failed one of the same response (DESIGN §3.6). `continue`: the
+ * request ended with the `prefixChars` characters of partial text received so far as an
+ * assistant message, and the answer continues it. `retry`: the same request again; `fallback`
+ * says why a Continue was not possible (the model cannot continue a partial message, or the
+ * partial output holds a tool call), so the partial text was dropped.
+ */
+export interface AttemptRecovery {
+  mode: "retry" | "continue";
+  /** The failed attempt this one follows. */
+  from: string;
+  prefixChars?: number;
+  fallback?: string;
+}
 
 /** Fields every log entry has. `parentId` links the branch; `seq` orders the whole log. */
 export interface EntryBase {
@@ -26,7 +42,13 @@ export interface EntryBase {
 export interface EntryPayloads {
   user_message: { text: string; turnId?: string; inboxId?: string };
   turn_start: { turnId: string };
-  attempt_start: { turnId: string; attemptId: string; step: number };
+  attempt_start: {
+    turnId: string;
+    attemptId: string;
+    step: number;
+    /** Present when this attempt follows a failed one of the same response. */
+    recovery?: AttemptRecovery;
+  };
   /** An attempt's end. Interrupted/failed attempts keep their partial output here, never in the projection. */
   attempt_end: {
     attemptId: string;
@@ -38,10 +60,18 @@ export interface EntryPayloads {
   assistant_message: {
     turnId: string;
     attemptId: string;
+    /** With `continuation`: the failed attempts' partial text, then this attempt's own text. */
     text: string;
     toolCalls: ChatToolCall[];
     finishReason: FinishReason;
     usage?: Usage;
+    /**
+     * Set when this attempt continued a cut answer (Continue): the first `prefixChars`
+     * characters of `text` were received by failed attempt(s), the last of which was `from`,
+     * and sent back as the partial assistant message this attempt continued. The only way a
+     * failed attempt's output reaches the projection (DESIGN invariant 9).
+     */
+    continuation?: { from: string; prefixChars: number };
   };
   /** Written, and made durable, before the tool's `execute` is called (write-ahead). */
   call_started: {
@@ -52,6 +82,19 @@ export interface EntryPayloads {
     idempotent: boolean;
   };
   call_result: { callId: string; name: string; outcome: CallOutcome; result: ToolResult };
+  /**
+   * How a permission request was decided and by what (`source`: the policy, its own reply, a
+   * reply to another pending request that reached it, the turn's end). Log-only: projected
+   * nowhere (the call's result says what the model needs); the inspector replays it.
+   */
+  permission_decision: {
+    turnId: string;
+    requestId: string;
+    callId: string;
+    tool: string;
+    decision: PermissionDecision;
+    source: DecisionSource;
+  };
   context_edit: { targetId: string; replacement: string | null };
   compaction: { summary: string; firstKeptId: string };
   settings: { settings: Record<string, unknown> };

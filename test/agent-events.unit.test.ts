@@ -114,12 +114,22 @@ const SAMPLES: { [K in AgentEventType]: AgentEventOf<K> } = {
       risk: "high",
     },
   },
+  "loop.detected": {
+    ...base,
+    type: "loop.detected",
+    turnId: "t",
+    tool: "n",
+    repeats: 6,
+    action: "stopped",
+  },
   "permission.decided": {
     ...base,
     type: "permission.decided",
     requestId: "r",
     callId: "c",
+    tool: "n",
     decision: { type: "corrected", feedback: LONG },
+    source: { type: "reply", reply: "deny_with_feedback" },
   },
   "call.queued": { ...base, type: "call.queued", turnId: "t", callId: "c", name: "n" },
   "call.started": {

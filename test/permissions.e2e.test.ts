@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
 import type { AgentEvent } from "../contracts/events.ts";
@@ -127,10 +127,9 @@ describe("permissions", () => {
     expect(results(s2.entries())[0].result).toMatchObject({ code: "DENIED" });
   });
 
-  it("one reply reaches every pending request of the session", async () => {
+  it("allow_once approves only its own request; the others keep waiting, and a later deny reaches all of them", async () => {
     const ran: string[] = [];
-    const pending: PermissionRequest[] = [];
-    let answer: (r: PermissionReply) => void = () => {};
+    const answers = new Map<string, (r: PermissionReply) => void>();
     const model = scriptedModel([
       {
         toolCalls: [
@@ -145,26 +144,83 @@ describe("permissions", () => {
       model,
       tools: tools(ran),
       permissions: {
-        ask: (r) => {
-          pending.push(r);
-          const reply = new Promise<PermissionReply>((resolve) => {
-            if (r.callId === "b") answer = resolve;
-          });
-          // All three wait; then the user answers only the middle one.
-          if (pending.length === 3) queueMicrotask(() => answer({ type: "allow_once" }));
-          return reply;
-        },
+        ask: (r) => new Promise<PermissionReply>((resolve) => answers.set(r.callId, resolve)),
       },
     }).session();
     const events: AgentEvent[] = [];
     session.subscribe((e) => {
       events.push(e);
     });
-    expect((await session.prompt("go")).status).toBe("completed");
+    const turn = session.prompt("go");
+    await vi.waitFor(() => expect(answers.size).toBe(3));
+    answers.get("b")!({ type: "allow_once" });
+    await new Promise((r) => setTimeout(r, 10));
+    // Only b was approved: a and c still wait for their own replies.
+    expect(session.pendingPermissions().map((r) => r.callId)).toEqual(["a", "c"]);
+    answers.get("a")!({ type: "deny" });
+    expect((await turn).status).toBe("cancelled");
     expect(session.pendingPermissions()).toEqual([]);
-    expect(ran.sort()).toEqual(["danger 1", "danger 2", "danger 3"]);
+    expect(ran).toEqual([]);
     const decided = events.filter((e) => e.type === "permission.decided");
-    expect(decided).toHaveLength(3);
+    expect(decided.map((e) => [e.callId, e.decision.type, e.source])).toEqual([
+      ["b", "allow", { type: "reply", reply: "allow_once" }],
+      ["a", "declined", { type: "reply", reply: "deny" }],
+      ["c", "declined", { type: "spread", reply: "deny", by: "a.perm" }],
+    ]);
+    // Every decision is in the log, projected nowhere.
+    const logged = session.entries().filter((e) => e.type === "permission_decision");
+    expect(logged.map((e) => [e.callId, e.decision.type, e.source.type])).toEqual([
+      ["b", "allow", "reply"],
+      ["a", "declined", "reply"],
+      ["c", "declined", "spread"],
+    ]);
+    expect(JSON.stringify(session.messages())).not.toMatch(/permission_decision|a\.perm/);
+  });
+
+  it("allow_always approves the pending requests of its tool and leaves another tool's waiting", async () => {
+    const ran: string[] = [];
+    const answers = new Map<string, (r: PermissionReply) => void>();
+    const other = defineTool({
+      name: "other",
+      description: "Also dangerous.",
+      parameters: z.object({}),
+      traits: { risk: "high", concurrencySafe: true },
+      execute: () => {
+        ran.push("other");
+        return "other done";
+      },
+    });
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { id: "a", name: "danger", arguments: '{"n":1}' },
+          { id: "o", name: "other", arguments: "{}" },
+          { id: "b", name: "danger", arguments: '{"n":2}' },
+        ],
+      },
+      { text: "ok" },
+    ]);
+    const session = createAgent({
+      model,
+      tools: [...tools(ran), other],
+      permissions: {
+        ask: (r) => new Promise<PermissionReply>((resolve) => answers.set(r.callId, resolve)),
+      },
+    }).session();
+    const turn = session.prompt("go");
+    await vi.waitFor(() => expect(answers.size).toBe(3));
+    answers.get("a")!({ type: "allow_always" });
+    await new Promise((r) => setTimeout(r, 10));
+    expect(session.pendingPermissions().map((r) => r.callId)).toEqual(["o"]);
+    answers.get("o")!({ type: "deny_with_feedback", feedback: "not now" });
+    expect((await turn).status).toBe("completed");
+    expect(ran.sort()).toEqual(["danger 1", "danger 2"]);
+    const logged = session.entries().filter((e) => e.type === "permission_decision");
+    expect(logged.map((e) => [e.callId, e.decision.type, e.source])).toEqual([
+      ["a", "allow", { type: "reply", reply: "allow_always" }],
+      ["b", "allow", { type: "spread", reply: "allow_always", by: "a.perm" }],
+      ["o", "corrected", { type: "reply", reply: "deny_with_feedback" }],
+    ]);
   });
 
   it("replyPermission refuses an id that is not waiting (answered already) with UNKNOWN_REQUEST", async () => {

@@ -158,7 +158,7 @@ describe("retries through the whole agent, over real HTTP", () => {
     expect(clock.now()).toBe(0);
   });
 
-  it("a cut after text started continues; a cut before any byte retries; partial text never reaches the model", async () => {
+  it("OpenAI Chat cannot continue a partial message: a cut after text falls back to Retry and says so in the event and the log; partial text never reaches the model", async () => {
     enqueue(
       cutAfterText("partial answer "),
       cutBeforeAnyByte(),
@@ -167,7 +167,17 @@ describe("retries through the whole agent, over real HTTP", () => {
     const { open, waits } = setup({ retry: { maxRetries: 3 } });
     const s = open();
     expect((await s.prompt("hi")).status).toBe("completed");
-    expect(waits().map((w) => w.mode)).toEqual(["continue", "retry"]);
+    expect(waits().map((w) => w.mode)).toEqual(["retry", "retry"]);
+    expect(waits()[0].fallback).toMatch(
+      /Continue fell back to Retry: model .* cannot continue from a partial answer \(capabilities\.continueFromPartial/,
+    );
+    expect(waits()[1].fallback).toBeUndefined();
+    const starts = s.entries().filter((e) => e.type === "attempt_start");
+    expect(starts.map((e) => (e.type === "attempt_start" ? e.recovery : null))).toEqual([
+      undefined,
+      { mode: "retry", from: expect.any(String), fallback: expect.stringMatching(/fell back/) },
+      { mode: "retry", from: expect.any(String) },
+    ]);
     expect(server.requests).toHaveLength(3);
     for (const req of server.requests)
       expect(JSON.stringify(req.body.messages)).not.toContain("partial answer");

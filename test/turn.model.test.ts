@@ -5,6 +5,7 @@ import {
   acceptsStaleAttemptsTurnMachine,
   compactsMidBatchTurnMachine,
   ignoresLengthTurnMachine,
+  ignoresLoopsTurnMachine,
 } from "./support/mutants/turn.mutants.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: snapshots of real and mutant machines alike
@@ -16,6 +17,7 @@ const input = {
   maxParallelToolCalls: 8,
   stopDeadlineMs: 100,
   finalizeDeadlineMs: 100,
+  loopFailAfter: 6,
   maxOverflowRecoveries: 1,
 };
 const spec = {
@@ -64,6 +66,10 @@ function events(snap: Snap): Snap[] {
     { type: "finalize.done" },
     { type: "turn.interrupt", reason: "stop" },
     { type: "batch.done" },
+    { type: "batch.done", repeats: 5, repeatedTool: "tool" },
+    { type: "batch.done", repeats: 6, repeatedTool: "tool" },
+    // A message whose only call failed preparation, its error the 6th identical one in a row.
+    { ...done(a, "tool_calls", 1), calls: [], repeats: 6, repeatedTool: "tool" },
     { type: "xstate.after.retryDelay.turn.running.waiting" },
     { type: "xstate.after.finalizeDeadline.turn.finalizing" },
   ];
@@ -124,6 +130,32 @@ function search(machine: AnyStateMachine, depth: number): Found | undefined {
             return { trace: t, problem: "a declined permission did not end the turn" };
           }
         }
+        const looped =
+          (event.repeats ?? 0) >= input.loopFailAfter &&
+          !snap.context.cancelRequested &&
+          ((event.type === "batch.done" && wasExecuting) ||
+            (event.type === "attempt.done" &&
+              event.attempt === snap.context.attemptSeq &&
+              event.finishReason === "tool_calls" &&
+              JSON.stringify(snap.value).includes("sampling")));
+        if (looped) {
+          if (after.value !== "finalizing" || after.context.status !== "failed") {
+            return { trace: t, problem: "a detected loop did not end the turn" };
+          }
+          if (!String(after.context.reason).startsWith("loop_detected")) {
+            return {
+              trace: t,
+              problem: `a loop ended the turn with reason ${after.context.reason}`,
+            };
+          }
+        }
+        if (
+          (event.repeats ?? 0) < input.loopFailAfter &&
+          !String(snap.context.reason).startsWith("loop_detected") &&
+          String(after.context.reason).startsWith("loop_detected")
+        ) {
+          return { trace: t, problem: "a streak below failAfter ended the turn as a loop" };
+        }
         // Invariant 10, the chart's half: a compaction starts only between steps (no batch round
         // running, no attempt streaming), and a turn never finalizes while one runs.
         if (actions.some((x: { type: string }) => x.type === "compact")) {
@@ -177,7 +209,7 @@ function search(machine: AnyStateMachine, depth: number): Found | undefined {
 }
 
 describe("turn statechart, bounded exhaustive search", () => {
-  it("no call of a length-truncated response ever reaches executing, stale attempts change nothing, and a compaction starts only between steps and never outlives its state (depth 10)", () => {
+  it("no call of a length-truncated response ever reaches executing, stale attempts change nothing, a compaction starts only between steps and never outlives its state, and a detected loop always ends the turn (depth 10)", () => {
     expect(search(turnMachine, 10)?.trace.join(" → ")).toBeUndefined();
   });
 
@@ -189,6 +221,37 @@ describe("turn statechart, bounded exhaustive search", () => {
   it("the search catches a turn that takes a stale attempt's answer", () => {
     const found = search(acceptsStaleAttemptsTurnMachine, 10);
     expect(found?.problem).toBe("a stale attempt's answer changed the turn");
+  });
+
+  it("a step whose results make the same failure loopFailAfter times in a row ends the turn failed, loop_detected, without another attempt", () => {
+    // The property above checks it at every step of the search; here, the path itself.
+    let [s] = initialTransition(turnMachine, input);
+    [s] = transition(turnMachine, s, { type: "step.prepared", compact: false });
+    [s] = transition(turnMachine, s, {
+      type: "attempt.done",
+      attempt: 1,
+      finishReason: "tool_calls",
+      callCount: 1,
+      calls: [spec],
+      tokens: 1,
+    });
+    const [after, actions] = transition(turnMachine, s, {
+      type: "batch.done",
+      repeats: 6,
+      repeatedTool: "tool",
+    });
+    expect(after.value).toBe("finalizing");
+    expect(after.context.status).toBe("failed");
+    expect(after.context.reason).toMatch(/^loop_detected: tool failed the same way 6 times/);
+    const types = actions.map((a) => a.type);
+    expect(types).toContain("commitBatch");
+    expect(types).toContain("loopStopped");
+    expect(types).not.toContain("startAttempt");
+  });
+
+  it("the search catches a turn that never ends on a detected loop", () => {
+    const found = search(ignoresLoopsTurnMachine, 10);
+    expect(found?.problem).toBe("a detected loop did not end the turn");
   });
 
   it("the search catches a turn that compacts while a batch round runs", () => {

@@ -41,6 +41,7 @@ const effects: TurnEffects = {
   rejectInvalid: none,
   commitBatch: none,
   retryScheduled: none,
+  loopStopped: none,
   cancelAcknowledged: none,
   executionStopped: none,
   finalize: none,

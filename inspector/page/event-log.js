@@ -49,7 +49,7 @@ export function describe(r, model) {
     case "batch.committed":
       return `${e.turnId} ${e.calls.map((c) => `${c.name}:${c.outcome}`).join(", ")}`;
     case "retry.scheduled":
-      return `${e.attemptId} ${e.mode} #${e.retry} in ${e.delayMs}ms: ${e.reason}`;
+      return `${e.attemptId} ${e.mode} #${e.retry} in ${e.delayMs}ms: ${e.reason}${e.fallback ? ` (${e.fallback})` : ""}`;
     case "turn.cancel-acknowledged":
       return `${e.turnId} ${e.reason}`;
     case "turn.execution-stopped":
@@ -64,6 +64,8 @@ export function describe(r, model) {
       return `${e.request.callId} ${e.request.tool} (risk ${e.request.risk}) ${e.request.args}`;
     case "permission.decided":
       return `${e.callId} ${e.decision.type}${e.decision.reason ? `: ${e.decision.reason}` : ""}${e.decision.feedback ? `: ${e.decision.feedback}` : ""}`;
+    case "loop.detected":
+      return `${e.turnId} ${e.tool} failed the same way ${e.repeats}× in a row: ${e.action}`;
     case "log.written":
       return `[${e.level}] ${e.message}`;
     case "context.measured":

@@ -279,6 +279,7 @@ function applyAgent(model, e, t) {
     case "batch.committed":
     case "permission.requested":
     case "permission.decided":
+    case "loop.detected":
     case "log.written":
       break;
   }

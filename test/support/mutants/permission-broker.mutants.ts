@@ -1,18 +1,14 @@
-import { PermissionBroker } from "../../../actors/permissions.ts";
-import type {
-  PermissionDecision,
-  PermissionReply,
-  PermissionRequest,
-} from "../../../contracts/permission.ts";
+import { type Decided, PermissionBroker } from "../../../actors/permissions.ts";
+import type { PermissionReply, PermissionRequest } from "../../../contracts/permission.ts";
 
 /**
  * Broken on purpose: a reply answers only the request it was given for; other pending requests
- * of the session wait for their own replies (invariant 12 says they all get the same one).
+ * of the session wait for their own replies (invariant 12 says a denial reaches them all).
  */
 export class OneAtATimeBroker extends PermissionBroker {
-  private readonly own = new Map<string, (d: PermissionDecision) => void>();
+  private readonly own = new Map<string, (d: Decided) => void>();
 
-  override request(request: PermissionRequest): Promise<PermissionDecision> {
+  override request(request: PermissionRequest): Promise<Decided> {
     if (this.evaluate(request.tool, request.risk) !== "ask") return super.request(request);
     return new Promise((resolve) => {
       this.own.set(request.requestId, resolve);
@@ -26,13 +22,35 @@ export class OneAtATimeBroker extends PermissionBroker {
     const resolve = this.own.get(requestId);
     if (!resolve) return false;
     this.own.delete(requestId);
-    resolve(
-      reply.type === "deny"
-        ? { type: "declined", reason: "declined" }
-        : reply.type === "deny_with_feedback"
-          ? { type: "corrected", feedback: reply.feedback }
-          : { type: "allow" },
-    );
+    const source = { type: "reply" as const, reply: reply.type };
+    resolve({
+      decision:
+        reply.type === "deny"
+          ? { type: "declined", reason: "declined" }
+          : reply.type === "deny_with_feedback"
+            ? { type: "corrected", feedback: `the user declined this call: ${reply.feedback}` }
+            : { type: "allow" },
+      source,
+    });
+    return true;
+  }
+}
+
+/**
+ * Broken on purpose (the behaviour before issue 17): an `allow_once` approves every other pending
+ * request of the session too, whatever its tool and arguments — a blanket approval. Every other
+ * reply is the real broker's.
+ */
+export class BlanketAllowOnceBroker extends PermissionBroker {
+  override reply(requestId: string, reply: PermissionReply): boolean {
+    // biome-ignore lint/suspicious/noExplicitAny: the private pending map of the base class
+    const pending = (this as any).pending as Map<string, { resolve: (d: Decided) => void }>;
+    if (reply.type !== "allow_once" || !pending.has(requestId))
+      return super.reply(requestId, reply);
+    const all = [...pending.values()];
+    pending.clear();
+    const source = { type: "reply" as const, reply: reply.type };
+    for (const p of all) p.resolve({ decision: { type: "allow" }, source });
     return true;
   }
 }

@@ -6,6 +6,14 @@ export const ignoresLengthTurnMachine = turnMachine.provide({
   guards: { lengthWithCalls: () => false },
 });
 
+/**
+ * Broken on purpose: the loop guard's verdict is never read, so a call failing the same way
+ * forever keeps the turn sampling (until maxSteps) instead of ending it `loop_detected`.
+ */
+export const ignoresLoopsTurnMachine = turnMachine.provide({
+  guards: { loopDetected: () => false, invalidCallsLoop: () => false },
+});
+
 /** Broken on purpose: events of an older attempt are taken as the current one's. */
 export const acceptsStaleAttemptsTurnMachine = turnMachine.provide({
   guards: { isCurrentAttempt: () => true },
