@@ -18,6 +18,13 @@ export { type RetryBudget, tokenBucketBudget } from "./actors/retry-budget.ts";
 export type { ContextOptions } from "./actors/session-context.ts";
 export type { InboxOptions, PromptResult, Session } from "./actors/session-runtime.ts";
 export type { TurnResult } from "./actors/turn-runner.ts";
+export {
+  type ChatMessage,
+  type ChatToolCall,
+  type ChatUserContent,
+  toChatMessage,
+  toChatMessages,
+} from "./contracts/chat.ts";
 export { type Clock, systemClock } from "./contracts/clock.ts";
 export type {
   AgentEvent,
@@ -28,8 +35,22 @@ export type {
 export type { IdGenerator } from "./contracts/ids.ts";
 export { MAX_ARGUMENTS_CHARS, MAX_JSON_DEPTH } from "./contracts/json-limits.ts";
 export {
-  type ChatMessage,
-  type ChatToolCall,
+  type AssistantPart,
+  type ImagePart,
+  type JsonValue,
+  type Message,
+  type ProviderMetadata,
+  type ReasoningPart,
+  type TextPart,
+  type ToolCallPart,
+  type ToolResultPart,
+  textOf,
+  toolCallsOf,
+  type Usage,
+  type UserPart,
+  userText,
+} from "./contracts/messages.ts";
+export {
   type FinishReason,
   type Model,
   type ModelCapabilities,
@@ -38,7 +59,6 @@ export {
   type ModelEvent,
   type ModelRequest,
   type ModelToolSpec,
-  type Usage,
 } from "./contracts/model.ts";
 export type {
   DecisionSource,
@@ -69,8 +89,13 @@ export { type Inspector, type InspectorOptions, startInspector } from "./inspect
 export type { LoopGuardOptions } from "./machines/policies/loop-guard.ts";
 export type { RetryPolicy } from "./machines/policies/retry-policy.ts";
 export type { TurnLimits } from "./machines/turn.machine.ts";
+export { type AiSdkModelOptions, aiSdkModel } from "./providers/ai-sdk-model.ts";
 export { type OpenAIModelOptions, openaiModel } from "./providers/openai-model.ts";
-export { openaiTokenCounter } from "./providers/openai-tokens.ts";
+export {
+  knownModelLimits,
+  type ModelLimits,
+  openaiTokenCounter,
+} from "./providers/openai-tokens.ts";
 export {
   type Script,
   type ScriptedModel,
@@ -81,7 +106,12 @@ export {
 export type { BranchRefusalCode, BranchResult } from "./session/branches.ts";
 export type { CompactionRefusalCode, CompactionResult } from "./session/compaction.ts";
 export { ContextBudget, type ContextUsage } from "./session/context-budget.ts";
-export type { EntryOf, EntryType, LogEntry } from "./session/entries.ts";
+export {
+  type EntryOf,
+  type EntryType,
+  LOG_SCHEMA_VERSION,
+  type LogEntry,
+} from "./session/entries.ts";
 export { type Ledger, type LedgerOptions, memoryLedger } from "./session/ledger.ts";
 export { SessionLog } from "./session/log.ts";
 export { memoryStore } from "./session/memory-store.ts";

@@ -1,5 +1,6 @@
 import type { IdGenerator } from "../contracts/ids.ts";
-import type { ChatMessage, Model } from "../contracts/model.ts";
+import { type Message, userText } from "../contracts/messages.ts";
+import type { Model } from "../contracts/model.ts";
 import { createAssembler } from "../providers/stream-assembler.ts";
 import type { Summarize } from "../session/compaction-summary.ts";
 
@@ -14,10 +15,10 @@ const INSTRUCTION =
  * its input and try again); resolves with the summary text and how its response ended.
  */
 export function modelSummarizer(model: Model, ids: IdGenerator): Summarize {
-  return async (messages: ChatMessage[], signal: AbortSignal) => {
+  return async (messages: Message[], signal: AbortSignal) => {
     const assembler = createAssembler({ ids });
     const stream = model.stream({
-      messages: [...messages, { role: "user", content: INSTRUCTION }],
+      messages: [...messages, userText(INSTRUCTION)],
       tools: [],
       signal,
       attemptId: ids("compaction"),

@@ -1,4 +1,5 @@
 import type { Logger } from "pino";
+import { toolCallsOf } from "../contracts/messages.ts";
 import { notExecuted, type ToolResult } from "../contracts/tool-result.ts";
 import type { SessionLog } from "../session/log.ts";
 import { outcomeUnknown, recoverSession } from "../session/recovery.ts";
@@ -97,12 +98,12 @@ export async function recoverCalls(options: {
 
 /** The arguments text the model sent for `callId`, from the last assistant message asking it. */
 function rawArguments(log: SessionLog, callId: string): string | undefined {
-  const messages = log.messages();
+  const messages = log.history();
   for (let i = messages.length - 1; i >= 0; i--) {
     const m = messages[i];
-    if (m.role !== "assistant" || !m.tool_calls) continue;
-    const call = m.tool_calls.find((c) => c.id === callId);
-    if (call) return call.function.arguments;
+    if (m.role !== "assistant") continue;
+    const call = toolCallsOf(m.content).find((c) => c.id === callId);
+    if (call) return call.arguments;
   }
   return undefined;
 }

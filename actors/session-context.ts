@@ -1,6 +1,7 @@
 import type { AgentEventBody } from "../contracts/events.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
-import type { ChatMessage, Model, Usage } from "../contracts/model.ts";
+import type { Message, Usage } from "../contracts/messages.ts";
+import type { Model } from "../contracts/model.ts";
 import { estimateTextTokens, messageTokens, type TextCounter } from "../contracts/tokens.ts";
 import type { CompactionMode } from "../machines/turn.machine.ts";
 import { type CompactionResult, compactSession } from "../session/compaction.ts";
@@ -95,7 +96,7 @@ export class SessionContext {
     const { model } = deps;
     this.count = model.countTokens ?? estimateTextTokens;
     const count = this.count;
-    this.estimate = (m: ChatMessage) => messageTokens(m, count);
+    this.estimate = (m: Message) => messageTokens(m, count);
     const window = model.contextWindow ?? Number.POSITIVE_INFINITY;
     this.budget = new ContextBudget({
       source: deps.log,

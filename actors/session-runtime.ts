@@ -1,7 +1,9 @@
 import type { Logger } from "pino";
 import type { InspectionEvent } from "xstate";
+import type { ChatMessage } from "../contracts/chat.ts";
 import type { AgentEvent, AgentEventBody } from "../contracts/events.ts";
-import type { ChatMessage, Model } from "../contracts/model.ts";
+import type { Message } from "../contracts/messages.ts";
+import type { Model } from "../contracts/model.ts";
 import type { PermissionReply, PermissionRequest } from "../contracts/permission.ts";
 import { type Refusal, refuse } from "../contracts/refusal.ts";
 import type { InboxLane, InboxSource, TurnStatus } from "../contracts/status.ts";
@@ -34,6 +36,7 @@ import { type Coordinator, createCoordinator } from "./coordinator.ts";
 import { modelSummarizer } from "./model-summarizer.ts";
 import { clearedResultText, READ_RESULT_TOOL } from "./read-result-tool.ts";
 import { type TurnDeps, type TurnResult, TurnRun } from "./turn-runner.ts";
+import { type NormalizedInput, normalizeUserInput, type UserInput } from "./user-input.ts";
 
 const TURN_ENDED: PollPoint = { type: "turn.ended" };
 const IDLE: PollPoint = { type: "idle" };
@@ -170,24 +173,31 @@ export class Session {
     return this.closing !== undefined;
   }
 
-  /** Submits a prompt; resolves when the turn that consumes it ends. */
-  async prompt(text: string, options: InboxOptions = {}): Promise<PromptResult> {
+  /**
+   * Submits a prompt (text, or text and image parts); resolves when the turn that consumes it
+   * ends. Throws a `TypeError` before anything is queued or sent when the input is malformed, or
+   * has an image and the model does not take images (`Model.input.images`).
+   */
+  async prompt(input: UserInput, options: InboxOptions = {}): Promise<PromptResult> {
     let resolve!: (result: PromptResult) => void;
     const result = new Promise<PromptResult>((r) => {
       resolve = r;
     });
-    await this.submit("next-turn", text, options, (id) => this.waiters.set(id, resolve));
+    await this.submit("prompt", "next-turn", input, options, (id) => this.waiters.set(id, resolve));
     return result;
   }
 
   /** Queues a follow-up: read when the current turn would otherwise end; starts the next turn. */
-  async followUp(text: string, options: InboxOptions = {}): Promise<string> {
-    return this.submit("next-turn", text, options);
+  async followUp(input: UserInput, options: InboxOptions = {}): Promise<string> {
+    return this.submit("followUp", "next-turn", input, options);
   }
 
-  /** Queues steering: read at the next safe point of the running turn (or starts one). */
-  async steer(text: string, options: InboxOptions = {}): Promise<string> {
-    return this.submit("next-step", text, options);
+  /**
+   * Queues steering (text or parts, checked like `prompt`'s): read at the next safe point of
+   * the running turn (or starts one).
+   */
+  async steer(input: UserInput, options: InboxOptions = {}): Promise<string> {
+    return this.submit("steer", "next-step", input, options);
   }
 
   /**
@@ -269,9 +279,18 @@ export class Session {
     return () => this.listeners.delete(listener);
   }
 
-  /** The model's view of the active branch (OpenAI Chat Completions shape). */
+  /** The model's view of the active branch (OpenAI Chat Completions shape; reasoning left out). */
   messages(): readonly ChatMessage[] {
     return this.openLog("messages").messages();
+  }
+
+  /**
+   * The model's view of the active branch as neutral messages (contracts/messages.ts):
+   * reasoning with its provider metadata, images, tool calls and results as parts. Live and
+   * owned by the log: do not mutate; `slice()` it to keep a snapshot.
+   */
+  history(): readonly Message[] {
+    return this.openLog("history").history();
   }
 
   /** Every entry of the log, all branches, in `seq` order. */
@@ -398,7 +417,7 @@ export class Session {
         `cleared results could not be read back: the ${READ_RESULT_TOOL} tool is off; create the agent with createAgent({ context: { readResultTool: true } })`,
       );
     }
-    const messages = this.log.messages().slice();
+    const messages = this.log.history().slice();
     const sources = this.log.messageSources().slice();
     let steps = 0;
     const stepOf: number[] = [];
@@ -417,7 +436,9 @@ export class Session {
     let cleared = 0;
     let bytes = 0;
     for (const { index, entry } of candidates.slice(0, Math.max(0, candidates.length - keepLast))) {
-      const content = (messages[index] as { content: string }).content;
+      const m = messages[index];
+      if (m.role !== "tool") continue;
+      const content = m.content[0].content;
       const size = Buffer.byteLength(content);
       const note = clearedResultText(entry.id, size);
       if (content.startsWith("[result cleared") || note.length >= content.length) continue;
@@ -542,17 +563,17 @@ export class Session {
 
   /**
    * Persists an input, then wakes the coordinator; `onId` runs before the wake (a prompt's
-   * waiter). Tracked until acknowledged, so `awaitIdle()` counts it as pending work.
+   * waiter). Tracked until acknowledged, so `awaitIdle()` counts it as pending work. A malformed
+   * input throws a `TypeError` naming `session.<method>` before anything is queued.
    */
   private submit(
+    method: string,
     lane: InboxLane,
-    body: string,
+    input: UserInput,
     options: InboxOptions,
     onId?: (id: string) => void,
   ): Promise<string> {
-    if (typeof body !== "string" || body.length === 0) {
-      throw new TypeError(`${lane} input must be a non-empty string, got ${JSON.stringify(body)}`);
-    }
+    const normalized = normalizeUserInput(`session.${method}`, input);
     if (this.closing) {
       return Promise.reject(
         new Error(
@@ -560,7 +581,7 @@ export class Session {
         ),
       );
     }
-    const pending = this.receive(lane, body, options).then((id) => {
+    const pending = this.receive(method, lane, normalized, options).then((id) => {
       onId?.(id);
       this.coordinator.wake(lane === "next-step" ? "steer" : "input");
       return id;
@@ -571,16 +592,33 @@ export class Session {
     return pending;
   }
 
-  private async receive(lane: InboxLane, body: string, options: InboxOptions): Promise<string> {
+  private async receive(
+    method: string,
+    lane: InboxLane,
+    input: NormalizedInput,
+    options: InboxOptions,
+  ): Promise<string> {
+    const { text: body, parts } = input;
     await this.ready;
+    const model = this.deps.model;
+    if (parts?.some((p) => p.type === "image") && model.input?.images !== true) {
+      throw new TypeError(
+        `session.${method}: the model "${model.name}" does not take images (its input.images is not true); send text only, or use a model that takes images (openaiModel, or aiSdkModel with an Anthropic, OpenAI or Google model)`,
+      );
+    }
     const id = options.id ?? this.options.ids("in");
     const source = options.source ?? "user";
     const seq = ++this.inboxSeq;
-    const received = receive(this.inbox, { id, source, lane, body, seq });
+    const event = parts ? { id, source, lane, body, parts, seq } : { id, source, lane, body, seq };
+    const received = receive(this.inbox, event);
     if (received.type === "invalid") throw new TypeError(received.reason);
     if (received.type === "duplicate") return id;
     this.inbox = received.inbox;
-    this.log.append({ type: "inbox", inboxId: id, source, lane, body });
+    this.log.append(
+      parts
+        ? { type: "inbox", inboxId: id, source, lane, body, parts }
+        : { type: "inbox", inboxId: id, source, lane, body },
+    );
     this.emit({ type: "inbox.received", inboxId: id, lane, source });
     await this.log.flush(); // persisted before acknowledged
     return id;
@@ -634,6 +672,7 @@ export class Session {
       this.log.append({
         type: "user_message",
         text: event.body,
+        ...(event.parts ? { parts: [...event.parts] } : {}),
         inboxId: event.id,
         turnId: this.current?.turnId,
       });
@@ -689,7 +728,9 @@ export class Session {
       for (const event of events) this.consume(event, false);
       let output: PromptResult;
       try {
-        output = await turn.start(events.map((e) => ({ text: e.body, inboxId: e.id })));
+        output = await turn.start(
+          events.map((e) => ({ text: e.body, parts: e.parts, inboxId: e.id })),
+        );
       } catch (err) {
         // A bug, not a turn outcome: still answer every prompt waiting on this turn.
         this.options.logger.error({ err }, "a turn could not run");

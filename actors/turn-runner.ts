@@ -3,7 +3,15 @@ import { type AnyActorRef, createActor, type InspectionEvent } from "xstate";
 import type { Clock } from "../contracts/clock.ts";
 import type { AgentEventBody } from "../contracts/events.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
-import type { ChatToolCall, Model, Usage } from "../contracts/model.ts";
+import {
+  type Message,
+  type ToolCallPart,
+  textOf,
+  toolCallsOf,
+  type Usage,
+  type UserPart,
+} from "../contracts/messages.ts";
+import type { Model } from "../contracts/model.ts";
 import type { CallOutcome, TurnStatus } from "../contracts/status.ts";
 import { notExecuted, type ToolResult } from "../contracts/tool-result.ts";
 import type { BatchCallResult, BatchOutput } from "../machines/batch.machine.ts";
@@ -35,7 +43,7 @@ import {
   type TurnOutput,
   type turnMachine,
 } from "../machines/turn.machine.ts";
-import { createAssembler } from "../providers/stream-assembler.ts";
+import { createAssembler, toAssistantParts } from "../providers/stream-assembler.ts";
 import type { AttemptRecovery, EntryOf } from "../session/entries.ts";
 import { flat } from "../session/flat.ts";
 import type { SessionLog } from "../session/log.ts";
@@ -53,7 +61,10 @@ import type { SessionContext } from "./session-context.ts";
 export interface TurnResult extends TurnOutput {
   /** The text of the last assistant message the turn committed ("" when none). */
   text: string;
-  /** Provider usage summed over the turn's model responses. */
+  /**
+   * Provider usage summed over the turn's model responses; `cachedInputTokens` and
+   * `reasoningTokens` are present when a response reported them.
+   */
   usage: Usage;
   /** Model requests the turn sent (retries included; compaction summaries not). */
   steps: number;
@@ -173,7 +184,7 @@ export class TurnRun implements TurnEffects {
   private messageEntryId = "";
   /** When the current response's first attempt started (the retry operation's start). */
   private operationStartedAt: number | undefined;
-  private lastCalls: ChatToolCall[] = [];
+  private lastCalls: ToolCallPart[] = [];
   private prepared = new Map<string, PrepareOutcome>();
   private records = new Map<string, CallRecord>();
   /** Calls of the current message whose start record was written (they may have run). */
@@ -205,12 +216,18 @@ export class TurnRun implements TurnEffects {
   }
 
   /** Starts the turn with `inputs` as the user's messages (none: continue from the log). */
-  start(inputs: readonly { text: string; inboxId?: string }[]): Promise<TurnResult> {
+  start(
+    inputs: readonly { text: string; parts?: readonly UserPart[]; inboxId?: string }[],
+  ): Promise<TurnResult> {
     const { log, emit } = this.deps;
     this.deps.logger.info({ inputs: inputs.length }, "turn started");
     log.append({ type: "turn_start", turnId: this.turnId });
-    for (const { text, inboxId } of inputs) {
-      log.append({ type: "user_message", text, turnId: this.turnId, inboxId });
+    for (const { text, parts, inboxId } of inputs) {
+      log.append(
+        parts
+          ? { type: "user_message", text, parts: [...parts], turnId: this.turnId, inboxId }
+          : { type: "user_message", text, turnId: this.turnId, inboxId },
+      );
     }
     emit({
       type: "turn.started",
@@ -247,7 +264,7 @@ export class TurnRun implements TurnEffects {
 
   private result(output: TurnOutput): TurnResult {
     const { status, reason } = output;
-    const usage = { inputTokens: this.usage.inputTokens, outputTokens: this.usage.outputTokens };
+    const usage = { ...this.usage };
     const r: TurnResult = { status, text: this.text, usage, steps: this.requests };
     if (reason !== undefined) r.reason = reason;
     return r;
@@ -373,7 +390,12 @@ export class TurnRun implements TurnEffects {
 
   refuseCalls(_self: AnyActorRef): void {
     for (const call of this.lastCalls) {
-      this.settle(call.id, call.function.name, "not_executed", truncatedCallResult(call));
+      this.settle(
+        call.id,
+        call.name,
+        "not_executed",
+        truncatedCallResult({ id: call.id, name: call.name, argumentsText: call.arguments }),
+      );
     }
   }
 
@@ -396,7 +418,7 @@ export class TurnRun implements TurnEffects {
   declineCalls(_self: AnyActorRef, { reason }: { reason: string }): void {
     for (const c of this.lastCalls) {
       const result = notExecuted("DENIED", `${reason}; the turn was stopped`);
-      this.settle(c.id, c.function.name, "not_executed", result);
+      this.settle(c.id, c.name, "not_executed", result);
     }
   }
 
@@ -413,7 +435,7 @@ export class TurnRun implements TurnEffects {
       turnId: this.turnId,
       calls: this.lastCalls.map((c) => {
         const r = this.records.get(c.id)!;
-        return { callId: c.id, name: c.function.name, outcome: r.outcome, result: r.result };
+        return { callId: c.id, name: c.name, outcome: r.outcome, result: r.result };
       }),
     });
     this.phase = "after the tool results were committed";
@@ -496,10 +518,10 @@ export class TurnRun implements TurnEffects {
     );
     // Continue: the request ends with the partial answer as an assistant message to extend.
     const prefix = this.continuation?.prefix;
-    const messages =
+    const messages: readonly Message[] =
       prefix === undefined
-        ? log.messages()
-        : [...log.messages(), { role: "assistant" as const, content: prefix }];
+        ? log.history()
+        : [...log.history(), { role: "assistant", content: [{ type: "text", text: prefix }] }];
     this.requests++;
     this.deps.logger.debug({ attemptId, step }, "attempt started");
     emit({ type: "attempt.started", turnId: this.turnId, attemptId, step });
@@ -578,21 +600,19 @@ export class TurnRun implements TurnEffects {
     message: ReturnType<ReturnType<typeof createAssembler>["finish"]>,
   ): void {
     const { log, registry, emit } = this.deps;
-    const toolCalls: ChatToolCall[] = message.toolCalls.map((c) => ({
-      id: c.id,
-      type: "function",
-      function: { name: c.name, arguments: c.argumentsText },
-    }));
     // A continuation's answer extends the partial text it was sent: the message is both.
     const cont = this.continuation;
     this.continuation = undefined;
-    const text = cont ? cont.prefix + message.text : message.text;
+    const content = toAssistantParts(
+      cont ? { ...message, text: cont.prefix + message.text } : message,
+    );
+    const text = textOf(content);
+    const toolCalls = toolCallsOf(content);
     const entry = log.append({
       type: "assistant_message",
       turnId: this.turnId,
       attemptId,
-      text,
-      toolCalls,
+      content,
       finishReason: message.finishReason!,
       usage: message.usage,
       ...(cont ? { continuation: { from: cont.from, prefixChars: cont.prefix.length } } : {}),
@@ -608,11 +628,8 @@ export class TurnRun implements TurnEffects {
       usage: message.usage,
     });
     this.messageEntryId = entry.id;
-    this.text = message.text;
-    if (message.usage) {
-      this.usage.inputTokens += message.usage.inputTokens;
-      this.usage.outputTokens += message.usage.outputTokens;
-    }
+    this.text = text; // with a continuation: the whole message, prefix included
+    if (message.usage) addUsage(this.usage, message.usage);
     this.deps.context.measured(message.usage);
     for (const problem of message.problems ?? []) this.warn(`model stream: ${problem}`);
     for (const c of message.toolCalls) {
@@ -691,13 +708,10 @@ export class TurnRun implements TurnEffects {
       type: "attempt_end",
       attemptId,
       status: hasOutput || aborted ? "interrupted" : "failed",
+      partialReasoning: partial.reasoning,
       partialText: partial.text || undefined,
       partialCalls: partial.toolCalls.length
-        ? partial.toolCalls.map((c) => ({
-            id: c.id,
-            type: "function" as const,
-            function: { name: c.name, arguments: c.argumentsText },
-          }))
+        ? toolCallsOf(toAssistantParts({ text: "", toolCalls: partial.toolCalls }))
         : undefined,
       error: message,
     });
@@ -910,7 +924,7 @@ export class TurnRun implements TurnEffects {
 
   /** The model's arguments text of call `callId` of the current message ("" if unknown). */
   private rawArguments(callId: string): string {
-    return this.lastCalls.find((c) => c.id === callId)?.function.arguments ?? "";
+    return this.lastCalls.find((c) => c.id === callId)?.arguments ?? "";
   }
 
   /**
@@ -969,7 +983,7 @@ export class TurnRun implements TurnEffects {
     for (const call of this.lastCalls) {
       if (this.records.has(call.id)) continue;
       if (this.recorded.has(call.id)) {
-        this.settle(call.id, call.function.name, "unknown", {
+        this.settle(call.id, call.name, "unknown", {
           ok: false,
           code: "OUTCOME_UNKNOWN",
           message: `the turn ended (${params.reason ?? params.status}) while this call was running; whether it ran is unknown. Check the current state before retrying.`,
@@ -977,7 +991,7 @@ export class TurnRun implements TurnEffects {
         });
       } else {
         const why = `the turn ended (${params.reason ?? params.status}) before this call started`;
-        this.settle(call.id, call.function.name, "not_executed", notExecuted("CANCELLED", why));
+        this.settle(call.id, call.name, "not_executed", notExecuted("CANCELLED", why));
       }
     }
     if (params.cancelled) {
@@ -1003,3 +1017,15 @@ export class TurnRun implements TurnEffects {
 }
 
 export type { EntryOf };
+
+/** Adds `usage` into `total` (the optional counts only once some response reported them). */
+function addUsage(total: Usage, usage: Usage): void {
+  total.inputTokens += usage.inputTokens;
+  total.outputTokens += usage.outputTokens;
+  if (usage.cachedInputTokens !== undefined) {
+    total.cachedInputTokens = (total.cachedInputTokens ?? 0) + usage.cachedInputTokens;
+  }
+  if (usage.reasoningTokens !== undefined) {
+    total.reasoningTokens = (total.reasoningTokens ?? 0) + usage.reasoningTokens;
+  }
+}

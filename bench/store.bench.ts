@@ -58,12 +58,10 @@ function stepEntries(i: number): EntryInput[] {
   const turnId = `t${Math.floor(i / 10)}`;
   const attemptId = `a${i}`;
   const calls = [0, 1].map((k) => ({
+    type: "tool-call" as const,
     id: `c${i}_${k}`,
-    type: "function" as const,
-    function: {
-      name: k ? "read_file" : "grep",
-      arguments: JSON.stringify({ path: `src/file${i}.ts`, pattern: "foo" }),
-    },
+    name: k ? "read_file" : "grep",
+    arguments: JSON.stringify({ path: `src/file${i}.ts`, pattern: "foo" }),
   }));
   const out: EntryInput[] = [
     { type: "attempt_start", turnId, attemptId, step: i },
@@ -71,8 +69,7 @@ function stepEntries(i: number): EntryInput[] {
       type: "assistant_message",
       turnId,
       attemptId,
-      text: `Looking at file ${i} for the definition.`,
-      toolCalls: calls,
+      content: [{ type: "text", text: `Looking at file ${i} for the definition.` }, ...calls],
       finishReason: "tool_calls",
       usage: { inputTokens: 1000 + i, outputTokens: 40 },
     },
@@ -82,7 +79,7 @@ function stepEntries(i: number): EntryInput[] {
     out.push({
       type: "call_started",
       callId: c.id,
-      name: c.function.name,
+      name: c.name,
       args: { path: `src/file${i}.ts` },
       idempotencyKey: `k_${c.id}`,
       idempotent: true,
@@ -92,7 +89,7 @@ function stepEntries(i: number): EntryInput[] {
     out.push({
       type: "call_result",
       callId: c.id,
-      name: c.function.name,
+      name: c.name,
       outcome: "completed",
       result: { ok: true, content: `export function f${i}() {\n  return ${i};\n}\n`.repeat(3) },
     });

@@ -28,9 +28,12 @@ export const EXIT_CODES_HELP = `Exit codes:
   130  interrupted (Ctrl-C)
 
 Environment:
-  OPENAI_API_KEY   key for the OpenAI-compatible API (not needed with a local OPENAI_BASE_URL)
+  KEEL_PROVIDER    openai-compatible (default) | openai | anthropic | google, like --provider
+  OPENAI_API_KEY   key for openai and openai-compatible (not needed with a local OPENAI_BASE_URL)
   OPENAI_BASE_URL  another OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1
-  KEEL_MODEL       model name (default gpt-4.1-mini)
+  ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL                          for --provider anthropic
+  GOOGLE_GENERATIVE_AI_API_KEY, GOOGLE_GENERATIVE_AI_BASE_URL    for --provider google
+  KEEL_MODEL       model name (default per provider: gpt-4.1-mini, claude-sonnet-4-5, gemini-2.5-flash)
   KEEL_DEBUG=1     show stack traces
   KEEL_LOG=debug   runtime logs on stderr`;
 

@@ -30,6 +30,10 @@ export function buildProgram(result: { code: ExitCode }): Command {
     "--store <file>",
     'session store file (default ./.keel/keel.db; "memory" keeps nothing)',
   ] as const;
+  const provider = [
+    "--provider <name>",
+    "openai-compatible (default) | openai | anthropic | google; see the README for the environment each reads",
+  ] as const;
 
   program
     .command("demo")
@@ -62,6 +66,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
     .option("--json", "one JSON event per line")
     .option("-y, --yes", "allow high-risk tools (shell) without asking")
     .option("--inspect", "serve the inspector while the turn runs")
+    .option(...provider)
     .option(
       "--max-steps <n>",
       "stop after this many model steps",
@@ -77,6 +82,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
           inspect?: boolean;
           maxSteps?: number;
           store?: string;
+          provider?: string;
         },
       ) => {
         const { runPrompt } = await import("./run.ts");
@@ -92,12 +98,19 @@ export function buildProgram(result: { code: ExitCode }): Command {
     .option("--json", "one JSON event per line")
     .option("-y, --yes", "allow high-risk tools (shell) without asking")
     .option("--inspect", "serve the inspector while the turn runs")
+    .option(...provider)
     .option(...store)
     .action(
       async (
         id: string,
         prompt: string[],
-        opts: { json?: boolean; yes?: boolean; inspect?: boolean; store?: string },
+        opts: {
+          json?: boolean;
+          yes?: boolean;
+          inspect?: boolean;
+          store?: string;
+          provider?: string;
+        },
       ) => {
         const { runPrompt } = await import("./run.ts");
         result.code = await runPrompt(prompt.join(" "), { ...opts, resume: id });

@@ -1,8 +1,9 @@
-import { builtinTools, createAgent, memoryStore, openaiModel, startInspector } from "../index.ts";
+import { builtinTools, createAgent, memoryStore, startInspector } from "../index.ts";
 import { terminalAsk, withApproval } from "./approval.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
 import { workspaceInstructions } from "./instructions.ts";
 import { outputClosed } from "./output.ts";
+import { modelFor, providerName } from "./provider.ts";
 import { loadSession } from "./sessions.ts";
 import { MEMORY_STORE, openStore, storePath } from "./store.ts";
 import { createTrace } from "./trace.ts";
@@ -16,44 +17,13 @@ export interface RunOptions {
   maxSteps?: number;
   /** Continue this session instead of starting one. */
   resume?: string;
+  /** `--provider`; default `KEEL_PROVIDER`, else openai-compatible. */
+  provider?: string;
 }
 
 /** The model from the environment; a config error naming the variable when it is missing. */
-export function modelFromEnv(env: NodeJS.ProcessEnv = process.env) {
-  const apiKey = env.OPENAI_API_KEY;
-  const baseURL = env.OPENAI_BASE_URL;
-  if (!apiKey && !baseURL) {
-    throw new CliError(
-      "OPENAI_API_KEY is not set: export OPENAI_API_KEY=sk-… (or OPENAI_BASE_URL=http://127.0.0.1:8080/v1 for a local server); `keel demo` needs neither",
-      EXIT.config,
-    );
-  }
-  const window = env.KEEL_CONTEXT_WINDOW;
-  const contextWindow = window ? Number(window) : undefined;
-  if (window && !(Number.isInteger(contextWindow) && contextWindow! > 0)) {
-    throw new CliError(
-      `KEEL_CONTEXT_WINDOW must be a positive integer (tokens), got ${JSON.stringify(window)}`,
-      EXIT.config,
-    );
-  }
-  const model = env.KEEL_MODEL || "gpt-4.1-mini";
-  try {
-    return openaiModel({
-      model,
-      ...(contextWindow ? { contextWindow } : {}),
-      ...(apiKey ? { apiKey } : {}),
-      ...(baseURL ? { baseURL } : {}),
-    });
-  } catch (err) {
-    // An unknown model's window: say which variable sets it.
-    if (err instanceof TypeError && /context window/.test(err.message)) {
-      throw new CliError(
-        `the context window of model ${model} is not known: export KEEL_CONTEXT_WINDOW=<tokens> (e.g. 32768)`,
-        EXIT.config,
-      );
-    }
-    throw err;
-  }
+export function modelFromEnv(env: NodeJS.ProcessEnv = process.env, provider?: string) {
+  return modelFor(providerName(provider ?? (env.KEEL_PROVIDER || undefined)), env);
 }
 
 /**
@@ -65,7 +35,7 @@ export function modelFromEnv(env: NodeJS.ProcessEnv = process.env) {
 export async function runPrompt(prompt: string, options: RunOptions): Promise<ExitCode> {
   if (!prompt.trim()) throw new CliError('the prompt is empty: keel run "what to do"', EXIT.usage);
   if (options.resume) await loadSession(options.resume, options.store);
-  const model = modelFromEnv();
+  const model = modelFromEnv(process.env, options.provider);
   const kept = options.store !== MEMORY_STORE;
   const file = storePath(options.store);
   const store = kept ? openStore(file, true)! : memoryStore();

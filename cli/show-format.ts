@@ -1,4 +1,4 @@
-import type { ChatMessage, LogEntry } from "../index.ts";
+import { type ChatMessage, type LogEntry, textOf, toolCallsOf } from "../index.ts";
 
 const clip = (text: string, max = 80) => {
   const flat = text.replace(/\s+/g, " ").trim();
@@ -17,8 +17,11 @@ export function describeEntry(e: LogEntry): string {
     case "attempt_end":
       return `attempt ${e.status}${e.error ? `: ${clip(e.error, 60)}` : ""}`;
     case "assistant_message": {
-      const calls = e.toolCalls.map((c) => c.function.name).join(", ");
-      return `assistant${e.text ? ` "${clip(e.text, 60)}"` : ""}${calls ? ` → ${calls}` : ""} [${e.finishReason}]`;
+      const calls = toolCallsOf(e.content)
+        .map((c) => c.name)
+        .join(", ");
+      const text = textOf(e.content);
+      return `assistant${text ? ` "${clip(text, 60)}"` : ""}${calls ? ` → ${calls}` : ""} [${e.finishReason}]`;
     }
     case "call_started":
       return `▶ ${e.name} ${clip(JSON.stringify(e.args) ?? "", 60)}`;
@@ -122,7 +125,8 @@ export function renderProjection(messages: readonly ChatMessage[]): string {
         const calls = (m.tool_calls ?? []).map((c) => `${c.function.name}#${c.id}`).join(", ");
         return `  assistant: ${clip(m.content ?? "", 80)}${calls ? ` → ${calls}` : ""}`;
       }
-      return `  ${m.role}: ${clip(m.content, 100)}`;
+      const content = typeof m.content === "string" ? m.content : JSON.stringify(m.content);
+      return `  ${m.role}: ${clip(content, 100)}`;
     })
     .join("\n");
 }

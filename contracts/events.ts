@@ -1,6 +1,6 @@
 // The events a session emits: the one union the library's listeners, the inspector and the
 // control protocol's clients (keel/client) all read.
-import type { ChatToolCall, Usage } from "./model.ts";
+import type { ToolCallPart, Usage } from "./messages.ts";
 import type { DecisionSource, PermissionDecision, PermissionRequest } from "./permission.ts";
 import type { AttemptStatus, CallOutcome, InboxLane, InboxSource, TurnStatus } from "./status.ts";
 import type { ToolResult } from "./tool-result.ts";
@@ -33,7 +33,7 @@ export type AgentEvent = { sessionId: string; at: number } & (
       turnId: string;
       attemptId: string;
       text: string;
-      toolCalls: ChatToolCall[];
+      toolCalls: ToolCallPart[];
       usage?: Usage;
     }
   | { type: "call.queued"; turnId: string; callId: string; name: string }

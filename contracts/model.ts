@@ -1,40 +1,28 @@
-/** A message in OpenAI Chat Completions shape: what `session.messages()` returns. */
-export type ChatMessage =
-  | { role: "system"; content: string }
-  | { role: "user"; content: string }
-  | {
-      role: "assistant";
-      content: string | null;
-      tool_calls?: ChatToolCall[];
-    }
-  | { role: "tool"; tool_call_id: string; content: string };
-
-/** A tool call of an assistant message, in OpenAI Chat Completions shape. */
-export interface ChatToolCall {
-  id: string;
-  type: "function";
-  function: { name: string; arguments: string };
-}
+import type { Message, ProviderMetadata, Usage } from "./messages.ts";
 
 /** Why a response ended; `length` means it was cut, and none of its calls runs. */
 export type FinishReason = "stop" | "tool_calls" | "length" | "content_filter";
 
-/** Tokens of one response, as the provider reported them. */
-export interface Usage {
-  inputTokens: number;
-  outputTokens: number;
-}
-
 /**
  * The normalised stream every model adapter emits. Tool-call events are keyed by `index`
  * (the provider's position of the call in the message); `id` and `name` may arrive on
- * `call.start` or on any delta, or never (the assembler copes).
+ * `call.start` or on any delta, or never (the assembler copes). `providerMetadata` on any event
+ * is merged (per provider, later keys win) into the part it belongs to and sent back with it.
  */
 export type ModelEvent =
-  | { type: "text.delta"; text: string }
-  | { type: "call.start"; index: number; id?: string; name?: string }
+  | { type: "text.delta"; text: string; providerMetadata?: ProviderMetadata }
+  /** Reasoning of block `key` (blocks keep their first-seen order); `text` may be "". */
+  | { type: "reasoning.delta"; key: string; text: string; providerMetadata?: ProviderMetadata }
+  | { type: "reasoning.end"; key: string; providerMetadata?: ProviderMetadata }
+  | {
+      type: "call.start";
+      index: number;
+      id?: string;
+      name?: string;
+      providerMetadata?: ProviderMetadata;
+    }
   | { type: "call.delta"; index: number; argumentsDelta: string; id?: string; name?: string }
-  | { type: "call.end"; index: number }
+  | { type: "call.end"; index: number; providerMetadata?: ProviderMetadata }
   | { type: "usage"; usage: Usage }
   | { type: "finish"; reason: FinishReason };
 
@@ -42,10 +30,12 @@ export type ModelEvent =
 export interface ModelRequest {
   /**
    * The session's instructions: the stable head of the request, sent before the tools and the
-   * messages (as the system message in Chat Completions). Absent: none.
+   * messages (as the system message in Chat Completions, the V3 prompt's system message in
+   * `aiSdkModel`). Absent: none.
    */
   instructions?: string;
-  messages: readonly ChatMessage[];
+  /** The neutral projection (contracts/messages.ts); adapters render it to their wire. */
+  messages: readonly Message[];
   tools: readonly ModelToolSpec[];
   /** Aborted on interrupt or timeout; adapters must stop reading and reject promptly. */
   signal: AbortSignal;
@@ -73,6 +63,11 @@ export interface ModelCapabilities {
 export interface Model {
   /** Names the provider and model, e.g. in logs and as the retry budget's key. */
   readonly name: string;
+  /**
+   * What the model takes besides text. A user message with an image is refused before any
+   * request (by `prompt()` / `steer()`) when `images` is not true.
+   */
+  readonly input?: { images?: boolean };
   /** Absent: none (every flag false). */
   readonly capabilities?: ModelCapabilities;
   /** Streams one response to `request` (see the contract above). */
@@ -111,6 +106,11 @@ export class ModelError extends Error {
   readonly code?: string;
   readonly type?: string;
   readonly body?: unknown;
+  /**
+   * What the provider's SDK thought of retrying (the AI SDK's `APICallError.isRetryable`).
+   * Informational: Keel's classifier decides from status, code and message.
+   */
+  readonly providerRetryable?: boolean;
 
   constructor(
     message: string,
@@ -121,6 +121,7 @@ export class ModelError extends Error {
       code?: string;
       type?: string;
       body?: unknown;
+      providerRetryable?: boolean;
       cause?: unknown;
     },
   ) {
@@ -131,6 +132,7 @@ export class ModelError extends Error {
     this.code = options.code;
     this.type = options.type;
     this.body = options.body;
+    if (options.providerRetryable !== undefined) this.providerRetryable = options.providerRetryable;
   }
 }
 

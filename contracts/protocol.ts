@@ -1,7 +1,8 @@
 // The control protocol of `keel serve --stdio` (DESIGN §8, docs/protocol.md): the frames both
 // sides write, one JSON object per line. Shared by the server (cli/serve/) and keel/client.
+
+import type { ChatMessage } from "./chat.ts";
 import type { AgentEvent, AgentEventType } from "./events.ts";
-import type { ChatMessage } from "./model.ts";
 import type {
   PermissionAction,
   PermissionReply,

@@ -1,8 +1,10 @@
-import type { ChatMessage, ModelToolSpec } from "./model.ts";
+import type { Message } from "./messages.ts";
+import type { ModelToolSpec } from "./model.ts";
 
 /**
- * How many tokens a request costs, as small functions over the messages: the context budget,
- * compaction and the scripted model's window all count with these.
+ * How many tokens a request costs, as small functions over the neutral messages
+ * (contracts/messages.ts) that every adapter renders: the context budget, compaction and the
+ * scripted model's window all count with these.
  */
 
 /**
@@ -25,15 +27,43 @@ export const MESSAGE_OVERHEAD = 3;
 /** Framing tokens of a request (the assistant reply's priming). */
 export const REQUEST_OVERHEAD = 3;
 
-/** Tokens one message costs: its text, its calls' names and arguments, framing. */
-export function messageTokens(message: ChatMessage, count: TextCounter): number {
+/**
+ * What one image costs in the budget: a mid-sized image (providers charge by pixels, about
+ * 1 600 tokens for 1 000 × 1 000 with OpenAI's and Anthropic's published formulas). Images are
+ * not text, so no tokenizer counts them.
+ */
+export const IMAGE_TOKENS = 1600;
+
+/**
+ * Tokens one message costs: its text (text parts joined, as the Chat shape sends them), its
+ * reasoning (sent back to the providers that round-trip it), its calls' names and arguments,
+ * a result's text, {@link IMAGE_TOKENS} an image, and framing. Provider metadata (signatures,
+ * encrypted reasoning) is not counted: provider usage covers it after the next response.
+ */
+export function messageTokens(message: Message, count: TextCounter): number {
   let t = MESSAGE_OVERHEAD;
-  if (message.content) t += count(message.content);
-  if (message.role === "assistant" && message.tool_calls) {
-    for (const c of message.tool_calls) {
-      t += MESSAGE_OVERHEAD + count(c.function.name) + count(c.function.arguments);
+  if (message.role === "system") return t + count(message.content);
+  let text = "";
+  for (const p of message.content) {
+    switch (p.type) {
+      case "text":
+        text += p.text;
+        break;
+      case "reasoning":
+        if (p.text) t += count(p.text);
+        break;
+      case "image":
+        t += IMAGE_TOKENS;
+        break;
+      case "tool-call":
+        t += MESSAGE_OVERHEAD + count(p.name) + count(p.arguments);
+        break;
+      case "tool-result":
+        t += count(p.content);
+        break;
     }
   }
+  if (text) t += count(text);
   return t;
 }
 
@@ -53,7 +83,7 @@ export function headTokens(
 export function requestTokens(
   request: {
     instructions?: string;
-    messages: readonly ChatMessage[];
+    messages: readonly Message[];
     tools: readonly ModelToolSpec[];
   },
   count: TextCounter,

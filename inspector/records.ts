@@ -228,10 +228,7 @@ export function agentRecord(event: AgentEvent): InspectRecord {
       e = {
         ...event,
         text: clip(event.text),
-        toolCalls: event.toolCalls.map((c) => ({
-          ...c,
-          function: { name: c.function.name, arguments: clip(c.function.arguments, 120) },
-        })),
+        toolCalls: event.toolCalls.map((c) => ({ ...c, arguments: clip(c.arguments, 120) })),
       };
       break;
     case "text.streamed":

@@ -1,3 +1,4 @@
+import { textOf, toolCallsOf } from "../contracts/messages.ts";
 import type { AgentEvent, AgentEventBody, EntryOf, LogEntry } from "../index.ts";
 import { agentRecord, clip, type InspectRecord } from "./records.ts";
 
@@ -121,12 +122,12 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
           type: "message.committed",
           turnId,
           attemptId: entry.attemptId,
-          text: entry.text,
-          toolCalls: entry.toolCalls,
+          text: textOf(entry.content),
+          toolCalls: toolCallsOf(entry.content),
           ...(entry.usage ? { usage: entry.usage } : {}),
         });
         const pending = batchRunning.get(turnId);
-        for (const call of entry.toolCalls) {
+        for (const call of toolCallsOf(entry.content)) {
           if (pending && ahead.batched.has(call.id)) {
             if (pending.size === 0) snap(at, batchSid(turnId), "batch", "running");
             pending.add(call.id);
@@ -135,7 +136,7 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
             actor(at, sid, call.id, "toolCall", batchSid(turnId));
             snap(at, sid, call.id, "queued");
           }
-          emit(at, { type: "call.queued", turnId, callId: call.id, name: call.function.name });
+          emit(at, { type: "call.queued", turnId, callId: call.id, name: call.name });
         }
         break;
       }

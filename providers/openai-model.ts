@@ -1,14 +1,15 @@
 import OpenAI from "openai";
 import type { ChatCompletionChunk } from "openai/resources/chat/completions";
+import { toChatMessages } from "../contracts/chat.ts";
 import type { Clock } from "../contracts/clock.ts";
 import { systemClock } from "../contracts/clock.ts";
+import type { Usage } from "../contracts/messages.ts";
 import type {
   FinishReason,
   Model,
   ModelErrorKind,
   ModelEvent,
   ModelRequest,
-  Usage,
 } from "../contracts/model.ts";
 import { ModelError } from "../contracts/model.ts";
 import { providerFetch } from "./openai-fetch.ts";
@@ -33,6 +34,11 @@ export interface OpenAIModelOptions {
   client?: OpenAI;
   /** `Model.name`, e.g. as the shared retry budget's provider key. Default `openai:<model>`. */
   name?: string;
+  /**
+   * Whether the model takes images (Chat `image_url` parts). Default true; false for a
+   * text-only OpenAI-compatible server: a prompt with an image is then refused before any request.
+   */
+  images?: boolean;
   /**
    * Tokens the model accepts in one request. Default: known for OpenAI's model names (gpt-5,
    * gpt-4.1, gpt-4o, o-series, gpt-4, gpt-3.5-turbo); required for any other model.
@@ -69,7 +75,9 @@ export const FINISH_REASONS: Readonly<Record<string, FinishReason>> = {
  * `stream_cut`, unparsable chunks as `protocol`, the two timeouts (which abort the request)
  * as `first_chunk_timeout` / `idle_timeout`, and the caller's abort as `aborted`.
  * Events: `text.delta`; `call.start` on the first sight of an index (with id/name), then
- * `call.delta`s; at the end `call.end` per call, `usage`, `finish`.
+ * `call.delta`s; at the end `call.end` per call, `usage` (with cached and reasoning tokens when
+ * the server reports them), `finish`. Requests render Keel's neutral messages to the Chat shape
+ * (`toChatMessages`: reasoning parts are not sent, Chat has no place for them).
  */
 export function openaiModel(options: OpenAIModelOptions): Model {
   const { model, clock = systemClock, extraBody = {} } = options;
@@ -119,6 +127,7 @@ export function openaiModel(options: OpenAIModelOptions): Model {
     let completed = false;
     try {
       let sdkStream: AsyncIterable<ChatCompletionChunk>;
+      const chat = toChatMessages(request.messages);
       try {
         sdkStream = await client.chat.completions.create(
           {
@@ -127,8 +136,8 @@ export function openaiModel(options: OpenAIModelOptions): Model {
             model,
             // The instructions lead (stable prefix first, for the provider's prefix cache).
             messages: (request.instructions
-              ? [{ role: "system", content: request.instructions }, ...request.messages]
-              : [...request.messages]) as OpenAI.ChatCompletionMessageParam[],
+              ? [{ role: "system", content: request.instructions }, ...chat]
+              : chat) as OpenAI.ChatCompletionMessageParam[],
             ...(request.tools.length > 0 ? { tools: [...request.tools] } : {}),
             stream: true,
           },
@@ -179,6 +188,7 @@ export function openaiModel(options: OpenAIModelOptions): Model {
 
   return {
     name: options.name ?? `openai:${model}`,
+    input: { images: options.images ?? true },
     stream,
     contextWindow: limits.contextWindow,
     maxOutputTokens: limits.maxOutputTokens,
@@ -271,11 +281,14 @@ function chunkMapper() {
       return rawFinish;
     },
     *push(chunk: ChatCompletionChunk): Generator<ModelEvent> {
-      if (chunk.usage)
-        usage = {
-          inputTokens: chunk.usage.prompt_tokens ?? 0,
-          outputTokens: chunk.usage.completion_tokens ?? 0,
-        };
+      if (chunk.usage) {
+        const u = chunk.usage;
+        usage = { inputTokens: u.prompt_tokens ?? 0, outputTokens: u.completion_tokens ?? 0 };
+        const cached = u.prompt_tokens_details?.cached_tokens;
+        const reasoning = u.completion_tokens_details?.reasoning_tokens;
+        if (typeof cached === "number") usage.cachedInputTokens = cached;
+        if (typeof reasoning === "number") usage.reasoningTokens = reasoning;
+      }
       const choice = chunk.choices?.find((c) => c.index === 0) ?? chunk.choices?.[0];
       if (!choice) return;
       const delta = choice.delta ?? {};

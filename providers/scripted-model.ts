@@ -1,14 +1,14 @@
+import { type ChatMessage, toChatMessages } from "../contracts/chat.ts";
 import { type Clock, sleep, systemClock } from "../contracts/clock.ts";
+import type { Message, Usage } from "../contracts/messages.ts";
 import type { ModelCapabilities, ModelToolSpec } from "../contracts/model.ts";
 import {
-  type ChatMessage,
   type FinishReason,
   type Model,
   ModelError,
   type ModelErrorKind,
   type ModelEvent,
   type ModelRequest,
-  type Usage,
 } from "../contracts/model.ts";
 import { estimateTextTokens, requestTokens, type TextCounter } from "../contracts/tokens.ts";
 
@@ -66,9 +66,13 @@ export type ScriptStepFn = (request: ModelRequest, index: number) => ScriptStep 
 /** The script: a list of steps (each possibly a function), or one function for every request. */
 export type Script = ScriptStepFn | ReadonlyArray<ScriptStep | ScriptStepFn>;
 
-/** A request the scripted model received; `messages` is a copy (see `record`). */
+/**
+ * A request the scripted model received (see `record`): `history` is a copy of the neutral
+ * messages it was sent, `messages` their OpenAI Chat rendering (what `openaiModel` would send).
+ */
 export interface RecordedRequest extends Omit<ModelRequest, "messages"> {
   messages: ChatMessage[];
+  history: Message[];
   /** 0-based position among the requests since creation or `reset()`. */
   index: number;
 }
@@ -79,6 +83,8 @@ export interface ScriptedModelOptions {
   clock?: Clock;
   /** `Model.name` (default `scripted`). */
   name?: string;
+  /** Whether the model says it takes images (`Model.input.images`). Default true. */
+  images?: boolean;
   /**
    * How `requests[i].messages` is copied: "shallow" (default) copies the array but shares the
    * message objects (the runtime never mutates a message once sent; O(messages) pointers);
@@ -316,6 +322,7 @@ export function scriptedModel(script: Script, options: ScriptedModelOptions = {}
 
   return {
     name,
+    input: { images: options.images ?? true },
     capabilities: options.capabilities,
     requests,
     contextWindow: window,
@@ -328,10 +335,17 @@ export function scriptedModel(script: Script, options: ScriptedModelOptions = {}
     stream(request: ModelRequest): AsyncIterable<ModelEvent> {
       const index = count++;
       if (record !== "none") {
-        const messages =
+        const history =
           record === "deep" ? structuredClone([...request.messages]) : [...request.messages];
+        const messages = toChatMessages(request.messages);
         const tools: ModelToolSpec[] = [...request.tools];
-        requests.push({ ...request, messages, tools, index });
+        requests.push({
+          ...request,
+          messages: record === "deep" ? structuredClone(messages) : messages,
+          history,
+          tools,
+          index,
+        });
       }
       return play(request, index);
     },

@@ -1,5 +1,11 @@
 import type { IdGenerator } from "../contracts/ids.ts";
-import type { ChatMessage, FinishReason, ModelEvent, Usage } from "../contracts/model.ts";
+import type {
+  AssistantPart,
+  ProviderMetadata,
+  ReasoningPart,
+  Usage,
+} from "../contracts/messages.ts";
+import type { FinishReason, ModelEvent } from "../contracts/model.ts";
 import { type ArgPreview, createArgPreview } from "./arg-preview.ts";
 
 /** One tool call of an assembled message. `name` is "" when the provider never sent one. */
@@ -13,11 +19,16 @@ export interface AssembledCall {
   argumentsText: string;
   /** Stream irregularities seen for this call (late deltas, conflicting ids/names). */
   problems?: string[];
+  providerMetadata?: ProviderMetadata;
 }
 
 /** An assistant message assembled from a model stream. */
 export interface AssembledMessage {
+  /** Reasoning blocks in first-seen order, text and metadata exactly as streamed; absent when none. */
+  reasoning?: ReasoningPart[];
   text: string;
+  /** Metadata the provider attached to the text (e.g. Gemini's thought signature). */
+  textMetadata?: ProviderMetadata;
   toolCalls: AssembledCall[];
   /** Undefined when the stream never sent `finish` (a cut stream). */
   finishReason: FinishReason | undefined;
@@ -28,6 +39,7 @@ export interface AssembledMessage {
 
 /** What an interrupted attempt had produced so far. */
 export interface PartialOutput {
+  reasoning?: ReasoningPart[];
   text: string;
   toolCalls: AssembledCall[];
 }
@@ -80,6 +92,7 @@ interface Block {
   problems: string[];
   preview: ArgPreview | undefined;
   pending: number;
+  metadata?: ProviderMetadata;
 }
 
 /** Creates a stream assembler (see {@link StreamAssembler}). */
@@ -89,6 +102,8 @@ export function createAssembler(options: AssemblerOptions): StreamAssembler {
   const every = Math.max(1, options.previewEvery ?? 1);
   const text: string[] = [];
   let textChars = 0;
+  let textMetadata: ProviderMetadata | undefined;
+  const reasoning = new Map<string, { chunks: string[]; metadata?: ProviderMetadata }>();
   const blocks = new Map<number, Block>();
   const problems: string[] = [];
   let finishReason: FinishReason | undefined;
@@ -158,6 +173,7 @@ export function createAssembler(options: AssemblerOptions): StreamAssembler {
         ]
       : b.problems;
     if (notes.length > 0) call.problems = [...notes];
+    if (b.metadata !== undefined) call.providerMetadata = b.metadata;
     return call;
   };
   /**
@@ -188,10 +204,33 @@ export function createAssembler(options: AssemblerOptions): StreamAssembler {
     return text.length === 0 ? "" : text[0];
   };
 
+  const reasoningParts = (): ReasoningPart[] => {
+    const out: ReasoningPart[] = [];
+    for (const r of reasoning.values()) {
+      const part: ReasoningPart = { type: "reasoning", text: r.chunks.join("") };
+      if (r.metadata !== undefined) part.providerMetadata = r.metadata;
+      out.push(part);
+    }
+    return out;
+  };
+
   const push = (event: ModelEvent) => {
     if (result !== undefined) throw new Error("stream assembler: push() after finish()");
     switch (event.type) {
+      case "reasoning.delta":
+      case "reasoning.end": {
+        let r = reasoning.get(event.key);
+        if (r === undefined) {
+          r = { chunks: [] };
+          reasoning.set(event.key, r);
+        }
+        if (event.type === "reasoning.delta" && event.text.length > 0) r.chunks.push(event.text);
+        if (event.providerMetadata) r.metadata = mergeMetadata(r.metadata, event.providerMetadata);
+        return;
+      }
       case "text.delta":
+        if (event.providerMetadata)
+          textMetadata = mergeMetadata(textMetadata, event.providerMetadata);
         if (event.text.length === 0) return;
         if (finishReason !== undefined && !textAfterFinish) {
           textAfterFinish = true;
@@ -207,7 +246,9 @@ export function createAssembler(options: AssemblerOptions): StreamAssembler {
           problems.push(`call.start for index ${event.index} after its call.end was ignored`);
           return;
         }
-        mergeIdentity(block(event.index), event.id, event.name);
+        const b = block(event.index);
+        mergeIdentity(b, event.id, event.name);
+        if (event.providerMetadata) b.metadata = mergeMetadata(b.metadata, event.providerMetadata);
         return;
       }
       case "call.delta": {
@@ -236,6 +277,8 @@ export function createAssembler(options: AssemblerOptions): StreamAssembler {
           problems.push(`call.end for index ${event.index}, which never started, was ignored`);
         } else if (!b.ended) {
           b.ended = true;
+          if (event.providerMetadata)
+            b.metadata = mergeMetadata(b.metadata, event.providerMetadata);
           if (b.pending > 0) report(b);
         }
         return;
@@ -257,10 +300,15 @@ export function createAssembler(options: AssemblerOptions): StreamAssembler {
   return {
     push,
     hasOutput: () => textChars > 0 || blocks.size > 0,
-    partial: () => ({ text: joinedText(), toolCalls: calls() }),
+    partial: () =>
+      reasoning.size > 0
+        ? { reasoning: reasoningParts(), text: joinedText(), toolCalls: calls() }
+        : { text: joinedText(), toolCalls: calls() },
     finish: () => {
       if (result !== undefined) return result;
       const message: AssembledMessage = { text: joinedText(), toolCalls: calls(), finishReason };
+      if (reasoning.size > 0) message.reasoning = reasoningParts();
+      if (textMetadata !== undefined) message.textMetadata = textMetadata;
       if (usage !== undefined) message.usage = usage;
       if (problems.length > 0) message.problems = [...problems];
       result = message;
@@ -270,18 +318,49 @@ export function createAssembler(options: AssemblerOptions): StreamAssembler {
 }
 
 /**
- * The assembled message in Chat Completions shape: `content` is null when there is no text
- * and there are calls; `tool_calls` is omitted when there are none.
+ * Merges `next` into `base` per provider (later keys win); values are kept as sent.
+ * This is a pure function: it returns a new object.
  */
-export function toChatMessage(message: Pick<AssembledMessage, "text" | "toolCalls">): ChatMessage {
-  if (message.toolCalls.length === 0) return { role: "assistant", content: message.text };
-  return {
-    role: "assistant",
-    content: message.text === "" ? null : message.text,
-    tool_calls: message.toolCalls.map((c) => ({
-      id: c.id,
-      type: "function",
-      function: { name: c.name, arguments: c.argumentsText },
-    })),
-  };
+export function mergeMetadata(
+  base: ProviderMetadata | undefined,
+  next: ProviderMetadata,
+): ProviderMetadata {
+  if (base === undefined) return { ...next };
+  const out: ProviderMetadata = { ...base };
+  for (const [provider, values] of Object.entries(next)) {
+    out[provider] = { ...out[provider], ...values };
+  }
+  return out;
+}
+
+/**
+ * The assembled message as neutral assistant parts, in the order the log keeps: reasoning
+ * blocks, then the text (omitted when empty and it carries no metadata), then the calls by index.
+ */
+export function toAssistantParts(
+  message: Pick<AssembledMessage, "text" | "toolCalls"> &
+    Partial<Pick<AssembledMessage, "reasoning" | "textMetadata">>,
+): AssistantPart[] {
+  const parts: AssistantPart[] = [...(message.reasoning ?? [])];
+  if (message.text !== "" || message.textMetadata !== undefined) {
+    parts.push(
+      message.textMetadata === undefined
+        ? { type: "text", text: message.text }
+        : { type: "text", text: message.text, providerMetadata: message.textMetadata },
+    );
+  }
+  for (const c of message.toolCalls) {
+    parts.push(
+      c.providerMetadata === undefined
+        ? { type: "tool-call", id: c.id, name: c.name, arguments: c.argumentsText }
+        : {
+            type: "tool-call",
+            id: c.id,
+            name: c.name,
+            arguments: c.argumentsText,
+            providerMetadata: c.providerMetadata,
+          },
+    );
+  }
+  return parts;
 }

@@ -1,4 +1,5 @@
-import type { ChatMessage } from "../contracts/model.ts";
+import { type Message, toolCallsOf } from "../contracts/messages.ts";
+import { IMAGE_TOKENS } from "../contracts/tokens.ts";
 import type { EntryOf, LogEntry } from "./entries.ts";
 import { Projection } from "./projection.ts";
 
@@ -33,7 +34,7 @@ import { Projection } from "./projection.ts";
  * Contract: pure and deterministic; returns a finite number ≥ 0; additive over messages
  * (the cost of a list is the sum of its messages' costs).
  */
-export type TokenEstimator = (message: ChatMessage) => number;
+export type TokenEstimator = (message: Message) => number;
 
 /**
  * Contract: pure; returns ids of entries of `path` where a compaction may start keeping
@@ -42,11 +43,21 @@ export type TokenEstimator = (message: ChatMessage) => number;
  */
 export type CutRule = (path: readonly LogEntry[]) => readonly string[];
 
-/** The default estimator: ⌈characters / 4⌉ of the text the model sees (content, call names and arguments). */
+/** What the default estimator counts for an image: {@link IMAGE_TOKENS} in characters. */
+export const IMAGE_CHARS = IMAGE_TOKENS * 4;
+
+/**
+ * The default estimator: ⌈characters / 4⌉ of what the model sees (text, reasoning, call names
+ * and arguments, results; {@link IMAGE_CHARS} an image).
+ */
 export const estimateTokens: TokenEstimator = (m) => {
-  let chars = m.content?.length ?? 0;
-  if (m.role === "assistant" && m.tool_calls) {
-    for (const c of m.tool_calls) chars += c.function.name.length + c.function.arguments.length;
+  if (m.role === "system") return Math.ceil(m.content.length / 4);
+  let chars = 0;
+  for (const p of m.content) {
+    if (p.type === "text" || p.type === "reasoning") chars += p.text.length;
+    else if (p.type === "tool-call") chars += p.name.length + p.arguments.length;
+    else if (p.type === "tool-result") chars += p.content.length;
+    else chars += IMAGE_CHARS;
   }
   return Math.ceil(chars / 4);
 };
@@ -73,8 +84,9 @@ export function legalCutPoints(path: readonly LogEntry[]): string[] {
   const waitingFor = new Map<string, Batch[]>();
   const byTurn = new Map<string, Batch[]>();
   path.forEach((e, i) => {
-    if (e.type === "assistant_message" && e.toolCalls.length > 0 && !failed.has(e.attemptId)) {
-      const ids = e.toolCalls.map((c) => c.id);
+    const calls = e.type === "assistant_message" ? toolCallsOf(e.content) : [];
+    if (e.type === "assistant_message" && calls.length > 0 && !failed.has(e.attemptId)) {
+      const ids = calls.map((c) => c.id);
       const b: Batch = {
         at: i,
         end: i,
@@ -141,7 +153,7 @@ export function chooseCut(
 
 /** The view of a path: the projection's messages, their source entry ids and its baseline. */
 export interface PathView {
-  readonly messages: readonly ChatMessage[];
+  readonly messages: readonly Message[];
   readonly sources: readonly string[];
   readonly baseline: EntryOf<"compaction"> | null;
 }

@@ -1,4 +1,5 @@
-import type { ChatMessage, FinishReason } from "../contracts/model.ts";
+import { type Message, userText } from "../contracts/messages.ts";
+import type { FinishReason } from "../contracts/model.ts";
 import type { Refusal } from "../contracts/refusal.ts";
 import { classifyModelError } from "../machines/policies/retry-classify.ts";
 import type { TokenEstimator } from "./compaction-cuts.ts";
@@ -12,14 +13,14 @@ import { summaryText } from "./projection.ts";
  */
 
 /**
- * Asks for a summary of `messages`.
+ * Asks for a summary of `messages` (neutral messages, contracts/messages.ts).
  * Contract: resolves with the summary text once the whole response has arrived; rejects on any
  * failure (a context-overflow failure as a `ModelError` the retry classifier reads as
  * `context_overflow`, e.g. code `context_length_exceeded` or status 413); stops promptly and
  * rejects when `signal` aborts. It must not write to the session log.
  */
 export type Summarize = (
-  messages: ChatMessage[],
+  messages: Message[],
   signal: AbortSignal,
 ) => Promise<string | SummaryResponse>;
 
@@ -35,9 +36,9 @@ export const SHRINK_STEPS: readonly number[] = [0.7, 0.5, 0.35];
 /** What a compaction would summarise, split where it may be shortened. */
 export interface SummaryInput {
   /** The current baseline's summary, kept at the head of every attempt that has room for it. */
-  pinned: ChatMessage | null;
+  pinned: Message | null;
   /** The rest, oldest first, in groups that are never split (an assistant message with its tool messages). */
-  groups: ChatMessage[][];
+  groups: Message[][];
 }
 
 /** One summary request. `invalid`: it completed but the summary failed validation. */
@@ -58,7 +59,7 @@ export type SummaryOutcome =
       /** How its response ended, when the summarizer said. */
       finishReason?: FinishReason;
       /** The messages it summarises (the last attempt's input). */
-      input: ChatMessage[];
+      input: Message[];
       attempts: CompactionAttempt[];
     }
   | (Refusal<SummaryFailureCode> & { attempts: CompactionAttempt[]; error?: unknown });
@@ -82,7 +83,7 @@ export async function requestSummary(
   options: RequestSummaryOptions,
 ): Promise<SummaryOutcome> {
   const { summarize, estimate, signal } = options;
-  const cost = (ms: readonly ChatMessage[]) => ms.reduce((t, m) => t + estimate(m), 0);
+  const cost = (ms: readonly Message[]) => ms.reduce((t, m) => t + estimate(m), 0);
   const full = [...(input.pinned ? [input.pinned] : []), ...input.groups.flat()];
   const first = cost(full);
   const attempts: CompactionAttempt[] = [];
@@ -124,7 +125,7 @@ export async function requestSummary(
         return fail("SUMMARY_FAILED", `summary request failed: ${describe(error)}`, error);
       }
       attempt.outcome = "overflow";
-      let smaller: ChatMessage[] | null = null;
+      let smaller: Message[] | null = null;
       while (!smaller && level < SHRINK_STEPS.length) {
         const next = shrink(input, SHRINK_STEPS[level++] * first, estimate);
         // null: no group fits; not smaller: the same request again. Both skip to the next step.
@@ -146,11 +147,7 @@ export async function requestSummary(
  * The newest groups within `budget` tokens, after the pinned summary when it fits within the
  * budget too; null when no group fits.
  */
-function shrink(
-  input: SummaryInput,
-  budget: number,
-  estimate: TokenEstimator,
-): ChatMessage[] | null {
+function shrink(input: SummaryInput, budget: number, estimate: TokenEstimator): Message[] | null {
   const pinnedCost = input.pinned ? estimate(input.pinned) : 0;
   const pin = input.pinned !== null && pinnedCost <= budget;
   let room = pin ? budget - pinnedCost : budget;
@@ -174,7 +171,7 @@ function shrink(
  */
 export function validateSummary(
   summary: unknown,
-  input: readonly ChatMessage[],
+  input: readonly Message[],
   estimate: TokenEstimator,
   finishReason?: FinishReason,
 ): string | null {
@@ -188,10 +185,7 @@ export function validateSummary(
     return `the summary is ${typeof summary}, not a string; summarize must resolve with the summary text`;
   }
   if (summary.trim() === "") return "the summary is empty";
-  const message: ChatMessage = {
-    role: "user",
-    content: summaryText({ summary } as EntryOf<"compaction">),
-  };
+  const message = userText(summaryText({ summary } as EntryOf<"compaction">));
   const cost = estimate(message);
   const inputCost = input.reduce((t, m) => t + estimate(m), 0);
   if (cost > inputCost) {

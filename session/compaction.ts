@@ -1,4 +1,4 @@
-import type { ChatMessage } from "../contracts/model.ts";
+import type { Message } from "../contracts/messages.ts";
 import type { Refusal } from "../contracts/refusal.ts";
 import {
   type CutRule,
@@ -142,7 +142,7 @@ export async function compactSession(
     firstKeptId: plan.firstKeptId,
     attempts,
     tokensBefore: plan.tokensBefore,
-    tokensAfter: sum(log.messages(), estimate),
+    tokensAfter: sum(log.history(), estimate),
     summarized,
     omitted: plan.dropped - summarized,
     durable,
@@ -160,7 +160,7 @@ export function planCompaction(
 ): CompactionPlan | null {
   const path = log.path();
   const view = {
-    messages: log.messages().slice(),
+    messages: log.history().slice(),
     sources: log.messageSources().slice(),
     baseline: log.baseline(),
   };
@@ -168,7 +168,7 @@ export function planCompaction(
   if (!cut) return null;
   const before = view.messages.slice(0, cut.keptFrom);
   const pinned = view.baseline ? before[0] : null;
-  const groups: ChatMessage[][] = [];
+  const groups: Message[][] = [];
   for (const m of pinned ? before.slice(1) : before) {
     if (m.role === "tool" && groups.length > 0) groups[groups.length - 1].push(m);
     else groups.push([m]);
@@ -224,7 +224,7 @@ function checkOptions(options: CompactOptions): void {
   }
 }
 
-function sum(messages: readonly ChatMessage[], estimate: TokenEstimator): number {
+function sum(messages: readonly Message[], estimate: TokenEstimator): number {
   let t = 0;
   for (const m of messages) t += estimate(m);
   return t;

@@ -1,4 +1,5 @@
-import type { ChatMessage, ModelToolSpec, Usage } from "../contracts/model.ts";
+import type { Message, Usage } from "../contracts/messages.ts";
+import type { ModelToolSpec } from "../contracts/model.ts";
 import { headTokens, messageTokens, type TextCounter } from "../contracts/tokens.ts";
 
 /**
@@ -18,8 +19,11 @@ import { headTokens, messageTokens, type TextCounter } from "../contracts/tokens
 
 /** What the budget reads of the log: its live view and the messages changed in place. */
 export interface ContextSource {
-  /** The live projection (an array replaced by a new one on every rebuild). */
-  messages(): readonly ChatMessage[];
+  /**
+   * The live neutral projection (an array replaced by a new one on every rebuild): what every
+   * adapter renders and sends.
+   */
+  history(): readonly Message[];
   /**
    * Indexes of messages replaced in place since the last call (tool results filling their
    * slots, text edits), or "all" when too many piled up to list. Consumes them.
@@ -51,7 +55,7 @@ interface Anchor {
   /** The view's estimated sum when measured. */
   sum: number;
   model: string;
-  view: readonly ChatMessage[];
+  view: readonly Message[];
   head: number;
 }
 
@@ -65,7 +69,7 @@ export class ContextBudget {
   readonly reserve: number;
   private readonly source: ContextSource;
   private readonly count: TextCounter;
-  private view: readonly ChatMessage[] | null = null;
+  private view: readonly Message[] | null = null;
   private costs: number[] = [];
   private sum = 0;
   private head = 0;
@@ -132,7 +136,7 @@ export class ContextBudget {
 
   /** Folds appended and changed messages into the running sum. */
   private sync(): void {
-    const messages = this.source.messages();
+    const messages = this.source.history();
     const changes = this.source.takeChanges();
     if (messages !== this.view || changes === "all") {
       this.view = messages;

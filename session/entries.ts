@@ -1,4 +1,11 @@
-import type { ChatToolCall, FinishReason, Usage } from "../contracts/model.ts";
+import type {
+  AssistantPart,
+  ReasoningPart,
+  ToolCallPart,
+  Usage,
+  UserPart,
+} from "../contracts/messages.ts";
+import type { FinishReason } from "../contracts/model.ts";
 import type { DecisionSource, PermissionDecision } from "../contracts/permission.ts";
 import type {
   AttemptStatus,
@@ -8,6 +15,15 @@ import type {
   TurnStatus,
 } from "../contracts/status.ts";
 import type { ToolResult } from "../contracts/tool-result.ts";
+
+/**
+ * The version of the entries' shape (log schema). 3: assistant messages are neutral
+ * `content` parts (reasoning with provider metadata, `tool-call` parts), attempt ends keep
+ * `ToolCallPart`s, user messages may carry image `parts`; 2 stored OpenAI Chat tool calls
+ * (`toolCalls: [{ id, type: "function", function: { name, arguments } }]` and `text`).
+ * `session/upgrade-entry.ts` brings older entries to this shape.
+ */
+export const LOG_SCHEMA_VERSION = 3;
 
 /**
  * How an attempt follows a failed one of the same response (DESIGN §3.6). `continue`: the
@@ -40,7 +56,11 @@ export interface EntryBase {
 
 /** The payload of each entry type, keyed by `type`. */
 export interface EntryPayloads {
-  user_message: { text: string; turnId?: string; inboxId?: string };
+  /**
+   * `text`: the message's text parts joined (what edits and summaries read); `parts` only when
+   * the user sent more than text (an image), in order, text parts included.
+   */
+  user_message: { text: string; parts?: UserPart[]; turnId?: string; inboxId?: string };
   turn_start: { turnId: string };
   attempt_start: {
     turnId: string;
@@ -53,23 +73,27 @@ export interface EntryPayloads {
   attempt_end: {
     attemptId: string;
     status: AttemptStatus;
+    partialReasoning?: ReasoningPart[];
     partialText?: string;
-    partialCalls?: ChatToolCall[];
+    partialCalls?: ToolCallPart[];
     error?: string;
   };
+  /**
+   * The committed response as neutral parts (contracts/messages.ts), reasoning and provider
+   * metadata exactly as streamed: the next request sends them back unchanged.
+   */
   assistant_message: {
     turnId: string;
     attemptId: string;
-    /** With `continuation`: the failed attempts' partial text, then this attempt's own text. */
-    text: string;
-    toolCalls: ChatToolCall[];
+    content: AssistantPart[];
     finishReason: FinishReason;
     usage?: Usage;
     /**
      * Set when this attempt continued a cut answer (Continue): the first `prefixChars`
-     * characters of `text` were received by failed attempt(s), the last of which was `from`,
-     * and sent back as the partial assistant message this attempt continued. The only way a
-     * failed attempt's output reaches the projection (DESIGN invariant 9).
+     * characters of its text (`textOf(content)`) were received by failed attempt(s), the last
+     * of which was `from`, and sent back as the partial assistant message this attempt
+     * continued. The only way a failed attempt's output reaches the projection (DESIGN
+     * invariant 9).
      */
     continuation?: { from: string; prefixChars: number };
   };
@@ -98,7 +122,14 @@ export interface EntryPayloads {
   context_edit: { targetId: string; replacement: string | null };
   compaction: { summary: string; firstKeptId: string };
   settings: { settings: Record<string, unknown> };
-  inbox: { inboxId: string; source: InboxSource; lane: InboxLane; body: string };
+  /** `parts`: as on `user_message`, only when the input had more than text. */
+  inbox: {
+    inboxId: string;
+    source: InboxSource;
+    lane: InboxLane;
+    body: string;
+    parts?: UserPart[];
+  };
   inbox_consumed: { inboxId: string };
   turn_end: { turnId: string; status: TurnStatus; reason?: string };
   /** Where a cut turn stopped; the next turn's context carries it as a note to the model. */

@@ -18,8 +18,11 @@ export function inboxFromEntries(entries: Iterable<LogEntry>): Inbox {
  */
 export function applyInboxEntry(inbox: Inbox, entry: LogEntry): Inbox {
   if (entry.type === "inbox") {
-    const { inboxId: id, source, lane, body, seq } = entry;
-    return receive(inbox, { id, source, lane, body, seq }).inbox;
+    const { inboxId: id, source, lane, body, parts, seq } = entry;
+    return receive(
+      inbox,
+      parts ? { id, source, lane, body, parts, seq } : { id, source, lane, body, seq },
+    ).inbox;
   }
   if (entry.type === "inbox_consumed") return consume(inbox, entry.inboxId);
   return inbox;

@@ -1,7 +1,8 @@
+import { type ChatMessage, toChatMessages } from "../contracts/chat.ts";
 import type { Clock } from "../contracts/clock.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
 import { jsonProblem, MAX_JSON_DEPTH, toEncodable } from "../contracts/json-limits.ts";
-import type { ChatMessage } from "../contracts/model.ts";
+import type { Message } from "../contracts/messages.ts";
 import { emptyInbox, type Inbox, inboxSnapshot, restoreInbox } from "../machines/policies/inbox.ts";
 import { activeLeaf, pathTo } from "./active-path.ts";
 import {
@@ -226,17 +227,26 @@ export class SessionLog {
   }
 
   /**
-   * The projection of the active leaf's path. The array is OWNED BY THE LOG and live: later
-   * appends extend it in place (fill patched tool slots, apply context-edit text replacements),
-   * a rebuild (leaf move, omission edit, compaction, failed attempt) replaces it with a new array. Callers must not mutate it
-   * or its (frozen) messages; `slice()` it to keep a snapshot.
+   * The projection of the active leaf's path, as neutral messages (contracts/messages.ts). The
+   * array is OWNED BY THE LOG and live: later appends extend it in place (fill patched tool
+   * slots, apply context-edit text replacements), a rebuild (leaf move, omission edit,
+   * compaction, failed attempt) replaces it with a new array. Callers must not mutate it or its
+   * (frozen) messages; `slice()` it to keep a snapshot.
    */
-  messages(): readonly ChatMessage[] {
+  history(): readonly Message[] {
     return this.fresh().messages;
   }
 
   /**
-   * Indexes of messages of {@link messages} replaced in place since the last call, or "all"
+   * The projection in OpenAI Chat Completions shape (contracts/chat.ts): a new array each call,
+   * O(messages) with each message rendered once.
+   */
+  messages(): ChatMessage[] {
+    return toChatMessages(this.fresh().messages);
+  }
+
+  /**
+   * Indexes of messages of {@link history} replaced in place since the last call, or "all"
    * (see `Projection.takeChanges`). Consumed by the session's context budget.
    */
   takeChanges(): readonly number[] | "all" {

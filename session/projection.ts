@@ -1,4 +1,5 @@
-import type { ChatMessage } from "../contracts/model.ts";
+import type { AssistantPart, Message, ToolResultPart } from "../contracts/messages.ts";
+import { toolCallsOf, userText } from "../contracts/messages.ts";
 import type { ToolResult } from "../contracts/tool-result.ts";
 import type { EntryOf, LogEntry } from "./entries.ts";
 
@@ -67,8 +68,8 @@ const MAX_TRACKED_CHANGES = 4096;
 
 /** A {@link Projection}'s state as plain data (format version `v`). */
 export interface ProjectionSnapshot {
-  v: 2;
-  messages: ChatMessage[];
+  v: 3;
+  messages: Message[];
   sources: string[];
   settings: Record<string, unknown>;
   baseline: EntryOf<"compaction"> | null;
@@ -96,7 +97,8 @@ export interface ProjectionSnapshot {
  * from its `firstKeptId` (or, when that id is not on the path, from the compaction on).
  */
 export class Projection {
-  readonly messages: ChatMessage[] = [];
+  /** Neutral messages (contracts/messages.ts); render with `toChatMessages` for the Chat shape. */
+  readonly messages: Message[] = [];
   readonly sources: string[] = [];
   settings: Record<string, unknown> = {};
   baseline: EntryOf<"compaction"> | null = null;
@@ -155,7 +157,7 @@ export class Projection {
         }
       }
       p.baseline = c;
-      p.push({ role: "user", content: summaryText(c) }, c.id);
+      p.push(userText(summaryText(c)), c.id);
     }
     for (let i = 0; i < path.length; i++) {
       const e = path[i];
@@ -191,7 +193,7 @@ export class Projection {
   /** The whole state as JSON-ready data (for a persisted checkpoint). */
   snapshot(): ProjectionSnapshot {
     return {
-      v: 2,
+      v: 3,
       messages: this.messages,
       sources: this.sources,
       settings: this.settings,
@@ -208,10 +210,10 @@ export class Projection {
 
   /**
    * The projection a {@link snapshot} was taken of. Returns null for an unknown or older format
-   * (v1 lacked `lastAsk`): the caller then replays the entries instead.
+   * (v1 lacked `lastAsk`, v2 held OpenAI Chat messages): the caller then replays the entries.
    */
   static restore(s: ProjectionSnapshot): Projection | null {
-    if (s?.v !== 2) return null;
+    if (s?.v !== 3) return null;
     const p = new Projection();
     for (const m of s.messages) p.messages.push(Object.freeze(m));
     for (const id of s.sources) p.sources.push(id);
@@ -268,8 +270,9 @@ export class Projection {
       case "assistant_message": {
         const a = this.openAttempts.get(e.attemptId);
         if (a) a.committed = true;
-        if (e.toolCalls.length > 0) {
-          const calls = e.toolCalls.map((c) => ({ callId: c.id, name: c.function.name }));
+        const asked = toolCallsOf(e.content);
+        if (asked.length > 0) {
+          const calls = asked.map((c) => ({ callId: c.id, name: c.name }));
           this.lastAsk = { calls, started: [], answered: [] };
         }
         break;
@@ -291,14 +294,15 @@ export class Projection {
   private project(e: LogEntry, edit: Edit): void {
     switch (e.type) {
       case "user_message":
-        if (edit !== null) this.push({ role: "user", content: edit ?? e.text }, e.id);
+        if (edit === undefined && e.parts) this.push({ role: "user", content: e.parts }, e.id);
+        else if (edit !== null) this.push(userText(edit ?? e.text), e.id);
         return;
       case "turn_aborted":
-        if (edit !== null) this.push({ role: "user", content: edit ?? turnAbortedText(e) }, e.id);
+        if (edit !== null) this.push(userText(edit ?? turnAbortedText(e)), e.id);
         return;
       case "note":
         if (e.audience === "model" && edit !== null) {
-          this.push({ role: "user", content: edit ?? `[Note: ${e.text}]` }, e.id);
+          this.push(userText(edit ?? `[Note: ${e.text}]`), e.id);
         }
         return;
       case "assistant_message":
@@ -310,7 +314,7 @@ export class Projection {
         const index = slots.shift()!;
         if (slots.length === 0) this.pending.delete(e.callId);
         const content = edit === null ? EDITED_OUT_RESULT_TEXT : (edit ?? toolResultText(e.result));
-        this.messages[index] = Object.freeze({ role: "tool", tool_call_id: e.callId, content });
+        this.messages[index] = toolMessage(e.callId, e.name, content, !e.result.ok);
         this.changed(index);
         this.sources[index] = e.id;
         this.index?.set(e.id, index);
@@ -322,22 +326,18 @@ export class Projection {
   private projectAssistant(e: EntryOf<"assistant_message">, edit: Edit): void {
     if (edit === null || this.failedAttempts.has(e.attemptId)) return;
     this.projectedAttempts.add(e.attemptId);
-    const calls = e.toolCalls;
-    const text = edit ?? e.text;
-    if (calls.length === 0) {
-      this.push({ role: "assistant", content: text }, e.id);
-      return;
-    }
-    this.push({ role: "assistant", content: text === "" ? null : text, tool_calls: calls }, e.id);
-    for (const call of calls) {
-      const slots = this.pending.get(call.id);
+    const content = edit === undefined ? e.content : replaceText(e.content, edit);
+    this.push({ role: "assistant", content }, e.id);
+    for (const part of content) {
+      if (part.type !== "tool-call") continue;
+      const slots = this.pending.get(part.id);
       if (slots) slots.push(this.messages.length);
-      else this.pending.set(call.id, [this.messages.length]);
-      this.push({ role: "tool", tool_call_id: call.id, content: NO_RESULT_TEXT }, e.id);
+      else this.pending.set(part.id, [this.messages.length]);
+      this.push(toolMessage(part.id, part.name, NO_RESULT_TEXT, true), e.id);
     }
   }
 
-  private push(message: ChatMessage, source: string): void {
+  private push(message: Message, source: string): void {
     if (this.index && !this.index.has(source)) this.index.set(source, this.messages.length);
     this.messages.push(Object.freeze(message));
     this.sources.push(source);
@@ -365,17 +365,56 @@ export class Projection {
     if (i === undefined || !m) return false;
     this.changed(i);
     if (m.role === "tool") {
-      const content = replacement ?? EDITED_OUT_RESULT_TEXT;
-      this.messages[i] = Object.freeze({ role: "tool", tool_call_id: m.tool_call_id, content });
+      const r = m.content[0];
+      this.messages[i] = toolMessage(
+        r.callId,
+        r.name,
+        replacement ?? EDITED_OUT_RESULT_TEXT,
+        false,
+      );
       return true;
     }
     if (replacement === null) return false;
-    if (m.role === "assistant" && m.tool_calls) {
-      const content = replacement === "" ? null : replacement;
-      this.messages[i] = Object.freeze({ role: "assistant", content, tool_calls: m.tool_calls });
+    if (m.role === "assistant") {
+      this.messages[i] = Object.freeze({
+        role: "assistant",
+        content: replaceText(m.content, replacement),
+      });
     } else {
-      this.messages[i] = Object.freeze({ ...m, content: replacement });
+      this.messages[i] = Object.freeze(userText(replacement));
     }
     return true;
   }
+}
+
+function toolMessage(callId: string, name: string, content: string, isError: boolean): Message {
+  const part: ToolResultPart = isError
+    ? { type: "tool-result", callId, name, content, isError }
+    : { type: "tool-result", callId, name, content };
+  const message: Message = { role: "tool", content: [part] };
+  return Object.freeze(message);
+}
+
+/**
+ * `parts` with their text replaced by `text` (an edit): reasoning and calls are kept, the text
+ * parts become one at the first text's place (after the reasoning when there was none; none
+ * when `text` is "").
+ */
+function replaceText(parts: readonly AssistantPart[], text: string): AssistantPart[] {
+  const out: AssistantPart[] = [];
+  let placed = text === "";
+  for (const p of parts) {
+    if (p.type === "text") {
+      if (!placed) out.push({ type: "text", text });
+      placed = true;
+    } else {
+      if (!placed && p.type === "tool-call") {
+        out.push({ type: "text", text });
+        placed = true;
+      }
+      out.push(p);
+    }
+  }
+  if (!placed) out.push({ type: "text", text });
+  return out;
 }

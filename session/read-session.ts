@@ -1,5 +1,5 @@
+import type { ChatMessage } from "../contracts/chat.ts";
 import { systemClock } from "../contracts/clock.ts";
-import type { ChatMessage } from "../contracts/model.ts";
 import type { LogEntry } from "./entries.ts";
 import { SessionLog } from "./log.ts";
 import type { SessionStore } from "./store.ts";

@@ -2,10 +2,11 @@ import { mkdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import Database from "better-sqlite3";
 import type { CheckpointStore } from "./checkpoint.ts";
-import type { LogEntry } from "./entries.ts";
+import { LOG_SCHEMA_VERSION, type LogEntry } from "./entries.ts";
 import { rememberDatabase } from "./sqlite-handle.ts";
 import type { SessionStore, SessionSummary } from "./store.ts";
 import { checkBatch, StoreError } from "./store-error.ts";
+import { upgradeEntryV2 } from "./upgrade-entry.ts";
 
 /**
  * How far a resolved `append` survives: "process" — a kill -9 of this process (WAL,
@@ -48,9 +49,12 @@ export function defaultStorePath(cwd: string): string {
  * a commit (`npx tsx bench/extras/sqlite-commit.ts`), 0.89× a step with one tool call
  * (`bench/extras/ab.ts`, `STORE=sqlite`). Older files are migrated when opened, after which a
  * Keel from before version 2 can no longer append to them: every process sharing a store file
- * must be upgraded together.
+ * must be upgraded together. 3: the entries' bodies are in log schema 3's shape (neutral message
+ * parts, session/entries.ts `LOG_SCHEMA_VERSION`); a version-2 file's assistant messages and
+ * attempt ends are rewritten when it is opened, and its checkpoints (derived projections of the
+ * old shape) dropped, in the same transaction.
  */
-const SCHEMA_VERSION = 2;
+const SCHEMA_VERSION = LOG_SCHEMA_VERSION;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS keel_meta (
@@ -220,9 +224,11 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
 
 /**
  * Brings the file to {@link SCHEMA_VERSION} in one IMMEDIATE transaction (so two processes
- * opening an old file do not both migrate it): creates the tables of a new file; on a version 0/1
- * file drops the summary columns `sessions` no longer keeps (their values are read from
- * `entries` now). Throws a `StoreError` naming the file when it cannot.
+ * opening an old file do not both migrate it, and a failure leaves the file as it was): creates
+ * the tables of a new file; on a version 0/1 file drops the summary columns `sessions` no longer
+ * keeps (their values are read from `entries` now); on a version 0–2 file rewrites the bodies of
+ * entries written in log schema 2 (`upgradeEntryV2`) and drops the checkpoints. Throws a
+ * `StoreError` naming the file when it cannot.
  */
 function migrate(db: Database.Database, path: string): void {
   const SUMMARY = ["updated_at", "entries", "last_seq"];
@@ -242,6 +248,7 @@ function migrate(db: Database.Database, path: string): void {
         );
       }
     }
+    upgradeBodies(db);
     db.prepare(
       "INSERT INTO keel_meta (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
     ).run(SCHEMA_VERSION);
@@ -251,6 +258,23 @@ function migrate(db: Database.Database, path: string): void {
   } catch (error) {
     throw asStoreError(error, path, "open (schema)");
   }
+}
+
+/** Rewrites schema-2 entry bodies to schema 3 and drops the checkpoints; inside `migrate`'s transaction. */
+function upgradeBodies(db: Database.Database): void {
+  const rows = db
+    .prepare<[], { session_id: string; seq: number; body: string }>(
+      "SELECT session_id, seq, body FROM entries WHERE type IN ('assistant_message', 'attempt_end')",
+    )
+    .iterate();
+  const update = db.prepare("UPDATE entries SET body = ? WHERE session_id = ? AND seq = ?");
+  const changed: [string, string, number][] = [];
+  for (const row of rows) {
+    const upgraded = upgradeEntryV2(JSON.parse(row.body));
+    if (upgraded) changed.push([JSON.stringify(upgraded), row.session_id, row.seq]);
+  }
+  for (const args of changed) update.run(...args);
+  db.exec("DELETE FROM checkpoints");
 }
 
 /**

@@ -100,7 +100,7 @@ const SAMPLES: { [K in AgentEventType]: AgentEventOf<K> } = {
     turnId: "t",
     attemptId: "a",
     text: LONG,
-    toolCalls: [{ id: "c", type: "function", function: { name: "n", arguments: LONG } }],
+    toolCalls: [{ type: "tool-call", id: "c", name: "n", arguments: LONG }],
   },
   "permission.requested": {
     ...base,

@@ -176,7 +176,9 @@ describe("the built package (scripts/build.mjs)", () => {
           expect(specifier, file).toMatch(/\.js$/);
           queue.push(join(dirname(file), specifier.replace(/\.js$/, ".d.ts")));
         } else if (!specifier.startsWith("node:")) {
-          expect(typed, `${file} imports ${specifier}`).toContain(specifier.split("/")[0]);
+          const parts = specifier.split("/");
+          const name = specifier.startsWith("@") ? parts.slice(0, 2).join("/") : parts[0];
+          expect(typed, `${file} imports ${specifier}`).toContain(name);
         }
       }
     }

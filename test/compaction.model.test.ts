@@ -1,6 +1,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type ChatMessage, ModelError } from "../contracts/model.ts";
+import type { ChatMessage } from "../contracts/chat.ts";
+import type { Message } from "../contracts/messages.ts";
+import { ModelError } from "../contracts/model.ts";
 import {
   type CompactionResult,
   type CompactOptions,
@@ -92,7 +94,7 @@ interface Pending {
 /** The summarize closure for one compaction: ok, overflow k times then ok, other error, invalid. */
 function summarizeAs(s: Summarizer, tag: string) {
   let overflows = 0;
-  return async (messages: ChatMessage[]) => {
+  return async (messages: Message[]) => {
     if (typeof s === "object" && overflows++ < s.overflow) {
       throw new ModelError("context_length_exceeded: too many tokens", {
         kind: "http",
@@ -124,7 +126,7 @@ function keptOrphan(path: readonly LogEntry[], baseline: LogEntry | null): strin
         j < i &&
         e.type === "assistant_message" &&
         !failed.has(e.attemptId) &&
-        e.toolCalls.some((c) => c.id === r.callId),
+        e.content.some((c) => c.type === "tool-call" && c.id === r.callId),
     );
     if (a >= 0 && a < kept) return `result ${r.callId} is kept but its call was summarised`;
   }
@@ -189,12 +191,15 @@ async function play(ops: readonly Op[], seed: number, compact: Compact): Promise
         type: "assistant_message",
         turnId,
         attemptId,
-        text: `ANSWER ${attemptId}${pad(op.pad)}`,
-        toolCalls: calls.map((c) => ({
-          id: c.callId,
-          type: "function",
-          function: { name: c.name, arguments: `{"n":${n}}` },
-        })),
+        content: [
+          { type: "text", text: `ANSWER ${attemptId}${pad(op.pad)}` },
+          ...calls.map((c) => ({
+            type: "tool-call" as const,
+            id: c.callId,
+            name: c.name,
+            arguments: `{"n":${n}}`,
+          })),
+        ],
         finishReason: calls.length ? "tool_calls" : "stop",
       });
       log.append({ type: "attempt_end", attemptId, status: "completed" });

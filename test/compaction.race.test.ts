@@ -3,7 +3,9 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
 import { seededIds } from "../actors/ids.ts";
-import type { ChatMessage, Model } from "../contracts/model.ts";
+import type { ChatMessage } from "../contracts/chat.ts";
+import { toolCallsOf } from "../contracts/messages.ts";
+import type { Model } from "../contracts/model.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import type { CutRule } from "../session/compaction-cuts.ts";
 import type { LogEntry } from "../session/entries.ts";
@@ -28,7 +30,8 @@ function splitBatch(path: readonly LogEntry[]): string | null {
   const askedAt = new Map<string, number>();
   for (let i = 0; i < path.length; i++) {
     const e = path[i];
-    if (e.type === "assistant_message") for (const c of e.toolCalls) askedAt.set(c.id, i);
+    if (e.type === "assistant_message")
+      for (const c of toolCallsOf(e.content)) askedAt.set(c.id, i);
     if (e.type !== "compaction") continue;
     const keep = pos.get(e.firstKeptId)!;
     for (let j = 0; j < i; j++) {

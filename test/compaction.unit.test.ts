@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { type ChatMessage, ModelError } from "../contracts/model.ts";
+import { type ChatMessage, toChatMessages } from "../contracts/chat.ts";
+import { ModelError } from "../contracts/model.ts";
 import { compactSession } from "../session/compaction.ts";
 import { chooseCut, estimateTokens, legalCutPoints } from "../session/compaction-cuts.ts";
 import type { Summarize } from "../session/compaction-summary.ts";
@@ -134,8 +135,7 @@ describe("legal cut points", () => {
       type: "assistant_message",
       turnId: "t1",
       attemptId: "a1",
-      text: "lost",
-      toolCalls: [call("c9")],
+      content: [{ type: "text", text: "lost" }, call("c9")],
       finishReason: "tool_calls",
     });
     log.append({ type: "attempt_end", attemptId: "a1", status: "failed" });
@@ -177,12 +177,15 @@ describe("choosing the cut", () => {
   });
 
   it("the default estimator counts ⌈characters / 4⌉ of content, call names and arguments", () => {
-    expect(estimateTokens({ role: "user", content: "12345" })).toBe(2);
+    expect(estimateTokens({ role: "user", content: [{ type: "text", text: "12345" }] })).toBe(2);
+    expect(estimateTokens({ role: "assistant", content: [call("x", "abcd", '{"a":1}')] })).toBe(3);
     expect(
       estimateTokens({
         role: "assistant",
-        content: null,
-        tool_calls: [call("x", "abcd", '{"a":1}')],
+        content: [
+          { type: "reasoning", text: "12345678" },
+          { type: "text", text: "1234" },
+        ],
       }),
     ).toBe(3);
   });
@@ -198,7 +201,7 @@ describe("compactSession", () => {
       keepRecentTokens: 30,
       estimate: flat,
       summarize: async (ms) => {
-        seen = ms;
+        seen = toChatMessages(ms);
         return "S1";
       },
     });
@@ -233,7 +236,7 @@ describe("compactSession", () => {
       keepRecentTokens: 10,
       estimate: flat,
       summarize: async (ms) => {
-        seen = ms;
+        seen = toChatMessages(ms);
         return "S2";
       },
     });
@@ -253,7 +256,7 @@ describe("compactSession", () => {
         keepRecentTokens: 10,
         estimate: flat,
         summarize: async (ms) => {
-          inputs.push(ms);
+          inputs.push(toChatMessages(ms));
           if (inputs.length <= n) throw overflow();
           return "S";
         },
@@ -282,7 +285,7 @@ describe("compactSession", () => {
       keepRecentTokens: 10,
       estimate: flat,
       summarize: async (ms) => {
-        inputs.push(ms);
+        inputs.push(toChatMessages(ms));
         throw overflow();
       },
     });

@@ -1,11 +1,19 @@
 import { describe, expect, it } from "vitest";
 import { createIds } from "../actors/ids.ts";
+import type { ChatMessage } from "../contracts/chat.ts";
 import { systemClock } from "../contracts/clock.ts";
-import type { ChatMessage, ModelToolSpec } from "../contracts/model.ts";
-import { estimateTextTokens } from "../contracts/tokens.ts";
+import { type Message, userText } from "../contracts/messages.ts";
+import type { ModelToolSpec } from "../contracts/model.ts";
+import {
+  estimateTextTokens,
+  IMAGE_TOKENS,
+  messageTokens,
+  requestTokens,
+} from "../contracts/tokens.ts";
 import { openaiModel } from "../providers/openai-model.ts";
 import { knownModelLimits, openaiTokenCounter } from "../providers/openai-tokens.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
+import { estimateTokens } from "../session/compaction-cuts.ts";
 import { validateSummary } from "../session/compaction-summary.ts";
 import { ContextBudget } from "../session/context-budget.ts";
 import { SessionLog } from "../session/log.ts";
@@ -28,19 +36,21 @@ async function logWithStep() {
     type: "assistant_message",
     turnId: "t",
     attemptId: "a1",
-    text: "",
-    toolCalls: [{ id: "c1", type: "function", function: { name: "t", arguments: "{}" } }],
+    content: [{ type: "tool-call", id: "c1", name: "t", arguments: "{}" }],
     finishReason: "tool_calls",
   });
   return log;
 }
 
-/** The test's own whole-request count with ⌈chars/4⌉ (framing: 3 a message, call and request). */
+/**
+ * The test's own whole-request count with ⌈chars/4⌉ (framing: 3 a message, call and request),
+ * over the OpenAI Chat rendering of the history (what openaiModel sends).
+ */
 function whole(instructions: string, messages: readonly ChatMessage[]): number {
   const c = (s: string) => Math.ceil(s.length / 4);
   let t = 3 + 3 + c(instructions) + c(JSON.stringify(tools));
   for (const m of messages) {
-    t += 3 + (m.content ? c(m.content) : 0);
+    t += 3 + (typeof m.content === "string" ? c(m.content) : 0); // text only here
     if (m.role === "assistant")
       for (const k of m.tool_calls ?? []) t += 3 + c(k.function.name) + c(k.function.arguments);
   }
@@ -106,7 +116,7 @@ describe("context budget", () => {
     const log = await logWithStep();
     let reads = 0;
     const source = {
-      messages: () => log.messages(),
+      history: () => log.history(),
       takeChanges: () => log.takeChanges(),
     };
     const counting = (t: string) => {
@@ -121,6 +131,67 @@ describe("context budget", () => {
     log.append({ type: "user_message", text: "new" });
     budget.measure(undefined, [], "m");
     expect(reads).toBe(once + 1); // one new message: one count
+  });
+});
+
+describe("counting the neutral messages", () => {
+  it("counts what the adapters send: joined text, reasoning, calls, results, a fixed cost per image", () => {
+    const c = (t: string) => t.length; // one token a character, to read the sums
+    expect(
+      messageTokens(
+        {
+          role: "assistant",
+          content: [
+            {
+              type: "reasoning",
+              text: "think",
+              providerMetadata: { anthropic: { signature: "s" } },
+            },
+            { type: "text", text: "ab" },
+            { type: "text", text: "cd" },
+            { type: "tool-call", id: "c1", name: "read", arguments: '{"p":1}' },
+          ],
+        },
+        c,
+      ),
+    ).toBe(3 + 5 + 4 + (3 + 4 + 7)); // provider metadata is not counted
+    expect(
+      messageTokens(
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "what is this?" },
+            { type: "image", base64: "AAAA", mediaType: "image/png" },
+          ],
+        },
+        c,
+      ),
+    ).toBe(3 + 13 + IMAGE_TOKENS);
+    expect(
+      messageTokens(
+        {
+          role: "tool",
+          content: [{ type: "tool-result", callId: "c1", name: "read", content: "42" }],
+        },
+        c,
+      ),
+    ).toBe(3 + 2);
+  });
+
+  it("a text-only history costs the same as its OpenAI Chat rendering", async () => {
+    const log = await logWithStep();
+    log.append({
+      type: "call_result",
+      callId: "c1",
+      name: "t",
+      outcome: "completed",
+      result: { ok: true, content: "y".repeat(81) },
+    });
+    const neutral = requestTokens(
+      { instructions: "be brief", messages: log.history(), tools },
+      estimateTextTokens,
+    );
+    expect(neutral).toBe(whole("be brief", log.messages()));
   });
 });
 
@@ -157,7 +228,7 @@ describe("model windows and tokenizers", () => {
   it("the scripted model refuses a request over its window the way a provider does (HTTP 400 context_length_exceeded)", async () => {
     const model = scriptedModel([{ text: "never" }], { contextWindow: 50 });
     const stream = model.stream({
-      messages: [{ role: "user", content: "x".repeat(400) }],
+      messages: [userText("x".repeat(400))],
       tools: [],
       signal: new AbortController().signal,
       attemptId: "a",
@@ -172,12 +243,8 @@ describe("model windows and tokenizers", () => {
 
 describe("summary candidates", () => {
   it("a summary whose response ended by length is rejected even when it is short", () => {
-    const input: ChatMessage[] = [{ role: "user", content: "a long history ".repeat(50) }];
-    expect(validateSummary("short", input, (m) => Math.ceil((m.content ?? "").length / 4))).toBe(
-      null,
-    );
-    expect(
-      validateSummary("short", input, (m) => Math.ceil((m.content ?? "").length / 4), "length"),
-    ).toMatch(/ended by length/);
+    const input: Message[] = [userText("a long history ".repeat(50))];
+    expect(validateSummary("short", input, estimateTokens)).toBe(null);
+    expect(validateSummary("short", input, estimateTokens, "length")).toMatch(/ended by length/);
   });
 });

@@ -1,8 +1,8 @@
 import { describe, expect, it, vi } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
+import type { ChatMessage } from "../contracts/chat.ts";
 import type { AgentEvent } from "../contracts/events.ts";
-import type { ChatMessage } from "../contracts/model.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import { defineTool } from "../tools/define-tool.ts";
 
@@ -123,9 +123,10 @@ describe("clearing old tool results", () => {
       { text: "read" },
       (request) => {
         const cleared = request.messages.find(
-          (m) => m.role === "tool" && m.content.startsWith("[result cleared"),
-        ) as { content: string } | undefined;
-        const id = /"id":"([^"]+)"/.exec(cleared?.content ?? "")?.[1] ?? "missing";
+          (m) => m.role === "tool" && m.content[0].content.startsWith("[result cleared"),
+        );
+        const text = cleared?.role === "tool" ? cleared.content[0].content : "";
+        const id = /"id":"([^"]+)"/.exec(text)?.[1] ?? "missing";
         return { toolCalls: [{ id: "r1", name: "read_result", arguments: `{"id":"${id}"}` }] };
       },
       { text: "restored" },

@@ -1,8 +1,9 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
+import { type ChatMessage, toChatMessages } from "../contracts/chat.ts";
 import type { AgentEvent } from "../contracts/events.ts";
-import type { ChatMessage, ModelToolSpec } from "../contracts/model.ts";
+import type { ModelToolSpec } from "../contracts/model.ts";
 import { openaiModel } from "../providers/openai-model.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import { defineTool } from "../tools/define-tool.ts";
@@ -35,7 +36,7 @@ function tokensOf(r: {
   let t = 3 + (r.instructions ? 3 + c(r.instructions) : 0);
   if (r.tools.length) t += c(JSON.stringify(r.tools));
   for (const m of r.messages) {
-    t += 3 + (m.content ? c(m.content) : 0);
+    t += 3 + (typeof m.content === "string" ? c(m.content) : 0); // text only here
     if (m.role === "assistant")
       for (const k of m.tool_calls ?? []) t += 3 + c(k.function.name) + c(k.function.arguments);
   }
@@ -71,7 +72,8 @@ describe("a long session against a small window", () => {
           const notes = request.messages.filter((m) => m.role === "tool").length;
           return { text: `Read ${notes} notes so far; each says lorem ipsum.` };
         }
-        const usage = { inputTokens: tokensOf(request), outputTokens: 12 };
+        const messages = toChatMessages(request.messages);
+        const usage = { inputTokens: tokensOf({ ...request, messages }), outputTokens: 12 };
         step++;
         if (step > 300) return { text: "all notes read", usage };
         return { toolCalls: [{ id: `c${step}`, name: "note", arguments: `{"n":${step}}` }], usage };

@@ -2,6 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { createAgent } from "../actors/agent.ts";
 import type { AgentEvent } from "../contracts/events.ts";
+import { textOf, toolCallsOf } from "../contracts/messages.ts";
 import type { ModelRequest } from "../contracts/model.ts";
 import { type ScriptStep, scriptedModel } from "../providers/scripted-model.ts";
 import type { EntryOf, LogEntry } from "../session/entries.ts";
@@ -12,7 +13,9 @@ const of = <K extends LogEntry["type"]>(entries: readonly LogEntry[], type: K) =
 /** The text the request asks the model to continue: its last message, if it is the assistant's. */
 const prefill = (req: ModelRequest) => {
   const last = req.messages.at(-1);
-  return last?.role === "assistant" && !last.tool_calls ? last.content : undefined;
+  return last?.role === "assistant" && toolCallsOf(last.content).length === 0
+    ? textOf(last.content)
+    : undefined;
 };
 
 const fast = { retry: { baseDelayMs: 0, maxDelayMs: 0, maxRetries: 3 } };
@@ -32,11 +35,20 @@ describe("Continue is not Retry: a cut answer is continued from the text receive
     const session = createAgent({ model, ...fast }).session();
     const events: AgentEvent[] = [];
     session.subscribe((e) => events.push(e));
-    expect((await session.prompt("what is it?")).status).toBe("completed");
+    // The turn's result is the whole message too, not only the continuation's own text.
+    expect(await session.prompt("what is it?")).toMatchObject({
+      status: "completed",
+      text: "The answer is 42.",
+    });
     expect(model.requests).toHaveLength(2);
     // The first request had no prefill; the user's message is still the one before it.
-    expect(prefill(model.requests[0])).toBeUndefined();
-    expect(model.requests[1].messages.slice(0, -1)).toEqual(model.requests[0].messages);
+    const [first, second] = model.requests;
+    expect(prefill({ ...first, messages: first.history })).toBeUndefined();
+    expect(second.history.slice(0, -1)).toEqual(first.history);
+    expect(second.history.at(-1)).toEqual({
+      role: "assistant",
+      content: [{ type: "text", text: "The answ" }],
+    });
 
     const entries = session.entries();
     const [a1, a2] = of(entries, "attempt_start");
@@ -49,7 +61,7 @@ describe("Continue is not Retry: a cut answer is continued from the text receive
     const [message] = of(entries, "assistant_message");
     expect(message).toMatchObject({
       attemptId: a2.attemptId,
-      text: "The answer is 42.",
+      content: [{ type: "text", text: "The answer is 42." }],
       continuation: { from: a1.attemptId, prefixChars: 8 },
     });
     expect(session.messages().filter((m) => m.role === "assistant")).toEqual([
@@ -85,7 +97,7 @@ describe("Continue is not Retry: a cut answer is continued from the text receive
     expect((await session.prompt("go")).status).toBe("completed");
     expect(model.requests).toHaveLength(4);
     const [message] = of(session.entries(), "assistant_message");
-    expect(message.text).toBe("abcdefghij");
+    expect(textOf(message.content)).toBe("abcdefghij");
     expect(message.continuation?.prefixChars).toBe(5);
     expect(of(session.entries(), "attempt_start").map((a) => a.recovery?.mode)).toEqual([
       undefined,
@@ -177,7 +189,7 @@ describe("Continue is not Retry: a cut answer is continued from the text receive
           expect((await session.prompt("go")).status).toBe("completed");
           const entries = session.entries();
           const [message] = of(entries, "assistant_message");
-          expect(message.text).toBe(answer);
+          expect(textOf(message.content)).toBe(answer);
           const partials = of(entries, "attempt_end").filter((e) => e.status !== "completed");
           expect(partials).toHaveLength(steps.length - 1);
           expect(message.continuation?.prefixChars ?? 0).toBe(final);

@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
 import type { Session } from "../actors/session-runtime.ts";
+import { toolCallsOf } from "../contracts/messages.ts";
 import type { InboxLane } from "../contracts/status.ts";
 import {
   type DrainMode,
@@ -176,7 +177,7 @@ function logViolation(entries: readonly LogEntry[]): string | null {
   let open = new Set<string>();
   let previous: LogEntry["type"] | undefined;
   for (const e of entries) {
-    if (e.type === "assistant_message") open = new Set(e.toolCalls.map((c) => c.id));
+    if (e.type === "assistant_message") open = new Set(toolCallsOf(e.content).map((c) => c.id));
     if (e.type === "call_result") open.delete(e.callId);
     if (e.type === "user_message") {
       if (open.size > 0) return `user message "${e.text}" landed while ${[...open]} had no result`;

@@ -461,10 +461,7 @@ function sampleLog(): LogEntry[] {
       type: "assistant_message",
       turnId: "turn_r",
       attemptId: "att_r",
-      text: "",
-      toolCalls: [
-        { id: "call_r1", type: "function", function: { name: "list_dir", arguments: "{}" } },
-      ],
+      content: [{ type: "tool-call", id: "call_r1", name: "list_dir", arguments: "{}" }],
       finishReason: "tool_calls",
     }),
     e({

@@ -357,11 +357,7 @@ describe("replay", () => {
       return { ...entry, ...body } as LogEntry;
     };
   }
-  const call = (id: string, name: string) => ({
-    id,
-    type: "function",
-    function: { name, arguments: "{}" },
-  });
+  const call = (id: string, name: string) => ({ type: "tool-call", id, name, arguments: "{}" });
   const agentTypes = (records: InspectRecord[]) =>
     records.flatMap((r) => (r.k === "agent" ? [r.e.type] : []));
   const modelOf = (records: InspectRecord[]) => {
@@ -380,9 +376,8 @@ describe("replay", () => {
           type: "assistant_message",
           turnId: "t",
           attemptId: "a",
-          text: "",
           finishReason: "tool_calls",
-          toolCalls: [call("c", "ls")],
+          content: [{ type: "tool-call", id: "c", name: "ls", arguments: "{}" }],
         }),
         e({
           type: "call_started",
@@ -432,9 +427,8 @@ describe("replay", () => {
             type: "assistant_message",
             turnId: "t",
             attemptId: "t.a1",
-            text: "",
             finishReason: "tool_calls",
-            toolCalls: [call("ok", "ls"), call("nope", "fetch_url")],
+            content: [call("ok", "ls"), call("nope", "fetch_url")],
           }),
           e({ type: "attempt_end", attemptId: "t.a1", status: "completed" }),
           e({

@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SimulatedClock } from "xstate";
 import type { Clock } from "../contracts/clock.ts";
+import { userText } from "../contracts/messages.ts";
 import type { ModelRequest } from "../contracts/model.ts";
 import { openaiModel } from "../providers/openai-model.ts";
 import {
@@ -44,7 +45,7 @@ afterEach(async () => {
 });
 
 const request = (signal = new AbortController().signal): ModelRequest => ({
-  messages: [{ role: "user", content: "hi" }],
+  messages: [userText("hi")],
   tools: [],
   signal,
   attemptId: "att_1",

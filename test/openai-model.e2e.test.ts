@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { userText } from "../contracts/messages.ts";
 import type { Model, ModelEvent, ModelRequest } from "../contracts/model.ts";
 import { ModelError } from "../contracts/model.ts";
 import { classifyModelError, parseRetryAfter } from "../machines/policies/retry-classify.ts";
@@ -36,7 +37,7 @@ afterEach(async () => {
 
 function request(signal = new AbortController().signal): ModelRequest {
   return {
-    messages: [{ role: "user", content: "hi" }],
+    messages: [userText("hi")],
     tools: [
       {
         type: "function",

@@ -183,14 +183,23 @@ beforeAll(async () => {
     join(project, "package.json"),
     JSON.stringify({ name: "app", private: true, type: "module" }),
   );
-  const typesNode = JSON.parse(
-    readFileSync(join(ROOT, "node_modules", "@types", "node", "package.json"), "utf8"),
-  ).version;
+  const versionOf = (name: string) =>
+    JSON.parse(readFileSync(join(ROOT, "node_modules", name, "package.json"), "utf8")).version;
+  const typesNode = versionOf("@types/node");
+  // The README's AI SDK example imports a provider package, as its user installs it.
+  const anthropic = versionOf("@ai-sdk/anthropic");
   ok(
     "npm install <tarball>",
     await sh(
       "npm",
-      ["install", "--ignore-scripts", ...NPM_QUIET, tarball, `@types/node@${typesNode}`],
+      [
+        "install",
+        "--ignore-scripts",
+        ...NPM_QUIET,
+        tarball,
+        `@types/node@${typesNode}`,
+        `@ai-sdk/anthropic@${anthropic}`,
+      ],
       project,
     ),
   );
@@ -235,7 +244,7 @@ describe("the packed package in a fresh project", { timeout: 120_000 }, () => {
     const ts = fenceInfos(readme).filter((f) => /^(ts|typescript)\b/.test(f.info));
     expect(ts.filter((f) => !/^ts example \S+$/.test(f.info))).toEqual([]);
     expect(examples.map((e) => e.name)).toEqual(
-      expect.arrayContaining(["embedding", "inspector", "testing", "client"]),
+      expect.arrayContaining(["embedding", "inspector", "testing", "client", "ai-sdk"]),
     );
   });
 

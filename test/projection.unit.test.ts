@@ -1,8 +1,18 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { toChatMessages } from "../contracts/chat.ts";
 import { memoryStore } from "../session/memory-store.ts";
 import { EDITED_OUT_RESULT_TEXT, NO_RESULT_TEXT, Projection } from "../session/projection.ts";
-import { assistant, call, openLog, result, started, step, user } from "./session-fixtures.ts";
+import {
+  assistant,
+  call,
+  chatCall,
+  openLog,
+  result,
+  started,
+  step,
+  user,
+} from "./session-fixtures.ts";
 import {
   failedOutputViolation,
   opArb,
@@ -12,7 +22,7 @@ import {
 } from "./session-random-log.ts";
 
 const rebuilt = (log: Awaited<ReturnType<typeof openLog>>) =>
-  Projection.fromPath(log.path()).messages;
+  toChatMessages(Projection.fromPath(log.path()).messages);
 
 describe("projection", () => {
   it("projects user and assistant messages, each tool call followed by its result in tool_calls order", async () => {
@@ -26,7 +36,11 @@ describe("projection", () => {
     step(log, "a2", "done");
     expect(log.messages()).toEqual([
       { role: "user", content: "hi" },
-      { role: "assistant", content: null, tool_calls: [call("c1", "read"), call("c2", "grep")] },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [chatCall("c1", "read"), chatCall("c2", "grep")],
+      },
       { role: "tool", tool_call_id: "c1", content: "first" },
       { role: "tool", tool_call_id: "c2", content: "second" },
       { role: "assistant", content: "done" },
@@ -118,7 +132,7 @@ describe("projection", () => {
     log.append({ type: "context_edit", targetId: a.id, replacement: "calling (edited)" });
     expect(log.messages().slice(0, 3)).toEqual([
       { role: "user", content: "[redacted]" },
-      { role: "assistant", content: "calling (edited)", tool_calls: [call("c1")] },
+      { role: "assistant", content: "calling (edited)", tool_calls: [chatCall("c1")] },
       { role: "tool", tool_call_id: "c1", content: EDITED_OUT_RESULT_TEXT },
     ]);
     log.append({ type: "context_edit", targetId: b.id, replacement: null });
@@ -165,7 +179,7 @@ describe("projection on random logs", () => {
           expect(messages).toEqual(referenceProject(log.path()));
           expect(log.messageSources().length).toBe(messages.length);
         });
-        expect(log.messages()).toEqual(Projection.fromPath(log.path()).messages);
+        expect(log.history()).toEqual(Projection.fromPath(log.path()).messages);
         expect(wellFormedViolation(log.messages())).toBeNull();
         expect(failedOutputViolation(log.messages(), log.path())).toBeNull();
         await log.flush();

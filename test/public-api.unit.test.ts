@@ -124,6 +124,6 @@ describe("the public API", () => {
     ]) {
       expect(names.has(internal), internal).toBe(false);
     }
-    expect(names.size).toBeLessThan(110);
+    expect(names.size).toBeLessThan(130);
   });
 });

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { ChatMessage } from "../contracts/model.ts";
+import { type ChatMessage, toChatMessages } from "../contracts/chat.ts";
 import type { LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";
@@ -90,8 +90,7 @@ describe("recovery", () => {
       type: "assistant_message",
       turnId: "t1",
       attemptId: "a1",
-      text: "kept",
-      toolCalls: [],
+      content: [{ type: "text", text: "kept" }],
       finishReason: "stop",
     });
     log.append({ type: "attempt_start", turnId: "t1", attemptId: "a2", step: 1 });
@@ -216,9 +215,11 @@ describe("recovery after a crash at a random point", () => {
     const withFailed: Impl = {
       ...real,
       project: (log) =>
-        Projection.fromPath(
-          log.path().filter((e) => !(e.type === "attempt_end" && e.status !== "completed")),
-        ).messages,
+        toChatMessages(
+          Projection.fromPath(
+            log.path().filter((e) => !(e.type === "attempt_end" && e.status !== "completed")),
+          ).messages,
+        ),
     };
     const out = await fc.check(crashProperty(withFailed), { numRuns: 300 });
     expect(out.failed).toBe(true);

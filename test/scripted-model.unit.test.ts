@@ -1,15 +1,11 @@
 import { describe, expect, it } from "vitest";
 import type { Clock } from "../contracts/clock.ts";
-import {
-  type ChatMessage,
-  ModelError,
-  type ModelEvent,
-  type ModelRequest,
-} from "../contracts/model.ts";
+import { type Message, userText } from "../contracts/messages.ts";
+import { ModelError, type ModelEvent, type ModelRequest } from "../contracts/model.ts";
 import { type Script, scriptedModel } from "../providers/scripted-model.ts";
 
 const request = (over: Partial<ModelRequest> = {}): ModelRequest => ({
-  messages: [{ role: "user", content: "hi" }],
+  messages: [userText("hi")],
   tools: [],
   signal: new AbortController().signal,
   attemptId: "att_1",
@@ -217,27 +213,28 @@ describe("scripted model", () => {
   });
 
   it("records every request with a shallow copy of its messages and its attemptId; reset starts over", async () => {
-    const messages: ChatMessage[] = [{ role: "user", content: "a" }];
+    const messages: Message[] = [userText("a")];
     const model = scriptedModel([{ text: "1" }, { text: "2" }]);
     await run(model, request({ messages, attemptId: "a1" }));
-    messages.push({ role: "user", content: "b" });
+    messages.push(userText("b"));
     await run(model, request({ messages, attemptId: "a2" }));
     expect(model.requests.map((r) => [r.index, r.attemptId, r.messages.length])).toEqual([
       [0, "a1", 1],
       [1, "a2", 2],
     ]);
-    expect(model.requests[0].messages[0]).toBe(messages[0]);
+    expect(model.requests[0].history[0]).toBe(messages[0]);
+    expect(model.requests[0].messages[0]).toEqual({ role: "user", content: "a" });
     model.reset();
     expect(model.requests).toEqual([]);
     expect((await run(model)).events[0]).toEqual({ type: "text.delta", text: "1" });
   });
 
   it("deep-copies messages with record: deep and keeps none with record: none", async () => {
-    const messages: ChatMessage[] = [{ role: "user", content: "a" }];
+    const messages: Message[] = [userText("a")];
     const deep = scriptedModel([{ text: "1" }], { record: "deep" });
     await run(deep, request({ messages }));
-    expect(deep.requests[0].messages).toEqual(messages);
-    expect(deep.requests[0].messages[0]).not.toBe(messages[0]);
+    expect(deep.requests[0].history).toEqual(messages);
+    expect(deep.requests[0].history[0]).not.toBe(messages[0]);
     const none = scriptedModel([{ text: "1" }], { record: "none" });
     await run(none);
     expect(none.requests).toEqual([]);

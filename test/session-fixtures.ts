@@ -4,8 +4,9 @@
  */
 
 import { seededIds } from "../actors/ids.ts";
+import type { ChatToolCall } from "../contracts/chat.ts";
 import type { Clock } from "../contracts/clock.ts";
-import type { ChatToolCall } from "../contracts/model.ts";
+import type { AssistantPart, ToolCallPart } from "../contracts/messages.ts";
 import type { EntryInput } from "../session/entries.ts";
 import { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";
@@ -25,8 +26,18 @@ export function openLog(
   return SessionLog.open({ sessionId, store, clock: countingClock(), ids: seededIds(seed) });
 }
 
-export function call(id: string, name = "tool", args = "{}"): ChatToolCall {
+export function call(id: string, name = "tool", args = "{}"): ToolCallPart {
+  return { type: "tool-call", id, name, arguments: args };
+}
+
+/** The OpenAI Chat shape of {@link call} (what `messages()` shows). */
+export function chatCall(id: string, name = "tool", args = "{}"): ChatToolCall {
   return { id, type: "function", function: { name, arguments: args } };
+}
+
+/** An assistant message's neutral parts: the text (when not empty), then the calls. */
+export function parts(text: string, calls: readonly ToolCallPart[] = []): AssistantPart[] {
+  return text === "" ? [...calls] : [{ type: "text", text }, ...calls];
 }
 
 export const user = (text: string): EntryInput => ({ type: "user_message", text });
@@ -34,15 +45,14 @@ export const user = (text: string): EntryInput => ({ type: "user_message", text 
 export function assistant(
   attemptId: string,
   text: string,
-  calls: ChatToolCall[] = [],
+  calls: ToolCallPart[] = [],
   turnId = "t1",
 ): EntryInput {
   return {
     type: "assistant_message",
     turnId,
     attemptId,
-    text,
-    toolCalls: calls,
+    content: parts(text, calls),
     finishReason: calls.length ? "tool_calls" : "stop",
   };
 }
@@ -67,7 +77,7 @@ export function step(
   log: SessionLog,
   attemptId: string,
   text: string,
-  calls: ChatToolCall[] = [],
+  calls: ToolCallPart[] = [],
   turnId = "t1",
 ) {
   log.append({ type: "attempt_start", turnId, attemptId, step: 0 });

@@ -141,20 +141,35 @@ describe("SessionLog", () => {
     await expect(b.flush()).rejects.toMatchObject({ name: "StoreError", code: "SEQ_CONFLICT" });
   });
 
-  it("messages() is a live cached array: appends and text edits update it in place, an omission rebuilds it", async () => {
+  it("history() is a live cached array: appends and text edits update it in place, an omission rebuilds it", async () => {
     const log = await openLog();
-    const m = log.messages();
+    const m = log.history();
     const x = log.append(user("x"));
     log.append(user("z"));
-    expect(log.messages()).toBe(m);
+    expect(log.history()).toBe(m);
     expect(m.length).toBe(2);
     log.append({ type: "context_edit", targetId: x.id, replacement: "y" });
-    expect(log.messages()).toBe(m);
-    expect(m[0]).toEqual({ role: "user", content: "y" });
+    expect(log.history()).toBe(m);
+    expect(m[0]).toEqual({ role: "user", content: [{ type: "text", text: "y" }] });
     expect(Object.isFrozen(m[0])).toBe(true);
     log.append({ type: "context_edit", targetId: x.id, replacement: null });
-    expect(log.messages()).not.toBe(m);
+    expect(log.history()).not.toBe(m);
     expect(log.messages()).toEqual([{ role: "user", content: "z" }]);
+  });
+
+  it("messages() renders each neutral message to the Chat shape once: the same object until it changes", async () => {
+    const log = await openLog();
+    const x = log.append(user("x"));
+    log.append(user("z"));
+    const first = log.messages();
+    expect(first).toEqual([
+      { role: "user", content: "x" },
+      { role: "user", content: "z" },
+    ]);
+    log.append({ type: "context_edit", targetId: x.id, replacement: "y" });
+    const second = log.messages();
+    expect(second[0]).toEqual({ role: "user", content: "y" });
+    expect(second[1]).toBe(first[1]);
   });
 
   it("settings are the last settings entry on the path, and survive reopening", async () => {

@@ -4,7 +4,8 @@
  * projection (DESIGN §5) to compare the incremental one against.
  */
 import fc from "fast-check";
-import type { ChatMessage } from "../contracts/model.ts";
+import type { ChatMessage } from "../contracts/chat.ts";
+import { textOf, toolCallsOf } from "../contracts/messages.ts";
 import { cancelledBeforeStart } from "../machines/tool-call.machine.ts";
 import { fork, rollback } from "../session/branches.ts";
 import type { EntryOf, LogEntry } from "../session/entries.ts";
@@ -16,7 +17,7 @@ import {
   toolResultText,
   turnAbortedText,
 } from "../session/projection.ts";
-import { call } from "./session-fixtures.ts";
+import { call, parts } from "./session-fixtures.ts";
 
 export type ResultPlan = "ok" | "missing" | "dup" | "notexec" | "nostart" | "late";
 export type Op =
@@ -149,14 +150,16 @@ export function playOps(log: SessionLog, ops: readonly Op[], after?: () => void)
           type: "assistant_message",
           turnId,
           attemptId,
-          text: `ANSWER ${attemptId}.`,
-          toolCalls: calls.map((c) => c.call),
+          content: parts(
+            `ANSWER ${attemptId}.`,
+            calls.map((c) => c.call),
+          ),
           finishReason: calls.length ? "tool_calls" : "stop",
         });
         log.append({ type: "attempt_end", attemptId, status: "completed" });
         for (const c of calls) {
           const callId = c.call.id;
-          const name = c.call.function.name;
+          const name = c.call.name;
           const res = {
             type: "call_result" as const,
             callId,
@@ -201,8 +204,7 @@ export function playOps(log: SessionLog, ops: readonly Op[], after?: () => void)
             type: "assistant_message",
             turnId,
             attemptId,
-            text,
-            toolCalls: [],
+            content: parts(text),
             finishReason: "stop",
           });
         }
@@ -305,17 +307,22 @@ export function referenceProject(path: readonly LogEntry[]): ChatMessage[] {
     }
     if (e.type !== "assistant_message" || failed.has(e.attemptId) || edits.get(e.id) === null)
       return;
-    const content = text(e, e.text)!;
-    if (e.toolCalls.length === 0) {
+    const content = text(e, textOf(e.content))!;
+    const toolCalls = toolCallsOf(e.content);
+    if (toolCalls.length === 0) {
       out.push({ role: "assistant", content });
       return;
     }
     out.push({
       role: "assistant",
       content: content === "" ? null : content,
-      tool_calls: e.toolCalls,
+      tool_calls: toolCalls.map((c) => ({
+        id: c.id,
+        type: "function",
+        function: { name: c.name, arguments: c.arguments },
+      })),
     });
-    for (const tc of e.toolCalls) {
+    for (const tc of toolCalls) {
       const r = body.slice(i + 1).find((x) => x.type === "call_result" && x.callId === tc.id);
       let content = NO_RESULT_TEXT;
       if (r && r.type === "call_result") {

@@ -3,7 +3,8 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
 import { seededIds } from "../actors/ids.ts";
-import type { ChatMessage, Model } from "../contracts/model.ts";
+import type { ChatMessage } from "../contracts/chat.ts";
+import type { Model } from "../contracts/model.ts";
 import type { turnMachine } from "../machines/turn.machine.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
@@ -22,7 +23,8 @@ function steerBetweenCallAndResult(
 ): string | undefined {
   const open = new Set<string>();
   for (const e of entries) {
-    if (e.type === "assistant_message") for (const c of e.toolCalls) open.add(c.id);
+    if (e.type === "assistant_message")
+      for (const c of e.content) if (c.type === "tool-call") open.add(c.id);
     if (e.type === "call_result") open.delete(e.callId);
     if (e.type === "user_message" && open.size > 0) {
       return `"${e.text}" was written while ${[...open].join(", ")} had no result`;

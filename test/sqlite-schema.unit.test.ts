@@ -65,19 +65,19 @@ const columns = (path: string) => {
 };
 
 describe("sqlite store schema", () => {
-  it("a new file is version 2: sessions keep only when they began", async () => {
+  it("a new file is version 3: sessions keep only when they began", async () => {
     const path = file();
     const store = sqliteStore(path);
     await store.append("s", [entry(1, 10), entry(2, 20)]);
     await store.close();
-    expect(columns(path)).toEqual({ version: 2, sessions: ["session_id", "created_at"] });
+    expect(columns(path)).toEqual({ version: 3, sessions: ["session_id", "created_at"] });
   });
 
   it("reads a version 1 file's sessions whole, migrates it, and goes on appending after its last seq", async () => {
     const path = file();
     writeVersion1(path);
     const store = sqliteStore(path);
-    expect(columns(path)).toEqual({ version: 2, sessions: ["session_id", "created_at"] });
+    expect(columns(path)).toEqual({ version: 3, sessions: ["session_id", "created_at"] });
     expect(await store.list()).toEqual([
       { sessionId: "old", entries: 3, createdAt: 100, updatedAt: 300 },
     ]);
@@ -126,7 +126,7 @@ describe("sqlite store schema", () => {
     }
     expect(error).toBeInstanceOf(StoreError);
     expect(String((error as Error).message)).toMatch(
-      /tables in this file are schema version 7, newer than this Keel's 2; open it with a newer Keel/,
+      /tables in this file are schema version 7, newer than this Keel's 3; open it with a newer Keel/,
     );
     expect(columns(path)).toEqual({ version: 7, sessions: [] });
     const db2 = new Database(path, { readonly: true });
@@ -146,7 +146,7 @@ describe("sqlite store schema", () => {
     const db = new Database(path, { readonly: true });
     expect(db.pragma("user_version", { simple: true })).toBe(3);
     db.close();
-    expect(columns(path).version).toBe(2);
+    expect(columns(path).version).toBe(3);
   });
 
   it("opens a current file while another process holds a write transaction (no write lock to open)", async () => {
@@ -200,7 +200,7 @@ describe("sqlite store schema", () => {
     db.exec("CREATE VIEW recent AS SELECT session_id, updated_at FROM sessions");
     db.close();
     expect(() => sqliteStore(path)).toThrow(
-      /cannot migrate Keel's tables to schema version 2: dropping sessions\.updated_at failed .*a view, trigger or index of yours/,
+      /cannot migrate Keel's tables to schema version 3: dropping sessions\.updated_at failed .*a view, trigger or index of yours/,
     );
     // Nothing was changed: the migration is one transaction.
     expect(columns(path).sessions).toEqual([

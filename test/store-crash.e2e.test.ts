@@ -29,8 +29,8 @@ const log = await SessionLog.open({ sessionId: "s", store: sqliteStore(path), cl
 if (mode === "tool") {
   log.append({ type: "turn_start", turnId: "t1" });
   log.append({ type: "attempt_start", turnId: "t1", attemptId: "a1", step: 0 });
-  log.append({ type: "assistant_message", turnId: "t1", attemptId: "a1", text: "", finishReason: "tool_calls",
-    toolCalls: [{ id: "c1", type: "function", function: { name: "deploy", arguments: "{}" } }] });
+  log.append({ type: "assistant_message", turnId: "t1", attemptId: "a1", finishReason: "tool_calls",
+    content: [{ type: "tool-call", id: "c1", name: "deploy", arguments: "{}" }] });
   log.append({ type: "attempt_end", attemptId: "a1", status: "completed" });
   log.append({ type: "call_started", callId: "c1", name: "deploy", args: {}, idempotencyKey: "k1", idempotent: false });
   await log.flush();

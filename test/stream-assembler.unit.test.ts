@@ -1,8 +1,9 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { seededIds } from "../actors/ids.ts";
+import { toChatMessage } from "../contracts/chat.ts";
 import type { ModelEvent } from "../contracts/model.ts";
-import { createAssembler, toChatMessage } from "../providers/stream-assembler.ts";
+import { createAssembler, toAssistantParts } from "../providers/stream-assembler.ts";
 
 function assemble(
   events: ModelEvent[],
@@ -292,16 +293,65 @@ describe("stream assembler", () => {
     expect(last).toEqual(JSON.parse(text));
   });
 
-  it("converts to a Chat Completions assistant message", () => {
+  it("converts to neutral parts and from them to a Chat Completions assistant message", () => {
     const m = assemble([{ type: "call.start", index: 0, id: "c1", name: "f" }, delta(0, "{}")]);
-    expect(toChatMessage(m)).toEqual({
+    const content = toAssistantParts(m);
+    expect(content).toEqual([{ type: "tool-call", id: "c1", name: "f", arguments: "{}" }]);
+    expect(toChatMessage({ role: "assistant", content })).toEqual({
       role: "assistant",
       content: null,
       tool_calls: [{ id: "c1", type: "function", function: { name: "f", arguments: "{}" } }],
     });
-    expect(toChatMessage({ text: "hi", toolCalls: [] })).toEqual({
-      role: "assistant",
-      content: "hi",
-    });
+    expect(
+      toChatMessage({
+        role: "assistant",
+        content: toAssistantParts({ text: "hi", toolCalls: [] }),
+      }),
+    ).toEqual({ role: "assistant", content: "hi" });
+  });
+
+  it("keeps reasoning blocks in first-seen order with their metadata merged per provider, before the text and calls", () => {
+    const m = assemble([
+      {
+        type: "reasoning.delta",
+        key: "r0",
+        text: "",
+        providerMetadata: { openai: { itemId: "rs_1" } },
+      },
+      { type: "reasoning.delta", key: "r0", text: "think " },
+      { type: "reasoning.delta", key: "r1", text: "more" },
+      { type: "reasoning.delta", key: "r0", text: "hard" },
+      {
+        type: "reasoning.end",
+        key: "r0",
+        providerMetadata: { openai: { reasoningEncryptedContent: "gAAA==" } },
+      },
+      { type: "text.delta", text: "ok", providerMetadata: { google: { thoughtSignature: "sig" } } },
+      {
+        type: "call.start",
+        index: 0,
+        id: "c1",
+        name: "f",
+        providerMetadata: { google: { thoughtSignature: "s2" } },
+      },
+      delta(0, "{}"),
+      { type: "call.end", index: 0, providerMetadata: { openai: { itemId: "fc_1" } } },
+    ]);
+    expect(toAssistantParts(m)).toEqual([
+      {
+        type: "reasoning",
+        text: "think hard",
+        providerMetadata: { openai: { itemId: "rs_1", reasoningEncryptedContent: "gAAA==" } },
+      },
+      { type: "reasoning", text: "more" },
+      { type: "text", text: "ok", providerMetadata: { google: { thoughtSignature: "sig" } } },
+      {
+        type: "tool-call",
+        id: "c1",
+        name: "f",
+        arguments: "{}",
+        providerMetadata: { google: { thoughtSignature: "s2" }, openai: { itemId: "fc_1" } },
+      },
+    ]);
   });
 });

@@ -46,6 +46,27 @@ describe("turn end to end with the scripted model", () => {
     expect(model.requests[1].messages.at(-1)).toMatchObject({ role: "tool", content: "echo: hi" });
   });
 
+  it("sums cached and reasoning tokens into the result when a response reports them", async () => {
+    const model = scriptedModel([
+      {
+        toolCalls: [{ id: "c1", name: "echo", arguments: '{"text":"hi"}' }],
+        usage: { inputTokens: 20, outputTokens: 7, reasoningTokens: 5 },
+      },
+      {
+        text: "done",
+        usage: { inputTokens: 35, outputTokens: 2, cachedInputTokens: 16, reasoningTokens: 1 },
+      },
+    ]);
+    const agent = createAgent({ model, tools: [echo] });
+    const out = await agent.session("s-usage").prompt("say hi");
+    expect(out.usage).toEqual({
+      inputTokens: 55,
+      outputTokens: 9,
+      cachedInputTokens: 16,
+      reasoningTokens: 6,
+    });
+  });
+
   it("call ids that name Object.prototype members (__proto__, constructor, toString) run and settle like any other", async () => {
     const ids = ["__proto__", "constructor", "toString"];
     const model = scriptedModel([

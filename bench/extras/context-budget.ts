@@ -12,7 +12,7 @@
 const dist = process.env.KEEL_DIST ?? new URL("../../dist/index.js", import.meta.url).href;
 const keel = (await import(dist)) as typeof import("../../index.ts");
 const { ContextBudget, SessionLog, memoryStore, systemClock, createIds, estimateTextTokens } = keel;
-type Msg = import("../../index.ts").ChatMessage;
+type Msg = import("../../index.ts").Message;
 
 const tools = [
   {
@@ -41,13 +41,8 @@ function step(log: import("../../index.ts").SessionLog, i: number) {
     type: "assistant_message",
     turnId: "t",
     attemptId: `a${i}`,
-    text: "",
-    toolCalls: [
-      {
-        id: `c${i}`,
-        type: "function",
-        function: { name: "read_file", arguments: `{"path":"f${i}.ts"}` },
-      },
+    content: [
+      { type: "tool-call", id: `c${i}`, name: "read_file", arguments: `{"path":"f${i}.ts"}` },
     ],
     finishReason: "tool_calls",
   });
@@ -84,7 +79,7 @@ async function recount(n: number, k: number, count: (t: string) => number): Prom
   for (let i = 0; i < k; i++) {
     step(log, n + i);
     const t0 = performance.now();
-    const messages: readonly Msg[] = log.messages();
+    const messages: readonly Msg[] = log.history();
     sink += keel.requestTokens({ instructions, messages, tools }, count);
     spent += performance.now() - t0;
   }

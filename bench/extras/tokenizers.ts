@@ -9,13 +9,13 @@
  */
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import type { ChatMessage } from "../../contracts/model.ts";
+import { type Message, userText } from "../../contracts/messages.ts";
 import { estimateTextTokens, messageTokens } from "../../contracts/tokens.ts";
 
 const root = new URL("../../", import.meta.url);
 const require = createRequire(new URL("../package.json", import.meta.url));
 
-function transcript(): ChatMessage[] {
+function transcript(): Message[] {
   const files = [
     "README.md",
     "machines/turn.machine.ts",
@@ -24,35 +24,49 @@ function transcript(): ChatMessage[] {
     "test/turn.e2e.test.ts",
     "package.json",
   ];
-  const messages: ChatMessage[] = [
-    {
-      role: "user",
-      content: "Explain how a turn ends when the user interrupts it, with file references.",
-    },
+  const messages: Message[] = [
+    userText("Explain how a turn ends when the user interrupts it, with file references."),
   ];
   files.forEach((path, i) => {
     messages.push({
       role: "assistant",
-      content:
-        i === 0 ? "I'll start from the README, then read the turn chart and its runner." : null,
-      tool_calls: [
+      content: [
+        ...(i === 0
+          ? [
+              {
+                type: "text" as const,
+                text: "I'll start from the README, then read the turn chart and its runner.",
+              },
+            ]
+          : []),
         {
+          type: "tool-call",
           id: `call_${i}`,
-          type: "function",
-          function: { name: "read_file", arguments: JSON.stringify({ path }) },
+          name: "read_file",
+          arguments: JSON.stringify({ path }),
         },
       ],
     });
     messages.push({
       role: "tool",
-      tool_call_id: `call_${i}`,
-      content: readFileSync(new URL(path, root), "utf8"),
+      content: [
+        {
+          type: "tool-result",
+          callId: `call_${i}`,
+          name: "read_file",
+          content: readFileSync(new URL(path, root), "utf8"),
+        },
+      ],
     });
   });
   messages.push({
     role: "assistant",
-    content:
-      "An interrupt reaches the turn chart as `turn.interrupt`. In `sampling` it aborts the attempt and waits in `stopping`; in `executing` it cancels the batch and waits for `batch.done`; elsewhere it goes straight to `finalizing`, which settles leftover calls, writes `turn_aborted` and `turn_end`, and flushes the log.",
+    content: [
+      {
+        type: "text",
+        text: "An interrupt reaches the turn chart as `turn.interrupt`. In `sampling` it aborts the attempt and waits in `stopping`; in `executing` it cancels the batch and waits for `batch.done`; elsewhere it goes straight to `finalizing`, which settles leftover calls, writes `turn_aborted` and `turn_end`, and flushes the log.",
+      },
+    ],
   });
   return messages;
 }
@@ -64,12 +78,19 @@ const time = (f: () => void, rounds: number) => {
 };
 
 const messages = transcript();
-const texts = messages.flatMap((m) => [
-  m.content ?? "",
-  ...(m.role === "assistant"
-    ? (m.tool_calls ?? []).flatMap((c) => [c.function.name, c.function.arguments])
-    : []),
-]);
+const texts = messages.flatMap((m) =>
+  m.role === "system"
+    ? [m.content]
+    : m.content.flatMap((p) =>
+        p.type === "text"
+          ? [p.text]
+          : p.type === "tool-call"
+            ? [p.name, p.arguments]
+            : p.type === "tool-result"
+              ? [p.content]
+              : [],
+      ),
+);
 
 let t0 = performance.now();
 const gpt = require("gpt-tokenizer/cjs/encoding/o200k_base") as {
@@ -107,9 +128,9 @@ for (const m of messages) {
   const kind =
     m.role !== "tool"
       ? `${m.role} messages`
-      : m.tool_call_id === "call_0"
+      : m.content[0].callId === "call_0"
         ? "prose (README.md)"
-        : m.tool_call_id === "call_5"
+        : m.content[0].callId === "call_5"
           ? "JSON (package.json)"
           : "TypeScript (4 files)";
   kinds[kind] ??= { est: 0, real: 0 };

@@ -4,7 +4,8 @@
  * delta, end; then finish), the loop assembles the calls, parses the arguments, runs the tool
  * calls of a step with `Promise.all` and appends the results to the message list.
  */
-import type { ChatMessage, ChatToolCall, ModelEvent } from "../../contracts/model.ts";
+import type { ChatMessage, ChatToolCall } from "../../contracts/chat.ts";
+import type { ModelEvent } from "../../contracts/model.ts";
 import { runStepChild, type StepHarness } from "../lib/measure.ts";
 import { callId, workload } from "../lib/workload.ts";
 

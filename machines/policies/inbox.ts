@@ -1,3 +1,4 @@
+import type { UserPart } from "../../contracts/messages.ts";
 import type { InboxLane, InboxSource } from "../../contracts/status.ts";
 
 /**
@@ -9,7 +10,10 @@ export interface InboxEvent {
   id: string;
   source: InboxSource;
   lane: InboxLane;
+  /** The text (the text parts joined). */
   body: string;
+  /** With an image: every part of the input, in order. */
+  parts?: readonly UserPart[];
   seq: number;
 }
 

@@ -2,7 +2,9 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo, Socket } from "node:net";
 
 /**
- * A loopback OpenAI-compatible Chat Completions server for tests over real HTTP: each request
+ * A loopback HTTP server for tests over real HTTP (OpenAI-compatible Chat Completions by its
+ * reply builders below; the other wire formats build their replies in anthropic-wire.ts,
+ * responses-wire.ts and gemini-wire.ts): each request
  * takes the next scripted reply (a list of steps), and every request is recorded with its
  * parsed body. `close()` destroys open sockets, so a test never hangs on a stalled reply.
  */
@@ -11,8 +13,8 @@ import type { AddressInfo, Socket } from "node:net";
 export type FakeStep =
   /** Status line and headers (written implicitly, as 200 text/event-stream, before the first `sse`). */
   | { type: "head"; status?: number; headers?: Record<string, string> }
-  /** One SSE event: `data: <json or string>\n\n`. */
-  | { type: "sse"; data: unknown }
+  /** One SSE event: `data: <json or string>\n\n`, after an `event: <name>` line when named. */
+  | { type: "sse"; data: unknown; event?: string }
   /** Bytes as they are (a half chunk, a comment, `data: [DONE]`). */
   | { type: "raw"; text: string }
   /** A complete JSON response (errors). */
@@ -35,6 +37,10 @@ export interface RecordedRequest {
   headers: Record<string, string | string[] | undefined>;
   /** The parsed JSON body (or the raw text when it is not JSON). */
   body: RecordedBody;
+  /** When the server received it (epoch ms). */
+  at: number;
+  /** Set when the client closed the connection before the reply ended. */
+  aborted?: boolean;
 }
 
 /** The Chat Completions request fields tests look at; anything else stays reachable. */
@@ -87,12 +93,17 @@ export async function startFakeOpenAIServer(): Promise<FakeOpenAIServer> {
       body = JSON.parse(text);
     } catch {}
     const index = requests.length;
-    requests.push({
+    const record: RecordedRequest = {
       index,
       method: req.method ?? "",
       url: req.url ?? "",
       headers: req.headers,
       body,
+      at: Date.now(),
+    };
+    requests.push(record);
+    res.on("close", () => {
+      if (!res.writableFinished) record.aborted = true;
     });
     for (const w of waiters.splice(0)) {
       if (requests.length >= w.count) w.resolve();
@@ -134,7 +145,7 @@ export async function startFakeOpenAIServer(): Promise<FakeOpenAIServer> {
         case "sse":
           head();
           await write(
-            `data: ${typeof step.data === "string" ? step.data : JSON.stringify(step.data)}\n\n`,
+            `${step.event ? `event: ${step.event}\n` : ""}data: ${typeof step.data === "string" ? step.data : JSON.stringify(step.data)}\n\n`,
           );
           break;
         case "raw":

@@ -45,7 +45,7 @@ export async function compactAppendsUnvalidated(
     firstKeptId: plan.firstKeptId,
     attempts: outcome.attempts,
     tokensBefore: plan.tokensBefore,
-    tokensAfter: log.messages().reduce((t, m) => t + estimate(m), 0),
+    tokensAfter: log.history().reduce((t, m) => t + estimate(m), 0),
     summarized,
     omitted: plan.dropped - summarized,
     durable: true,

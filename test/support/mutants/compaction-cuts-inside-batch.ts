@@ -1,3 +1,4 @@
+import { toolCallsOf } from "../../../contracts/messages.ts";
 import { type CutRule, legalCutPoints } from "../../../session/compaction-cuts.ts";
 import type { LogEntry } from "../../../session/entries.ts";
 
@@ -13,7 +14,8 @@ export const cutsInsideBatch: CutRule = (path: readonly LogEntry[]) => {
   const batchOf = new Map<string, string>();
   const answered = new Set<string>();
   for (const e of path) {
-    if (e.type === "assistant_message") for (const c of e.toolCalls) batchOf.set(c.id, e.id);
+    if (e.type === "assistant_message")
+      for (const c of toolCallsOf(e.content)) batchOf.set(c.id, e.id);
     if (e.type === "call_result") {
       const batch = batchOf.get(e.callId);
       if (batch && answered.has(batch)) legal.add(e.id);

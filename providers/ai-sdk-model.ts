@@ -1,0 +1,548 @@
+import {
+  APICallError,
+  type LanguageModelV3,
+  type LanguageModelV3CallOptions,
+  type LanguageModelV3FunctionTool,
+  type LanguageModelV3Message,
+  type LanguageModelV3Prompt,
+  type LanguageModelV3StreamPart,
+  type LanguageModelV3ToolResultPart,
+  type LanguageModelV3Usage,
+  type SharedV3ProviderOptions,
+} from "@ai-sdk/provider";
+import type { Clock } from "../contracts/clock.ts";
+import { systemClock } from "../contracts/clock.ts";
+import type { Message, ProviderMetadata, Usage } from "../contracts/messages.ts";
+import type {
+  FinishReason,
+  Model,
+  ModelErrorKind,
+  ModelEvent,
+  ModelRequest,
+  ModelToolSpec,
+} from "../contracts/model.ts";
+import { ModelError } from "../contracts/model.ts";
+import { estimateTextTokens, type TextCounter } from "../contracts/tokens.ts";
+
+/** `aiSdkModel` options: the window, the output reserve, a token counter, provider options. */
+export interface AiSdkModelOptions {
+  /** `Model.name` (the shared retry budget's provider key). Default `<provider>:<modelId>`. */
+  name?: string;
+  /**
+   * Tokens the model accepts in one request (`Model.contextWindow`, for the context budget and
+   * automatic compaction). Must be a positive integer. Absent: unknown; the session then
+   * measures its context but never compacts by itself.
+   */
+  contextWindow?: number;
+  /**
+   * Counts the tokens of a text (`Model.countTokens`, for the context budget). Default: the
+   * chars-based estimate (`estimateTextTokens`, ⌈chars / 4⌉), which provider usage replaces
+   * after every response.
+   * Contract: pure, deterministic, synchronous, returns an integer ≥ 0.
+   */
+  countTokens?: TextCounter;
+  /**
+   * Sent with every request as the V3 `providerOptions`, e.g. Anthropic's thinking
+   * (`{ anthropic: { thinking: { type: "enabled", budgetTokens: 2048 } } }`) or, for the OpenAI
+   * Responses API to get its reasoning back byte for byte, `{ openai: { store: false, include:
+   * ["reasoning.encrypted_content"] } }`.
+   */
+  providerOptions?: SharedV3ProviderOptions;
+  /**
+   * The most tokens an answer may take: sent with every request (V3 `maxOutputTokens`) and
+   * kept free by the context budget (`Model.maxOutputTokens`). Absent: the provider package's
+   * default is sent, and the budget reserves min(4 096, a quarter of `contextWindow`).
+   * Must be a positive integer below `contextWindow`.
+   */
+  maxOutputTokens?: number;
+  temperature?: number;
+  /** Extra HTTP headers of every request. */
+  headers?: Record<string, string>;
+  /** Whether the model takes images (`Model.input.images`). Default true. */
+  images?: boolean;
+  /** Max ms from the request to the first stream part. Default 60 000; Infinity disables. */
+  firstChunkTimeoutMs?: number;
+  /** Max ms between two stream parts. Default 60 000; Infinity disables. */
+  idleTimeoutMs?: number;
+  /** Contract: monotonic ms; drives the two timeouts. Default: `systemClock`. */
+  clock?: Clock;
+}
+
+/**
+ * Any AI SDK `LanguageModelV3` (`@ai-sdk/anthropic`, `@ai-sdk/openai`, `@ai-sdk/google`, … of
+ * the 3.x line) as a Keel `Model`. Keel's loop and its one retry budget stay in charge: this
+ * calls `doStream` only, which makes exactly one HTTP request and never retries (`streamText`,
+ * which retries, is not used).
+ *
+ * Requests: the instructions become the V3 prompt's system message, then the neutral messages
+ * follow — text, images as file parts, reasoning with its provider metadata sent back as the
+ * part's `providerOptions` (Anthropic's signature, the Responses API's item id and encrypted
+ * content, Gemini's thought signatures), tool calls with their JSON input, consecutive tool
+ * results as one tool message (`error-text` for a failed call); tools as V3 function tools with
+ * their JSON schema. The context budget reads `contextWindow`, `maxOutputTokens` (the reserve)
+ * and `countTokens` (the chars estimate unless given).
+ *
+ * Stream: text/reasoning/tool-input parts become `text.delta`, `reasoning.delta`/`.end`,
+ * `call.start`/`.delta`/`.end` (indexed in first-seen order); `finish` becomes `usage` and
+ * `finish`. Failures are thrown as `ModelError`s the retry policy reads unchanged: an
+ * `APICallError` as `http` (status, lowercased headers, the parsed error as `body`, its
+ * `code`/`type`), `network` when it has no status (no connection), `stream_cut` when its status
+ * is 2xx (the body broke while the SDK read it); an `error` part inside the stream as `http`
+ * with the provider's code/type; a stream that ends without the provider's completion marker
+ * (no `finish`, or a finish with no raw reason the provider could only have guessed) or breaks
+ * mid-body as `stream_cut`; the two timeouts and the caller's abort as in `openaiModel`.
+ */
+export function aiSdkModel(languageModel: LanguageModelV3, options: AiSdkModelOptions = {}): Model {
+  if (
+    languageModel?.specificationVersion !== "v3" ||
+    typeof languageModel.doStream !== "function"
+  ) {
+    throw new TypeError(
+      `aiSdkModel: expected a LanguageModelV3 (specificationVersion "v3"), got ${String((languageModel as { specificationVersion?: unknown })?.specificationVersion)}; use the 3.x line of the @ai-sdk provider packages, e.g. anthropic("claude-sonnet-4-5") from @ai-sdk/anthropic@3`,
+    );
+  }
+  const { clock = systemClock } = options;
+  const firstChunkTimeoutMs = positive(
+    "firstChunkTimeoutMs",
+    options.firstChunkTimeoutMs ?? 60_000,
+  );
+  const idleTimeoutMs = positive("idleTimeoutMs", options.idleTimeoutMs ?? 60_000);
+  const cw = options.contextWindow;
+  const maxOut = options.maxOutputTokens;
+  for (const [name, v] of [
+    ["contextWindow", cw],
+    ["maxOutputTokens", maxOut],
+  ] as const) {
+    if (v !== undefined && !(Number.isInteger(v) && v > 0)) {
+      throw new RangeError(`aiSdkModel: ${name} must be a positive integer (tokens), got ${v}`);
+    }
+  }
+  if (cw !== undefined && maxOut !== undefined && maxOut >= cw) {
+    throw new RangeError(
+      `aiSdkModel: maxOutputTokens (${maxOut}) must be smaller than contextWindow (${cw})`,
+    );
+  }
+  const countTokens = options.countTokens ?? estimateTextTokens;
+  if (typeof countTokens !== "function") {
+    throw new TypeError(
+      `aiSdkModel: countTokens must be a function (text) => tokens, got ${typeof countTokens}`,
+    );
+  }
+  const reserve = maxOut ?? (cw === undefined ? undefined : Math.min(4096, Math.floor(cw / 4)));
+
+  async function* stream(request: ModelRequest): AsyncGenerator<ModelEvent> {
+    const { signal } = request;
+    const controller = new AbortController();
+    let timedOut: { kind: ModelErrorKind; ms: number } | undefined;
+    let timer: unknown;
+    const disarm = () => {
+      if (timer !== undefined) clock.clearTimeout(timer);
+      timer = undefined;
+    };
+    const arm = (kind: "first_chunk_timeout" | "idle_timeout", ms: number) => {
+      disarm();
+      if (ms === Number.POSITIVE_INFINITY) return;
+      timer = clock.setTimeout(() => {
+        timedOut = { kind, ms };
+        controller.abort(new Error(`${kind} after ${ms} ms`));
+      }, ms);
+    };
+    const onAbort = () => controller.abort(signal.reason);
+    const fail = (err: unknown, phase: "connect" | "body") =>
+      toModelError(err, phase, timedOut, signal.aborted ? signal.reason : undefined);
+
+    if (signal.aborted) throw fail(undefined, "connect");
+    signal.addEventListener("abort", onAbort, { once: true });
+    arm("first_chunk_timeout", firstChunkTimeoutMs);
+    let reader: ReadableStreamDefaultReader<LanguageModelV3StreamPart> | undefined;
+    let completed = false;
+    try {
+      const call: LanguageModelV3CallOptions = {
+        prompt: toV3Prompt(request.messages, request.instructions),
+        abortSignal: controller.signal,
+      };
+      if (request.tools.length > 0) call.tools = request.tools.map(toV3Tool);
+      if (options.providerOptions) call.providerOptions = options.providerOptions;
+      if (maxOut !== undefined) call.maxOutputTokens = maxOut;
+      if (options.temperature !== undefined) call.temperature = options.temperature;
+      if (options.headers) call.headers = options.headers;
+      try {
+        reader = (await languageModel.doStream(call)).stream.getReader();
+      } catch (err) {
+        throw fail(err, "connect");
+      }
+      const mapper = partMapper();
+      for (;;) {
+        if (signal.aborted || timedOut) throw fail(undefined, "body");
+        let next: ReadableStreamReadResult<LanguageModelV3StreamPart>;
+        try {
+          next = await reader.read();
+        } catch (err) {
+          throw fail(err, "body");
+        }
+        disarm();
+        if (signal.aborted || timedOut) throw fail(undefined, "body");
+        if (next.done) break;
+        yield* mapper.push(next.value);
+        if (mapper.finished) break;
+        arm("idle_timeout", idleTimeoutMs);
+      }
+      if (!mapper.finished) {
+        throw new ModelError(
+          "the stream ended before the provider's end-of-response marker (connection cut)",
+          { kind: "stream_cut" },
+        );
+      }
+      completed = true;
+      yield* mapper.end();
+    } finally {
+      disarm();
+      signal.removeEventListener("abort", onAbort);
+      if (!completed) controller.abort();
+      await reader?.cancel().catch(() => {});
+    }
+  }
+
+  return {
+    name: options.name ?? `${languageModel.provider}:${languageModel.modelId}`,
+    input: { images: options.images ?? true },
+    ...(cw === undefined ? {} : { contextWindow: cw }),
+    ...(reserve === undefined ? {} : { maxOutputTokens: reserve }),
+    countTokens,
+    stream,
+  };
+}
+
+function positive(name: string, value: number): number {
+  if (!(value > 0))
+    throw new RangeError(
+      `aiSdkModel: ${name} must be > 0 ms (or Infinity to disable), got ${value}`,
+    );
+  return value;
+}
+
+const options = (metadata: ProviderMetadata | undefined) =>
+  metadata === undefined ? {} : { providerOptions: metadata as SharedV3ProviderOptions };
+
+/**
+ * Keel's neutral messages as a V3 prompt, led by `instructions` as its system message when
+ * given (the stable head: each provider package puts it where its API wants it, e.g.
+ * Anthropic's `system`, Gemini's `systemInstruction`). Consecutive tool messages become one
+ * (Anthropic wants every result of a batch in one user turn).
+ * This is a pure function.
+ */
+export function toV3Prompt(
+  messages: readonly Message[],
+  instructions?: string,
+): LanguageModelV3Prompt {
+  const prompt: LanguageModelV3Message[] = [];
+  if (instructions) prompt.push({ role: "system", content: instructions });
+  for (const m of messages) {
+    switch (m.role) {
+      case "system":
+        prompt.push({ role: "system", content: m.content });
+        break;
+      case "user":
+        prompt.push({
+          role: "user",
+          content: m.content.map((p) => {
+            if (p.type === "text") return { type: "text", text: p.text };
+            if ("url" in p) {
+              return p.url.startsWith("data:")
+                ? { type: "file", data: p.url, mediaType: p.mediaType ?? dataUrlType(p.url) }
+                : { type: "file", data: new URL(p.url), mediaType: p.mediaType ?? "image/*" };
+            }
+            return { type: "file", data: p.base64, mediaType: p.mediaType };
+          }),
+        });
+        break;
+      case "assistant":
+        prompt.push({
+          role: "assistant",
+          content: m.content.map((p) => {
+            switch (p.type) {
+              case "text":
+                return { type: "text", text: p.text, ...options(p.providerMetadata) };
+              case "reasoning":
+                return { type: "reasoning", text: p.text, ...options(p.providerMetadata) };
+              default:
+                return {
+                  type: "tool-call",
+                  toolCallId: p.id,
+                  toolName: p.name,
+                  input: parseInput(p.arguments),
+                  ...options(p.providerMetadata),
+                };
+            }
+          }),
+        });
+        break;
+      case "tool": {
+        const r = m.content[0];
+        const part: LanguageModelV3ToolResultPart = {
+          type: "tool-result",
+          toolCallId: r.callId,
+          toolName: r.name,
+          output: r.isError
+            ? { type: "error-text", value: r.content }
+            : { type: "text", value: r.content },
+        };
+        const last = prompt.at(-1);
+        if (last?.role === "tool") last.content.push(part);
+        else prompt.push({ role: "tool", content: [part] });
+        break;
+      }
+    }
+  }
+  return prompt;
+}
+
+/** A call's raw argument text as the JSON object providers require (`{}` when it is not one). */
+function parseInput(text: string): unknown {
+  try {
+    const value: unknown = JSON.parse(text === "" ? "{}" : text);
+    return typeof value === "object" && value !== null && !Array.isArray(value) ? value : {};
+  } catch {
+    return {};
+  }
+}
+
+function dataUrlType(url: string): string {
+  return /^data:([^;,]+)/.exec(url)?.[1] ?? "image/*";
+}
+
+function toV3Tool(spec: ModelToolSpec): LanguageModelV3FunctionTool {
+  return {
+    type: "function",
+    name: spec.function.name,
+    description: spec.function.description,
+    inputSchema: spec.function.parameters as LanguageModelV3FunctionTool["inputSchema"],
+  };
+}
+
+const FINISH: Readonly<Record<string, FinishReason>> = {
+  stop: "stop",
+  length: "length",
+  "content-filter": "content_filter",
+  "tool-calls": "tool_calls",
+  other: "stop",
+};
+
+/** V3 stream parts → Keel model events; holds the finish until the stream ends. */
+function partMapper() {
+  const index = new Map<string, number>();
+  const streamed = new Map<number, boolean>();
+  let finish: { reason: FinishReason; usage: Usage } | undefined;
+
+  const indexOf = (id: string) => {
+    let i = index.get(id);
+    if (i === undefined) {
+      i = index.size;
+      index.set(id, i);
+    }
+    return i;
+  };
+
+  return {
+    get finished() {
+      return finish !== undefined;
+    },
+    *push(part: LanguageModelV3StreamPart): Generator<ModelEvent> {
+      switch (part.type) {
+        case "text-start":
+        case "text-end":
+          if (part.providerMetadata)
+            yield { type: "text.delta", text: "", providerMetadata: part.providerMetadata };
+          return;
+        case "text-delta":
+          yield part.providerMetadata
+            ? { type: "text.delta", text: part.delta, providerMetadata: part.providerMetadata }
+            : { type: "text.delta", text: part.delta };
+          return;
+        case "reasoning-start":
+        case "reasoning-delta": {
+          const text = part.type === "reasoning-delta" ? part.delta : "";
+          yield part.providerMetadata
+            ? {
+                type: "reasoning.delta",
+                key: part.id,
+                text,
+                providerMetadata: part.providerMetadata,
+              }
+            : { type: "reasoning.delta", key: part.id, text };
+          return;
+        }
+        case "reasoning-end":
+          yield part.providerMetadata
+            ? { type: "reasoning.end", key: part.id, providerMetadata: part.providerMetadata }
+            : { type: "reasoning.end", key: part.id };
+          return;
+        case "tool-input-start": {
+          if (part.providerExecuted) return;
+          const i = indexOf(part.id);
+          yield part.providerMetadata
+            ? {
+                type: "call.start",
+                index: i,
+                id: part.id,
+                name: part.toolName,
+                providerMetadata: part.providerMetadata,
+              }
+            : { type: "call.start", index: i, id: part.id, name: part.toolName };
+          return;
+        }
+        case "tool-input-delta": {
+          const i = index.get(part.id);
+          if (i === undefined || part.delta === "") return;
+          streamed.set(i, true);
+          yield { type: "call.delta", index: i, argumentsDelta: part.delta };
+          return;
+        }
+        case "tool-call": {
+          if (part.providerExecuted) return;
+          const known = index.has(part.toolCallId);
+          const i = indexOf(part.toolCallId);
+          if (!known)
+            yield { type: "call.start", index: i, id: part.toolCallId, name: part.toolName };
+          // The final input is authoritative when no delta carried it (e.g. a call without arguments).
+          if (!streamed.get(i) && part.input !== "") {
+            streamed.set(i, true);
+            yield { type: "call.delta", index: i, argumentsDelta: part.input };
+          }
+          yield part.providerMetadata
+            ? { type: "call.end", index: i, providerMetadata: part.providerMetadata }
+            : { type: "call.end", index: i };
+          return;
+        }
+        case "finish": {
+          if (part.finishReason.unified === "error") {
+            throw new ModelError(
+              `the provider ended the response with an error (${part.finishReason.raw ?? "no reason"})`,
+              {
+                kind: "protocol",
+              },
+            );
+          }
+          // Every provider sets a raw reason (or a definite one) from its end-of-response
+          // marker; "other" with none is the default its parser flushes when the body just ended.
+          if (part.finishReason.unified === "other" && part.finishReason.raw === undefined) return;
+          let reason = FINISH[part.finishReason.unified] ?? "stop";
+          if (reason === "stop" && index.size > 0) reason = "tool_calls";
+          finish = { reason, usage: toUsage(part.usage) };
+          return;
+        }
+        case "error":
+          throw inStreamError(part.error);
+        default:
+          return; // stream-start, response-metadata, raw, file, source, provider-executed results
+      }
+    },
+    *end(): Generator<ModelEvent> {
+      if (!finish) return;
+      yield { type: "usage", usage: finish.usage };
+      yield { type: "finish", reason: finish.reason };
+    },
+  };
+}
+
+function toUsage(u: LanguageModelV3Usage): Usage {
+  const usage: Usage = {
+    inputTokens: u.inputTokens.total ?? 0,
+    outputTokens: u.outputTokens.total ?? 0,
+  };
+  if (u.inputTokens.cacheRead !== undefined) usage.cachedInputTokens = u.inputTokens.cacheRead;
+  if (u.outputTokens.reasoning !== undefined) usage.reasoningTokens = u.outputTokens.reasoning;
+  return usage;
+}
+
+/** An `error` stream part: the provider's error object (or an APICallError) as a ModelError. */
+function inStreamError(error: unknown): ModelError {
+  if (APICallError.isInstance(error)) return fromApiCallError(error);
+  if (error instanceof ModelError) return error;
+  const e = (typeof error === "object" && error !== null ? error : {}) as Record<string, unknown>;
+  const inner = (typeof e.error === "object" && e.error !== null ? e.error : e) as Record<
+    string,
+    unknown
+  >;
+  const str = (v: unknown) =>
+    typeof v === "string" ? v : typeof v === "number" ? String(v) : undefined;
+  const message =
+    str(inner.message) ?? (error instanceof Error ? error.message : JSON.stringify(error));
+  return new ModelError(`the provider sent an error inside the stream: ${message}`, {
+    kind: "http",
+    code: str(inner.code),
+    type: str(inner.type) ?? str(inner.status),
+    body: error,
+    cause: error,
+  });
+}
+
+/** An `APICallError` with its status, lowercased headers, parsed body and the provider's code/type. */
+function fromApiCallError(err: APICallError): ModelError {
+  if (err.statusCode === undefined || err.statusCode < 400) {
+    // No status: the connection failed. A 2xx: the response began and its body broke.
+    const cause = err.cause as { message?: string; cause?: { code?: string } } | undefined;
+    const detail = [cause?.message, cause?.cause?.code].filter(Boolean).join(": ");
+    return new ModelError(`${err.message}${detail ? ` (${detail})` : ""}`, {
+      kind: err.statusCode === undefined ? "network" : "stream_cut",
+      cause: err,
+    });
+  }
+  const headers: Record<string, string> = {};
+  for (const [k, v] of Object.entries(err.responseHeaders ?? {})) headers[k.toLowerCase()] = v;
+  let body: unknown = err.data;
+  if (body === undefined && err.responseBody !== undefined) {
+    try {
+      body = JSON.parse(err.responseBody);
+    } catch {
+      body = err.responseBody;
+    }
+  }
+  const b = (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
+  const inner = (typeof b.error === "object" && b.error !== null ? b.error : b) as Record<
+    string,
+    unknown
+  >;
+  const str = (v: unknown) => (typeof v === "string" ? v : undefined);
+  return new ModelError(err.message, {
+    kind: "http",
+    status: err.statusCode,
+    headers,
+    code: str(inner.code),
+    // Gemini puts its code name in `status` (e.g. "RESOURCE_EXHAUSTED").
+    type: str(inner.type) ?? str(inner.status),
+    body,
+    providerRetryable: err.isRetryable,
+    cause: err,
+  });
+}
+
+function toModelError(
+  err: unknown,
+  phase: "connect" | "body",
+  timedOut: { kind: ModelErrorKind; ms: number } | undefined,
+  abortReason: unknown,
+): ModelError {
+  if (timedOut) {
+    const what = timedOut.kind === "first_chunk_timeout" ? "no first chunk" : "no chunk";
+    return new ModelError(`${what} within ${timedOut.ms} ms; the request was aborted`, {
+      kind: timedOut.kind,
+      cause: err,
+    });
+  }
+  if (abortReason !== undefined)
+    return new ModelError("the request was aborted by the caller", {
+      kind: "aborted",
+      cause: abortReason,
+    });
+  if (err instanceof ModelError) return err;
+  if (APICallError.isInstance(err)) return fromApiCallError(err);
+  const message = err instanceof Error ? err.message : String(err);
+  const cause = (err as { cause?: { message?: string } } | undefined)?.cause?.message;
+  return new ModelError(
+    phase === "body"
+      ? `the stream was cut: ${message}${cause ? ` (${cause})` : ""}`
+      : `request failed: ${message}${cause ? ` (${cause})` : ""}`,
+    { kind: phase === "body" ? "stream_cut" : "network", cause: err },
+  );
+}
