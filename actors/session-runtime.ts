@@ -70,8 +70,11 @@ const notRun = (status: TurnStatus, reason: string): PromptResult => ({
   steps: 0,
 });
 
+/** Options of an input (`prompt`, `steer`, `followUp`). */
 export interface InboxOptions {
+  /** Deduplication key: an input whose id was already received is not added twice. */
   id?: string;
+  /** Who sent it (default `user`); content never changes permissions, whatever its source. */
   source?: InboxSource;
 }
 
@@ -164,6 +167,7 @@ export class Session {
   /** A handoff whose regression check has not run yet. */
   private pendingHandoff: HandoffRecord | undefined;
 
+  /** @internal Sessions are opened by `agent.session(id)`. */
   constructor(options: SessionOptions) {
     this.id = options.sessionId;
     this.options = options;
@@ -311,6 +315,7 @@ export class Session {
     return cleared;
   }
 
+  /** Calls `listener` with every event of this session; returns the unsubscribe function. */
   subscribe(listener: (event: AgentEvent) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
@@ -693,7 +698,7 @@ export class Session {
     );
   }
 
-  /** The log, for branches, export and recovery. */
+  /** @internal The log, for branches, export and recovery. */
   get sessionLog(): SessionLog {
     return this.openLog("sessionLog");
   }
@@ -725,7 +730,7 @@ export class Session {
     return this.coordinatorRef;
   }
 
-  /** The running turn, if any (inspection, tests). */
+  /** @internal The running turn, if any (inspection, tests). */
   get currentTurn(): TurnRun | undefined {
     return this.current;
   }

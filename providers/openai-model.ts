@@ -9,6 +9,7 @@ import { providerFetch } from "./openai-fetch.ts";
 import { chatRequestRenderer, REASONING_REPLAYS, type ReasoningReplay } from "./openai-request.ts";
 import { knownModelLimits, type ModelLimits, openaiTokenCounter } from "./openai-tokens.ts";
 
+/** `openaiModel` options: the model name and how to reach an OpenAI-compatible server. */
 export interface OpenAIModelOptions {
   model: string;
   /** Any OpenAI-compatible server, e.g. `http://127.0.0.1:8080/v1`. */

@@ -25,7 +25,9 @@ export const RULES = [
   // Consumers: the public API. The inspector may also read `contracts/` directly, because
   // index.ts re-exports the inspector (a value import of index.ts from here would be a cycle).
   { folder: "inspector/", keel: ["inspector/", "index.ts", "contracts/"], packages: null },
-  { folder: "cli/", keel: ["cli/", "index.ts", "package.json"], packages: null },
+  // The command also reads the control protocol's vocabulary (contracts/protocol.ts, ndjson.ts)
+  // where keel/client does, so that `keel`'s own entry need not export it.
+  { folder: "cli/", keel: ["cli/", "index.ts", "contracts/", "package.json"], packages: null },
   { folder: "client/", keel: ["client/", "contracts/"], packages: null },
 ];
 

@@ -58,7 +58,12 @@ export interface RunContext {
  * also run lazily). A key reused after that runs again.
  */
 export interface Ledger {
+  /** How long a finished key is remembered. */
   readonly retentionMs: number;
+  /**
+   * Runs `fn` once per (caller, key): a finished key returns its recorded result without
+   * running `fn`, the same key with a different payload is `PARAMETER_MISMATCH`.
+   */
   run<T>(
     caller: string,
     key: string,
@@ -83,6 +88,7 @@ export interface LedgerBackend {
   readonly supportsAtomic: boolean;
 }
 
+/** `memoryLedger` / `sqliteLedger` options. */
 export interface LedgerOptions {
   /** Contract: `now()` in epoch-like ms, comparable across restarts (stamps rows). */
   clock: Clock;

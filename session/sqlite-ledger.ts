@@ -1,5 +1,6 @@
 import type Database from "better-sqlite3";
 import { createLedger, type Ledger, type LedgerOptions, type LedgerRecord } from "./ledger.ts";
+import { sqliteDatabase } from "./sqlite-handle.ts";
 import type { SqliteSessionStore } from "./sqlite-store.ts";
 
 const SCHEMA = `
@@ -35,7 +36,7 @@ interface Row {
  * store's durability level) before `run` proceeds. See {@link Ledger} for the full contract.
  */
 export function sqliteLedger(store: SqliteSessionStore, options: LedgerOptions): Ledger {
-  const db: Database.Database = store.db;
+  const db: Database.Database = sqliteDatabase(store);
   db.exec(SCHEMA);
   const read = db.prepare<[string, string], Row>(
     "SELECT * FROM ledger WHERE caller = ? AND key = ?",

@@ -1,9 +1,13 @@
 import type { LogEntry } from "./entries.ts";
 
+/** A stored session as `list()` gives it. */
 export interface SessionSummary {
   sessionId: string;
+  /** How many log entries it has. */
   entries: number;
+  /** When its first entry was written (ms). */
   createdAt: number;
+  /** When its last entry was written (ms). */
   updatedAt: number;
 }
 
@@ -20,6 +24,8 @@ export interface SessionStore {
   append(sessionId: string, entries: readonly LogEntry[]): Promise<void>;
   /** Contract: every entry of the session in `seq` order; [] for an unknown session. */
   load(sessionId: string): Promise<LogEntry[]>;
+  /** Every session it holds. */
   list(): Promise<SessionSummary[]>;
+  /** Releases the store; no call may follow. */
   close(): Promise<void>;
 }
