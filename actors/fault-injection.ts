@@ -15,6 +15,7 @@ import type { ToolContext } from "../tools/types.ts";
  * decides, never before `task` itself resolved.
  */
 export interface TaskScheduler {
+  /** Resolves with `task`'s value when the scheduler picks it (fast-check's `s.schedule`). */
   schedule<T>(task: Promise<T>, label?: string): Promise<T>;
 }
 
@@ -96,6 +97,7 @@ export type ToolFault =
   | { type: "hang" }
   | { type: "kill"; afterEffect?: boolean };
 
+/** How `faultyTool` misbehaves: which execution gets which fault. */
 export interface FaultyToolOptions<Args> {
   /** Per execution (0-based, counting every execution of this wrapper): the fault, if any. */
   faults: (args: Args, ctx: ToolContext, execution: number) => ToolFault | undefined;
@@ -132,8 +134,11 @@ export function faultyTool<Args = any>(
  * at the kill point. Reopen the session on `inner` to test crash recovery in one process.
  */
 export function killableStore(inner: SessionStore): {
+  /** The store to give the agent. */
   store: SessionStore;
+  /** Kills the "process": nothing written after this reaches `inner`. */
   kill: () => void;
+  /** Whether `kill()` was called. */
   readonly killed: boolean;
 } {
   let killed = false;

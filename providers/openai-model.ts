@@ -43,7 +43,7 @@ export interface OpenAIModelOptions {
   /**
    * Which assistant messages carry back the reasoning the stream sent in `reasoning_content` /
    * `reasoning` (DeepSeek, Kimi, Qwen thinking modes). Default `"tool-calls"`: those with tool
-   * calls, as those providers require; `"all"`; `"off"`. See {@link ReasoningReplay}.
+   * calls, as those providers require; `"all"`; `"off"`.
    */
   reasoningReplay?: ReasoningReplay;
 }
