@@ -12,6 +12,8 @@ export default defineConfig({
     testTimeout: 20_000,
     hookTimeout: 20_000,
     pool: "forks",
+    // Fails the run when a test wrote into the clone's .keel/ or root (test/support/clone-guard.ts).
+    globalSetup: ["test/support/clone-guard.ts"],
     projects: [
       {
         extends: true,

@@ -48,6 +48,7 @@ export interface CommandCheck extends CheckBase {
   timeoutMs?: number;
 }
 
+/** One executable check of an acceptance spec: a function of yours, or a command to run. */
 export type AcceptanceCheck = FunctionCheck | CommandCheck;
 
 /** The acceptance spec: executable checks, defined by the embedder, frozen with a version. */

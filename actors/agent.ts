@@ -27,7 +27,9 @@ import type { TurnDeps } from "./turn-runner.ts";
 
 const isInstructions = (v: unknown) => typeof v === "string" || typeof v === "function";
 
+/** What `createAgent` takes: the model, the tools, the store, and every budget and seam. */
 export interface AgentOptions {
+  /** The model every session talks to (`openaiModel`, `scriptedModel`, or your own `Model`). */
   model: Model;
   /** Tools the model may call, or a registry to share and change at runtime. */
   tools?: readonly ToolDefinition[] | Registry;
@@ -78,6 +80,7 @@ export interface AgentOptions {
   /** Inputs that make a session deterministic in tests (see `keel/testing`). */
   clock?: Clock;
   ids?: IdGenerator;
+  /** Jitter of retry delays (uniform in [0, 1)); default `Math.random`. */
   random?: () => number;
   /** A pino logger; default: quiet unless `KEEL_LOG` names a level. */
   logger?: Logger;
@@ -128,6 +131,7 @@ export interface AgentOptions {
 /** Instructions: a text, or a function of the session returning it. */
 export type Instructions = string | ((session: Session) => string);
 
+/** `agent.session(id, options)` / `agent.openSession(id, options)`. */
 export interface SessionOpenOptions {
   /** Instructions for this session, in place of the agent's. */
   instructions?: Instructions;
@@ -138,6 +142,7 @@ export interface SessionOpenOptions {
   handoff?: HandoffRecord;
 }
 
+/** Sessions over one model, tool set and store. Made by `createAgent`. */
 export interface Agent {
   /**
    * Opens (or creates) a session and resolves once its log is loaded and crash recovery ran:
@@ -152,8 +157,11 @@ export interface Agent {
    * `await session.ready` throws. Prefer {@link Agent.openSession}.
    */
   session(id?: string, options?: SessionOpenOptions): Session;
+  /** The sessions in the store, with their entry counts and times. */
   listSessions(): Promise<SessionSummary[]>;
+  /** The tools, shared by every session of this agent; change it to change what they offer. */
   readonly registry: Registry;
+  /** Where the sessions' logs are kept. */
   readonly store: SessionStore;
   /** Closes one session (settles its turn, flushes, releases its lease) and forgets it. */
   closeSession(id: string): Promise<void>;

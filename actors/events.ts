@@ -46,6 +46,8 @@ void coversEveryType;
  * Contract: both methods must return quickly and must not throw.
  */
 export interface InspectSink {
+  /** One XState inspection event of any actor of a session (the coordinator's included). */
   observe(event: import("xstate").InspectionEvent): void;
+  /** One of Keel's own events, as `session.subscribe` listeners get them. */
   publish(event: AgentEvent): void;
 }

@@ -8,6 +8,7 @@ import type {
 } from "../contracts/permission.ts";
 import type { PreparedCall, Risk } from "../tools/types.ts";
 
+/** `createAgent({ permissions })`: rules, defaults by risk and the embedder's approver. */
 export interface PermissionOptions {
   /** Configured rules, checked first; a configured `deny` wins over any reply. */
   rules?: PermissionRule[];

@@ -1,6 +1,7 @@
 import type pg from "pg";
 import type { RetryBudget } from "./retry-budget.ts";
 
+/** Options of {@link postgresRetryBudget}. */
 export interface PostgresRetryBudgetOptions {
   /** Tokens added per second per provider key (≥ 0). */
   ratePerSec: number;

@@ -72,8 +72,11 @@ const notRun = (status: TurnStatus, reason: string): PromptResult => ({
   steps: 0,
 });
 
+/** Options of an input (`prompt`, `steer`, `followUp`). */
 export interface InboxOptions {
+  /** Deduplication key: an input whose id was already received is not added twice. */
   id?: string;
+  /** Who sent it (default `user`); content never changes permissions, whatever its source. */
   source?: InboxSource;
 }
 
@@ -199,6 +202,7 @@ export class Session {
   /** A handoff whose regression check has not run yet. */
   private pendingHandoff: HandoffRecord | undefined;
 
+  /** @internal Sessions are opened by `agent.session(id)`. */
   constructor(options: SessionOptions) {
     this.id = options.sessionId;
     this.options = options;
@@ -264,7 +268,7 @@ export class Session {
     return this.closing !== undefined;
   }
 
-  /** This session's role across processes (see {@link SessionRole}). */
+  /** This session's role across processes: `solo`, `owner`, `follower` or `closed` (see `SessionRole` in actors/session-runtime.ts). */
   get role(): SessionRole {
     return this.roleValue;
   }
@@ -570,6 +574,7 @@ export class Session {
     return cleared;
   }
 
+  /** Calls `listener` with every event of this session; returns the unsubscribe function. */
   subscribe(listener: (event: AgentEvent) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
@@ -953,7 +958,7 @@ export class Session {
     );
   }
 
-  /** The log, for branches, export and recovery. */
+  /** @internal The log, for branches, export and recovery. */
   get sessionLog(): SessionLog {
     return this.openLog("sessionLog");
   }
@@ -985,7 +990,7 @@ export class Session {
     return this.coordinatorRef;
   }
 
-  /** The running turn, if any (inspection, tests). */
+  /** @internal The running turn, if any (inspection, tests). */
   get currentTurn(): TurnRun | undefined {
     return this.current;
   }

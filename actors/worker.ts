@@ -6,6 +6,7 @@ import { defaultLeaseOwner } from "./session-runtime.ts";
 /** The graphile-worker task that runs one session. */
 export const SESSION_TASK = "keel_session";
 
+/** Options of {@link startWorker}: an agent's options (model, tools, limits, …) and the PostgreSQL store. */
 export interface WorkerOptions extends Omit<AgentOptions, "store" | "lease"> {
   store: PostgresSessionStore;
   /** Sessions run at once by this process (default 4). */
@@ -22,6 +23,7 @@ export interface WorkerOptions extends Omit<AgentOptions, "store" | "lease"> {
   owner?: string;
 }
 
+/** A running worker (see {@link startWorker}). */
 export interface Worker {
   /** Sessions this worker runs now. */
   running(): string[];

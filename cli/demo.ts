@@ -13,7 +13,7 @@ import { EXIT, type ExitCode } from "./errors.ts";
 import { workspaceInstructions } from "./instructions.ts";
 import { outputClosed } from "./output.ts";
 import { modelFromEnv } from "./run.ts";
-import { openStore, shown, storePath } from "./store.ts";
+import { MEMORY_STORE, openStore, shown, storePath } from "./store.ts";
 import { createTrace, type TraceOutput } from "./trace.ts";
 
 export interface DemoOptions {
@@ -21,9 +21,12 @@ export interface DemoOptions {
   json?: boolean;
   /**
    * Serve the inspector while the demo runs (default true), and keep it open afterwards until
-   * `keepOpen` resolves (by default: on a terminal, until Ctrl-C; otherwise not at all).
+   * `keepOpen` resolves (by default: on a terminal or with `stayOpen`, until Ctrl-C; otherwise
+   * not at all). The output says when it closes.
    */
   inspect?: boolean;
+  /** Keep the inspector open until Ctrl-C even off a terminal (`--keep-open`). */
+  stayOpen?: boolean;
   /** The session store file (default `./.keel/keel.db`); "memory" keeps nothing. */
   store?: string;
   /** Environment for the model choice (default `process.env`): OPENAI_* selects a real model. */
@@ -125,13 +128,15 @@ export async function runDemo(options: DemoOptions = {}): Promise<ExitCode> {
     writeFileSync(join(root, path), text);
   }
   const inspector = options.inspect === false ? undefined : await startInspector();
+  let closing =
+    "inspector closed: the demo ended (keel demo --keep-open keeps it open until Ctrl-C)";
   const trace = createTrace({ out, json: options.json });
   const env = options.env ?? process.env;
   const real = Boolean(env.OPENAI_API_KEY || env.OPENAI_BASE_URL);
   const model: Model = real
     ? modelFromEnv(env)
     : scriptedModel(script(), { name: "scripted-demo" });
-  const file = options.store === "memory" ? undefined : storePath(options.store);
+  const file = options.store === MEMORY_STORE ? undefined : storePath(options.store);
   const store = file ? openStore(file, true) : undefined;
   const tools = builtinTools({ root });
   const agent = createAgent({
@@ -171,16 +176,20 @@ export async function runDemo(options: DemoOptions = {}): Promise<ExitCode> {
       fixed ? "src/greet.ts was edited on disk: “Hello, world”." : "src/greet.ts is unchanged.",
     );
     trace.finish({ type: "result", sessionId: session.id, ...result, edited: fixed });
-    const keepOpen = options.keepOpen ?? (process.stdout.isTTY ? untilInterrupted : undefined);
+    const keepOpen =
+      options.keepOpen ?? (options.stayOpen || out.isTTY ? untilInterrupted : undefined);
     if (inspector && keepOpen && !outputClosed.signal.aborted) {
       if (!options.json) out.write(`inspector still open at ${inspector.url} — Ctrl-C to exit\n`);
       await keepOpen();
+      closing = "inspector closed";
     }
     return result.status === "completed" ? EXIT.ok : EXIT.turnFailed;
   } finally {
     await agent.close();
     await store?.close();
     await inspector?.close();
+    // Off a terminal the URL printed above is dead from here on: say so.
+    if (inspector && !options.json && !outputClosed.signal.aborted) out.write(`${closing}\n`);
     rmSync(root, { recursive: true, force: true });
   }
 }

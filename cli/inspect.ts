@@ -1,7 +1,7 @@
 import { startInspector } from "../index.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
 import { loadSession } from "./sessions.ts";
-import { openStore, shown, storePath } from "./store.ts";
+import { MEMORY_STORE, openStore, shown, storePath } from "./store.ts";
 
 export interface InspectOptions {
   replay?: string;
@@ -17,9 +17,10 @@ export interface InspectOptions {
  * stored session; otherwise any stored session opens with `?replay=<id>` added to the URL.
  */
 export async function runInspect(options: InspectOptions, out = process.stdout): Promise<ExitCode> {
-  const path = storePath(options.store);
+  const memory = options.store === MEMORY_STORE;
+  const path = memory ? MEMORY_STORE : storePath(options.store);
   if (options.replay) await loadSession(options.replay, options.store);
-  const store = openStore(path, false);
+  const store = memory ? undefined : openStore(path, false);
   let inspector: Awaited<ReturnType<typeof startInspector>>;
   try {
     inspector = await startInspector({
@@ -47,7 +48,7 @@ export async function runInspect(options: InspectOptions, out = process.stdout):
     out.write(
       store
         ? `the page lists the sessions of ${shown(path)}; click one to replay it\n`
-        : `no store at ${shown(path)}: nothing to replay (watch a live turn with keel run --inspect)\n`,
+        : `${memory ? "--store memory" : `no store at ${shown(path)}`}: nothing to replay (watch a live turn with keel run --inspect)\n`,
     );
     out.write("Ctrl-C to stop\n");
   }

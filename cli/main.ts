@@ -26,7 +26,10 @@ export function buildProgram(result: { code: ExitCode }): Command {
     })
     .showSuggestionAfterError(true)
     .addHelpText("after", `\n${EXIT_CODES_HELP}`);
-  const store = ["--store <file>", "session store (default ./.keel/keel.db)"] as const;
+  const store = [
+    "--store <file>",
+    'session store file (default ./.keel/keel.db; "memory" keeps nothing)',
+  ] as const;
   const provider = [
     "--provider <name>",
     "openai-compatible (default) | openai | anthropic | google; see the README for the environment each reads",
@@ -39,11 +42,22 @@ export function buildProgram(result: { code: ExitCode }): Command {
     )
     .option("--json", "one JSON event per line")
     .option("--no-inspect", "do not serve the inspector (by default its URL is printed)")
-    .option("--store <file>", 'session store (default ./.keel/keel.db; "memory" keeps nothing)')
-    .action(async (opts: { json?: boolean; inspect?: boolean; store?: string }) => {
-      const { runDemo } = await import("./demo.ts");
-      result.code = await runDemo({ json: opts.json, inspect: opts.inspect, store: opts.store });
-    });
+    .option(
+      "--keep-open",
+      "keep the inspector open after the demo until Ctrl-C (the default on a terminal)",
+    )
+    .option(...store)
+    .action(
+      async (opts: { json?: boolean; inspect?: boolean; keepOpen?: boolean; store?: string }) => {
+        const { runDemo } = await import("./demo.ts");
+        result.code = await runDemo({
+          json: opts.json,
+          inspect: opts.inspect,
+          stayOpen: opts.keepOpen,
+          store: opts.store,
+        });
+      },
+    );
 
   program
     .command("run")

@@ -1,11 +1,11 @@
-import { builtinTools, createAgent, startInspector } from "../index.ts";
+import { builtinTools, createAgent, memoryStore, startInspector } from "../index.ts";
 import { terminalAsk, withApproval } from "./approval.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
 import { workspaceInstructions } from "./instructions.ts";
 import { outputClosed } from "./output.ts";
 import { modelFor, providerName } from "./provider.ts";
 import { loadSession } from "./sessions.ts";
-import { openStore, storePath } from "./store.ts";
+import { MEMORY_STORE, openStore, storePath } from "./store.ts";
 import { createTrace } from "./trace.ts";
 
 export interface RunOptions {
@@ -36,11 +36,16 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
   if (!prompt.trim()) throw new CliError('the prompt is empty: keel run "what to do"', EXIT.usage);
   if (options.resume) await loadSession(options.resume, options.store);
   const model = modelFromEnv(process.env, options.provider);
-  const store = openStore(storePath(options.store), true)!;
+  const kept = options.store !== MEMORY_STORE;
+  const file = storePath(options.store);
+  const store = kept ? openStore(file, true)! : memoryStore();
   const trace = createTrace({ out: process.stdout, json: options.json });
   const interactive = Boolean(process.stdin.isTTY && process.stderr.isTTY);
   const terminal = terminalAsk(process.stdin, process.stderr);
-  const tools = withApproval(builtinTools({ root: process.cwd() }), {
+  // The store is out of the tools' reach wherever it is: .keel/ always, a --store file and
+  // its SQLite companions by name.
+  const protect = kept ? ["", "-wal", "-shm", "-journal"].map((suffix) => file + suffix) : [];
+  const tools = withApproval(builtinTools({ root: process.cwd(), protect }), {
     yes: options.yes,
     ...(interactive
       ? {
@@ -83,7 +88,9 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
     trace.finish({ type: "result", sessionId: session.id, ...result });
     if (!options.json) {
       process.stderr.write(
-        `session ${session.id} · continue with: keel resume ${session.id} "…"\n`,
+        kept
+          ? `session ${session.id} · continue with: keel resume ${session.id} "…"\n`
+          : `session ${session.id} · not kept (--store memory)\n`,
       );
     }
     if (interrupted) return EXIT.interrupted;
@@ -99,5 +106,6 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
     await agent.close();
     await store.close();
     await inspector?.close();
+    if (inspector && !options.json) process.stderr.write("inspector closed\n");
   }
 }

@@ -1,7 +1,7 @@
-import { createIds, type LogEntry, SessionLog, systemClock } from "../index.ts";
+import { type LogEntry, readSession } from "../index.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
 import { renderProjection, renderTree } from "./show-format.ts";
-import { openStore, shown, storePath } from "./store.ts";
+import { MEMORY_STORE, openStore, refuseMemoryStore, shown, storePath } from "./store.ts";
 
 export interface ListOptions {
   json?: boolean;
@@ -12,6 +12,12 @@ const when = (ms: number) => new Date(ms).toISOString().replace("T", " ").slice(
 
 /** `keel sessions`: the sessions of the project's store, most recent first. */
 export async function listSessions(options: ListOptions, out = process.stdout): Promise<ExitCode> {
+  if (options.store === MEMORY_STORE) {
+    out.write(
+      options.json ? "[]\n" : "no sessions: --store memory keeps nothing between commands\n",
+    );
+    return EXIT.ok;
+  }
   const path = storePath(options.store);
   const store = openStore(path, false);
   if (!store) {
@@ -47,6 +53,7 @@ export async function listSessions(options: ListOptions, out = process.stdout): 
 
 /** Loads a session's entries, or fails with "not found" naming the fix. */
 export async function loadSession(id: string, storeOption?: string): Promise<LogEntry[]> {
+  refuseMemoryStore(storeOption, `no session "${id}" to read`);
   const path = storePath(storeOption);
   const store = openStore(path, false);
   const missing = new CliError(
@@ -73,25 +80,13 @@ export async function showSession(
   await loadSession(id, options.store);
   const store = openStore(path, false)!;
   try {
-    const log = await SessionLog.open({
-      sessionId: id,
-      store,
-      clock: systemClock,
-      ids: createIds(),
-    });
-    await log.loadHistory();
-    const entries = log.entries();
-    const messages = log.messages();
+    const { entries, messages, leafId, instructions } = await readSession(store, id);
     if (options.json) {
-      const instructions = log.settings().instructions;
-      out.write(
-        `${JSON.stringify({ sessionId: id, leafId: log.leafId, instructions, entries, messages })}\n`,
-      );
+      out.write(`${JSON.stringify({ sessionId: id, leafId, instructions, entries, messages })}\n`);
       return EXIT.ok;
     }
-    out.write(`session ${id} · ${entries.length} entries · leaf ${log.leafId ?? "(root)"}\n\n`);
-    out.write(`${renderTree(entries, log.leafId)}\n\n`);
-    const instructions = log.settings().instructions;
+    out.write(`session ${id} · ${entries.length} entries · leaf ${leafId ?? "(root)"}\n\n`);
+    out.write(`${renderTree(entries, leafId)}\n\n`);
     out.write(
       typeof instructions === "string"
         ? `instructions (sent before the tools and the history):\n${indent(instructions)}\n\n`

@@ -37,10 +37,16 @@ export interface Trace {
 
 const ESC = "\x1b[";
 
+/** "1 model request", "2 model requests", "0 model requests". */
+export function counted(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? "" : "s"}`;
+}
+
 /**
- * Creates a trace. Human mode prints one line per meaningful event (step, assistant text, tool
- * calls with duration and outcome, retries, turn end); on a TTY the bottom line is a status
- * line (step, tokens, running calls, retry countdown) redrawn in place every 100 ms.
+ * Creates a trace. Human mode prints one line per meaningful event (model request, assistant
+ * text, tool calls with duration and outcome, retries, turn end); on a TTY the bottom line is a
+ * status line (model requests, tokens, running calls, retry countdown) redrawn in place every
+ * 100 ms.
  */
 export function createTrace(options: TraceOptions): Trace {
   const { out } = options;
@@ -50,7 +56,8 @@ export function createTrace(options: TraceOptions): Trace {
   const paint = (code: string, text: string) => (color ? `${ESC}${code}m${text}${ESC}0m` : text);
   const dim = (t: string) => paint("2", t);
   const state = {
-    step: 0,
+    /** Model requests of the current turn (a retry is a request too). */
+    requests: 0,
     tokensIn: 0,
     tokensOut: 0,
     running: new Map<string, { name: string; at: number }>(),
@@ -72,7 +79,7 @@ export function createTrace(options: TraceOptions): Trace {
   };
   const drawStatus = () => {
     if (!tty || paused) return;
-    const parts = [`step ${state.step}`, `${state.tokensIn}↑ ${state.tokensOut}↓ tok`];
+    const parts = [`request ${state.requests}`, `${state.tokensIn}↑ ${state.tokensOut}↓ tok`];
     if (state.context) parts.push(`context ${state.context}`);
     if (state.running.size) {
       parts.push(`running ${[...state.running.values()].map((c) => c.name).join(", ")}`);
@@ -107,12 +114,13 @@ export function createTrace(options: TraceOptions): Trace {
   const human = (e: AgentEvent) => {
     switch (e.type) {
       case "turn.started":
+        state.requests = 0;
         print(`${paint("1", "›")} ${e.input}`);
         break;
       case "attempt.started":
-        state.step = e.step;
+        state.requests++;
         state.writing = "";
-        print(dim(`── step ${e.step} ${"─".repeat(40)}`));
+        print(dim(`── model request ${state.requests} ${"─".repeat(40)}`));
         break;
       case "text.streamed":
         state.writing += e.text;
@@ -203,7 +211,7 @@ export function createTrace(options: TraceOptions): Trace {
               ? paint("33", "⚠")
               : paint("32", "✔");
         print(
-          `${mark} turn ${e.status}${e.reason ? `: ${e.reason}` : ""} ${dim(`· ${state.step} steps · ${state.tokensIn} tokens in, ${state.tokensOut} out · ${secs} s`)}`,
+          `${mark} turn ${e.status}${e.reason ? `: ${e.reason}` : ""} ${dim(`· ${counted(state.requests, "model request")} · ${state.tokensIn} tokens in, ${state.tokensOut} out · ${secs} s`)}`,
         );
         break;
       }

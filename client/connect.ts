@@ -20,6 +20,7 @@ import {
 import type { ToolResult } from "../contracts/tool-result.ts";
 import { KeelConnectionError, KeelRequestError } from "./errors.ts";
 
+/** How `connect` reaches a server: spawn one (the default) or attach to its streams. */
 export interface ConnectOptions {
   /**
    * Attach to a server already running: `input` is its output (stdout), `output` its input
@@ -69,6 +70,7 @@ export type PermissionHandler = (
   ctx: { signal: AbortSignal },
 ) => Promise<PermissionReply> | PermissionReply;
 
+/** `client.openSession` options: the session's id, client-side tools and permission handling. */
 export interface OpenSessionOptions {
   sessionId?: string;
   tools?: ClientTool[];
@@ -244,6 +246,7 @@ export class KeelClient {
     }
   }
 
+  /** The sessions in the server's store. */
   listSessions(): Promise<Result<"sessions.list">["sessions"]> {
     return this.request("sessions.list", {}).then((r) => r.sessions);
   }
@@ -394,27 +397,34 @@ export class ClientSession {
   prompt(text: string): Promise<Result<"prompt">> {
     return this.client.request("prompt", { sessionId: this.id, text });
   }
+  /** Steers the running turn: read after its current batch, before the next model request. */
   steer(text: string): Promise<Result<"steer">> {
     return this.client.request("steer", { sessionId: this.id, text });
   }
+  /** Queues a follow-up: read when the current turn would end; it starts the next turn. */
   followUp(text: string): Promise<Result<"follow_up">> {
     return this.client.request("follow_up", { sessionId: this.id, text });
   }
+  /** Cancels the running turn; queued inputs stay queued. */
   async interrupt(reason?: string): Promise<void> {
     await this.client.request("interrupt", { sessionId: this.id, ...(reason ? { reason } : {}) });
   }
+  /** Answers a pending permission request (one reply reaches every pending request). */
   async replyPermission(requestId: string, reply: PermissionReply): Promise<void> {
     await this.client.request("permission.reply", { sessionId: this.id, requestId, reply });
   }
+  /** Replaces older history with a summary, between turns (see `session.compact()`). */
   compact(keepRecentTokens?: number): Promise<Result<"compact">> {
     return this.client.request("compact", {
       sessionId: this.id,
       ...(keepRecentTokens !== undefined ? { keepRecentTokens } : {}),
     });
   }
+  /** The projection: what the model would be sent next. */
   async messages(): Promise<Result<"messages">["messages"]> {
     return (await this.client.request("messages", { sessionId: this.id })).messages;
   }
+  /** The session's log entries (those after `afterSeq`, when given). */
   async entries(afterSeq?: number): Promise<Result<"entries">["entries"]> {
     const params = { sessionId: this.id, ...(afterSeq !== undefined ? { afterSeq } : {}) };
     return (await this.client.request("entries", params)).entries;

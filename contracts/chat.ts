@@ -15,10 +15,12 @@ export type ChatMessage =
     }
   | { role: "tool"; tool_call_id: string; content: string };
 
+/** A user message's content in Chat Completions shape: text, or text and image parts. */
 export type ChatUserContent =
   | { type: "text"; text: string }
   | { type: "image_url"; image_url: { url: string } };
 
+/** A tool call of an assistant message, in Chat Completions shape. */
 export interface ChatToolCall {
   id: string;
   type: "function";

@@ -5,8 +5,10 @@
 export interface Clock {
   /** Milliseconds, monotonic. */
   now(): number;
+  /** Calls `fn` after `ms` on this clock; returns a handle for `clearTimeout`. */
   // biome-ignore lint/suspicious/noExplicitAny: handles differ by clock (Node timers, SimulatedClock ids)
   setTimeout(fn: (...args: any[]) => void, ms: number): any;
+  /** Cancels a pending `setTimeout`. */
   // biome-ignore lint/suspicious/noExplicitAny: the handle `setTimeout` returned
   clearTimeout(handle: any): void;
 }

@@ -18,7 +18,7 @@ import type { ToolResult } from "./tool-result.ts";
  * (The statecharts' own events in `machines/` and the model's stream events in `contracts/`
  * are commands and inputs, another vocabulary: `call.start`, `text.delta`.)
  *
- * Every type is listed in {@link AGENT_EVENT_TYPES}. Every consumer switches over `type`
+ * Every type is listed in `AGENT_EVENT_TYPES` (keel). Every consumer switches over `type`
  * exhaustively, with a `default` that assigns the event to `never`, so a new event fails `tsc`
  * until each consumer handles it (test/agent-events.unit.test.ts checks the page's plain JS).
  */
@@ -156,6 +156,8 @@ type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K>
  */
 export type AgentEventBody = DistributiveOmit<AgentEvent, "sessionId" | "at">;
 
+/** The `type` of every event a session emits. */
 export type AgentEventType = AgentEvent["type"];
 
+/** The event of one type, e.g. `AgentEventOf<"call.settled">`. */
 export type AgentEventOf<K extends AgentEventType> = Extract<AgentEvent, { type: K }>;

@@ -14,6 +14,7 @@
  */
 export type ProviderMetadata = Record<string, { [key: string]: JsonValue | undefined }>;
 
+/** Any value JSON can carry (provider metadata, tool arguments once parsed). */
 export type JsonValue =
   | null
   | string
@@ -22,6 +23,7 @@ export type JsonValue =
   | JsonValue[]
   | { [key: string]: JsonValue | undefined };
 
+/** Text, in a user or an assistant message. */
 export interface TextPart {
   type: "text";
   text: string;
@@ -65,6 +67,7 @@ export interface ToolResultPart {
   isError?: boolean;
 }
 
+/** What a user message holds: text and images. */
 export type UserPart = TextPart | ImagePart;
 /** In the order the log keeps: reasoning first, then text, then tool calls by index. */
 export type AssistantPart = TextPart | ReasoningPart | ToolCallPart;

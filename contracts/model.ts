@@ -1,5 +1,6 @@
 import type { Message, ProviderMetadata, Usage } from "./messages.ts";
 
+/** Why a response ended; `length` means it was cut, and none of its calls runs. */
 export type FinishReason = "stop" | "tool_calls" | "length" | "content_filter";
 
 /**
@@ -25,6 +26,7 @@ export type ModelEvent =
   | { type: "usage"; usage: Usage }
   | { type: "finish"; reason: FinishReason };
 
+/** One model request: the projection, the tools offered and the attempt it belongs to. */
 export interface ModelRequest {
   /**
    * The session's instructions: the stable head of the request, sent before the tools and the
@@ -59,6 +61,7 @@ export interface ModelCapabilities {
  * (HTTP status, network, timeout, abort) is thrown as a `ModelError` from the iterator.
  */
 export interface Model {
+  /** Names the provider and model, e.g. in logs and as the retry budget's key. */
   readonly name: string;
   /**
    * What the model takes besides text. A user message with an image is refused before any
@@ -67,6 +70,7 @@ export interface Model {
   readonly input?: { images?: boolean };
   /** Absent: none (every flag false). */
   readonly capabilities?: ModelCapabilities;
+  /** Streams one response to `request` (see the contract above). */
   stream(request: ModelRequest): AsyncIterable<ModelEvent>;
   /**
    * Tokens the model accepts in one request (input and output together). Absent: unknown; the

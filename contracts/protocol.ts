@@ -133,6 +133,7 @@ export interface RequestMap {
   unsubscribe: { params: { sessionId: string }; result: Record<string, never> };
 }
 
+/** The name of every request a client may send. */
 export type RequestType = keyof RequestMap;
 
 /** Every request type, for validation and docs. */
@@ -180,8 +181,10 @@ export interface ControlMap {
   };
 }
 
+/** The name of every control request the server may send the client. */
 export type ControlType = keyof ControlMap;
 
+/** A control request from the server (a permission ask, a client tool to execute). */
 export type ControlFrame<K extends ControlType = ControlType> = K extends ControlType
   ? { type: K; id: string } & ControlMap[K]["params"]
   : never;

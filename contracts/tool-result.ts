@@ -25,6 +25,7 @@ export interface Continuation {
   sha256?: string;
 }
 
+/** A call that produced output (possibly truncated, with how to fetch the rest). */
 export interface ToolSuccess {
   ok: true;
   content: string;
@@ -32,6 +33,7 @@ export interface ToolSuccess {
   continuation?: Continuation;
 }
 
+/** A call that failed: a stable code, a message for the model, and whether a retry may help. */
 export interface ToolFailure {
   ok: false;
   code: ToolErrorCode;

@@ -1,34 +1,67 @@
 import { textOf, toolCallsOf } from "../contracts/messages.ts";
-import type { AgentEvent, AgentEventBody, LogEntry } from "../index.ts";
+import type { AgentEvent, AgentEventBody, EntryOf, LogEntry } from "../index.ts";
 import { agentRecord, clip, type InspectRecord } from "./records.ts";
+
+/** Result codes of calls the batch settled without running them (the others never reach it). */
+const SETTLED_BY_BATCH = new Set(["CANCELLED"]);
 
 /**
  * Turns a stored session's log into the records a live session would have produced, so the
- * page draws the same timeline: turns, attempts, calls (queued at their assistant message,
- * started at their write-ahead record, settled at their result), inbox lanes and turn ends.
- * Entries with no live counterpart (context edits, compactions, settings, leaf moves, notes)
- * become `log.written` records. This is a pure function.
+ * page draws what it draws live:
+ * - the actors: the coordinator at the root, each turn with its batch, the calls that went
+ *   through the batch under it (queued at their assistant message, started at their
+ *   write-ahead record, settled at their result) and the calls refused before it (unknown
+ *   tool, truncated message) under the turn; attempts come from the agent events, as live;
+ * - the coordinator's doorbell, rebuilt from the inbox: an input that arrives while a turn
+ *   runs rings it (input outranks steer), and it is quiet again when that runner hands over;
+ * - retry waits: a failed attempt followed by another attempt of its turn is a wait from the
+ *   failure to that attempt, retry or continue as that attempt's `recovery` says (in a log
+ *   from before it was recorded: continue when the failed attempt had produced output);
+ * - inbox lanes and turn ends. Entries with no live counterpart (context edits, compactions,
+ *   settings, leaf moves, notes) become `log.written` records.
+ * This is a pure function.
  */
 export function replayRecords(entries: readonly LogEntry[], sessionId: string): InspectRecord[] {
   const out: InspectRecord[] = [];
-  let turnId = "";
-  const lanes = new Map<string, AgentEventOfLane>();
-  // The prompt a turn answers is logged after its turn_start; read it ahead.
-  const inputs = new Map<string, string>();
-  let pendingTurn: string | undefined;
-  for (const entry of entries) {
-    if (entry.type === "turn_start") pendingTurn = entry.turnId;
-    else if (entry.type === "user_message") {
-      const owner = entry.turnId ?? pendingTurn;
-      if (owner && !inputs.has(owner)) inputs.set(owner, entry.text);
-      pendingTurn = undefined;
-    }
-  }
+  const ahead = lookAhead(entries);
   // A replayed event is stamped here, once, with its log entry's time.
   const emit = (at: number, body: AgentEventBody) => {
     out.push(agentRecord({ ...body, sessionId, at } as AgentEvent));
   };
-  for (const entry of entries) {
+  const actor = (t: number, sid: string, id: string, machine: string, parent?: string) =>
+    out.push({ k: "actor", t, sid, id, machine, ...(parent ? { parent } : {}) });
+  const snap = (t: number, sid: string, id: string, state: string, status = "active") =>
+    out.push({ k: "snap", t, sid, id, state, status });
+
+  // The coordinator and its doorbell.
+  const coordinator = `replay:${sessionId}:coordinator`;
+  let running = false;
+  let doorbell: "input" | "steer" | null = null;
+  const unconsumed = new Set<string>();
+  const ring = (t: number) => {
+    out.push({
+      k: "snap",
+      t,
+      sid: coordinator,
+      id: "coordinator",
+      state: running ? "running" : "idle",
+      status: "active",
+      wake: doorbell,
+    });
+  };
+  if (entries.length > 0) {
+    actor(entries[0].at, coordinator, "coordinator", "coordinator");
+    ring(entries[0].at);
+  }
+
+  let turnId = "";
+  const turnSid = (id: string) => `replay:${id}`;
+  const batchSid = (id: string) => `replay:${id}:batch`;
+  const batchRunning = new Map<string, Set<string>>(); // turnId → batched calls not settled
+  const callSid = new Map<string, string>(); // callId → its actor, for batched calls
+  const lanes = new Map<string, Extract<LogEntry, { type: "inbox" }>["lane"]>();
+  const failedAt = new Map<number, number>(); // step → consecutive failed attempts
+  for (const [index, entry] of entries.entries()) {
     const at = entry.at;
     switch (entry.type) {
       case "user_message":
@@ -36,7 +69,14 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
         break;
       case "turn_start":
         turnId = entry.turnId;
-        emit(at, { type: "turn.started", turnId, input: inputs.get(turnId) ?? "" });
+        failedAt.clear();
+        actor(at, turnSid(turnId), turnId, "turn");
+        snap(at, turnSid(turnId), turnId, "running");
+        // One batch actor for the whole turn, as the turn chart invokes it.
+        actor(at, batchSid(turnId), "batch", "batch", turnSid(turnId));
+        snap(at, batchSid(turnId), "batch", "idle");
+        batchRunning.set(turnId, new Set());
+        emit(at, { type: "turn.started", turnId, input: ahead.inputs.get(turnId) ?? "" });
         break;
       case "attempt_start":
         turnId = entry.turnId;
@@ -47,15 +87,36 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
           step: entry.step,
         });
         break;
-      case "attempt_end":
+      case "attempt_end": {
         emit(at, {
           type: "attempt.ended",
           attemptId: entry.attemptId,
           status: entry.status,
           ...(entry.error ? { error: entry.error } : {}),
         });
+        const next = entry.status === "failed" ? ahead.nextAttempt.get(index) : undefined;
+        if (next) {
+          const retry = (failedAt.get(next.step) ?? 0) + 1;
+          failedAt.set(next.step, retry);
+          // The next attempt's log entry says how it recovered; an older log does not.
+          const output = Boolean(entry.partialText) || (entry.partialCalls?.length ?? 0) > 0;
+          const mode = next.recovery?.mode ?? (output ? "continue" : "retry");
+          const fallback = next.recovery?.fallback;
+          emit(at, {
+            type: "retry.scheduled",
+            turnId: next.turnId,
+            attemptId: entry.attemptId,
+            retry,
+            delayMs: Math.max(0, Math.round(next.at - at)),
+            readyAt: next.at,
+            reason: entry.error ?? "the attempt failed",
+            mode,
+            ...(fallback ? { fallback } : {}),
+          });
+        }
         break;
-      case "assistant_message":
+      }
+      case "assistant_message": {
         turnId = entry.turnId;
         emit(at, {
           type: "message.committed",
@@ -65,11 +126,23 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
           toolCalls: toolCallsOf(entry.content),
           ...(entry.usage ? { usage: entry.usage } : {}),
         });
+        const pending = batchRunning.get(turnId);
         for (const call of toolCallsOf(entry.content)) {
+          if (pending && ahead.batched.has(call.id)) {
+            if (pending.size === 0) snap(at, batchSid(turnId), "batch", "running");
+            pending.add(call.id);
+            const sid = `replay:${turnId}:${call.id}:${index}`;
+            callSid.set(call.id, sid);
+            actor(at, sid, call.id, "toolCall", batchSid(turnId));
+            snap(at, sid, call.id, "queued");
+          }
           emit(at, { type: "call.queued", turnId, callId: call.id, name: call.name });
         }
         break;
-      case "call_started":
+      }
+      case "call_started": {
+        const sid = callSid.get(entry.callId);
+        if (sid) snap(at, sid, entry.callId, "started");
         emit(at, {
           type: "call.started",
           turnId,
@@ -78,7 +151,13 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
           args: entry.args,
         });
         break;
-      case "call_result":
+      }
+      case "call_result": {
+        const sid = callSid.get(entry.callId);
+        if (sid) {
+          snap(at, sid, entry.callId, entry.outcome === "unknown" ? "unknown" : "settled", "done");
+          callSid.delete(entry.callId);
+        }
         emit(at, {
           type: "call.settled",
           turnId,
@@ -87,7 +166,12 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
           outcome: entry.outcome,
           result: entry.result,
         });
+        const pending = batchRunning.get(turnId);
+        if (pending?.delete(entry.callId) && pending.size === 0) {
+          snap(at, batchSid(turnId), "batch", "idle");
+        }
         break;
+      }
       case "permission_decision":
         emit(at, {
           type: "permission.decided",
@@ -106,22 +190,38 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
           lane: entry.lane,
           source: entry.source,
         });
+        if (entry.lane !== "interrupt") {
+          unconsumed.add(entry.inboxId);
+          // A wake starts a runner when none runs; otherwise it rings the doorbell.
+          if (!running) running = true;
+          else doorbell = doorbell === "input" || entry.lane === "next-turn" ? "input" : "steer";
+          ring(at);
+        }
         break;
       case "inbox_consumed":
+        unconsumed.delete(entry.inboxId);
         emit(at, {
           type: "inbox.consumed",
           inboxId: entry.inboxId,
           lane: lanes.get(entry.inboxId) ?? "next-step",
         });
         break;
-      case "turn_end":
+      case "turn_end": {
         emit(at, {
           type: "turn.ended",
           turnId: entry.turnId,
           status: entry.status,
           ...(entry.reason ? { reason: entry.reason } : {}),
         });
+        snap(at, batchSid(entry.turnId), "batch", "idle", "stopped");
+        snap(at, turnSid(entry.turnId), entry.turnId, "done", "done");
+        batchRunning.delete(entry.turnId);
+        // The runner hands over (the doorbell is answered) or goes idle.
+        doorbell = null;
+        running = unconsumed.size > 0;
+        ring(at);
         break;
+      }
       case "turn_aborted":
         emit(at, { type: "log.written", level: "warn", message: `turn aborted at ${entry.where}` });
         break;
@@ -158,7 +258,58 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
   return out;
 }
 
-type AgentEventOfLane = Extract<LogEntry, { type: "inbox" }>["lane"];
+type NextAttempt = Pick<EntryOf<"attempt_start">, "turnId" | "step" | "at" | "recovery">;
+
+interface Ahead {
+  /** The prompt each turn answers (logged after its turn_start). */
+  inputs: Map<string, string>;
+  /** For a failed attempt's end (by index): the next attempt of its turn, if one started. */
+  nextAttempt: Map<number, NextAttempt>;
+  /** Calls that went through a batch: started, or settled by the batch without running. */
+  batched: Set<string>;
+}
+
+/** What the replay needs to know before it reaches the entries that tell it. */
+function lookAhead(entries: readonly LogEntry[]): Ahead {
+  const inputs = new Map<string, string>();
+  const nextAttempt = new Map<number, NextAttempt>();
+  const batched = new Set<string>();
+  let pendingTurn: string | undefined;
+  let failed: number[] = []; // failed attempt ends waiting for the next attempt start
+  for (const [index, entry] of entries.entries()) {
+    if (entry.type === "turn_start") {
+      pendingTurn = entry.turnId;
+      failed = [];
+    } else if (entry.type === "user_message") {
+      const owner = entry.turnId ?? pendingTurn;
+      if (owner && !inputs.has(owner)) inputs.set(owner, entry.text);
+      pendingTurn = undefined;
+    } else if (entry.type === "attempt_end" && entry.status === "failed") {
+      failed.push(index);
+    } else if (entry.type === "attempt_start") {
+      for (const i of failed) {
+        nextAttempt.set(i, {
+          turnId: entry.turnId,
+          step: entry.step,
+          at: entry.at,
+          ...(entry.recovery ? { recovery: entry.recovery } : {}),
+        });
+      }
+      failed = [];
+    } else if (entry.type === "turn_end") {
+      failed = [];
+    } else if (entry.type === "call_started") {
+      batched.add(entry.callId);
+    } else if (
+      entry.type === "call_result" &&
+      !entry.result.ok &&
+      SETTLED_BY_BATCH.has(entry.result.code)
+    ) {
+      batched.add(entry.callId);
+    }
+  }
+  return { inputs, nextAttempt, batched };
+}
 
 type NoLiveCounterpart = Extract<
   LogEntry,

@@ -9,6 +9,7 @@ import { createFeed } from "./feed.ts";
 import type { InspectRecord } from "./records.ts";
 import { replayRecords } from "./replay.ts";
 
+/** `startInspector` options. */
 export interface InspectorOptions {
   /** TCP port on 127.0.0.1; 0 or absent picks a free one. */
   port?: number;
@@ -22,6 +23,7 @@ export interface InspectorOptions {
   capacity?: number;
 }
 
+/** A running inspector: its URL, the sink to give `createAgent`, replay and close. */
 export interface Inspector {
   /** `http://127.0.0.1:PORT/?token=…` */
   url: string;
@@ -31,6 +33,7 @@ export interface Inspector {
   sink: InspectSink;
   /** Shows a stored session's log as if it ran now (replaces what the page shows). */
   replay(entries: readonly LogEntry[], sessionId?: string): void;
+  /** Stops the server and closes every page's connection. */
   close(): Promise<void>;
 }
 

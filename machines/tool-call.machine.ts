@@ -32,7 +32,7 @@ export type ToolCallEvent =
   | { type: "call.cancel"; callId?: string; reason?: string }
   | { type: "call.aborted"; callId?: string };
 
-interface ToolCallContext extends ToolCallInput {
+export interface ToolCallContext extends ToolCallInput {
   /** Set exactly once, on the transition into `settled` or `unknown`. */
   outcome?: CallOutcome;
   result?: ToolResult;

@@ -17,6 +17,7 @@ import type { ToolCallEffects } from "./tool-call.machine.ts";
 /** What the batch needs to know about one valid call: the batch's own call spec. */
 export type TurnCallSpec = BatchCallSpec;
 
+/** A turn's budgets (`createAgent({ limits })`); reaching one ends it `budget_exhausted`. */
 export interface TurnLimits {
   /** Model responses per turn (retries of one response count once). */
   maxSteps: number;

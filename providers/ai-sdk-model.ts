@@ -24,6 +24,7 @@ import type {
 import { ModelError } from "../contracts/model.ts";
 import { estimateTextTokens, type TextCounter } from "../contracts/tokens.ts";
 
+/** `aiSdkModel` options: the window, the output reserve, a token counter, provider options. */
 export interface AiSdkModelOptions {
   /** `Model.name` (the shared retry budget's provider key). Default `<provider>:<modelId>`. */
   name?: string;

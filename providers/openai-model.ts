@@ -9,6 +9,7 @@ import { providerFetch } from "./openai-fetch.ts";
 import { chatRequestRenderer, REASONING_REPLAYS, type ReasoningReplay } from "./openai-request.ts";
 import { knownModelLimits, type ModelLimits, openaiTokenCounter } from "./openai-tokens.ts";
 
+/** `openaiModel` options: the model name and how to reach an OpenAI-compatible server. */
 export interface OpenAIModelOptions {
   model: string;
   /** Any OpenAI-compatible server, e.g. `http://127.0.0.1:8080/v1`. */
@@ -42,7 +43,7 @@ export interface OpenAIModelOptions {
   /**
    * Which assistant messages carry back the reasoning the stream sent in `reasoning_content` /
    * `reasoning` (DeepSeek, Kimi, Qwen thinking modes). Default `"tool-calls"`: those with tool
-   * calls, as those providers require; `"all"`; `"off"`. See {@link ReasoningReplay}.
+   * calls, as those providers require; `"all"`; `"off"`.
    */
   reasoningReplay?: ReasoningReplay;
 }

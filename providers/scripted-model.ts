@@ -77,9 +77,11 @@ export interface RecordedRequest extends Omit<ModelRequest, "messages"> {
   index: number;
 }
 
+/** `scriptedModel` options. */
 export interface ScriptedModelOptions {
   /** The clock all waits use. Default `systemClock`; pass XState's `SimulatedClock` in tests. */
   clock?: Clock;
+  /** `Model.name` (default `scripted`). */
   name?: string;
   /** Whether the model says it takes images (`Model.input.images`). Default true. */
   images?: boolean;

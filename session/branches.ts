@@ -5,6 +5,7 @@ import type { SessionLog } from "./log.ts";
 /** Why a branch operation was refused (a {@link Refusal} code). */
 export type BranchRefusalCode = "UNKNOWN_ENTRY" | "NOT_A_POSITION" | "TURN_OPEN";
 
+/** What a branch move resolves to: the new leaf (and a note when the work tree did not move), or a refusal. */
 export type BranchResult =
   | { ok: true; leaf: EntryOf<"leaf">; note: EntryOf<"note"> | null }
   | Refusal<BranchRefusalCode>;

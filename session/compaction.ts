@@ -42,13 +42,14 @@ export type CompactionRefusalCode =
   | SummaryFailureCode
   /** No legal cut keeps `keepRecentTokens` and leaves something to summarise. */
   | "NOTHING_TO_COMPACT"
-  /** The summary arrived but failed {@link validateSummary}. */
+  /** The summary arrived but failed validation (`validateSummary`: non-empty, smaller). */
   | "INVALID_SUMMARY"
   /** The log changed during the request (another compaction, or the cut is no longer legal on the active path). */
   | "STALE"
   /** A turn is running (only `session.compact()` refuses with it; `compactSession` does not know). */
   | "TURN_OPEN";
 
+/** What `session.compact()` resolves to: the new baseline, or why there is none. */
 export type CompactionResult =
   | {
       ok: true;

@@ -190,6 +190,7 @@ export interface HandoffRecord {
   nextSteps: string[];
 }
 
+/** The `type` of every log entry. */
 export type EntryType = keyof EntryPayloads;
 
 /** One append-only log entry: a discriminated union on `type`. */
@@ -197,6 +198,7 @@ export type LogEntry = {
   [K in EntryType]: EntryBase & { type: K } & EntryPayloads[K];
 }[EntryType];
 
+/** The log entry of one type, e.g. `EntryOf<"call_result">`. */
 export type EntryOf<K extends EntryType> = Extract<LogEntry, { type: K }>;
 
 /** What callers pass to `append`: the log fills in id, parentId, seq and at. */

@@ -67,7 +67,12 @@ export interface RunContext {
  * also run lazily). A key reused after that runs again.
  */
 export interface Ledger {
+  /** How long a finished key is remembered. */
   readonly retentionMs: number;
+  /**
+   * Runs `fn` once per (caller, key): a finished key returns its recorded result without
+   * running `fn`, the same key with a different payload is `PARAMETER_MISMATCH`.
+   */
   run<T>(
     caller: string,
     key: string,
@@ -108,6 +113,7 @@ export interface LedgerBackend {
   ): Promise<AtomicClaim<R>>;
 }
 
+/** `memoryLedger` / `sqliteLedger` options. */
 export interface LedgerOptions {
   /** Contract: `now()` in epoch-like ms, comparable across restarts and processes (stamps rows). */
   clock: Clock;

@@ -36,7 +36,7 @@ export interface SessionLogOptions {
  * - `append` is synchronous and O(1) amortised: it stamps the entry (id, parentId = the active
  *   leaf, seq, at), updates the projection incrementally and queues the entry for the store.
  * - `flush` makes everything appended so far durable (see its TSDoc for failure semantics).
- * - `messages()` is the model's view of the active leaf's path (see {@link Projection}).
+ * - `messages()` is the model's view of the active leaf's path (see `Projection`, session/projection.ts).
  * - With a checkpointing store, `open` restores the projection from the latest checkpoint plus
  *   the entries after it; older entries are decoded only when first needed (`entries()`,
  *   `path()`, `get()`, a leaf move or a projection rebuild). Each checkpoint the log writes
@@ -330,7 +330,7 @@ export class SessionLog {
     return this.fresh().openWork();
   }
 
-  /** Calls of the last tool-asking message on the active path that never started (see {@link Projection.unstartedCalls}). */
+  /** Calls of the last tool-asking message on the active path that never started (see `Projection.unstartedCalls`). */
   unstartedCalls(): AskedCall[] {
     return this.fresh().unstartedCalls();
   }

@@ -11,6 +11,7 @@ import type {
 } from "./store.ts";
 import { checkBatch, fenced, StoreError } from "./store-error.ts";
 
+/** Options of {@link postgresStore}. */
 export interface PostgresStoreOptions {
   /** The schema Keel's tables live in (default `keel`), so they can share a database. */
   schema?: string;

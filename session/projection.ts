@@ -314,7 +314,13 @@ export class Projection {
         const index = slots.shift()!;
         if (slots.length === 0) this.pending.delete(e.callId);
         const content = edit === null ? EDITED_OUT_RESULT_TEXT : (edit ?? toolResultText(e.result));
-        this.messages[index] = toolMessage(e.callId, e.name, content, !e.result.ok);
+        // An edited result is the edit's text, not the tool's failure (as when edited later).
+        this.messages[index] = toolMessage(
+          e.callId,
+          e.name,
+          content,
+          edit === undefined && !e.result.ok,
+        );
         this.changed(index);
         this.sources[index] = e.id;
         this.index?.set(e.id, index);

@@ -6,6 +6,7 @@ import {
   type LedgerOptions,
   type LedgerRecord,
 } from "./ledger.ts";
+import { sqliteDatabase } from "./sqlite-handle.ts";
 import type { SqliteSessionStore } from "./sqlite-store.ts";
 
 const SCHEMA = `
@@ -56,7 +57,7 @@ const encode = (row: LedgerRecord) => ({
  * two processes sharing the file never both run it. See {@link Ledger} for the full contract.
  */
 export function sqliteLedger(store: SqliteSessionStore, options: LedgerOptions): Ledger {
-  const db: Database.Database = store.db;
+  const db: Database.Database = sqliteDatabase(store);
   db.exec(SCHEMA);
   const read = db.prepare<[string, string], Row>(
     "SELECT * FROM ledger WHERE caller = ? AND key = ?",

@@ -3,6 +3,7 @@ import { dirname, join, resolve } from "node:path";
 import Database from "better-sqlite3";
 import type { CheckpointStore } from "./checkpoint.ts";
 import { LOG_SCHEMA_VERSION, type LogEntry } from "./entries.ts";
+import { rememberDatabase } from "./sqlite-handle.ts";
 import type {
   AppendOptions,
   LeaseInfo,
@@ -21,6 +22,7 @@ import { upgradeEntryV2 } from "./upgrade-entry.ts";
  */
 export type Durability = "process" | "power";
 
+/** `sqliteStore` options. */
 export interface SqliteStoreOptions {
   durability?: Durability;
   /** How long a writer waits for another process's lock before failing (default 5000 ms). */
@@ -32,12 +34,15 @@ export interface SqliteStoreOptions {
   now?: () => number;
 }
 
-/** A SQLite-backed session store; `db` is exposed so a ledger can share its transactions. */
+/**
+ * A SQLite-backed session store. Its `better-sqlite3` handle is not part of its type (an
+ * embedder's program would need that package's types): a ledger reaches it through
+ * `sqliteDatabase` (session/sqlite-handle.ts), and an atomic ledger run hands it to the effect (`ctx.transact`).
+ */
 export interface SqliteSessionStore extends SessionStore, CheckpointStore, LeaseStore {
   readonly kind: "sqlite";
   readonly path: string;
   readonly durability: Durability;
-  readonly db: Database.Database;
   /** Runs `fn` in one IMMEDIATE transaction (nested calls join the outer one). */
   transaction<T>(fn: () => T): T;
 }
@@ -264,11 +269,10 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
       throw asStoreError(error, path, what);
     }
   };
-  return {
+  const store: SqliteSessionStore = {
     kind: "sqlite",
     path,
     durability,
-    db,
     transaction: (fn) => guard("transaction", () => db.transaction(fn).immediate()),
     async append(sessionId, entries, opts = {}) {
       if (entries.length === 0) return;
@@ -390,6 +394,8 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
       db.close();
     },
   };
+  rememberDatabase(store, db);
+  return store;
 }
 
 /**

@@ -1,9 +1,13 @@
 import type { LogEntry } from "./entries.ts";
 
+/** A stored session as `list()` gives it. */
 export interface SessionSummary {
   sessionId: string;
+  /** How many log entries it has. */
   entries: number;
+  /** When its first entry was written (ms). */
   createdAt: number;
+  /** When its last entry was written (ms). */
   updatedAt: number;
 }
 
@@ -31,7 +35,9 @@ export interface SessionStore {
   append(sessionId: string, entries: readonly LogEntry[], options?: AppendOptions): Promise<void>;
   /** Contract: every entry of the session in `seq` order; [] for an unknown session. */
   load(sessionId: string): Promise<LogEntry[]>;
+  /** Every session it holds. */
   list(): Promise<SessionSummary[]>;
+  /** Releases the store; no call may follow. */
   close(): Promise<void>;
 }
 
@@ -90,6 +96,7 @@ export interface LeaseStore {
    * the session over). Contract: a lease already lost is left as it is.
    */
   releaseLease(lease: Lease, options?: { pending?: boolean }): Promise<void>;
+  /** The session's lease as stored (null: never leased), for inspection and tests. */
   readLease(sessionId: string): Promise<LeaseInfo | null>;
   /**
    * Records an input for the session's owner (deduplicated by `input.id`) and rings the

@@ -6,6 +6,7 @@ import type { ToolResult } from "../contracts/tool-result.ts";
 import { type BatchInput, batchMachine } from "../machines/batch.machine.ts";
 import type { BatchCallSpec } from "../machines/policies/batch-schedule.ts";
 import { batchMutants } from "./support/mutants/batch.mutants.ts";
+import { noTimers, stepTimers, type Timers, timerKey } from "./support/timers.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: snapshots of real and mutant batches alike
 type Snap = any;
@@ -144,6 +145,7 @@ function searchBatch(
     t: Trace,
     path: string[],
     round: BatchInput = input,
+    timers: Timers = noTimers,
   ): string | undefined => {
     if (snap.value === "idle") {
       if (!second || round === second) return undefined;
@@ -168,6 +170,8 @@ function searchBatch(
       snap.context.cancelled,
       snap.context.completionOrder,
       t,
+      // Timers the batch armed (none today; the calls' stop deadlines live in their actors).
+      timerKey(timers),
     ]);
     if (seen.has(key)) return undefined;
     seen.add(key);
@@ -183,7 +187,9 @@ function searchBatch(
       const p = [...path, event.type];
       const problem = step(round, t2, event, next, actions as Action[]);
       if (problem) return `${problem} after ${p.join(" → ")}`;
-      const found = visit(next, t2, p, round);
+      const timed = stepTimers(timers, event.type, actions as Action[]);
+      if (timed.rearmed.length > 0) return `${timed.rearmed[0].id} re-armed after ${p.join(" → ")}`;
+      const found = visit(next, t2, p, round, timed.timers);
       if (found) return found;
     }
     return undefined;
@@ -295,6 +301,11 @@ describe("batch: exhaustive search over completion orders and cancel points", ()
     ["ignoresResourceKeys", "same resource key", /share a resource key/],
     ["unsafeRunsBesideOthers", "safe, unsafe, safe", /unsafe/],
     ["ignoresSequential", "sequential batch", /sequential|out of call order/],
+    [
+      "ignoresMaxParallel",
+      "four calls, two at a time",
+      /more than maxParallel|ids for maxParallel 2/,
+    ],
     ["commitsInCompletionOrder", "two safe calls", /call order/],
     ["childIdPerCall", "four calls, two at a time", /distinct child ids/],
     ["reusesBusySlot", "two safe calls", /still held by/],

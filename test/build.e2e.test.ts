@@ -1,9 +1,11 @@
 // The built package (scripts/build.mjs, what `npm ci` and `npm run build` write to dist/): it
-// exports exactly what index.ts and testing.ts export, and a session runs through it in plain
-// Node, with no TypeScript loader, as an embedder's `import "keel"` runs it.
+// exports exactly what index.ts and testing.ts export, a session runs through it in plain
+// Node, with no TypeScript loader, as an embedder's `import "keel"` runs it, and its
+// declarations resolve without Keel's sources or other packages' missing types. (That an
+// embedder's compiler accepts them is test/package.e2e.test.ts's, from the packed tarball.)
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
@@ -71,6 +73,17 @@ beforeAll(() => {
   // (xstate, zod, pino, …) resolve from the repository's node_modules, as an embedder's would.
   mkdirSync(join(ROOT, "test-output"), { recursive: true });
   outdir = mkdtempSync(join(ROOT, "test-output", "build-"));
+  // What an earlier build left, and what is not the build's: the build replaces the first.
+  writeFileSync(join(outdir, "chunk-STALE123.js"), "stale");
+  writeFileSync(join(outdir, "chunk.js"), "stale");
+  writeFileSync(join(outdir, "notes.txt"), "mine");
+  mkdirSync(join(outdir, "page"));
+  writeFileSync(join(outdir, "page", "old.css"), "stale");
+  mkdirSync(join(outdir, "gone"));
+  writeFileSync(join(outdir, "gone", "module.d.ts"), "stale");
+  writeFileSync(join(outdir, "gone", "module.d.ts.map"), "stale");
+  mkdirSync(join(outdir, "actors"));
+  writeFileSync(join(outdir, "actors", "keep.txt"), "mine");
   try {
     execFileSync(process.execPath, [join(ROOT, "scripts", "build.mjs"), outdir], {
       cwd: ROOT,
@@ -80,7 +93,7 @@ beforeAll(() => {
   } catch (e) {
     throw new Error(`scripts/build.mjs failed:\n${(e as { stderr?: string }).stderr ?? e}`);
   }
-});
+}, 120_000); // JavaScript and declarations: ≈ 12 s alone, more on a busy machine
 
 afterAll(() => {
   if (outdir) rmSync(outdir, { recursive: true, force: true });
@@ -132,35 +145,56 @@ describe("the built package (scripts/build.mjs)", () => {
     );
   });
 
-  it("a rebuild removes what an earlier build wrote (stale chunks) and nothing else", () => {
-    const dir = mkdtempSync(join(ROOT, "test-output", "rebuild-"));
-    try {
-      writeFileSync(join(dir, "chunk-STALE123.js"), "stale");
-      writeFileSync(join(dir, "chunk.js"), "stale");
-      writeFileSync(join(dir, "notes.txt"), "mine");
-      mkdirSync(join(dir, "page"));
-      writeFileSync(join(dir, "page", "old.css"), "stale");
-      execFileSync(process.execPath, [join(ROOT, "scripts", "build.mjs"), dir], {
-        cwd: ROOT,
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      const names = readdirSync(dir);
-      expect(names).not.toContain("chunk-STALE123.js");
-      expect(names).not.toContain("chunk.js");
-      expect(names).toContain("notes.txt");
-      expect(names).toEqual(expect.arrayContaining(["index.js", "testing.js", "page"]));
-      expect(readdirSync(join(dir, "page"))).not.toContain("old.css");
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+  it("a rebuild removes what an earlier build wrote (stale chunks, declarations) and nothing else", () => {
+    const names = readdirSync(outdir);
+    expect(names).not.toContain("chunk-STALE123.js");
+    expect(names).not.toContain("chunk.js");
+    expect(names).not.toContain("gone");
+    expect(names).toContain("notes.txt");
+    expect(names).toEqual(expect.arrayContaining(["index.js", "testing.js", "page"]));
+    expect(readdirSync(join(outdir, "page"))).not.toContain("old.css");
+    expect(readdirSync(join(outdir, "actors"))).toEqual(
+      expect.arrayContaining(["keep.txt", "agent.d.ts", "agent.d.ts.map"]),
+    );
   });
 
-  it("is the plain JS that package.json maps `keel` to: ESM, no keepNames, a sourcemap", () => {
+  it("writes declarations whose relative imports end in .js, and what an embedder loads names no package without its own types", () => {
+    const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
+    const typed = new Set([...Object.keys(pkg.dependencies), ...Object.keys(pkg.peerDependencies)]);
+    typed.delete("better-sqlite3"); // its types are @types/better-sqlite3, a devDependency
+    typed.delete("ws"); // likewise @types/ws
+    // The declarations a compiler reads from the three entries, following relative imports.
+    const seen = new Set<string>();
+    const queue = ["index.d.ts", "testing.d.ts", "client/index.d.ts"];
+    while (queue.length > 0) {
+      const file = queue.shift()!;
+      if (seen.has(file)) continue;
+      seen.add(file);
+      const text = readFileSync(join(outdir, file), "utf8");
+      for (const [, specifier] of text.matchAll(/(?:from |import\()"([^"]+)"/g)) {
+        if (specifier.startsWith(".")) {
+          expect(specifier, file).toMatch(/\.js$/);
+          queue.push(join(dirname(file), specifier.replace(/\.js$/, ".d.ts")));
+        } else if (!specifier.startsWith("node:")) {
+          const parts = specifier.split("/");
+          const name = specifier.startsWith("@") ? parts.slice(0, 2).join("/") : parts[0];
+          expect(typed, `${file} imports ${specifier}`).toContain(name);
+        }
+      }
+    }
+    expect(seen.size).toBeGreaterThan(20);
+    expect(JSON.parse(readFileSync(join(outdir, "index.d.ts.map"), "utf8")).sources).toEqual([
+      "../../index.ts",
+    ]);
+  });
+
+  it("is the plain JS and declarations that package.json maps `keel` to: ESM, no keepNames, a sourcemap", () => {
     const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
     expect(pkg.exports).toEqual({
-      ".": { types: "./index.ts", default: "./dist/index.js" },
-      "./testing": { types: "./testing.ts", default: "./dist/testing.js" },
-      "./client": { types: "./client/index.ts", default: "./dist/client.js" },
+      ".": { types: "./dist/index.d.ts", default: "./dist/index.js" },
+      "./testing": { types: "./dist/testing.d.ts", default: "./dist/testing.js" },
+      "./client": { types: "./dist/client/index.d.ts", default: "./dist/client.js" },
+      "./package.json": "./package.json",
     });
     const js = readFileSync(join(outdir, "index.js"), "utf8");
     expect(js).toMatch(/^export \{/m);

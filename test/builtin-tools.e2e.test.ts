@@ -47,11 +47,15 @@ afterAll(() => rmSync(base, { recursive: true, force: true }));
 async function run(
   name: string,
   args: unknown,
-  extra: { signal?: AbortSignal; onUpdate?: (p: unknown) => void } = {},
+  extra: {
+    signal?: AbortSignal;
+    onUpdate?: (p: unknown) => void;
+    registry?: ReturnType<typeof createRegistry>;
+  } = {},
 ): Promise<ToolResult> {
   const prepared = prepareCall(
     { id: "call_1", name, argumentsText: JSON.stringify(args) },
-    registry,
+    extra.registry ?? registry,
   );
   if (!prepared.ok) return prepared.error;
   const ctx = {
@@ -321,6 +325,85 @@ function isGone(pid: number): boolean {
     return true;
   }
 }
+
+describe("Keel's own folders (.keel/ at any depth, and protected store files)", () => {
+  const root = path.join(base, "store-ws");
+  let tools: ReturnType<typeof createRegistry>;
+  const call = (name: string, args: unknown) => run(name, args, { registry: tools });
+  const refused = (r: ToolResult) => {
+    expect(r).toMatchObject({ ok: false, code: "PATH_OUTSIDE_WORKSPACE" });
+    expect(r.ok ? "" : r.message).toContain("session store");
+  };
+
+  beforeAll(() => {
+    mkdirSync(path.join(root, ".keel", "spill"), { recursive: true });
+    mkdirSync(path.join(root, "sub", ".keel"), { recursive: true });
+    mkdirSync(path.join(root, "data"));
+    writeFileSync(path.join(root, ".keel", "keel.db"), "TODO in the store\n");
+    writeFileSync(path.join(root, ".keel", "spill", "call_1.txt"), "TODO spilled output\n");
+    writeFileSync(path.join(root, "sub", ".keel", "keel.db"), "TODO nested store\n");
+    writeFileSync(path.join(root, "data", "store.db"), "TODO custom store\n");
+    writeFileSync(path.join(root, "data", "store.db-wal"), "TODO wal\n");
+    writeFileSync(path.join(root, "data", "notes.txt"), "TODO visible\n");
+    writeFileSync(path.join(root, "main.ts"), "// TODO visible too\n");
+    symlinkSync(path.join(root, ".keel"), path.join(root, "link-to-store"));
+    tools = createRegistry(
+      builtinTools({ root, protect: ["data/store.db", path.join(root, "data", "store.db-wal")] }),
+    );
+  });
+
+  it("list_dir, glob and grep never show them; naming them as the path is refused", async () => {
+    expect(content(await call("list_dir", {}))).toBe(
+      `data/\nlink-to-store -> ${path.join(root, ".keel")}\nmain.ts\nsub/`,
+    );
+    expect(content(await call("list_dir", { path: "data" }))).toBe("notes.txt");
+    expect(content(await call("list_dir", { path: "sub" }))).toBe("sub is empty.");
+    expect(content(await call("glob", { pattern: "**/*" })).split("\n")).toEqual([
+      "data/notes.txt",
+      "link-to-store",
+      "main.ts",
+    ]);
+    expect(content(await call("glob", { pattern: ".keel/**" }))).toContain("No files match");
+    expect(content(await call("grep", { pattern: "TODO" })).split("\n")).toEqual([
+      "data/notes.txt:1: TODO visible",
+      "main.ts:1: // TODO visible too",
+    ]);
+    for (const [name, args] of [
+      ["list_dir", { path: ".keel" }],
+      ["list_dir", { path: "link-to-store/spill" }],
+      ["glob", { pattern: "*", path: "sub/.keel" }],
+      ["grep", { pattern: "TODO", path: ".keel/keel.db" }],
+      ["grep", { pattern: "TODO", path: "data/store.db" }],
+    ] as const) {
+      refused(await call(name, args));
+    }
+  });
+
+  it("write_file and edit_file refuse them whatever path leads there; read_file still reads a spilled output", async () => {
+    for (const [name, args] of [
+      ["write_file", { path: ".keel/keel.db", content: "gone" }],
+      ["write_file", { path: "sub/.keel/new.txt", content: "x" }],
+      ["write_file", { path: "link-to-store/evil.txt", content: "x" }],
+      ["write_file", { path: `${root}/.keel/abs.txt`, content: "x" }],
+      ["write_file", { path: "data/store.db-wal", content: "x" }],
+      ["edit_file", { path: "data/store.db", old_string: "TODO", new_string: "DONE" }],
+      ["edit_file", { path: ".keel/spill/call_1.txt", old_string: "TODO", new_string: "x" }],
+    ] as const) {
+      refused(await call(name, args));
+    }
+    expect(readFileSync(path.join(root, ".keel", "keel.db"), "utf8")).toBe("TODO in the store\n");
+    expect(readFileSync(path.join(root, "data", "store.db"), "utf8")).toBe("TODO custom store\n");
+    for (const made of [".keel/evil.txt", ".keel/abs.txt", "sub/.keel/new.txt"]) {
+      expect(existsSync(path.join(root, made))).toBe(false);
+    }
+    expect(content(await call("read_file", { path: ".keel/spill/call_1.txt" }))).toContain(
+      "TODO spilled output",
+    );
+    expect(content(await call("write_file", { path: "data/other.txt", content: "ok" }))).toMatch(
+      /^Created data\/other.txt/,
+    );
+  });
+});
 
 describe("shell", () => {
   it("returns the exit code, stdout and stderr; a non-zero exit is a normal result", async () => {

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -266,6 +266,110 @@ describe.concurrent("keel binary", { timeout: 90_000 }, () => {
     });
     const after = JSON.parse((await keel(["show", "--json", id], { cwd })).stdout);
     expect(after.messages.length).toBe(7);
+  });
+
+  it("run --store memory keeps nothing: no file named memory, no .keel/", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "keel-cli-memory-"));
+    const own = await startFakeOpenAIServer(); // the shared one's queue belongs to another case
+    try {
+      writeFileSync(join(dir, "notes.txt"), "alpha\n");
+      own.enqueue(streamReply({ text: "Nothing to do." }));
+      const env = {
+        OPENAI_BASE_URL: own.baseURL,
+        KEEL_MODEL: "fake-model",
+        KEEL_CONTEXT_WINDOW: "32768",
+      };
+      const run = await keel(["run", "--store", "memory", "hello"], { cwd: dir, env });
+      expect(run.code).toBe(0);
+      expect(run.stderr).toContain("not kept (--store memory)");
+      expect(readdirSync(dir)).toEqual(["notes.txt"]);
+    } finally {
+      await own.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("run keeps its store out of the tools' reach: list_dir shows neither .keel/ nor a --store file, and a write there is refused", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "keel-cli-reach-"));
+    const own = await startFakeOpenAIServer();
+    try {
+      writeFileSync(join(dir, "notes.txt"), "alpha\n");
+      const env = {
+        OPENAI_BASE_URL: own.baseURL,
+        KEEL_MODEL: "fake-model",
+        KEEL_CONTEXT_WINDOW: "32768",
+      };
+      const look = (store: string) =>
+        own.enqueue(
+          streamReply({
+            calls: [
+              { id: "call_ls", name: "list_dir", args: "{}" },
+              {
+                id: "call_w",
+                name: "write_file",
+                args: JSON.stringify({ path: store, content: "x" }),
+              },
+            ],
+          }),
+          streamReply({ text: "Seen." }),
+        );
+      const settled = (stdout: string) =>
+        Object.fromEntries(
+          lines(stdout)
+            .map((l) => JSON.parse(l))
+            .filter((e) => e.type === "call.settled")
+            .map((e) => [e.callId, e.result]),
+        );
+      look(".keel/keel.db");
+      const first = settled((await keel(["run", "--json", "look"], { cwd: dir, env })).stdout);
+      expect(first.call_ls).toEqual({ ok: true, content: "notes.txt" });
+      expect(first.call_w).toMatchObject({ ok: false, code: "PATH_OUTSIDE_WORKSPACE" });
+      look("sessions.db");
+      const second = settled(
+        (await keel(["run", "--json", "--store", "sessions.db", "look"], { cwd: dir, env })).stdout,
+      );
+      expect(second.call_ls.content.split("\n")).toEqual(["notes.txt"]);
+      expect(second.call_w).toMatchObject({ ok: false, code: "PATH_OUTSIDE_WORKSPACE" });
+      expect(readdirSync(dir).sort()).toEqual([".keel", "notes.txt", "sessions.db"]);
+    } finally {
+      await own.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("demo off a terminal says its inspector closed when it ends; with --keep-open it serves until Ctrl-C, then says so", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "keel-cli-open-"));
+    try {
+      const once = await keel(["demo", "--store", "memory"], { cwd: dir });
+      expect(once.code).toBe(0);
+      const url = /inspector: (http:\S+)/.exec(once.stdout)?.[1];
+      expect(url).toBeDefined();
+      expect(lines(once.stdout).at(-1)).toBe(
+        "inspector closed: the demo ended (keel demo --keep-open keeps it open until Ctrl-C)",
+      );
+      await expect(fetch(url!)).rejects.toThrow();
+
+      const child = spawn(process.execPath, [BIN, "demo", "--store", "memory", "--keep-open"], {
+        cwd: dir,
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let stdout = "";
+      const exited = new Promise<number | null>((resolve) => child.on("close", resolve));
+      const open = await new Promise<string>((resolve, reject) => {
+        child.stdout.on("data", (d) => {
+          stdout += d;
+          const m = /inspector still open at (http:\S+)/.exec(stdout);
+          if (m) resolve(m[1]);
+        });
+        child.on("close", () => reject(new Error(`demo exited early: ${stdout}`)));
+      });
+      expect((await fetch(open)).status).toBe(200);
+      child.kill("SIGINT");
+      expect(await exited).toBe(0);
+      expect(lines(stdout).at(-1)).toBe("inspector closed");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("show and resume of an unknown session exit 4 with one line naming keel sessions", async () => {

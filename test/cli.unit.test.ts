@@ -1,6 +1,8 @@
-import { describe, expect, it } from "vitest";
+import { existsSync } from "node:fs";
+import { describe, expect, it, vi } from "vitest";
 import { z } from "zod";
 import { withApproval } from "../cli/approval.ts";
+import { main } from "../cli/main.ts";
 import { renderTree } from "../cli/show-format.ts";
 import { createTrace } from "../cli/trace.ts";
 import type { AgentEvent } from "../contracts/events.ts";
@@ -48,12 +50,12 @@ describe("the trace", () => {
     }),
   ];
 
-  it("on a TTY redraws a status line with step, tokens, running calls and the retry countdown", () => {
+  it("on a TTY redraws a status line with the model request, tokens, running calls and the retry countdown", () => {
     const { out, text } = sink(true);
     const trace = createTrace({ out, now: () => 1000, color: false });
     for (const e of events) trace.onEvent(e);
     const status = text().split("\r").at(-1)!;
-    expect(status).toContain("step 2");
+    expect(status).toContain("request 1");
     expect(status).toContain("1500↑ 20↓ tok");
     expect(status).toContain("running read_file");
     expect(status).toContain("retry in 60.0s");
@@ -82,6 +84,35 @@ describe("the trace", () => {
     expect(text()).not.toMatch(/[\r\x1b]/);
     expect(text()).toContain("✓ read_file 12 ms completed  1\thello (+1 lines)");
     expect(text()).toContain("↻ retry #1 in 60.0 s — 429");
+  });
+
+  it("the turn's last line counts model requests, a retry included, in the singular and the plural", () => {
+    const turn = (attempts: number) => {
+      const { out, text } = sink(false);
+      const trace = createTrace({ out, now: () => 0 });
+      trace.onEvent(ev({ type: "turn.started", turnId: "t", input: "go" }));
+      for (let i = 0; i < attempts; i++) {
+        // Step numbers repeat on a retry: the count is of requests, not of step numbers.
+        trace.onEvent(ev({ type: "attempt.started", turnId: "t", attemptId: `a${i}`, step: 0 }));
+      }
+      trace.onEvent(ev({ type: "turn.ended", turnId: "t", status: "completed" }));
+      return text().trim().split("\n").at(-1)!;
+    };
+    expect(turn(0)).toContain("· 0 model requests ·");
+    expect(turn(1)).toContain("· 1 model request ·");
+    expect(turn(2)).toContain("· 2 model requests ·");
+    expect(turn(1)).not.toMatch(/\bsteps?\b/);
+  });
+
+  it("counts each turn's requests from zero (a resumed session's turn starts again)", () => {
+    const { out, text } = sink(false);
+    const trace = createTrace({ out, now: () => 0 });
+    for (const turnId of ["t1", "t2"]) {
+      trace.onEvent(ev({ type: "turn.started", turnId, input: "go" }));
+      trace.onEvent(ev({ type: "attempt.started", turnId, attemptId: "a", step: 0 }));
+      trace.onEvent(ev({ type: "turn.ended", turnId, status: "completed" }));
+    }
+    expect(text().match(/· 1 model request ·/g)).toHaveLength(2);
   });
 
   it("--json prints each event as one JSON line and the result last", () => {
@@ -169,6 +200,60 @@ describe("approval of high-risk tools", () => {
     expect(await run(guarded, 2, ctx(controller.signal))).toMatchObject({ code: "DENIED" });
     expect(asked).toBe(0);
     expect(ran).toEqual(["sh:1"]);
+  });
+});
+
+describe("--store memory", () => {
+  /** Runs `keel` in this process, capturing what it writes. */
+  async function keel(argv: string[]) {
+    const written = { stdout: "", stderr: "" };
+    const out = vi.spyOn(process.stdout, "write").mockImplementation((chunk) => {
+      written.stdout += String(chunk);
+      return true;
+    });
+    const err = vi.spyOn(process.stderr, "write").mockImplementation((chunk) => {
+      written.stderr += String(chunk);
+      return true;
+    });
+    try {
+      return { code: await main(argv), ...written };
+    } finally {
+      out.mockRestore();
+      err.mockRestore();
+    }
+  }
+
+  it("sessions says the memory store keeps nothing (and --json gives []) instead of opening a file named memory", async () => {
+    const human = await keel(["sessions", "--store", "memory"]);
+    expect(human).toMatchObject({ code: 0, stderr: "" });
+    expect(human.stdout).toContain("--store memory keeps nothing between commands");
+    expect(await keel(["sessions", "--json", "--store", "memory"])).toMatchObject({
+      code: 0,
+      stdout: "[]\n",
+    });
+    expect(existsSync("memory")).toBe(false);
+  });
+
+  it("show, resume and inspect --replay refuse it with one line saying why, exit code 2", async () => {
+    for (const args of [
+      ["show", "s1"],
+      ["resume", "s1", "again"],
+      ["inspect", "--replay", "s1"],
+    ]) {
+      const r = await keel([...args, "--store", "memory"]);
+      expect(r.code, args.join(" ")).toBe(2);
+      expect(r.stderr.trim().split("\n")).toEqual([
+        expect.stringContaining("--store memory keeps nothing between commands"),
+      ]);
+    }
+    expect(existsSync("memory")).toBe(false);
+  });
+
+  it("every command documents it in --help", async () => {
+    for (const command of ["demo", "run", "resume", "sessions", "show", "inspect"]) {
+      const r = await keel([command, "--help"]);
+      expect(r.stdout.replace(/\s+/g, " "), command).toContain('"memory" keeps nothing');
+    }
   });
 });
 

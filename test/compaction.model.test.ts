@@ -14,7 +14,7 @@ import type { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";
 import { summaryText } from "../session/projection.ts";
 import { openLog } from "./session-fixtures.ts";
-import { wellFormedViolation } from "./session-random-log.ts";
+import { keptOrphan, wellFormedViolation } from "./session-random-log.ts";
 import { compactAppendsUnvalidated } from "./support/mutants/compaction-appends-unvalidated.ts";
 import { cutsAtResults } from "./support/mutants/compaction-cuts-at-results.ts";
 
@@ -107,30 +107,6 @@ function summarizeAs(s: Summarizer, tag: string) {
     if (s === "long") return "L".repeat(JSON.stringify(messages).length * 4 + 400);
     return `SUMMARY ${tag} of ${messages.length}`;
   };
-}
-
-/** Invariant 10 on the log: no kept result whose call was summarised away. */
-function keptOrphan(path: readonly LogEntry[], baseline: LogEntry | null): string | null {
-  if (baseline?.type !== "compaction") return null;
-  const kept = path.findIndex((e) => e.id === baseline.firstKeptId);
-  const failed = new Set(
-    path.flatMap((e) =>
-      e.type === "attempt_end" && e.status !== "completed" ? [e.attemptId] : [],
-    ),
-  );
-  for (let i = Math.max(kept, 0); i < path.length; i++) {
-    const r = path[i];
-    if (r.type !== "call_result") continue;
-    const a = path.findLastIndex(
-      (e, j) =>
-        j < i &&
-        e.type === "assistant_message" &&
-        !failed.has(e.attemptId) &&
-        e.content.some((c) => c.type === "tool-call" && c.id === r.callId),
-    );
-    if (a >= 0 && a < kept) return `result ${r.callId} is kept but its call was summarised`;
-  }
-  return null;
 }
 
 /** Plays `ops`, checking invariant 10 after each; returns the first violation or null. */

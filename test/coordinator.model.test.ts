@@ -9,6 +9,7 @@ import {
 import { coordinatorDropsWake } from "./support/mutants/coordinator-drops-wake.ts";
 import { coordinatorIdleAfterCleanup } from "./support/mutants/coordinator-idle-after-cleanup.ts";
 import { coordinatorInterruptDropsLaterWake } from "./support/mutants/coordinator-interrupt-drops-later-wake.ts";
+import { noTimers, stepTimers, type Timers, timerKey } from "./support/timers.ts";
 
 type Snap = SnapshotFrom<CoordinatorMachine>;
 
@@ -18,6 +19,8 @@ interface Node {
   uncovered: ReadonlySet<WakeScope>;
   seq: number;
   path: string[];
+  /** Timers the chart armed (none today): their remaining times are part of every key. */
+  timers: Timers;
   /** How many distinct event sequences reach this node. */
   ways?: number;
 }
@@ -72,7 +75,12 @@ function violation(node: Node): string | null {
 
 function key(node: Node): string {
   const { value, context } = node.snap;
-  return JSON.stringify([value, context.pendingWake?.scope ?? null, [...node.uncovered].sort()]);
+  return JSON.stringify([
+    value,
+    context.pendingWake?.scope ?? null,
+    [...node.uncovered].sort(),
+    timerKey(node.timers),
+  ]);
 }
 
 /**
@@ -84,7 +92,9 @@ function key(node: Node): string {
  */
 function search(machine: AnyStateMachine, depth: number, merge = true) {
   const [initial] = initialTransition(machine as CoordinatorMachine);
-  let frontier: Node[] = [{ snap: initial, uncovered: new Set(), seq: 1, path: [] }];
+  let frontier: Node[] = [
+    { snap: initial, uncovered: new Set(), seq: 1, path: [], timers: noTimers },
+  ];
   const visited = new Set(frontier.map(key));
   const values = new Set<string>(["idle"]);
   let transitions = 0;
@@ -114,17 +124,29 @@ function search(machine: AnyStateMachine, depth: number, merge = true) {
           }
           uncovered = new Set();
         }
-        const child: Node = { snap, uncovered, seq: node.seq + 1, path };
+        const timed = stepTimers(node.timers, event.type, actions);
+        if (timed.rearmed.length > 0) return result([...path, `→ ${timed.rearmed[0].id} re-armed`]);
+        const child: Node = { snap, uncovered, seq: node.seq + 1, path, timers: timed.timers };
         const broken = violation(child);
         if (broken) return result([...path, `→ ${broken}`]);
         values.add(String(snap.value));
         if (!merge) {
           // Every sequence: only identical concrete states (same snapshot, oracle and depth, so
           // the same futures) are expanded once; an event that changed nothing is not extended.
-          const concrete = JSON.stringify([snap.value, snap.context, [...uncovered].sort()]);
+          const concrete = JSON.stringify([
+            snap.value,
+            snap.context,
+            [...uncovered].sort(),
+            timerKey(child.timers),
+          ]);
           const same =
             concrete ===
-            JSON.stringify([node.snap.value, node.snap.context, [...node.uncovered].sort()]);
+            JSON.stringify([
+              node.snap.value,
+              node.snap.context,
+              [...node.uncovered].sort(),
+              timerKey(node.timers),
+            ]);
           const ways = node.ways ?? 1;
           sequences += ways;
           const twin = levelSeen.get(concrete);

@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest";
 import { createAgent } from "../actors/agent.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
+import { sqliteDatabase } from "../session/sqlite-handle.ts";
 import { sqliteLedger } from "../session/sqlite-ledger.ts";
 import { sqliteStore } from "../session/sqlite-store.ts";
 import { crashTools, readLines } from "./support/crash-tools.ts";
@@ -88,7 +89,7 @@ describe("crash recovery with a real SIGKILL", () => {
     expect(readLines(join(dir, "increment.log"))).toEqual(keys);
     const started = session.entries().find((e) => e.type === "call_started");
     expect(started).toMatchObject({ idempotencyKey: keys[0] });
-    expect(store.db.prepare("SELECT n FROM counter").get()).toEqual({ n: 1 });
+    expect(sqliteDatabase(store).prepare("SELECT n FROM counter").get()).toEqual({ n: 1 });
     await store.close();
   });
 

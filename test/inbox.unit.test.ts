@@ -152,6 +152,19 @@ describe("inbox", () => {
     expect(restoreInbox({ ids: [] })).toBeNull();
   });
 
+  it("after restoreInbox, a queued event is never accepted again as new, even when the snapshot's id list misses it", () => {
+    const restored = restoreInbox({ queue: [event("q", "next-step", 3)], ids: ["other", 7] })!;
+    expect(queued(restored).map((e) => e.id)).toEqual(["q"]);
+    expect(receive(restored, event("q", "next-step", 3)).type).toBe("duplicate");
+    expect(receive(restored, event("other")).type).toBe("duplicate");
+    expect(inboxSnapshot(restored).ids).toEqual(["other", "q"]);
+    // Restoring copies the queue: the snapshot's array is not shared.
+    const data = { queue: [event("r")], ids: ["r"] };
+    const again = restoreInbox(data)!;
+    data.queue.push(event("s"));
+    expect(queued(again).map((e) => e.id)).toEqual(["r"]);
+  });
+
   it("poll points: steering only where no call is open or uncommitted, follow-ups only once no turn runs, once more after a slow preparation only if nothing was pending", () => {
     expect(lanesToDrain({ type: "sampling" })).toEqual([]);
     expect(lanesToDrain({ type: "call.started" })).toEqual([]);

@@ -1,20 +1,16 @@
-import { existsSync, mkdirSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { request } from "node:http";
 import { networkInterfaces } from "node:os";
 import { type Browser, chromium, type Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { WebSocket } from "ws";
 import { type AnyActorRef, assign, createActor, enqueueActions, setup } from "xstate";
 import type { AgentEvent } from "../contracts/events.ts";
+import { replayRecords } from "../inspector/replay.ts";
 import { type Inspector, startInspector } from "../inspector/server.ts";
 import type { LogEntry } from "../session/entries.ts";
 import type { SessionStore } from "../session/store.ts";
-
-const CHROMIUM = "/usr/bin/chromium";
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium) {
-  console.warn(`inspector e2e skipped: ${CHROMIUM} is missing (apt-get install -y chromium)`);
-}
+import { CHROMIUM_ARGS, describeInChromium } from "./support/chromium.ts";
 
 // Small machines shaped like Keel's: turn → batch → calls (queued → recording → started → settled).
 const callMachine = setup({
@@ -80,22 +76,11 @@ const publish = (body: Record<string, unknown>) => {
 const state = (selector: string, value: string) =>
   page.waitForSelector(`${selector}[data-state="${value}"]`, { timeout: 5000 });
 
-describe.skipIf(!haveChromium)("inspector in headless Chromium", () => {
+describeInChromium("inspector in headless Chromium", (executablePath) => {
   beforeAll(async () => {
     const clock = { now: () => at, setTimeout, clearTimeout };
     inspector = await startInspector({ clock, store: fakeStore() });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-      ],
-    });
+    browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
     page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
   });
   afterAll(async () => {
@@ -420,10 +405,14 @@ describe.skipIf(!haveChromium)("inspector in headless Chromium", () => {
         },
         value,
       );
-    // Records: user, turn.started, attempt.started, attempt.ended, message, queued, started, …
-    await setScrubber(7);
+    // The scrubber's position counts records: move it to just after the call's start, then
+    // to just after its queueing.
+    const records = replayRecords(sampleLog(), "sess_replayed");
+    const after = (type: string) =>
+      records.findIndex((r) => r.k === "agent" && r.e.type === type) + 1;
+    await setScrubber(after("call.started"));
     await state(bar, "started");
-    await setScrubber(6);
+    await setScrubber(after("call.queued"));
     await state(bar, "queued");
     await setScrubber(1000);
     await state(bar, "settled");

@@ -1,36 +1,19 @@
-import { existsSync, mkdirSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { type Browser, chromium } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { z } from "zod";
 import { runDemo } from "../cli/demo.ts";
 import { createAgent, defineTool, scriptedModel } from "../index.ts";
 import { startInspector } from "../inspector/server.ts";
+import { CHROMIUM_ARGS, describeInChromium } from "./support/chromium.ts";
 
 // The inspector fed by real Keel sessions (the runtime's own actors and events).
-const CHROMIUM = "/usr/bin/chromium";
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium) {
-  console.warn(
-    `inspector session e2e skipped: ${CHROMIUM} is missing (apt-get install -y chromium)`,
-  );
-}
 
 let browser: Browser;
 
-describe.skipIf(!haveChromium)("inspector watching real sessions in headless Chromium", () => {
+describeInChromium("inspector watching real sessions in headless Chromium", (executablePath) => {
   beforeAll(async () => {
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-      ],
-    });
+    browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
   });
   afterAll(async () => {
     await browser?.close();
@@ -111,6 +94,7 @@ describe.skipIf(!haveChromium)("inspector watching real sessions in headless Chr
     try {
       const code = await runDemo({
         inspect: true,
+        store: "memory", // the default would be the clone's own .keel/keel.db
         out: { write: () => true },
         onInspector: async (url) => {
           await demoPage.goto(url);

@@ -1,5 +1,6 @@
 import { describe, expect, it, vi } from "vitest";
 import { assign, createActor, setup } from "xstate";
+import { createAgent } from "../actors/agent.ts";
 import type { AgentEvent } from "../contracts/events.ts";
 import { createFeed } from "../inspector/feed.ts";
 import { apply, createModel } from "../inspector/page/model.js";
@@ -11,6 +12,7 @@ import {
   stateString,
 } from "../inspector/records.ts";
 import { replayRecords } from "../inspector/replay.ts";
+import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
 
 const ev = (body: Record<string, unknown>, at = 1): AgentEvent =>
@@ -319,14 +321,53 @@ describe("the page model", () => {
   });
 });
 
+describe("what a session publishes to its inspect sink", () => {
+  it("includes the session's own inbox events, not only its turns' (the inbox lanes live)", async () => {
+    const published: AgentEvent[] = [];
+    const agent = createAgent({
+      model: scriptedModel([{ text: "hi" }]),
+      inspect: { observe: () => {}, publish: (e) => published.push(e) },
+    });
+    const session = agent.session("s");
+    await session.prompt("hello");
+    await agent.close();
+    const types = published.map((e) => e.type);
+    expect(types).toEqual(
+      expect.arrayContaining(["inbox.received", "inbox.consumed", "turn.ended"]),
+    );
+    expect(types.indexOf("inbox.received")).toBeLessThan(types.indexOf("turn.started"));
+    // Each event once, stamped like a listener's.
+    expect(types.filter((t) => t === "turn.ended")).toHaveLength(1);
+    expect(published.every((e) => e.sessionId === "s" && typeof e.at === "number")).toBe(true);
+  });
+});
+
 describe("replay", () => {
-  it("turns a stored log into the records of a live session, calls queued → started → settled", () => {
+  /** Log entries with consecutive seq and `at` = 100 + seq (or the given `at`). */
+  function log() {
     let seq = 0;
-    const e = (body: Record<string, unknown>) => {
-      const entry = { id: `e${seq}`, parentId: seq ? `e${seq - 1}` : null, seq, at: 100 + seq };
+    return (body: Record<string, unknown>, at?: number) => {
+      const entry = {
+        id: `e${seq}`,
+        parentId: seq ? `e${seq - 1}` : null,
+        seq,
+        at: at ?? 100 + seq,
+      };
       seq++;
       return { ...entry, ...body } as LogEntry;
     };
+  }
+  const call = (id: string, name: string) => ({ type: "tool-call", id, name, arguments: "{}" });
+  const agentTypes = (records: InspectRecord[]) =>
+    records.flatMap((r) => (r.k === "agent" ? [r.e.type] : []));
+  const modelOf = (records: InspectRecord[]) => {
+    const model = createModel();
+    for (const r of records) apply(model, r);
+    return model;
+  };
+
+  it("turns a stored log into the records of a live session, calls queued → started → settled", () => {
+    const e = log();
     const records = replayRecords(
       [
         e({ type: "turn_start", turnId: "t" }),
@@ -357,8 +398,10 @@ describe("replay", () => {
       ],
       "sess",
     );
-    expect(records[0]).toMatchObject({ e: { type: "turn.started", input: "list it" } });
-    expect(records.map((r) => r.k === "agent" && r.e.type)).toEqual([
+    expect(records.find((r) => r.k === "agent")).toMatchObject({
+      e: { type: "turn.started", input: "list it" },
+    });
+    expect(agentTypes(records)).toEqual([
       "turn.started",
       "log.written",
       "message.committed",
@@ -367,8 +410,149 @@ describe("replay", () => {
       "call.settled",
       "log.written",
     ]);
-    const model = createModel();
-    for (const r of records) apply(model, r);
+    const model = modelOf(records);
     expect(model.calls.get("c")!.segs.map((s) => s.s)).toEqual(["queued", "started", "unknown"]);
+  });
+
+  it("draws the actor tree a live session draws: the coordinator, the turn with its batch, batched calls under the batch, refused calls and attempts under the turn", () => {
+    const e = log();
+    const model = modelOf(
+      replayRecords(
+        [
+          e({ type: "inbox", inboxId: "i1", source: "user", lane: "next-turn", body: "go" }),
+          e({ type: "turn_start", turnId: "t" }),
+          e({ type: "inbox_consumed", inboxId: "i1" }),
+          e({ type: "attempt_start", turnId: "t", attemptId: "t.a1", step: 0 }),
+          e({
+            type: "assistant_message",
+            turnId: "t",
+            attemptId: "t.a1",
+            finishReason: "tool_calls",
+            content: [call("ok", "ls"), call("nope", "fetch_url")],
+          }),
+          e({ type: "attempt_end", attemptId: "t.a1", status: "completed" }),
+          e({
+            type: "call_result",
+            callId: "nope",
+            name: "fetch_url",
+            outcome: "not_executed",
+            result: { ok: false, code: "UNKNOWN_TOOL", message: "?", retryable: false },
+          }),
+          e({
+            type: "call_started",
+            callId: "ok",
+            name: "ls",
+            args: {},
+            idempotencyKey: "k",
+            idempotent: true,
+          }),
+          e({
+            type: "call_result",
+            callId: "ok",
+            name: "ls",
+            outcome: "completed",
+            result: { ok: true, content: "a" },
+          }),
+          e({ type: "turn_end", turnId: "t", status: "completed" }),
+        ],
+        "sess",
+      ),
+    );
+    const node = (id: string) => model.nodes.get(model.byId.get(id)!)!;
+    const parentId = (id: string) => model.nodes.get(node(id).parent!)?.id;
+    expect(node("coordinator")).toMatchObject({ kind: "coordinator", state: "idle" });
+    expect(node("coordinator").parent).toBeUndefined();
+    expect(parentId("t")).toBe("sess");
+    expect(node("t")).toMatchObject({ kind: "turn", state: "done" });
+    expect(node("batch")).toMatchObject({ kind: "batch", state: "idle", status: "stopped" });
+    expect(parentId("batch")).toBe("t");
+    expect(node("ok")).toMatchObject({ kind: "call", state: "settled" });
+    expect(parentId("ok")).toBe("batch");
+    expect(parentId("nope")).toBe("t");
+    expect(parentId("t.a1")).toBe("t");
+  });
+
+  it("draws a failed attempt followed by another as a retry wait from the failure to the next attempt", () => {
+    const e = log();
+    const records = replayRecords(
+      [
+        e({ type: "turn_start", turnId: "t" }, 1000),
+        e({ type: "attempt_start", turnId: "t", attemptId: "t.a1", step: 0 }, 1010),
+        e({ type: "attempt_end", attemptId: "t.a1", status: "failed", error: "HTTP 429" }, 1020),
+        e({ type: "attempt_start", turnId: "t", attemptId: "t.a2", step: 0 }, 2020),
+        e(
+          {
+            type: "attempt_end",
+            attemptId: "t.a2",
+            status: "failed",
+            error: "stream cut",
+            partialText: "Hel",
+          },
+          2100,
+        ),
+        e({ type: "attempt_start", turnId: "t", attemptId: "t.a3", step: 0 }, 2600),
+        e({ type: "attempt_end", attemptId: "t.a3", status: "failed", error: "HTTP 500" }, 2700),
+        e({ type: "turn_end", turnId: "t", status: "failed", reason: "retries exhausted" }, 2701),
+      ],
+      "sess",
+    );
+    const waits = records.flatMap((r) =>
+      r.k === "agent" && r.e.type === "retry.scheduled" ? [r.e] : [],
+    );
+    expect(waits).toEqual([
+      expect.objectContaining({
+        attemptId: "t.a1",
+        retry: 1,
+        delayMs: 1000,
+        readyAt: 2020,
+        reason: "HTTP 429",
+        mode: "retry",
+      }),
+      expect.objectContaining({
+        attemptId: "t.a2",
+        retry: 2,
+        delayMs: 500,
+        readyAt: 2600,
+        mode: "continue",
+      }),
+    ]);
+    // Scrubbed to the first failure, the page shows the wait as live: not done yet.
+    const upToFailure = records.filter((r) => r.t <= 1020);
+    expect(modelOf(upToFailure).retries).toEqual([expect.objectContaining({ done: false })]);
+    expect(modelOf(records).retries.every((w) => w.done)).toBe(true);
+  });
+
+  it("rebuilds the doorbell: an input arriving while a turn runs rings it (input outranks steer); the turn's end answers it", () => {
+    const e = log();
+    const records = replayRecords(
+      [
+        e({ type: "inbox", inboxId: "i1", source: "user", lane: "next-turn", body: "go" }),
+        e({ type: "turn_start", turnId: "t1" }),
+        e({ type: "inbox_consumed", inboxId: "i1" }),
+        e({ type: "inbox", inboxId: "i2", source: "user", lane: "next-step", body: "steer" }),
+        e({ type: "inbox", inboxId: "i3", source: "user", lane: "next-turn", body: "then" }),
+        e({ type: "inbox", inboxId: "i4", source: "user", lane: "next-step", body: "more" }),
+        e({ type: "inbox_consumed", inboxId: "i2" }),
+        e({ type: "inbox_consumed", inboxId: "i4" }),
+        e({ type: "turn_end", turnId: "t1", status: "completed" }),
+        e({ type: "turn_start", turnId: "t2" }),
+        e({ type: "inbox_consumed", inboxId: "i3" }),
+        e({ type: "turn_end", turnId: "t2", status: "completed" }),
+      ],
+      "sess",
+    );
+    const bell = records.flatMap((r) =>
+      r.k === "snap" && r.id === "coordinator" ? [`${r.state}:${r.wake}`] : [],
+    );
+    expect(bell).toEqual([
+      "idle:null",
+      "running:null",
+      "running:steer",
+      "running:input",
+      "running:input",
+      "running:null", // t1 ended with i3 queued: a successor runs it
+      "idle:null",
+    ]);
+    expect(modelOf(records).wake).toBeNull();
   });
 });

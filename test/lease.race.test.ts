@@ -4,6 +4,7 @@ import { join } from "node:path";
 import fc from "fast-check";
 import { afterAll, describe, expect, it } from "vitest";
 import type { LogEntry } from "../session/entries.ts";
+import { sqliteDatabase } from "../session/sqlite-handle.ts";
 import { sqliteStore } from "../session/sqlite-store.ts";
 import type { Lease, LeaseStore, SessionStore } from "../session/store.ts";
 import { storeIgnoresFence } from "./support/mutants/store-ignores-fence.ts";
@@ -124,7 +125,7 @@ async function explore(broken: boolean, ops: Op[], s: fc.Scheduler): Promise<str
   const recorded = Object.create(real) as Shared;
   recorded.append = (sessionId, entries, options) => {
     const done = real.append(sessionId, entries, options);
-    const current = real.db
+    const current = sqliteDatabase(real)
       .prepare("SELECT token FROM leases WHERE session_id = ?")
       .pluck()
       .get(sessionId);

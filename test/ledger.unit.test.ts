@@ -5,6 +5,7 @@ import type Database from "better-sqlite3";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import type { Clock } from "../contracts/clock.ts";
 import { fingerprint, type Ledger, memoryLedger } from "../session/ledger.ts";
+import { sqliteDatabase } from "../session/sqlite-handle.ts";
 import { sqliteLedger } from "../session/sqlite-ledger.ts";
 import { sqliteStore } from "../session/sqlite-store.ts";
 
@@ -170,7 +171,9 @@ describe("sqlite ledger", () => {
     const h = sqliteHarness();
     const ledger = h.make(manualClock());
     const store = sqliteStore(h.path);
-    store.db.exec("CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, item TEXT)");
+    sqliteDatabase(store).exec(
+      "CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, item TEXT)",
+    );
     const place = (item: string) =>
       ledger.run(
         "orders",
@@ -190,14 +193,16 @@ describe("sqlite ledger", () => {
       type: "failed",
       failure: { code: "PARAMETER_MISMATCH" },
     });
-    expect(store.db.prepare("SELECT count(*) FROM orders").pluck().get()).toBe(1);
+    expect(sqliteDatabase(store).prepare("SELECT count(*) FROM orders").pluck().get()).toBe(1);
   });
 
   it("atomic: an effect that fails before commit leaves neither the change nor a ledger row, so a retry runs it", async () => {
     const h = sqliteHarness();
     const ledger = h.make(manualClock());
     const store = sqliteStore(h.path);
-    store.db.exec("CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, item TEXT)");
+    sqliteDatabase(store).exec(
+      "CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, item TEXT)",
+    );
     const attempt = (crash: boolean) =>
       ledger.run(
         "orders",
@@ -212,7 +217,7 @@ describe("sqlite ledger", () => {
         { atomic: true },
       );
     await expect(attempt(true)).rejects.toThrow("crash before commit");
-    expect(store.db.prepare("SELECT count(*) FROM orders").pluck().get()).toBe(0);
+    expect(sqliteDatabase(store).prepare("SELECT count(*) FROM orders").pluck().get()).toBe(0);
     expect(await ledger.get("orders", "o")).toBeUndefined();
     expect(await attempt(false)).toEqual({ type: "ran", result: "placed" });
   });

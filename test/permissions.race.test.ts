@@ -12,6 +12,7 @@ import { defineTool } from "../tools/define-tool.ts";
 import { failWithSchedule } from "./support/harness.ts";
 import {
   BlanketAllowOnceBroker,
+  EverythingDeniesBroker,
   OneAtATimeBroker,
 } from "./support/mutants/permission-broker.mutants.ts";
 
@@ -208,5 +209,14 @@ describe("permission replies at random times (invariant 12)", () => {
     expect(String(result.errorInstance)).toMatch(
       /expected "declined", got \{"type":"allow"\}|expected \{"feedback"/,
     );
+  });
+
+  it("the property catches a broker that reads every reply as a plain deny (the oracle is the reply sent)", async () => {
+    const result = await fc.check(
+      property((o) => new EverythingDeniesBroker(o)),
+      { numRuns: 100, seed: 12 },
+    );
+    expect(result.failed).toBe(true);
+    expect(String(result.errorInstance)).toMatch(/expected .*got .*declined/);
   });
 });

@@ -2,10 +2,9 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { type ChatMessage, toChatMessages } from "../contracts/chat.ts";
 import type { LogEntry } from "../session/entries.ts";
-import type { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";
-import { NO_RESULT_TEXT, Projection } from "../session/projection.ts";
-import { planRecovery, type RecoveryReport, recoverSession } from "../session/recovery.ts";
+import { NO_RESULT_TEXT } from "../session/projection.ts";
+import { planRecovery, recoverSession } from "../session/recovery.ts";
 import { call, openLog, result, started, step, user } from "./session-fixtures.ts";
 import {
   failedOutputViolation,
@@ -15,6 +14,13 @@ import {
   referenceProject,
   wellFormedViolation,
 } from "./session-random-log.ts";
+import {
+  noPatch,
+  projectsFailedAttempts,
+  type RecoveryImpl,
+  rerunsEverything,
+  trustsCurrentTrait,
+} from "./support/mutants/recovery.mutants.ts";
 
 const isIdempotent = (name: string) =>
   name === IDEM_TOOL ? true : name === "plain_tool" ? false : undefined;
@@ -83,6 +89,17 @@ describe("recovery", () => {
     expect(report.unknown.length).toBe(1);
   });
 
+  it("the flag logged at start wins: a call logged non-idempotent is not re-run though its tool is idempotent now", async () => {
+    const log = await openLog();
+    step(log, "a1", "", [call("c1", IDEM_TOOL)]);
+    log.append(started("c1", false, IDEM_TOOL));
+    const report = await recoverSession(log, { isIdempotent });
+    expect(report.retry).toEqual([]);
+    expect(report.unknown.map((e) => [e.callId, e.outcome, e.result])).toEqual([
+      ["c1", "unknown", expect.objectContaining({ code: "OUTCOME_UNKNOWN" })],
+    ]);
+  });
+
   it("an attempt cut before its message ends interrupted; one whose message was committed ends completed", async () => {
     const log = await openLog();
     log.append({ type: "attempt_start", turnId: "t1", attemptId: "a1", step: 0 });
@@ -106,11 +123,8 @@ describe("recovery", () => {
   });
 });
 
-/** What the property runs: how messages are projected and how recovery decides. Mutants swap one. */
-interface Impl {
-  project: (log: SessionLog) => readonly ChatMessage[];
-  recover: (log: SessionLog) => Promise<RecoveryReport>;
-}
+/** What the property runs; the mutants (test/support/mutants/recovery.mutants.ts) swap one part. */
+type Impl = RecoveryImpl;
 
 const real: Impl = {
   project: (log) => log.messages(),
@@ -182,46 +196,27 @@ describe("recovery after a crash at a random point", () => {
   });
 
   it("MUTANT: a projection that does not patch missing results is caught (invariant 1)", async () => {
-    const noPatch: Impl = {
-      ...real,
-      project: (log) =>
-        log.messages().filter((m) => m.role !== "tool" || m.content !== NO_RESULT_TEXT),
-    };
-    const out = await fc.check(crashProperty(noPatch), { numRuns: 300 });
+    const out = await fc.check(crashProperty(noPatch(real)), { numRuns: 300 });
     expect(out.failed).toBe(true);
     expect(String(out.errorInstance)).toMatch(/invariant 1/);
   });
 
   it("MUTANT: a recovery that re-runs non-idempotent calls is caught (invariant 8)", async () => {
-    const rerunAll: Impl = {
-      ...real,
-      recover: async (log) => {
-        const report = await recoverSession(log, { isIdempotent: () => true });
-        return {
-          ...report,
-          retry: [
-            ...report.retry,
-            ...report.plan.unknownCalls.filter((c) => !report.retry.includes(c)),
-          ],
-        };
-      },
-    };
-    const out = await fc.check(crashProperty(rerunAll), { numRuns: 300 });
+    const out = await fc.check(crashProperty(rerunsEverything(real)), { numRuns: 300 });
+    expect(out.failed).toBe(true);
+    expect(String(out.errorInstance)).toMatch(/invariant 8/);
+  });
+
+  it("MUTANT: a recovery that trusts the tool's current trait over the flag logged at start is caught (invariant 8)", async () => {
+    const out = await fc.check(crashProperty(trustsCurrentTrait(real, isIdempotent)), {
+      numRuns: 300,
+    });
     expect(out.failed).toBe(true);
     expect(String(out.errorInstance)).toMatch(/invariant 8/);
   });
 
   it("MUTANT: a projection that includes failed/interrupted attempts is caught (invariant 9)", async () => {
-    const withFailed: Impl = {
-      ...real,
-      project: (log) =>
-        toChatMessages(
-          Projection.fromPath(
-            log.path().filter((e) => !(e.type === "attempt_end" && e.status !== "completed")),
-          ).messages,
-        ),
-    };
-    const out = await fc.check(crashProperty(withFailed), { numRuns: 300 });
+    const out = await fc.check(crashProperty(projectsFailedAttempts(real)), { numRuns: 300 });
     expect(out.failed).toBe(true);
     expect(String(out.errorInstance)).toMatch(/invariant 9/);
   });

@@ -1,35 +1,22 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ModelError, type ModelErrorKind } from "../contracts/model.ts";
-import { parseRetryAfter } from "../machines/policies/retry-classify.ts";
 import {
-  decideRetry,
-  initialRetryState,
-  type RetryDecision,
-  type RetryInput,
-  type RetryPolicy,
-  type RetryState,
-  remainingWait,
-} from "../machines/policies/retry-policy.ts";
+  ignoresDeadline,
+  ignoresMaxRetriesOnZero,
+  type PolicyImpl,
+  reAddsDelay,
+  realPolicy,
+  reParsesLater,
+} from "./support/mutants/retry-policy.mutants.ts";
 
 /**
  * DESIGN §10 invariant 7, as a property over random fault sequences, random clock origins,
  * random request durations and random layer overheads: requests ≤ maxRetries + 1; no wait
  * crosses the operation deadline; a Retry-After is converted once and never extended or
- * waited twice across layers. Each mutant below breaks one clause and must be caught.
+ * waited twice across layers. Each mutant (test/support/mutants/retry-policy.mutants.ts) breaks one
+ * clause and must be caught.
  */
-
-interface PolicyImpl {
-  initial(policy: Partial<RetryPolicy>, startedAt: number): RetryState;
-  decide(state: RetryState, input: RetryInput): RetryDecision;
-  remaining(state: RetryState, now: number): number;
-}
-
-const real: PolicyImpl = {
-  initial: initialRetryState,
-  decide: decideRetry,
-  remaining: remainingWait,
-};
 
 type RetryAfterSpec =
   | { type: "none" }
@@ -137,6 +124,31 @@ function toError(fault: Fault, wallNow: number): ModelError {
   return new ModelError(`${fault.status}`, { kind: "http", status: fault.status, headers });
 }
 
+/**
+ * The wait a Retry-After spec asks for, computed from what the test wrote into the header and
+ * never by the parser under test: whole and decimal seconds in integer arithmetic, an HTTP-date
+ * from the second it names, a date in the past as 0 ("already due"), then the cap.
+ * `undefined` when no header was sent.
+ */
+function expectedRetryAfterMs(
+  ra: RetryAfterSpec,
+  wallNow: number,
+  maxRetryAfterMs = 900_000,
+): number | undefined {
+  let ms: number;
+  if (ra.type === "none") return undefined;
+  if (ra.type === "ms") ms = ra.value;
+  else if (ra.type === "date")
+    ms = Math.max(0, Math.floor(wallNow / 1000) * 1000 + ra.offsetSec * 1000 - wallNow);
+  else {
+    const [whole, frac = ""] = ra.value.split(".");
+    const thousandths = `${frac}000`.slice(0, 3);
+    const rest = frac.slice(3).replace(/0+$/, "");
+    ms = Number.parseInt(whole, 10) * 1000 + Number.parseInt(thousandths, 10) + (rest ? 1 : 0);
+  }
+  return Math.min(ms, maxRetryAfterMs);
+}
+
 /** Drives one operation: request → fault → decide → layers each wait what remains → request. */
 function run(impl: PolicyImpl, sc: Scenario): string | undefined {
   const p = sc.policy;
@@ -170,9 +182,12 @@ function run(impl: PolicyImpl, sc: Scenario): string | undefined {
     if (timeoutRetries > (p.maxTimeoutRetries ?? 1))
       return `timeout retries ${timeoutRetries} > ${p.maxTimeoutRetries}`;
     const decidedAt = now;
-    const server = parseRetryAfter(error.headers, wallNow, p.maxRetryAfterMs);
-    if (server.kind === "delay" && d.readyAt !== decidedAt + server.ms)
-      return `Retry-After of ${server.ms} ms moved: readyAt ${d.readyAt - decidedAt} ms after the decision`;
+    const sent = fault.kind === "http" ? fault.retryAfter : ({ type: "none" } as const);
+    const expected = expectedRetryAfterMs(sent, wallNow, p.maxRetryAfterMs);
+    if (expected !== undefined && d.readyAt !== decidedAt + expected)
+      return `Retry-After ${JSON.stringify(sent)} asks ${expected} ms, moved: readyAt ${d.readyAt - decidedAt} ms after the decision`;
+    if ((expected !== undefined) !== (d.waitSource === "retry-after"))
+      return `Retry-After ${JSON.stringify(sent)} sent but the wait came from ${d.waitSource}`;
     state = d.state;
     // Each layer (turn, attempt runner, lock, UI) does its own work, then waits what remains;
     // the last entry is the attempt runner itself, right before the request.
@@ -205,54 +220,29 @@ const mutantRuns = { numRuns: 3000, seed: 7 };
 
 describe("retry policy invariant 7 over random faults and clocks", () => {
   it("requests ≤ maxRetries + 1, no wait crosses the deadline, and a Retry-After is waited once", () => {
-    fc.assert(property(real), { numRuns: 5000, seed: 42 });
+    fc.assert(property(realPolicy), { numRuns: 5000, seed: 42 });
   });
 
   it("catches a mutant whose layers each re-add the Retry-After delay", () => {
-    let delay = 0;
-    const mutant: PolicyImpl = {
-      ...real,
-      decide: (s, input) => {
-        const d = decideRetry(s, input);
-        if (d.action !== "stop") delay = d.delayMs;
-        return d;
-      },
-      remaining: () => delay,
-    };
-    const out = fc.check(property(mutant), mutantRuns);
+    const out = fc.check(property(reAddsDelay()), mutantRuns);
     expect(out.failed).toBe(true);
     expect(String(out.errorInstance)).toMatch(/waited twice|slept|deadline/);
   });
 
   it("catches a mutant that ignores maxRetries when Retry-After is 0", () => {
-    const mutant: PolicyImpl = {
-      ...real,
-      decide: (s, input) => {
-        const ra = (input.error as ModelError).headers["retry-after"];
-        return decideRetry(ra === "0" ? { ...s, retries: 0 } : s, input);
-      },
-    };
-    const out = fc.check(property(mutant), mutantRuns);
+    const out = fc.check(property(ignoresMaxRetriesOnZero), mutantRuns);
     expect(out.failed).toBe(true);
     expect(String(out.errorInstance)).toMatch(/requests with maxRetries/);
   });
 
   it("catches a mutant that sleeps past the operation deadline", () => {
-    const mutant: PolicyImpl = {
-      ...real,
-      decide: (s, input) => decideRetry({ ...s, deadline: undefined }, input),
-    };
-    const out = fc.check(property(mutant), mutantRuns);
+    const out = fc.check(property(ignoresDeadline), mutantRuns);
     expect(out.failed).toBe(true);
     expect(String(out.errorInstance)).toMatch(/deadline/);
   });
 
   it("catches a mutant that re-parses Retry-After at a later clock reading (extends the deadline)", () => {
-    const mutant: PolicyImpl = {
-      ...real,
-      decide: (s, input) => decideRetry(s, { ...input, now: input.now + 1000 }),
-    };
-    const out = fc.check(property(mutant), mutantRuns);
+    const out = fc.check(property(reParsesLater), mutantRuns);
     expect(out.failed).toBe(true);
     expect(String(out.errorInstance)).toMatch(/moved/);
   });

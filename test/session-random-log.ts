@@ -23,7 +23,7 @@ export type ResultPlan = "ok" | "missing" | "dup" | "notexec" | "nostart" | "lat
 export type Op =
   | { k: "user" }
   | { k: "turn" }
-  | { k: "step"; calls: { idem: boolean; res: ResultPlan }[] }
+  | { k: "step"; calls: { idem: boolean; toolIdem: boolean; res: ResultPlan }[] }
   | { k: "failAttempt"; committed: boolean; status: "failed" | "interrupted" }
   | { k: "openAttempt"; committed: boolean }
   | { k: "endTurn"; aborted: boolean }
@@ -51,7 +51,11 @@ export const opArb: fc.Arbitrary<Op> = fc.oneof(
     weight: 5,
     arbitrary: fc.record({
       k: fc.constant("step" as const),
-      calls: fc.array(fc.record({ idem: fc.boolean(), res: resultPlan }), { maxLength: 3 }),
+      // `idem` is the flag the start record logs, `toolIdem` the tool's trait at recovery: drawn
+      // apart, because the tool may have changed between the crash and the recovery.
+      calls: fc.array(fc.record({ idem: fc.boolean(), toolIdem: fc.boolean(), res: resultPlan }), {
+        maxLength: 3,
+      }),
     }),
   },
   {
@@ -87,7 +91,10 @@ export const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.constant({ k: "note" as const }) },
 );
 
-/** Tool names: calls of IDEM_TOOL are idempotent (recorded and by lookup), PLAIN_TOOL are not. */
+/**
+ * Tool names: IDEM_TOOL is idempotent when recovery looks it up, PLAIN_TOOL is not. A call's
+ * start record logs its own `idempotent` flag, drawn independently of its tool's name.
+ */
 export const IDEM_TOOL = "idem_tool";
 export const PLAIN_TOOL = "plain_tool";
 /**
@@ -143,7 +150,7 @@ export function playOps(log: SessionLog, ops: readonly Op[], after?: () => void)
         const attemptId = id("a");
         const calls = op.calls.map((c) => ({
           ...c,
-          call: call(id("c"), c.idem ? IDEM_TOOL : PLAIN_TOOL),
+          call: call(id("c"), c.toolIdem ? IDEM_TOOL : PLAIN_TOOL),
         }));
         log.append({ type: "attempt_start", turnId, attemptId, step: n });
         log.append({
@@ -351,6 +358,30 @@ export function wellFormedViolation(messages: readonly ChatMessage[]): string | 
         return `message ${i}: call ${tc.id} has no result at ${i + 1 + j}`;
     }
     i += m.tool_calls.length;
+  }
+  return null;
+}
+
+/** Invariant 10 on the log: no kept result whose call was summarised away. */
+export function keptOrphan(path: readonly LogEntry[], baseline: LogEntry | null): string | null {
+  if (baseline?.type !== "compaction") return null;
+  const kept = path.findIndex((e) => e.id === baseline.firstKeptId);
+  const failed = new Set(
+    path.flatMap((e) =>
+      e.type === "attempt_end" && e.status !== "completed" ? [e.attemptId] : [],
+    ),
+  );
+  for (let i = Math.max(kept, 0); i < path.length; i++) {
+    const r = path[i];
+    if (r.type !== "call_result") continue;
+    const a = path.findLastIndex(
+      (e, j) =>
+        j < i &&
+        e.type === "assistant_message" &&
+        !failed.has(e.attemptId) &&
+        e.content.some((c) => c.type === "tool-call" && c.id === r.callId),
+    );
+    if (a >= 0 && a < kept) return `result ${r.callId} is kept but its call was summarised`;
   }
   return null;
 }

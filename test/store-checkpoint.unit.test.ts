@@ -13,6 +13,7 @@ import type { EntryInput } from "../session/entries.ts";
 import { inboxFromEntries } from "../session/inbox-log.ts";
 import { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";
+import { sqliteDatabase } from "../session/sqlite-handle.ts";
 import { sqliteStore } from "../session/sqlite-store.ts";
 import type { SessionStore } from "../session/store.ts";
 import { countingClock, user } from "./session-fixtures.ts";
@@ -334,7 +335,10 @@ describe("projection checkpoints (SQLite specifics)", () => {
       checkpoints: { minEntries: 10, growth: 0.5 },
     });
     const seqOf = () =>
-      store.db.prepare("SELECT seq FROM checkpoints WHERE session_id = 'auto'").pluck().get();
+      sqliteDatabase(store)
+        .prepare("SELECT seq FROM checkpoints WHERE session_id = 'auto'")
+        .pluck()
+        .get();
     for (let i = 0; i < 9; i++) log.append(user(`${i}`));
     await log.flush();
     expect(seqOf()).toBeUndefined();
@@ -354,12 +358,12 @@ describe("projection checkpoints (SQLite specifics)", () => {
     log.append({ type: "inbox", inboxId: "q2", source: "user", lane: "next-turn", body: "y" });
     log.append({ type: "inbox_consumed", inboxId: "q1" });
     await log.close();
-    const row = store.db
+    const row = sqliteDatabase(store)
       .prepare<[], string>("SELECT body FROM checkpoints WHERE session_id = 'old-ckpt'")
       .pluck()
       .get()!;
     const { inbox: _, ...old } = JSON.parse(row);
-    store.db
+    sqliteDatabase(store)
       .prepare("UPDATE checkpoints SET body = ? WHERE session_id = 'old-ckpt'")
       .run(JSON.stringify(old));
     const reopened = await open(store, "old-ckpt");
@@ -373,14 +377,14 @@ describe("projection checkpoints (SQLite specifics)", () => {
     log.append(user("kept"));
     log.append({ type: "note", text: "x", audience: "model" });
     await log.close();
-    const row = store.db
+    const row = sqliteDatabase(store)
       .prepare<[], string>("SELECT body FROM checkpoints WHERE session_id = 'v1-ckpt'")
       .pluck()
       .get()!;
     const body = JSON.parse(row);
     body.projection.v = 1;
     delete body.projection.lastAsk;
-    store.db
+    sqliteDatabase(store)
       .prepare("UPDATE checkpoints SET body = ? WHERE session_id = 'v1-ckpt'")
       .run(JSON.stringify(body));
     const { store: s, counter } = counting(store);
@@ -396,7 +400,7 @@ describe("projection checkpoints (SQLite specifics)", () => {
     const log = await open(store, "corrupt", false);
     log.append(user("kept"));
     await log.close();
-    store.db
+    sqliteDatabase(store)
       .prepare("UPDATE checkpoints SET body = '{not json' WHERE session_id = 'corrupt'")
       .run();
     const reopened = await open(store, "corrupt");

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { LogEntry } from "../session/entries.ts";
 import { memoryStore } from "../session/memory-store.ts";
 import { POSTGRES_SCHEMA_VERSION, postgresStore, quoteSchema } from "../session/postgres-store.ts";
+import { sqliteDatabase } from "../session/sqlite-handle.ts";
 import { defaultStorePath, sqliteStore } from "../session/sqlite-store.ts";
 import type { LeaseStore, SessionStore } from "../session/store.ts";
 import { call, openLog, result, started, step, user } from "./session-fixtures.ts";
@@ -218,11 +219,11 @@ describe("sqliteStore", () => {
     const process = sqliteStore(join(dir, "a", ".keel", "p.db"), { durability: "process" });
     const power = sqliteStore(join(dir, "b", "f.db"), { durability: "power" });
     expect(existsSync(join(dir, "a", ".keel"))).toBe(true);
-    expect(process.db.pragma("journal_mode", { simple: true })).toBe("wal");
-    expect(process.db.pragma("synchronous", { simple: true })).toBe(1);
-    expect(power.db.pragma("synchronous", { simple: true })).toBe(2);
+    expect(sqliteDatabase(process).pragma("journal_mode", { simple: true })).toBe("wal");
+    expect(sqliteDatabase(process).pragma("synchronous", { simple: true })).toBe(1);
+    expect(sqliteDatabase(power).pragma("synchronous", { simple: true })).toBe(2);
     await process.append("s", [entry(1)]);
-    const row = process.db
+    const row = sqliteDatabase(process)
       .prepare("SELECT session_id, seq, id, parent_id, type, at FROM entries")
       .get();
     expect(row).toEqual({

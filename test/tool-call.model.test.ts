@@ -5,7 +5,9 @@ import { type ToolCallEvent, toolCallMachine } from "../machines/tool-call.machi
 import {
   noWriteAheadToolCallMachine,
   overwritableToolCallMachine,
+  rearmingStopToolCallMachine,
 } from "./support/mutants/tool-call.mutants.ts";
+import { noTimers, stepTimers, type Timers, timerKey } from "./support/timers.ts";
 
 const okResult: ToolResult = { ok: true, content: "done" };
 const failResult: ToolResult = {
@@ -34,6 +36,8 @@ interface Trace {
   aborted: boolean;
   outcome?: string;
   result?: string;
+  /** Logical time of the first cancel that reached a started call. */
+  cancelledAt?: number;
 }
 
 interface Counterexample {
@@ -91,24 +95,64 @@ function check(
   return undefined;
 }
 
-/** Bounded exhaustive search over all event sequences up to `depth` (deduplicated). */
+const STOP_DEADLINE_MS = 1000;
+
+/**
+ * The stop deadline is armed once: it fires no later than STOP_DEADLINE_MS after the first cancel
+ * of a started call, however many cancels follow (each event of the search takes 100 ms).
+ */
+function checkTimers(
+  t: Trace,
+  before: Timers,
+  event: { type: string },
+  snap: Snap,
+  actions: { type: string; params?: unknown }[],
+): { problem?: string; timers: Timers } {
+  const { timers, rearmed } = stepTimers(before, event.type, actions);
+  if (rearmed.length > 0) {
+    const r = rearmed[0];
+    return { timers, problem: `the stop deadline was re-armed: due ${r.from} → ${r.to}` };
+  }
+  if (t.cancelledAt === undefined && snap.matches("stopping")) t.cancelledAt = timers.now;
+  const fired = event.type in before.due;
+  if (fired && snap.matches("unknown") && t.cancelledAt !== undefined) {
+    const late = timers.now - t.cancelledAt;
+    if (late > STOP_DEADLINE_MS)
+      return { timers, problem: `unknown declared ${late} ms after the first cancel` };
+  }
+  return { timers };
+}
+
+/**
+ * Bounded exhaustive search over all event sequences up to `depth`, deduplicated by a key that
+ * holds the chart's state, the trace and each pending timer's remaining time.
+ */
 function search(machine: AnyStateMachine, cancellable: boolean, depth: number) {
-  const input = { callId: "c1", name: "write", cancellable, stopDeadlineMs: 1000 };
+  const input = { callId: "c1", name: "write", cancellable, stopDeadlineMs: STOP_DEADLINE_MS };
   const [initial, initialActions] = initialTransition(machine, input);
   const seen = new Set<string>();
   const reached = new Set<string>();
-  const visit = (snap: Snap, t: Trace, path: string[]): Counterexample | undefined => {
-    const key = JSON.stringify([snap.value, snap.context, t]);
-    if (seen.has(`${path.length}:${key}`) || path.length === depth) return undefined;
-    seen.add(`${path.length}:${key}`);
+  const visit = (
+    snap: Snap,
+    t: Trace,
+    timers: Timers,
+    path: string[],
+  ): Counterexample | undefined => {
+    const cancelAge = t.cancelledAt === undefined ? null : timers.now - t.cancelledAt;
+    const key = JSON.stringify([snap.value, snap.context, { ...t, cancelledAt: cancelAge }]);
+    const full = `${path.length}:${key}:${timerKey(timers)}`;
+    if (seen.has(full) || path.length === depth) return undefined;
+    seen.add(full);
     for (const event of allEvents) {
       const [next, actions] = transition(machine, snap, event as never);
       reached.add(JSON.stringify(next.value));
       const t2 = { ...t };
-      const problem = check(t2, event, next, actions, cancellable);
       const p = [...path, event.type];
+      const problem = check(t2, event, next, actions, cancellable);
       if (problem) return { path: p, problem };
-      const found = visit(next, t2, p);
+      const timed = checkTimers(t2, timers, event, next, actions);
+      if (timed.problem) return { path: p, problem: timed.problem };
+      const found = visit(next, t2, timed.timers, p);
       if (found) return found;
     }
     return undefined;
@@ -118,7 +162,8 @@ function search(machine: AnyStateMachine, cancellable: boolean, depth: number) {
   const problem = check(t0, { type: "xstate.init" }, initial, initialActions, cancellable);
   if (problem) return { counterexample: { path: ["xstate.init"], problem }, reached };
   reached.add(JSON.stringify(initial.value));
-  return { counterexample: visit(initial, t0, []), reached };
+  const timers0 = stepTimers(noTimers, "xstate.init", initialActions, 0).timers;
+  return { counterexample: visit(initial, t0, timers0, []), reached };
 }
 
 describe("tool call: bounded exhaustive search over every event order (depth 8)", () => {
@@ -141,6 +186,11 @@ describe("tool call: bounded exhaustive search over every event order (depth 8)"
   it("the search finds the overwrite in a mutant whose settled state is not final", () => {
     const { counterexample } = search(overwritableToolCallMachine, true, 8);
     expect(counterexample?.problem).toMatch(/changed to cancelled|not final/);
+  });
+
+  it("the search finds a stop deadline that a repeated cancel re-arms (its due time is in the state key)", () => {
+    const { counterexample } = search(rearmingStopToolCallMachine, true, 8);
+    expect(counterexample?.problem).toMatch(/re-armed|after the first cancel/);
   });
 
   it("the search finds execute-before-record in a mutant that does not wait for the start record", () => {

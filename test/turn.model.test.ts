@@ -6,7 +6,9 @@ import {
   compactsMidBatchTurnMachine,
   ignoresLengthTurnMachine,
   ignoresLoopsTurnMachine,
+  rearmsFinalizerTurnMachine,
 } from "./support/mutants/turn.mutants.ts";
+import { noTimers, stepTimers, type Timers, timerKey } from "./support/timers.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: snapshots of real and mutant machines alike
 type Snap = any;
@@ -96,12 +98,17 @@ interface Found {
  * a stale attempt's answer changes nothing, and a final turn stays final.
  */
 function search(machine: AnyStateMachine, depth: number): Found | undefined {
-  const [start] = initialTransition(machine, input);
-  let frontier: { snap: Snap; trace: string[] }[] = [{ snap: start, trace: [] }];
-  const seen = new Set([key(start)]);
+  const [start, startActions] = initialTransition(machine, input);
+  const timers0 = stepTimers(noTimers, "xstate.init", startActions, 0).timers;
+  let frontier: { snap: Snap; trace: string[]; timers: Timers }[] = [
+    { snap: start, trace: [], timers: timers0 },
+  ];
+  // The key holds each pending timer's remaining time: a deadline re-armed under the same id is
+  // a different state from one left alone.
+  const seen = new Set([`${key(start)}|${timerKey(timers0)}`]);
   for (let d = 0; d < depth; d++) {
     const next: typeof frontier = [];
-    for (const { snap, trace } of frontier) {
+    for (const { snap, trace, timers } of frontier) {
       for (const event of events(snap)) {
         const [after, actions] = transition(machine, snap, event);
         const t = [
@@ -197,10 +204,15 @@ function search(machine: AnyStateMachine, depth: number): Found | undefined {
         ) {
           return { trace: t, problem: "calls were refused and executed" };
         }
-        const k = key(after);
+        const timed = stepTimers(timers, event.type, actions);
+        const moved = timed.rearmed[0];
+        if (moved) {
+          return { trace: t, problem: `${moved.id} was re-armed: due ${moved.from} → ${moved.to}` };
+        }
+        const k = `${key(after)}|${timerKey(timed.timers)}`;
         if (seen.has(k)) continue;
         seen.add(k);
-        next.push({ snap: after, trace: t });
+        next.push({ snap: after, trace: t, timers: timed.timers });
       }
     }
     frontier = next;
@@ -221,6 +233,11 @@ describe("turn statechart, bounded exhaustive search", () => {
   it("the search catches a turn that takes a stale attempt's answer", () => {
     const found = search(acceptsStaleAttemptsTurnMachine, 10);
     expect(found?.problem).toBe("a stale attempt's answer changed the turn");
+  });
+
+  it("the search catches a finalizer whose deadline an interrupt re-arms (due times are in the key)", () => {
+    const found = search(rearmsFinalizerTurnMachine, 10);
+    expect(found?.problem).toMatch(/finalizeDeadline.*re-armed/);
   });
 
   it("a step whose results make the same failure loopFailAfter times in a row ends the turn failed, loop_detected, without another attempt", () => {

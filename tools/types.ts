@@ -49,7 +49,9 @@ export interface ResolvedTraits {
 /** What a tool's `execute` may return: a plain string is read as `{ ok: true, content }`. */
 export type ToolOutput = string | ToolResult;
 
+/** What a tool's `execute` gets beside its arguments. */
 export interface ToolContext {
+  /** The call's id, as the model gave it. */
   callId: string;
   /** The session the call runs in (tools that read the session, like `read_result`). */
   sessionId: string;
@@ -59,14 +61,17 @@ export interface ToolContext {
   idempotencyKey: string;
   /** Progress for the UI. Ignored once the call has settled. */
   onUpdate: (progress: unknown) => void;
+  /** A pino logger bound to the call. */
   log: Logger;
 }
 
+/** An example call shown to the model in the tool's description. */
 export interface ToolExample {
   description?: string;
   args: Record<string, unknown>;
 }
 
+/** What `defineTool` takes: name, description, zod parameters, traits and `execute`. */
 // biome-ignore lint/suspicious/noExplicitAny: a registry holds tools of every argument type
 export interface ToolDefinition<Args = any> {
   name: string;

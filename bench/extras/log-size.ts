@@ -13,6 +13,7 @@ import { z } from "zod";
 import { createAgent } from "../../actors/agent.ts";
 import { seededIds } from "../../actors/ids.ts";
 import { scriptedModel } from "../../providers/scripted-model.ts";
+import { sqliteDatabase } from "../../session/sqlite-handle.ts";
 import { sqliteStore } from "../../session/sqlite-store.ts";
 import { defineTool } from "../../tools/define-tool.ts";
 
@@ -21,7 +22,7 @@ const args = process.argv.slice(2);
 
 function measure(path: string): void {
   const store = sqliteStore(path); // migrates an older file
-  const db = store.db;
+  const db = sqliteDatabase(store);
   db.pragma("wal_checkpoint(TRUNCATE)");
   db.exec("VACUUM");
   const version = db

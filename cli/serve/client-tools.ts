@@ -1,11 +1,6 @@
 import { z } from "zod";
-import {
-  type ClientToolSpec,
-  defineTool,
-  type Tool,
-  type ToolResult,
-  type ToolTraits,
-} from "../../index.ts";
+import type { ClientToolSpec } from "../../contracts/protocol.ts";
+import { defineTool, type Tool, type ToolResult, type ToolTraits } from "../../index.ts";
 import { ControlFailure } from "./control.ts";
 import { ProtocolError } from "./protocol-error.ts";
 

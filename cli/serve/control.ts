@@ -1,4 +1,10 @@
-import type { ControlMap, ControlType, ErrorFrame, OkFrame, ServerFrame } from "../../index.ts";
+import type {
+  ControlMap,
+  ControlType,
+  ErrorFrame,
+  OkFrame,
+  ServerFrame,
+} from "../../contracts/protocol.ts";
 
 /** Why a control request got no usable answer. `kind` tells the caller what to make of it. */
 export class ControlFailure extends Error {

@@ -1,4 +1,4 @@
-import type { ProtocolErrorCode } from "../../index.ts";
+import type { ProtocolErrorCode } from "../../contracts/protocol.ts";
 
 /** A request the server will not do: becomes an `error` frame with this code and message. */
 export class ProtocolError extends Error {

@@ -1,11 +1,10 @@
 import {
-  AGENT_EVENT_TYPES,
-  type PermissionReply,
   REQUEST_TYPES,
   type RequestFrame,
   type RequestId,
   type RequestType,
-} from "../../index.ts";
+} from "../../contracts/protocol.ts";
+import { AGENT_EVENT_TYPES, type PermissionReply } from "../../index.ts";
 import { ProtocolError } from "./protocol-error.ts";
 
 const REQUESTS = new Set<string>(REQUEST_TYPES);

@@ -1,21 +1,11 @@
 import { randomUUID } from "node:crypto";
 import type { Readable, Writable } from "node:stream";
 import type { Logger } from "pino";
+import { LineDecoder, type LineResult } from "../../contracts/ndjson.ts";
 import {
-  type Agent,
-  type AgentOptions,
-  createAgent,
   DEFAULT_MAX_FRAME_BYTES,
   type EntryRecord,
-  LineDecoder,
-  type LineResult,
-  type Model,
   majorOf,
-  type PermissionAction,
-  type PermissionOptions,
-  type PermissionReply,
-  type PermissionRequest,
-  type PermissionRule,
   PROTOCOL_VERSION,
   REQUEST_TYPES,
   type RequestFrame,
@@ -23,8 +13,19 @@ import {
   type RequestMap,
   type RequestType,
   SERVER_CAPABILITIES,
-  type Session,
   type SessionPermissions,
+} from "../../contracts/protocol.ts";
+import {
+  type Agent,
+  type AgentOptions,
+  createAgent,
+  type Model,
+  type PermissionAction,
+  type PermissionOptions,
+  type PermissionReply,
+  type PermissionRequest,
+  type PermissionRule,
+  type Session,
   type SessionStore,
 } from "../../index.ts";
 import { clientTool } from "./client-tools.ts";

@@ -1,5 +1,5 @@
 import type { Writable } from "node:stream";
-import type { EventFrame, ServerFrame } from "../../index.ts";
+import type { EventFrame, ServerFrame } from "../../contracts/protocol.ts";
 
 /** A queued frame: a serialised line, or a text event kept as an object while it may grow. */
 type Queued = { line: string; bytes: number } | { text: TextFrame; bytes: number };

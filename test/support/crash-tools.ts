@@ -1,8 +1,8 @@
 import { appendFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import type Database from "better-sqlite3";
 import { z } from "zod";
 import type { Ledger } from "../../session/ledger.ts";
-import type { SqliteSessionStore } from "../../session/sqlite-store.ts";
 import { defineTool } from "../../tools/define-tool.ts";
 
 /**
@@ -41,7 +41,7 @@ export function crashTools(options: {
         { by },
         (run) =>
           run.transact((db) => {
-            const d = db as SqliteSessionStore["db"];
+            const d = db as Database.Database;
             d.exec("CREATE TABLE IF NOT EXISTS counter (id INTEGER PRIMARY KEY, n INTEGER)");
             d.prepare(
               "INSERT INTO counter (id, n) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET n = n + excluded.n",

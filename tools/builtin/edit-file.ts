@@ -2,7 +2,13 @@ import type { FileHandle } from "node:fs/promises";
 import { z } from "zod";
 import { defineTool, type Tool } from "../define-tool.ts";
 import { lineAt, looksBinary, MAX_FILE_BYTES, notFound, openWorkspaceFile } from "./common.ts";
-import { resolveInWorkspace, toolError, type Workspace } from "./workspace.ts";
+import {
+  isKeelOwn,
+  keelOwnError,
+  resolveInWorkspace,
+  toolError,
+  type Workspace,
+} from "./workspace.ts";
 
 const parameters = z.object({
   path: z.string().describe("File path relative to the workspace root."),
@@ -68,6 +74,7 @@ export function editFileTool(ws: Workspace): Tool<z.output<typeof parameters>> {
       const resolved = await resolveInWorkspace(ws, path);
       if (!resolved.ok) return resolved.error;
       const { real, rel } = resolved;
+      if (isKeelOwn(ws, real)) return keelOwnError(rel, "write");
       // One handle for the read and the write, opened without following a symlink swapped in
       // after the check and refused when hard-linked: the file edited is the file read.
       const opened = await openWorkspaceFile(real, rel, "write");

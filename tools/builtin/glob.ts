@@ -3,7 +3,13 @@ import { defineTool, type Tool } from "../define-tool.ts";
 import { notFound, statOrUndefined } from "./common.ts";
 import { globToRegExp } from "./glob-match.ts";
 import { SKIPPED_DIRS, walkFiles } from "./walk.ts";
-import { resolveInWorkspace, toolError, type Workspace } from "./workspace.ts";
+import {
+  isKeelOwn,
+  keelOwnError,
+  resolveInWorkspace,
+  toolError,
+  type Workspace,
+} from "./workspace.ts";
 
 const DEFAULT_MAX = 500;
 
@@ -54,6 +60,7 @@ export function globTool(ws: Workspace): Tool<z.output<typeof parameters>> {
       const resolved = await resolveInWorkspace(ws, path);
       if (!resolved.ok) return resolved.error;
       const { real, rel } = resolved;
+      if (isKeelOwn(ws, real)) return keelOwnError(rel, "search");
       const info = await statOrUndefined(real);
       if (!info) return notFound(real, rel, "directory");
       if (!info.isDirectory())
@@ -62,7 +69,11 @@ export function globTool(ws: Workspace): Tool<z.output<typeof parameters>> {
           `${JSON.stringify(rel)} is a file; give a directory as path.`,
         );
       const re = globToRegExp(pattern.startsWith("./") ? pattern.slice(2) : pattern);
-      const walk = await walkFiles(real, { signal: ctx?.signal, include: `${pattern} ${path}` });
+      const walk = await walkFiles(real, {
+        signal: ctx?.signal,
+        include: `${pattern} ${path}`,
+        hidden: (abs) => isKeelOwn(ws, abs),
+      });
       const prefix = rel === "." ? "" : `${rel}/`;
       const matches = walk.files.filter((f) => re.test(f)).map((f) => prefix + f);
       const note = walk.incomplete

@@ -12,7 +12,13 @@ import {
 } from "./common.ts";
 import { globToRegExp } from "./glob-match.ts";
 import { SKIPPED_DIRS, walkFiles } from "./walk.ts";
-import { resolveInWorkspace, toolError, type Workspace } from "./workspace.ts";
+import {
+  isKeelOwn,
+  keelOwnError,
+  resolveInWorkspace,
+  toolError,
+  type Workspace,
+} from "./workspace.ts";
 
 const DEFAULT_MAX = 100;
 const LINE_BYTES = 300;
@@ -87,6 +93,7 @@ export function grepTool(ws: Workspace): Tool<z.output<typeof parameters>> {
       const resolved = await resolveInWorkspace(ws, path);
       if (!resolved.ok) return resolved.error;
       const { real, rel } = resolved;
+      if (isKeelOwn(ws, real)) return keelOwnError(rel, "search");
       const info = await statOrUndefined(real);
       if (!info) return notFound(real, rel, "file or directory");
       const prefix = rel === "." ? "" : `${rel}/`;
@@ -96,6 +103,7 @@ export function grepTool(ws: Workspace): Tool<z.output<typeof parameters>> {
         const walk = await walkFiles(real, {
           signal: ctx?.signal,
           include: `${glob ?? ""} ${path}`,
+          hidden: (abs) => isKeelOwn(ws, abs),
         });
         files = [];
         for (const f of walk.files) {
@@ -103,7 +111,9 @@ export function grepTool(ws: Workspace): Tool<z.output<typeof parameters>> {
           if (!walk.symlinks.has(f)) files.push({ abs: join(real, f), shown: prefix + f });
           else {
             const target = await resolveInWorkspace(ws, prefix + f);
-            if (target.ok) files.push({ abs: target.real, shown: prefix + f });
+            if (target.ok && !isKeelOwn(ws, target.real)) {
+              files.push({ abs: target.real, shown: prefix + f });
+            }
           }
         }
       }

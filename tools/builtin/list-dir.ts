@@ -1,9 +1,16 @@
 import type { Dirent } from "node:fs";
 import { readdir, readlink } from "node:fs/promises";
+import { join } from "node:path";
 import { z } from "zod";
 import { defineTool, type Tool } from "../define-tool.ts";
 import { notFound, statOrUndefined } from "./common.ts";
-import { resolveInWorkspace, toolError, type Workspace } from "./workspace.ts";
+import {
+  isKeelOwn,
+  keelOwnError,
+  resolveInWorkspace,
+  toolError,
+  type Workspace,
+} from "./workspace.ts";
 
 const MAX_ENTRIES = 1000;
 
@@ -37,6 +44,7 @@ export function listDirTool(ws: Workspace): Tool<z.output<typeof parameters>> {
       const resolved = await resolveInWorkspace(ws, path);
       if (!resolved.ok) return resolved.error;
       const { real, rel } = resolved;
+      if (isKeelOwn(ws, real)) return keelOwnError(rel, "list");
       const info = await statOrUndefined(real);
       if (!info) return notFound(real, rel, "directory");
       if (!info.isDirectory())
@@ -44,9 +52,9 @@ export function listDirTool(ws: Workspace): Tool<z.output<typeof parameters>> {
           "INVALID_ARGS",
           `${JSON.stringify(rel)} is a file, not a directory. Use read_file to read it.`,
         );
-      const entries = (await readdir(real, { withFileTypes: true })).sort((a, b) =>
-        a.name < b.name ? -1 : a.name > b.name ? 1 : 0,
-      );
+      const entries = (await readdir(real, { withFileTypes: true }))
+        .filter((e) => !isKeelOwn(ws, join(real, e.name)))
+        .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
       if (entries.length === 0) return `${rel} is empty.`;
       if (offset >= entries.length)
         return toolError(

@@ -20,11 +20,12 @@ export interface WalkResult {
 /**
  * Lists the files under `dir` iteratively (no recursion), without following symlinked
  * directories (so it cannot leave the workspace or loop), skipping `SKIPPED_DIRS` unless
- * `include` names them. Checks `signal` between directories.
+ * `include` names them, and always skipping what `hidden` says (Keel's own folders and files).
+ * Checks `signal` between directories.
  */
 export async function walkFiles(
   dir: string,
-  options: { signal?: AbortSignal; include?: string } = {},
+  options: { signal?: AbortSignal; include?: string; hidden?: (abs: string) => boolean } = {},
 ): Promise<WalkResult> {
   const skip = SKIPPED_DIRS.filter((d) => !options.include?.includes(d));
   const files: string[] = [];
@@ -43,6 +44,7 @@ export async function walkFiles(
     for (const entry of entries) {
       if (++visited > MAX_VISITED) return { files: files.sort(), symlinks, incomplete: true };
       const child = rel === "" ? entry.name : `${rel}/${entry.name}`;
+      if (options.hidden?.(path.join(dir, child))) continue;
       if (entry.isDirectory()) {
         if (!skip.includes(entry.name)) queue.push(child);
       } else {

@@ -2,12 +2,41 @@ import { lstat, realpath } from "node:fs/promises";
 import path from "node:path";
 import type { ToolFailure } from "../../contracts/tool-result.ts";
 
+/**
+ * The folder Keel keeps its own state in (the default session store, spilled outputs): at any
+ * depth of the workspace, the tools never list, search or write inside one.
+ */
+export const KEEL_DIR = ".keel";
+
 /** The directory every built-in tool is confined to. */
 export interface Workspace {
   /** The root as given (absolute). */
   root: string;
   /** `realpath(root)`, what every resolved path is checked against. */
   realRoot: string;
+  /**
+   * Real absolute paths (files or folders) the tools never list, search or write, besides
+   * `.keel/` folders: e.g. a session store file kept elsewhere in the workspace.
+   */
+  protected: readonly string[];
+}
+
+/**
+ * True when `real` (an absolute real path, as `resolveInWorkspace` gives) is Keel's own: inside
+ * a `.keel` folder of the workspace, or one of `ws.protected`.
+ */
+export function isKeelOwn(ws: Workspace, real: string): boolean {
+  const rel = insideOf(ws.realRoot, real);
+  if (rel?.split(path.sep).includes(KEEL_DIR)) return true;
+  return ws.protected.some((p) => real === p || real.startsWith(p + path.sep));
+}
+
+/** The refusal for a path that is Keel's own (see {@link isKeelOwn}). */
+export function keelOwnError(rel: string, action: "list" | "search" | "write"): ToolFailure {
+  return toolError(
+    "PATH_OUTSIDE_WORKSPACE",
+    `${JSON.stringify(rel)} is where Keel keeps its session store: the tools do not ${action} there. Where: the "path" argument. How to fix: use a path outside ${KEEL_DIR}/ (and outside the store's files).`,
+  );
 }
 
 export type ResolvedPath =

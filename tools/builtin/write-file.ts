@@ -4,7 +4,13 @@ import { z } from "zod";
 import { defineTool, type Tool } from "../define-tool.ts";
 import { utf8Length } from "../utf8.ts";
 import { openWorkspaceFile } from "./common.ts";
-import { resolveInWorkspace, toolError, type Workspace } from "./workspace.ts";
+import {
+  isKeelOwn,
+  keelOwnError,
+  resolveInWorkspace,
+  toolError,
+  type Workspace,
+} from "./workspace.ts";
 
 const parameters = z.object({
   path: z
@@ -39,6 +45,7 @@ export function writeFileTool(ws: Workspace): Tool<z.output<typeof parameters>> 
       const resolved = await resolveInWorkspace(ws, input);
       if (!resolved.ok) return resolved.error;
       const { real, rel } = resolved;
+      if (isKeelOwn(ws, real)) return keelOwnError(rel, "write");
       await mkdir(path.dirname(real), { recursive: true });
       // Not truncated until checked on the handle: a regular file, not a symlink swapped in
       // after the path check, not hard-linked (another name may be outside the workspace).

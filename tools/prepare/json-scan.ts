@@ -24,7 +24,9 @@ export function scanJsonValue(text: string, start: number): ScanResult {
     error: { offset, reason },
   });
 
-  value: for (;;) {
+  // One pass per value start: open a container (its first element follows) or scan a scalar,
+  // then close what that value finished and move past "," (and an object's next key).
+  for (;;) {
     if (i >= n) return fail(n, "the text ends where a value was expected");
     const c = text.charCodeAt(i);
     if (c === 0x7b /* { */) {
@@ -63,30 +65,48 @@ export function scanJsonValue(text: string, start: number): ScanResult {
     } else {
       return fail(i, `unexpected ${describeChar(text, i)} where a value was expected`);
     }
-    // After a value: close containers or move to the next element.
-    for (;;) {
-      if (stack.length === 0) return { ok: true, end: i };
-      i = skipWs(text, i);
-      if (i >= n) return fail(n, "the text ends inside an unclosed object or array");
-      const top = stack[stack.length - 1];
-      const d = text.charCodeAt(i);
-      if (d === 0x2c /* , */) {
-        i = skipWs(text, i + 1);
-        if (top === OBJECT) {
-          const key = scanKey(text, i);
-          if (!key.ok) return key;
-          i = key.end;
-        }
-        continue value;
-      }
-      if ((top === OBJECT && d === 0x7d) || (top === ARRAY && d === 0x5d)) {
-        stack.pop();
-        i++;
-        continue;
-      }
-      const expected = top === OBJECT ? `"," or "}"` : `"," or "]"`;
-      return fail(i, `expected ${expected} but found ${describeChar(text, i)}`);
+    const after = afterValue(text, i, stack);
+    if (!after.ok || after.done) return after.ok ? { ok: true, end: after.end } : after;
+    i = after.end;
+  }
+}
+
+type AfterValue = { ok: true; end: number; done: boolean } | { ok: false; error: JsonSyntaxError };
+
+/**
+ * After a value ending at `i`: pops every container it closes. Returns `done` with the end of
+ * the outermost value when the stack empties, otherwise the start of the next element (past
+ * "," and, in an object, past its key and ":"). A plain loop rather than a labelled
+ * `continue` in the caller, which Stryker cannot instrument.
+ */
+function afterValue(text: string, i: number, stack: number[]): AfterValue {
+  for (;;) {
+    if (stack.length === 0) return { ok: true, end: i, done: true };
+    i = skipWs(text, i);
+    if (i >= text.length) {
+      return {
+        ok: false,
+        error: { offset: text.length, reason: "the text ends inside an unclosed object or array" },
+      };
     }
+    const top = stack[stack.length - 1];
+    const d = text.charCodeAt(i);
+    if (d === 0x2c /* , */) {
+      i = skipWs(text, i + 1);
+      if (top !== OBJECT) return { ok: true, end: i, done: false };
+      const key = scanKey(text, i);
+      return key.ok ? { ok: true, end: key.end, done: false } : key;
+    }
+    if ((top === OBJECT && d === 0x7d) || (top === ARRAY && d === 0x5d)) {
+      stack.pop();
+      i++;
+      continue;
+    }
+    const expected = top === OBJECT ? `"," or "}"` : `"," or "]"`;
+    return {
+      ok: false,
+      error: { offset: i, reason: `expected ${expected} but found ${describeChar(text, i)}` },
+    };
   }
 }
 

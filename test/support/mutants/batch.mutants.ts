@@ -14,6 +14,10 @@ export const ignoresResourceKeys: Scheduler = (state) =>
 export const unsafeRunsBesideOthers: Scheduler = (state) =>
   scheduleBatch({ ...state, calls: state.calls.map((c) => ({ ...c, concurrencySafe: true })) });
 
+/** BROKEN on purpose: ignores `maxParallelToolCalls`: every safe call starts at once. */
+export const ignoresMaxParallel: Scheduler = (state) =>
+  scheduleBatch({ ...state, maxParallel: Number.POSITIVE_INFINITY });
+
 /** BROKEN on purpose: ignores `executionMode: "sequential"`. */
 export const ignoresSequential: Scheduler = (state) =>
   scheduleBatch({ ...state, sequential: false });
@@ -47,6 +51,7 @@ export const batchMutantPolicies = {
   ignoresResourceKeys: { schedule: ignoresResourceKeys },
   unsafeRunsBesideOthers: { schedule: unsafeRunsBesideOthers },
   ignoresSequential: { schedule: ignoresSequential },
+  ignoresMaxParallel: { schedule: ignoresMaxParallel },
   /** Outputs results in completion order instead of call order. */
   commitsInCompletionOrder: { commitOrder: (c) => [...c.completionOrder] },
 } satisfies Record<string, Partial<BatchPolicy>>;
@@ -56,6 +61,7 @@ export const batchMutants = {
   ignoresResourceKeys: createBatchMachine(batchMutantPolicies.ignoresResourceKeys),
   unsafeRunsBesideOthers: createBatchMachine(batchMutantPolicies.unsafeRunsBesideOthers),
   ignoresSequential: createBatchMachine(batchMutantPolicies.ignoresSequential),
+  ignoresMaxParallel: createBatchMachine(batchMutantPolicies.ignoresMaxParallel),
   commitsInCompletionOrder: createBatchMachine(batchMutantPolicies.commitsInCompletionOrder),
   keepsCancelAcrossRounds,
   /**

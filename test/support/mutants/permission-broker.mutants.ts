@@ -54,3 +54,14 @@ export class BlanketAllowOnceBroker extends PermissionBroker {
     return true;
   }
 }
+
+/**
+ * Broken on purpose: every reply is read as a plain `deny`, so `allow_once` and a feedback reply
+ * decline the whole turn. An oracle that reads the expected decision from the broker's own
+ * `permission.decided` events stays green on it; one that expects the reply that was sent fails.
+ */
+export class EverythingDeniesBroker extends PermissionBroker {
+  override reply(requestId: string, reply: PermissionReply): boolean {
+    return super.reply(requestId, reply.type === "allow_always" ? reply : { type: "deny" });
+  }
+}

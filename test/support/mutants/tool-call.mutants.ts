@@ -33,3 +33,27 @@ export const noWriteAheadToolCallMachine: AnyStateMachine = createMachine(
   } as any,
   toolCallMachine.implementations,
 );
+
+/**
+ * BROKEN on purpose: a repeated `call.cancel` while `stopping` re-enters the state, which
+ * cancels the stop deadline and arms it again, so a caller that keeps cancelling postpones
+ * `unknown` for ever. Only a search whose state key holds the timer's due time (and checks the
+ * deadline's bound) sees it: the state's value and context do not change.
+ */
+export const rearmingStopToolCallMachine: AnyStateMachine = createMachine(
+  {
+    ...toolCallMachine.config,
+    states: {
+      ...toolCallMachine.config.states,
+      stopping: {
+        ...toolCallMachine.config.states!.stopping!,
+        on: {
+          ...toolCallMachine.config.states!.stopping!.on,
+          "call.cancel": { target: "stopping", reenter: true },
+        },
+      },
+    },
+    // biome-ignore lint/suspicious/noExplicitAny: a mutant rebuilt from the real config
+  } as any,
+  toolCallMachine.implementations,
+);

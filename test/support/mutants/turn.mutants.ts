@@ -74,3 +74,37 @@ export const compactsMidBatchTurnMachine = withExecuting((executing) => ({
   ...executing,
   entry: [...executing.entry, { type: "compact", params: { mode: "auto" } }],
 }));
+
+/**
+ * Broken on purpose: an interrupt during `finalizing` re-enters it, which re-runs the finalizer
+ * and arms its deadline again, so repeated interrupts postpone the end of the turn for ever.
+ * The state's value and context do not change: only a search whose key holds the deadline's
+ * due time (and that checks re-arming) sees it.
+ */
+export const rearmsFinalizerTurnMachine = (() => {
+  const config: Config = turnMachine.config;
+  const finalizing = config.states.finalizing;
+  const mutated = {
+    ...config,
+    states: {
+      ...config.states,
+      finalizing: {
+        ...finalizing,
+        on: { ...finalizing.on, "turn.interrupt": { target: "finalizing", reenter: true } },
+      },
+    },
+  };
+  return createMachine(
+    mutated,
+    // biome-ignore lint/suspicious/noExplicitAny: implementations of the same machine
+    turnMachine.implementations as any,
+  ) as unknown as typeof turnMachine;
+})();
+
+/**
+ * Broken on purpose (invariant 7): the turn's retry timer waits twice the remaining wait it was
+ * given, as a layer that re-adds a Retry-After it was handed already converted would.
+ */
+export const waitsRetryTwiceTurnMachine = turnMachine.provide({
+  delays: { retryDelay: ({ context }) => 2 * context.retryDelayMs },
+});

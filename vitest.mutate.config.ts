@@ -1,0 +1,38 @@
+import { defineConfig } from "vitest/config";
+
+/**
+ * The tests Stryker runs against each mutant (`npm run mutate`): the unit, model, paths,
+ * clock, property and race tests of the pure modules it mutates (stryker.config.mjs). No
+ * e2e test: those start servers and child processes, and cover the same code far slower.
+ * Per-test coverage then runs only the tests that reach a mutant.
+ */
+export default defineConfig({
+  test: {
+    include: [
+      "test/batch.{unit,model,race}.test.ts",
+      "test/charts.unit.test.ts",
+      "test/compaction.{unit,model}.test.ts",
+      "test/coordinator.{model,paths,race}.test.ts",
+      "test/inbox.{unit,race}.test.ts",
+      "test/json-scan.unit.test.ts",
+      "test/not-executed.unit.test.ts",
+      "test/prepare-call.{unit,property}.test.ts",
+      "test/prepare-messages.unit.test.ts",
+      "test/projection.unit.test.ts",
+      "test/projection-notes.unit.test.ts",
+      "test/remap-keys.unit.test.ts",
+      "test/recover-calls.unit.test.ts",
+      "test/recovery.unit.test.ts",
+      "test/retry-classify.unit.test.ts",
+      "test/retry-policy.{unit,clock}.test.ts",
+      "test/retry-decide.unit.test.ts",
+      "test/session-branches.unit.test.ts",
+      "test/session.race.test.ts",
+      "test/stream-assembler.unit.test.ts",
+      "test/tool-call.{clock,model,paths}.test.ts",
+      "test/turn.{model,race}.test.ts",
+    ],
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+  },
+});
