@@ -6,8 +6,23 @@
 //   npx tsx bench/extras/job-latency.ts
 import { Logger, run, runMigrations } from "graphile-worker";
 import pg from "pg";
-import PgBoss from "pg-boss";
 import { startPostgres } from "../../test/support/postgres-server.ts";
+import { loadPeer } from "../lib/workload.ts";
+
+/** The slice of pg-boss 10 this bench uses (a bench/ peer: `npm install` in bench/). */
+interface PgBossLike {
+  on(event: "error", handler: (err: unknown) => void): void;
+  start(): Promise<unknown>;
+  createQueue(name: string): Promise<void>;
+  work(
+    name: string,
+    options: { pollingIntervalSeconds: number; batchSize: number },
+    handler: (jobs: { data: { sent: number } }[]) => Promise<void>,
+  ): Promise<string>;
+  send(name: string, data: { sent: number }): Promise<string | null>;
+  stop(options: { graceful: boolean; wait: boolean }): Promise<void>;
+}
+type PgBossClass = new (options: { connectionString: string; max: number }) => PgBossLike;
 
 const SINGLE = 50;
 const BURST = 200;
@@ -56,6 +71,7 @@ async function graphile(url: string): Promise<string[]> {
 }
 
 async function pgBoss(url: string): Promise<string[]> {
+  const PgBoss = (await loadPeer<{ default: PgBossClass }>("pg-boss")).default;
   const boss = new PgBoss({ connectionString: url, max: 8 });
   boss.on("error", () => {});
   await boss.start();
