@@ -43,10 +43,7 @@ const keepsCancelAcrossRounds = createBatchMachine().provide({
   },
 });
 
-/**
- * The broken policies, for either hosting of the batch chart: `createBatchMachine(policy)` or
- * the runtime's `batchLogic({ policy })`.
- */
+/** The broken policies; `createBatchMachine(policy)` builds the batch chart with one of them. */
 export const batchMutantPolicies = {
   ignoresResourceKeys: { schedule: ignoresResourceKeys },
   unsafeRunsBesideOthers: { schedule: unsafeRunsBesideOthers },
