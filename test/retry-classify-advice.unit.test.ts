@@ -1,0 +1,56 @@
+import { describe, expect, it } from "vitest";
+import { ModelError } from "../contracts/model.ts";
+import { classifyModelError } from "../machines/policies/retry-classify.ts";
+
+const http = (status: number, message = "opaque") =>
+  new ModelError(message, { kind: "http", status });
+
+describe("retry classification tells the caller what to do, in words", () => {
+  it("each category's reason carries its advice: auth names the key, a bad request what to check, a retryable one what happened", () => {
+    expect(classifyModelError(http(401)).reason).toContain("check apiKey / OPENAI_API_KEY");
+    expect(classifyModelError(http(422)).reason).toContain(
+      "check the model name, baseURL, messages and tool schemas",
+    );
+    expect(classifyModelError(http(429)).reason).toMatch(
+      /^rate limited by the provider \(HTTP 429/,
+    );
+    expect(classifyModelError(http(503)).reason).toMatch(
+      /^the provider (returned a server error|is overloaded)/,
+    );
+    expect(classifyModelError(http(599)).reason).toMatch(/^the provider returned a server error/);
+    const cut = new ModelError("socket hang up", { kind: "network" });
+    expect(classifyModelError(cut).reason).toMatch(/^the connection failed or the stream was cut/);
+  });
+
+  it("any 4xx without a category of its own is a bad request, from 400 on; a caller's abort is 'aborted' whatever else it says", () => {
+    expect(classifyModelError(http(418))).toMatchObject({
+      category: "bad_request",
+      retryable: false,
+    });
+    expect(classifyModelError({ status: 400, message: "opaque" })).toMatchObject({
+      category: "bad_request",
+    });
+    const aborted = classifyModelError({ kind: "aborted", status: 429, message: "stop" });
+    expect(aborted).toMatchObject({ category: "aborted", retryable: false });
+    expect(aborted.reason).toMatch(/^the request was cancelled by the caller/);
+  });
+
+  it("overflow, quota, rate-limit and timeout messages match in their spaced and joined spellings", () => {
+    const msg = (message: string) => classifyModelError({ message }).category;
+    expect(msg("context length exceeded")).toBe("context_overflow");
+    expect(msg("context_length_exceeded")).toBe("context_overflow");
+    expect(msg("the maximum prompt length is 4096 tokens")).toBe("context_overflow");
+    expect(msg("insufficient quota")).toBe("quota");
+    expect(msg("ratelimited, slow down")).toBe("rate_limit");
+    expect(msg("rate limit hit")).toBe("rate_limit");
+    expect(msg("upstream timeout")).toBe("timeout");
+    expect(msg("the request timed out")).toBe("timeout");
+  });
+
+  it("a message of 200 characters is quoted whole; a longer one is cut at 200 with an ellipsis", () => {
+    const exactly = "x".repeat(200);
+    expect(classifyModelError(http(500, exactly)).reason).toContain(`${exactly})`);
+    const longer = "y".repeat(201);
+    expect(classifyModelError(http(500, longer)).reason).toContain(`${"y".repeat(200)}…)`);
+  });
+});
