@@ -24,6 +24,7 @@ export default defineConfig({
       "test/recover-calls.unit.test.ts",
       "test/recovery.unit.test.ts",
       "test/retry-classify.unit.test.ts",
+      "test/retry-classify-advice.unit.test.ts",
       "test/retry-policy.{unit,clock}.test.ts",
       "test/retry-decide.unit.test.ts",
       "test/session-branches.unit.test.ts",
