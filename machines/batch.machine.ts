@@ -10,7 +10,7 @@ import {
   stopChild,
 } from "xstate";
 import type { CallOutcome } from "../contracts/status.ts";
-import { notExecuted, type ToolFailure, type ToolResult } from "../contracts/tool-result.ts";
+import type { ToolFailure, ToolResult } from "../contracts/tool-result.ts";
 import { effect } from "./effect.ts";
 import {
   type BatchCallSpec,

@@ -23,6 +23,7 @@ import type {
 } from "../contracts/model.ts";
 import { ModelError } from "../contracts/model.ts";
 import { estimateTextTokens, type TextCounter } from "../contracts/tokens.ts";
+import { streamWatchdog } from "./stream-watchdog.ts";
 
 /** `aiSdkModel` options: the window, the output reserve, a token counter, provider options. */
 export interface AiSdkModelOptions {
@@ -132,27 +133,13 @@ export function aiSdkModel(languageModel: LanguageModelV3, options: AiSdkModelOp
 
   async function* stream(request: ModelRequest): AsyncGenerator<ModelEvent> {
     const { signal } = request;
-    const controller = new AbortController();
-    let timedOut: { kind: ModelErrorKind; ms: number } | undefined;
-    let timer: unknown;
-    const disarm = () => {
-      if (timer !== undefined) clock.clearTimeout(timer);
-      timer = undefined;
-    };
-    const arm = (kind: "first_chunk_timeout" | "idle_timeout", ms: number) => {
-      disarm();
-      if (ms === Number.POSITIVE_INFINITY) return;
-      timer = clock.setTimeout(() => {
-        timedOut = { kind, ms };
-        controller.abort(new Error(`${kind} after ${ms} ms`));
-      }, ms);
-    };
-    const onAbort = () => controller.abort(signal.reason);
+    const dog = streamWatchdog(clock, signal);
+    const { controller, arm, disarm } = dog;
     const fail = (err: unknown, phase: "connect" | "body") =>
-      toModelError(err, phase, timedOut, signal.aborted ? signal.reason : undefined);
+      toModelError(err, phase, dog.timedOut, signal.aborted ? signal.reason : undefined);
 
     if (signal.aborted) throw fail(undefined, "connect");
-    signal.addEventListener("abort", onAbort, { once: true });
+    dog.attach();
     arm("first_chunk_timeout", firstChunkTimeoutMs);
     let reader: ReadableStreamDefaultReader<LanguageModelV3StreamPart> | undefined;
     let completed = false;
@@ -173,7 +160,7 @@ export function aiSdkModel(languageModel: LanguageModelV3, options: AiSdkModelOp
       }
       const mapper = partMapper();
       for (;;) {
-        if (signal.aborted || timedOut) throw fail(undefined, "body");
+        if (signal.aborted || dog.timedOut) throw fail(undefined, "body");
         let next: ReadableStreamReadResult<LanguageModelV3StreamPart>;
         try {
           next = await reader.read();
@@ -181,7 +168,7 @@ export function aiSdkModel(languageModel: LanguageModelV3, options: AiSdkModelOp
           throw fail(err, "body");
         }
         disarm();
-        if (signal.aborted || timedOut) throw fail(undefined, "body");
+        if (signal.aborted || dog.timedOut) throw fail(undefined, "body");
         if (next.done) break;
         yield* mapper.push(next.value);
         if (mapper.finished) break;
@@ -196,8 +183,7 @@ export function aiSdkModel(languageModel: LanguageModelV3, options: AiSdkModelOp
       completed = true;
       yield* mapper.end();
     } finally {
-      disarm();
-      signal.removeEventListener("abort", onAbort);
+      dog.release();
       if (!completed) controller.abort();
       await reader?.cancel().catch(() => {});
     }

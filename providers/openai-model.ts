@@ -8,6 +8,7 @@ import { chunkMapper } from "./openai-chunks.ts";
 import { providerFetch } from "./openai-fetch.ts";
 import { chatRequestRenderer, REASONING_REPLAYS, type ReasoningReplay } from "./openai-request.ts";
 import { knownModelLimits, type ModelLimits, openaiTokenCounter } from "./openai-tokens.ts";
+import { streamWatchdog } from "./stream-watchdog.ts";
 
 /** `openaiModel` options: the model name and how to reach an OpenAI-compatible server. */
 export interface OpenAIModelOptions {
@@ -94,27 +95,13 @@ export function openaiModel(options: OpenAIModelOptions): Model {
 
   async function* stream(request: ModelRequest): AsyncGenerator<ModelEvent> {
     const { signal } = request;
-    const controller = new AbortController();
-    let timedOut: { kind: ModelErrorKind; ms: number } | undefined;
-    let timer: unknown;
-    const disarm = () => {
-      if (timer !== undefined) clock.clearTimeout(timer);
-      timer = undefined;
-    };
-    const arm = (kind: "first_chunk_timeout" | "idle_timeout", ms: number) => {
-      disarm();
-      if (ms === Number.POSITIVE_INFINITY) return;
-      timer = clock.setTimeout(() => {
-        timedOut = { kind, ms };
-        controller.abort(new Error(`${kind} after ${ms} ms`));
-      }, ms);
-    };
-    const onAbort = () => controller.abort(signal.reason);
+    const dog = streamWatchdog(clock, signal);
+    const { controller, arm, disarm } = dog;
     const fail = (err: unknown, phase: "connect" | "body") =>
-      toModelError(err, phase, timedOut, signal.aborted ? signal.reason : undefined);
+      toModelError(err, phase, dog.timedOut, signal.aborted ? signal.reason : undefined);
 
     if (signal.aborted) throw fail(undefined, "connect");
-    signal.addEventListener("abort", onAbort, { once: true });
+    dog.attach();
     arm("first_chunk_timeout", firstChunkTimeoutMs);
     let iterator: AsyncIterator<ChatCompletionChunk> | undefined;
     let completed = false;
@@ -142,19 +129,19 @@ export function openaiModel(options: OpenAIModelOptions): Model {
       iterator = sdkStream[Symbol.asyncIterator]();
       const mapper = chunkMapper();
       for (;;) {
-        if (signal.aborted || timedOut) throw fail(undefined, "body");
+        if (signal.aborted || dog.timedOut) throw fail(undefined, "body");
         let next: IteratorResult<ChatCompletionChunk>;
         try {
           next = await iterator.next();
         } catch (err) {
           disarm();
           // A cut after the finish chunk (before usage or [DONE]) loses nothing of the message.
-          if (mapper.finishReason !== undefined && !signal.aborted && !timedOut) break;
+          if (mapper.finishReason !== undefined && !signal.aborted && !dog.timedOut) break;
           throw fail(err, "body");
         }
         disarm();
         // The SDK ends the stream silently when its request is aborted: ask why it ended.
-        if (signal.aborted || timedOut) throw fail(undefined, "body");
+        if (signal.aborted || dog.timedOut) throw fail(undefined, "body");
         if (next.done) break;
         yield* mapper.push(next.value);
         arm("idle_timeout", idleTimeoutMs);
@@ -170,8 +157,7 @@ export function openaiModel(options: OpenAIModelOptions): Model {
       completed = true;
       yield* mapper.end();
     } finally {
-      disarm();
-      signal.removeEventListener("abort", onAbort);
+      dog.release();
       if (!completed) {
         controller.abort();
         await iterator?.return?.().catch(() => {});

@@ -1,6 +1,5 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type ChatMessage, toChatMessages } from "../contracts/chat.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { memoryStore } from "../session/memory-store.ts";
 import { NO_RESULT_TEXT } from "../session/projection.ts";
