@@ -10,6 +10,7 @@ export default defineConfig({
   test: {
     include: [
       "test/batch.{unit,model,race}.test.ts",
+      "test/batch-strangers.unit.test.ts",
       "test/charts.unit.test.ts",
       "test/compaction.{unit,model}.test.ts",
       "test/coordinator.{model,paths,race}.test.ts",

@@ -63,7 +63,22 @@ describe("the mutation score script", () => {
     );
   });
 
-  it("an equivalent that matches no surviving mutant is reported stale", () => {
+  it("an equivalent whose mutant was killed this run is reported as killed, not stale", () => {
+    const eq = {
+      file: "m.ts",
+      mutator: "BooleanLiteral",
+      line: "const a = false;",
+      replacement: "true",
+      reason: "r",
+    };
+    const killedOnly = { files: { "m.ts": { mutants: [mutant("Timeout", 1)] } } };
+    const out = scoreReport(killedOnly, { "m.ts": source }, [eq]);
+    expect(out.stale).toEqual([]);
+    expect(out.killed).toEqual([eq]);
+    expect(out.rows[0]).toMatchObject({ killed: 1, equivalent: 0, valid: 1 });
+  });
+
+  it("an equivalent that matches no mutant at all is reported stale", () => {
     const eq = {
       file: "m.ts",
       mutator: "EqualityOperator",
