@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { type AnyActorRef, createActor, type InspectionEvent } from "xstate";
+import { type AnyActorRef, createActor, type InspectedMicrostepEvent } from "xstate";
 import {
   type BatchCallResult,
   type BatchContext,
@@ -36,7 +36,7 @@ function running() {
   const settled: BatchCallResult[] = [];
   const rounds: BatchCallResult[][] = [];
   const errors: unknown[] = [];
-  const microsteps: InspectionEvent[] = [];
+  const microsteps: InspectedMicrostepEvent[] = [];
   let batchRef: AnyActorRef | undefined;
   const logic = batchMachine.provide({
     actions: {
@@ -117,12 +117,9 @@ describe("batch: done and error events that are not the running call's own are i
 });
 
 /** The state after each microstep from the first done event on (the forwarding step before it is the call's). */
-function stepsFromDone(microsteps: InspectionEvent[]): unknown[] {
+function stepsFromDone(microsteps: InspectedMicrostepEvent[]): unknown[] {
   const from = microsteps.findIndex((m) => m.event.type.startsWith("xstate.done.actor."));
-  return microsteps
-    .slice(from)
-    .map((m) => (m.type === "@xstate.microstep" ? m.snapshot : undefined))
-    .map((s) => (s as { value?: unknown } | undefined)?.value);
+  return microsteps.slice(from).map((m) => (m.snapshot as { value?: unknown }).value);
 }
 
 describe("batch: the last call's done event ends the round in that same microstep", () => {
