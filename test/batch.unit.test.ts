@@ -58,6 +58,9 @@ describe("scheduleBatch", () => {
     expect(checkBatchCalls([call("a"), call("a")], 0)).toHaveLength(2);
     expect(checkBatchCalls([], 8)).toEqual(["a batch needs at least one call"]);
     expect(checkBatchCalls([call("a"), call("b")], 1)).toEqual([]);
+    expect(checkBatchCalls([call("a")], 1.5)).toEqual([
+      "maxParallelToolCalls must be a positive integer, got 1.5",
+    ]);
   });
 
   it("calls never wait on each other except through their traits: a stray dependsOn field is ignored (no provider protocol expresses call dependencies)", () => {

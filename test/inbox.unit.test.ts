@@ -286,3 +286,38 @@ describe("inbox", () => {
     );
   });
 });
+
+describe("an inbox is a value: its versions do not see each other's ids", () => {
+  const accepted = (inbox: Inbox, id: string) => {
+    const r = receive(inbox, event(id));
+    expect(r.type).toBe("accepted");
+    return r.inbox;
+  };
+
+  it("receiving into an older version does not see an id received into a newer one", () => {
+    const v0 = emptyInbox();
+    accepted(v0, "a"); // v1, sharing v0's index
+    const v2 = accepted(v0, "b");
+    expect(receive(v2, event("a")).type).toBe("accepted");
+    expect(receive(v2, event("b")).type).toBe("duplicate");
+  });
+
+  it("the snapshot of an older version lists only the ids it had", () => {
+    const v1 = accepted(emptyInbox(), "a");
+    accepted(v1, "b");
+    expect(inboxSnapshot(v1).ids).toEqual(["a"]);
+  });
+
+  it("an invalid source or body is refused with the field, the value and what is allowed", () => {
+    const badSource = receive(emptyInbox(), { ...event("x"), source: "web" as never });
+    expect(badSource).toMatchObject({
+      type: "invalid",
+      reason: 'inbox event x: source "web" is not one of user, tool, job, system',
+    });
+    const badBody = receive(emptyInbox(), { ...event("y"), body: 42 as never });
+    expect(badBody).toMatchObject({
+      type: "invalid",
+      reason: "inbox event y: body must be a string",
+    });
+  });
+});

@@ -39,6 +39,10 @@ describe("loop guard policy", () => {
     expect(normaliseArguments("")).toBe("{}");
     expect(normaliseArguments("  not json ")).toBe("not json");
     expect(normaliseArguments('{"a":1}')).not.toBe(normaliseArguments('{"a":2}'));
+    expect(normaliseArguments('{ "b": [1, 2], "a": {"d": "x", "c": [ ]} }')).toBe(
+      '{"a":{"c":[],"d":"x"},"b":[1,2]}',
+    );
+    expect(normaliseArguments('{"a":[1,2]}')).not.toBe(normaliseArguments('{"a":[12]}'));
   });
 
   it("a success has no signature; a failure's names tool, arguments, code and message", () => {
@@ -85,6 +89,10 @@ describe("loop guard policy", () => {
       /loopGuard\.failAfter.*≥ repeats \(3\).*2/,
     );
     expect(() => resolveLoopGuard(true as unknown as false)).toThrow(/repeats\?, failAfter\?/);
+    expect(() => resolveLoopGuard(null as unknown as false)).toThrow(/got null/);
+    // The bounds themselves are allowed: warn from the first failure, stop when warning starts.
+    expect(resolveLoopGuard({ repeats: 1 })).toEqual({ repeats: 1, failAfter: 2 });
+    expect(resolveLoopGuard({ repeats: 2, failAfter: 2 })).toEqual({ repeats: 2, failAfter: 2 });
   });
 
   it("the note names the tool and count, and says when the turn is ended", () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ModelError } from "../contracts/model.ts";
-import { classifyModelError } from "../machines/policies/retry-classify.ts";
+import { classifyModelError, parseRetryAfter } from "../machines/policies/retry-classify.ts";
 
 const http = (status: number, message = "opaque") =>
   new ModelError(message, { kind: "http", status });
@@ -52,5 +52,34 @@ describe("retry classification tells the caller what to do, in words", () => {
     expect(classifyModelError(http(500, exactly)).reason).toContain(`${exactly})`);
     const longer = "y".repeat(201);
     expect(classifyModelError(http(500, longer)).reason).toContain(`${"y".repeat(200)}…)`);
+  });
+});
+
+describe("retry classification: fields, fallbacks and headers", () => {
+  it("an error without a message says so in its reason", () => {
+    expect(classifyModelError(new ModelError("", { kind: "http", status: 503 })).reason).toMatch(
+      /\(HTTP 503: no message\)$/,
+    );
+    expect(classifyModelError({ status: 503 }).reason).toMatch(/\(HTTP 503: no message\)$/);
+  });
+
+  it("the provider's type classifies when its code is one Keel does not know", () => {
+    const err = { code: "weird_code", type: "server_error", message: "opaque" };
+    expect(classifyModelError(err)).toMatchObject({ category: "server", retryable: true });
+  });
+
+  it("message, code and type are matched one by one: words split across them make no category", () => {
+    expect(classifyModelError({ message: "rate", code: "limit" }).category).toBe("unknown");
+  });
+
+  it("Retry-After is read with the spaces around its value trimmed (a date too)", () => {
+    expect(parseRetryAfter({ "retry-after": " 2 " }, 0)).toMatchObject({ kind: "delay", ms: 2000 });
+    const now = Date.parse("Wed, 21 Oct 2015 07:28:00 GMT");
+    expect(parseRetryAfter({ "retry-after": "  Wed, 21 Oct 2015 07:28:05 GMT " }, now)).toEqual({
+      kind: "delay",
+      ms: 5000,
+      source: "retry-after",
+      clamped: false,
+    });
   });
 });

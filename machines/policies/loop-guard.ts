@@ -69,7 +69,7 @@ function canonical(value: unknown): string {
     const o = value as Record<string, unknown>;
     return `{${keys.map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`).join(",")}}`;
   }
-  return JSON.stringify(value) ?? "null";
+  return JSON.stringify(value); // a JSON.parse result: never undefined
 }
 
 /**
