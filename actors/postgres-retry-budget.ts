@@ -32,8 +32,11 @@ export interface PostgresRetryBudget extends RetryBudget {
  *
  * `tryAcquire` is synchronous (the retry policy asks it mid-decision), so each process answers it
  * from a small local reserve taken from the row ahead of need: a token in reserve answers true,
- * an empty reserve answers false and takes more in the background. `take` is the exact,
- * asynchronous form.
+ * an empty reserve answers false and takes more in the background. The runtime calls `warm` as
+ * each model request starts, which fills an empty reserve then, so a process's first retry on a
+ * provider finds its token (the request's own round trip is time enough for the one statement).
+ * Reserved tokens are out of the shared row: with P processes the others see at most
+ * `burst − P·reserve` at once. `take` is the exact, asynchronous form.
  * Throws a RangeError on invalid options.
  */
 export function postgresRetryBudget(
@@ -83,6 +86,9 @@ export function postgresRetryBudget(
       }
       refill(providerKey);
       return false;
+    },
+    warm(providerKey) {
+      if ((reserve.get(providerKey) ?? 0) < 1) refill(providerKey);
     },
     take,
     async available(providerKey) {

@@ -24,6 +24,14 @@ export interface RetryBudget {
    * caller stops with `budget_exhausted` rather than waiting for a token.
    */
   tryAcquire(providerKey: string): boolean;
+  /**
+   * Optional: called when a model request to `providerKey` starts, before any failure asks
+   * {@link tryAcquire}. A budget that answers from a local reserve filled asynchronously
+   * (`postgresRetryBudget`) fills it here, so the first retry of a process is not refused only
+   * because its reserve was still empty. Contract: synchronous, never throws, cheap when the
+   * reserve is already full.
+   */
+  warm?(providerKey: string): void;
 }
 
 export interface TokenBucketOptions {

@@ -381,6 +381,7 @@ export class TurnRun implements TurnEffects {
   startAttempt(self: AnyActorRef, { attempt, step }: { attempt: number; step: number }): void {
     this.phase = `while waiting for model response ${step + 1}`;
     this.deps.poll(SAMPLING);
+    this.deps.retryBudget?.warm?.(this.deps.model.name);
     void this.runAttempt(self, attempt, step);
   }
 

@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createAgent } from "../actors/agent.ts";
 import { postgresRetryBudget } from "../actors/postgres-retry-budget.ts";
+import type { RetryBudget } from "../actors/retry-budget.ts";
+import { scriptedModel } from "../providers/scripted-model.ts";
 import { type PostgresSessionStore, postgresStore } from "../session/postgres-store.ts";
 import {
   freshSchema,
@@ -58,5 +61,30 @@ describe.skipIf(!mode.run)("postgresRetryBudget", () => {
     await new Promise((r) => setTimeout(r, 100));
     expect(await budget.available("p")).toBeCloseTo(1, 5); // 3 − reserve taken twice
     expect(() => postgresRetryBudget(s.pool, { ratePerSec: -1, burst: 1 })).toThrow(/ratePerSec/);
+  });
+
+  it("a process's first retry on a provider is allowed: the reserve is filled when the request starts, not when it fails", async () => {
+    const schema = freshSchema("budget");
+    const s = await postgresStore(server.url, { schema });
+    stores.push(s);
+    const run = async (retryBudget: RetryBudget) => {
+      // The failure arrives 500 ms after the request starts: ample time for one statement on loopback.
+      const model = scriptedModel([{ delayMs: 500, error: { status: 503 } }, { text: "ok" }]);
+      const agent = createAgent({ model, retryBudget, retry: { baseDelayMs: 1 } });
+      try {
+        return (await agent.session().prompt("hi")).status;
+      } finally {
+        await agent.close();
+      }
+    };
+    const budget = postgresRetryBudget(s.pool, { ratePerSec: 0, burst: 5, schema });
+    expect(await run(budget)).toBe("completed");
+    // Without warm (an answer from an empty reserve), the same first retry is refused.
+    const cold = postgresRetryBudget(s.pool, { ratePerSec: 0, burst: 5, schema: schema });
+    expect(await run({ tryAcquire: cold.tryAcquire })).toBe("budget_exhausted");
+    budget.warm?.("p");
+    budget.warm?.("p"); // a second call while the first fill runs takes nothing more
+    await new Promise((r) => setTimeout(r, 100));
+    expect(await budget.available("p")).toBeCloseTo(4, 5);
   });
 });
