@@ -195,7 +195,8 @@ export class Session {
   private repull = false;
   /** Prompts submitted while following: resolved from the owner's log. */
   private forwarded = new Map<string, (result: PromptResult) => void>();
-  private takingOver = false;
+  /** A follower's takeover in flight: `close()` waits for it, so it never ends in a closed session. */
+  private takingOver: Promise<void> | undefined;
   private acceptanceHost: AcceptanceHost | undefined;
   /** Turns of the acceptance loop in the current run (their cost adds to the prompt's). */
   private loopTurns: TurnResult[] = [];
@@ -322,24 +323,42 @@ export class Session {
     this.every(options.pollMs, () => void this.settleForwarded().catch(() => {}));
   }
 
-  /** A follower takes the lease when its owner released it or died (it expired). */
-  private async tryTakeover(): Promise<void> {
-    const options = this.options.lease!;
-    if (this.roleValue !== "follower" || this.takingOver) return;
-    this.takingOver = true;
-    try {
+  /**
+   * A follower takes the lease when its owner released it or died (it expired). Never for a
+   * session being closed: a lease taken while `close()` runs is given back (marked pending: the
+   * dead owner may have left work), and `close()` waits for a takeover already loading the log,
+   * then releases as an owner. Otherwise a closed session, which runs no turn, would go on
+   * renewing the lease and taking inputs that nobody runs, and no worker could take it.
+   */
+  private tryTakeover(): Promise<void> {
+    if (this.roleValue !== "follower" || this.takingOver || this.closing) return Promise.resolve();
+    const run = (async () => {
+      const options = this.options.lease!;
       const held = await takeLease(options, this.id);
-      if (!held || this.roleValue !== "follower") return;
-      const log = await this.options.openLog();
-      log.fence(held);
-      await this.options.recover?.(log);
-      await this.adopt(log);
+      if (!held) return;
+      if (this.roleValue !== "follower" || this.closing) {
+        await options.store.releaseLease(held, { pending: true });
+        return;
+      }
+      try {
+        const log = await this.options.openLog();
+        log.fence(held);
+        await this.options.recover?.(log);
+        await this.adopt(log);
+      } catch (error) {
+        // Not held for a lease's length by a runner that cannot run: the next try starts afresh.
+        await options.store.releaseLease(held, { pending: true }).catch(() => {});
+        throw error;
+      }
       this.becomeOwner(held);
+      if (this.closing) return; // close() resumes here: it flushes and releases as the owner
       await this.settleForwarded();
       this.resume(); // acknowledged inputs the dead owner left queued run now
-    } finally {
-      this.takingOver = false;
-    }
+    })();
+    this.takingOver = run.finally(() => {
+      this.takingOver = undefined;
+    });
+    return this.takingOver;
   }
 
   /** The lease was lost (expired, taken over): stop writing; the log is another runner's now. */
@@ -1003,6 +1022,8 @@ export class Session {
   close(): Promise<void> {
     this.closing ??= (async () => {
       await this.ready.catch(() => {});
+      // A takeover already loading the log ends first (as the owner): this close releases it.
+      await this.takingOver?.catch(() => {});
       this.interruptedAt = this.inboxSeq;
       this.cancelRunning("session closed"); // a shutdown, not an input: no inbox event
       await this.awaitSettlement().catch(() => {});
