@@ -180,6 +180,12 @@ export class Session {
   private current: TurnRun | undefined;
   /** Inbox seq at the last interrupt: older queued inputs wait for an explicit wake. */
   private interruptedAt = -1;
+  /**
+   * Inbox seq at the last interrupt the user sent (`interrupt()`), until `resume()`: the inputs
+   * queued before it are not work another runner should pick up. Unlike `interruptedAt`, not
+   * moved by an open (restored inputs) or by `close()` (a shutdown is no user's decision).
+   */
+  private heldAt = -1;
   private inboxSeq = 0;
   private opened = false;
   private closing: Promise<void> | undefined;
@@ -417,7 +423,8 @@ export class Session {
           this.id,
           posted.map((p) => p.id),
         );
-        if (scope) this.coordinator.wake(scope);
+        // Released meanwhile (release() waits for this pull): the inputs stay queued, pending.
+        if (scope && this.roleValue === "owner") this.coordinator.wake(scope);
       } while (this.repull && this.roleValue === "owner");
     })()
       .catch((err) => this.options.logger.warn({ err }, "pulling posted inputs failed"))
@@ -471,12 +478,17 @@ export class Session {
     const options = this.options.lease;
     const lease = this.lease;
     if (!options || !lease || this.roleValue !== "owner") return false;
-    await this.log.flush().catch(() => {});
+    // No pull starts now (no poll, no doorbell, not an owner), and the one in flight ends first:
+    // every input it moved into the log is counted below, before the lease goes.
     this.clearTimers();
     this.lease = undefined;
     this.setRole("follower");
-    await options.store.releaseLease(lease, { pending: this.hasRunnable() });
-    this.clearTimers();
+    while (this.pulling) await this.pulling;
+    await this.log.flush().catch(() => {});
+    // Pending: any input queued in the log that no interrupt of the user holds back, however
+    // this process stopped running it (closed mid-turn, shut down, opened and never resumed).
+    const pending = this.inbox.queue.some((e) => e.lane !== "interrupt" && e.seq > this.heldAt);
+    await options.store.releaseLease(lease, { pending });
     return true;
   }
 
@@ -534,6 +546,7 @@ export class Session {
     const id = this.receiveInterrupt(reason, options); // in the log before the cancel
     if (id === undefined) return options.id as string; // received before: changes nothing
     this.interruptedAt = before;
+    this.heldAt = before;
     this.cancelRunning(reason);
     await this.log.flush(); // persisted before acknowledged
     return id;
@@ -542,6 +555,7 @@ export class Session {
   /** Starts turns for inputs left queued by an interrupt or a restart. */
   resume(): void {
     this.interruptedAt = -1;
+    this.heldAt = -1;
     if (this.hasRunnable()) this.coordinator.wake("input");
   }
 

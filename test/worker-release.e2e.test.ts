@@ -1,0 +1,179 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { createAgent } from "../actors/agent.ts";
+import { startWorker, type Worker } from "../actors/worker.ts";
+import { textOf } from "../contracts/messages.ts";
+import type { ModelRequest } from "../contracts/model.ts";
+import { scriptedModel } from "../providers/scripted-model.ts";
+import { type PostgresSessionStore, postgresStore } from "../session/postgres-store.ts";
+import type { PostedInput } from "../session/store.ts";
+import { defineTool } from "../tools/define-tool.ts";
+import { type Proc, startChild, until } from "./support/pg-procs.ts";
+import {
+  freshSchema,
+  type PostgresServer,
+  postgresTestMode,
+  startPostgres,
+} from "./support/postgres-server.ts";
+
+// Workers never leave a session with work and nobody to run it (issue 19's stalled soak), each
+// way set up deterministically on a real server: gates inside store calls stand for the
+// scheduling a loaded machine produces by chance. Workers run in this process (each with its own
+// pool, agent and owner name, as separate processes have); sweeps are off where a test shows that
+// a path loses no wake-up by itself.
+
+const mode = postgresTestMode();
+let server: PostgresServer;
+const stores: PostgresSessionStore[] = [];
+let workers: Worker[] = [];
+const procs: Proc[] = [];
+beforeAll(async () => {
+  if (mode.run) server = await startPostgres();
+}, 60_000);
+afterEach(async () => {
+  for (const w of workers) await w.stop().catch(() => {});
+  workers = [];
+});
+afterAll(async () => {
+  for (const p of procs) p.child.kill("SIGKILL");
+  for (const s of stores) await s.close().catch(() => {});
+  await server?.stop();
+});
+
+const open = async (schema: string) => {
+  const store = await postgresStore(server.url, { schema, max: 6 });
+  stores.push(store);
+  return store;
+};
+const input = (id: string, body: string): PostedInput => ({
+  id,
+  lane: "next-turn",
+  source: "user",
+  body,
+});
+const consumed = async (store: PostgresSessionStore, session: string) =>
+  (await store.load(session))
+    .filter((e) => e.type === "inbox_consumed")
+    .map((e) => (e as { inboxId: string }).inboxId);
+const inLog = async (store: PostgresSessionStore, session: string) =>
+  (await store.load(session))
+    .filter((e) => e.type === "inbox")
+    .map((e) => (e as { inboxId: string }).inboxId);
+/** Resolves once `ids` are all consumed in `session`, or rejects after `ms`. */
+const allConsumed = (store: PostgresSessionStore, session: string, ids: string[], ms = 10_000) =>
+  until(
+    async () =>
+      (await consumed(store, session)).filter((id) => ids.includes(id)).length === ids.length
+        ? true
+        : undefined,
+    ms,
+    `inputs ${ids.join(", ")} of ${session} consumed`,
+  );
+/** "hold" calls the `hold` tool, which returns when its call is cancelled; anything else answers "done". */
+const model = () =>
+  scriptedModel((request: ModelRequest) => {
+    const last = request.messages[request.messages.length - 1];
+    const text = last?.role === "user" ? textOf(last.content) : "";
+    if (text === "hold")
+      return { toolCalls: [{ id: `h${Date.now()}`, name: "hold", arguments: "{}" }] };
+    return { text: "done" };
+  });
+const holding = new Set<string>();
+const hold = defineTool({
+  name: "hold",
+  description: "Waits until the call is cancelled.",
+  parameters: z.object({}),
+  traits: { cancellable: true },
+  execute: async (_args, ctx) => {
+    holding.add(ctx.sessionId);
+    await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve, { once: true }));
+    holding.delete(ctx.sessionId);
+    return "released";
+  },
+});
+
+describe.skipIf(!mode.run)(
+  "workers never leave a session with work and nobody to run it (PostgreSQL)",
+  () => {
+    it("a worker stopped mid-turn with an input queued in the log releases the lease as pending, and another worker runs that input", async () => {
+      const schema = freshSchema("rel");
+      const store = await open(schema);
+      const first = await startWorker({
+        store,
+        model: model(),
+        tools: [hold],
+        owner: "first:1",
+        leaseTtlMs: 1500,
+        pollMs: 100,
+        sweepMs: 200,
+        shutdownGraceMs: 100,
+      });
+      workers.push(first);
+      await store.postInput("s", input("a", "hold"));
+      await until(
+        async () => (holding.has("s") ? true : undefined),
+        10_000,
+        "the hold call running",
+      );
+      await store.postInput("s", input("b", "after the hold"));
+      // The owner moves b into its log (taken), queued behind the running turn.
+      await until(
+        async () => ((await inLog(store, "s")).includes("b") ? true : undefined),
+        10_000,
+        "b in the log",
+      );
+      await first.stop(); // what SIGTERM does: the turn is interrupted, the lease released
+      const lease = await store.readLease("s");
+      expect(lease).toMatchObject({ owner: "first:1", released: true, pending: true });
+      expect(await store.postedInputs("s")).toEqual([]); // b is the log's now: only `pending` says it waits
+      workers.push(
+        await startWorker({
+          store: await open(schema),
+          model: model(),
+          tools: [hold],
+          owner: "second:2",
+          pollMs: 100,
+          sweepMs: 200,
+        }),
+      );
+      await allConsumed(store, "s", ["b"]);
+    }, 40_000);
+
+    it("a runner that takes over a crashed owner's session and closes it without resuming releases the lease as pending, and a worker runs the queued input", async () => {
+      const schema = freshSchema("crash");
+      const store = await open(schema);
+      // A runner process owns c; its turn waits in a tool; a second input queues in its log.
+      const crashed = startChild(["runner", server.url, schema, "c"], { KEEL_TEST_SESSION: "c" });
+      procs.push(crashed);
+      await crashed.waitFor((l) => l.ev === "role" && l.role === "owner");
+      await store.postInput("c", input("c1", "do wait60000"));
+      await crashed.waitFor((l) => l.ev === "waiting");
+      await store.postInput("c", input("c2", "after the crash"));
+      await until(
+        async () => ((await inLog(store, "c")).includes("c2") ? true : undefined),
+        10_000,
+        "c2 in the log",
+      );
+      crashed.child.kill("SIGKILL");
+      await crashed.exited;
+      // Another process opens c: it takes over at once (its host:pid holder is gone), recovers
+      // (the tool call is marked unknown), does not resume (restored inputs wait), and closes.
+      const reader = createAgent({ model: model(), store, lease: { ttlMs: 1500, pollMs: 100 } });
+      const session = await reader.openSession("c");
+      expect(session.role).toBe("owner");
+      await reader.close();
+      expect(await store.readLease("c")).toMatchObject({ released: true, pending: true });
+      workers.push(
+        await startWorker({
+          store: await open(schema),
+          model: model(),
+          tools: [hold],
+          owner: "worker:3",
+          pollMs: 100,
+          sweepMs: 200,
+        }),
+      );
+      await allConsumed(store, "c", ["c1", "c2"]);
+    }, 40_000);
+  },
+);
