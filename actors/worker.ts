@@ -1,7 +1,7 @@
 import { Logger, type Runner, run, runMigrations } from "graphile-worker";
 import type { PostgresSessionStore } from "../session/postgres-store.ts";
 import { type AgentOptions, createAgent } from "./agent.ts";
-import { defaultLeaseOwner } from "./session-runtime.ts";
+import { defaultLeaseOwner, type Session } from "./session-runtime.ts";
 
 /** The graphile-worker task that runs one session. */
 export const SESSION_TASK = "keel_session";
@@ -43,7 +43,10 @@ export interface Worker {
  * merged, and one for a session being run is queued again after it), and a periodic sweep
  * enqueues sessions whose owner died or left work pending. A job takes the session's lease (or
  * leaves at once when a live owner has it: that owner gets the input through the doorbell), runs
- * its turns until nothing is queued, and releases the lease.
+ * its turns until nothing is queued, and releases the lease. After the release the worker reads
+ * the inbox once more and enqueues the session again if an input came meanwhile: a job that input
+ * queued may have found the lease still held (or this worker still running the session) and
+ * ended, so without this look the input would wait for a sweep.
  */
 export async function startWorker(options: WorkerOptions): Promise<Worker> {
   const { store, concurrency = 4 } = options;
@@ -72,14 +75,30 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
       pollMs: options.pollMs ?? 1000,
     },
   });
-  const running = new Set<string>();
+  const running = new Map<string, Session>();
   let stopping = false;
+  const key = (sessionId: string) => `keel:${s.replaceAll('"', "")}:${sessionId}`;
+  const addJob = `graphile_worker.add_job($1, json_build_object('sessionId', $2::text), job_key := $3, job_key_mode := 'replace', max_attempts := 100)`;
+  const enqueue = (sessionId: string) =>
+    store.pool.query(`SELECT ${addJob}`, [SESSION_TASK, sessionId, key(sessionId)]);
+  /** Enqueues the session if it needs a runner now (what the sweep looks for, for one session). */
+  const enqueueIfNeeded = (sessionId: string) =>
+    store.pool.query(
+      `SELECT ${addJob}
+       WHERE (EXISTS (SELECT 1 FROM ${s}.inbox WHERE session_id = $2 AND NOT taken)
+           OR EXISTS (SELECT 1 FROM ${s}.leases WHERE session_id = $2
+                AND ((released AND pending) OR (NOT released AND expires_at <= clock_timestamp()))))
+         AND NOT EXISTS (SELECT 1 FROM ${s}.leases WHERE session_id = $2
+                AND NOT released AND expires_at > clock_timestamp())`,
+      [SESSION_TASK, sessionId, key(sessionId)],
+    );
 
   const runSession = async (sessionId: string) => {
+    // Already running here: the run reads the inbox before it releases, and looks again after.
     if (stopping || running.has(sessionId)) return;
-    running.add(sessionId);
+    const session = agent.session(sessionId);
+    running.set(sessionId, session);
     try {
-      const session = agent.session(sessionId);
       await session.ready;
       if (session.role !== "owner") return; // a live owner runs it; its doorbell got the input
       session.resume();
@@ -88,8 +107,13 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
         await session.awaitIdle();
       } while (!stopping && session.role === "owner" && session.busy);
     } finally {
-      await agent.closeSession(sessionId).catch(() => {});
+      await session.close().catch(() => {});
       running.delete(sessionId);
+      // The no-lost-wake-up rule across the release: an input posted after the last pull, whose
+      // job ended because the lease was still held or the session still ran here, is seen now.
+      // (Not while stopping: this worker would take the job and drop it; the others' sweeps see
+      // the pending lease.)
+      if (!stopping) await enqueueIfNeeded(sessionId).catch(() => {});
     }
   };
 
@@ -106,11 +130,6 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     },
   });
 
-  const enqueue = (sessionId: string) =>
-    store.pool.query(
-      `SELECT graphile_worker.add_job($1, json_build_object('sessionId', $2::text), job_key := $3, job_key_mode := 'replace', max_attempts := 100)`,
-      [SESSION_TASK, sessionId, `keel:${s.replaceAll('"', "")}:${sessionId}`],
-    );
   const sweep = setInterval(() => {
     if (stopping) return;
     store
@@ -121,18 +140,15 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   sweep.unref();
 
   return {
-    running: () => [...running],
+    running: () => [...running.keys()],
     async stop() {
       if (stopping) return;
       stopping = true;
       clearInterval(sweep);
+      // The sessions this worker runs, not agent.session(id): that opens a new one (and takes
+      // its lease) when the run is already closing it.
       const idle = Promise.all(
-        [...running].map((id) =>
-          agent
-            .session(id)
-            .awaitIdle()
-            .catch(() => {}),
-        ),
+        [...running.values()].map((session) => session.awaitIdle().catch(() => {})),
       );
       await Promise.race([
         idle,

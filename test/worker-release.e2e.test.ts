@@ -69,6 +69,16 @@ const allConsumed = (store: PostgresSessionStore, session: string, ids: string[]
     ms,
     `inputs ${ids.join(", ")} of ${session} consumed`,
   );
+const jobsKeyed = async (store: PostgresSessionStore, session: string) =>
+  Number(
+    (
+      await store.pool.query(
+        "SELECT count(*) AS n FROM graphile_worker._private_jobs WHERE key = $1",
+        [`keel:${store.schema.replaceAll('"', "")}:${session}`],
+      )
+    ).rows[0].n,
+  );
+
 /** "hold" calls the `hold` tool, which returns when its call is cancelled; anything else answers "done". */
 const model = () =>
   scriptedModel((request: ModelRequest) => {
@@ -175,5 +185,72 @@ describe.skipIf(!mode.run)(
       );
       await allConsumed(store, "c", ["c1", "c2"]);
     }, 40_000);
+
+    for (const where of [
+      "another worker, which finds the lease still held",
+      "the releasing worker, still running the session",
+    ] as const) {
+      it(`an input posted while its owner releases the session runs without a sweep, though its job went to ${where}`, async () => {
+        const schema = freshSchema("wake");
+        const store = await open(schema);
+        let armed = true;
+        let secondUp: () => void = () => {};
+        const secondReady = new Promise<void>((r) => {
+          secondUp = r;
+        });
+        if (!where.startsWith("another")) secondUp();
+        const poster = await open(schema);
+        const releasing: PostgresSessionStore = {
+          ...store,
+          async releaseLease(lease, options) {
+            if (armed && lease.sessionId === "r") {
+              armed = false;
+              await secondReady;
+              await poster.postInput("r", input("late", "late input")); // its job, queued now, ends without running it
+              await until(
+                async () => ((await jobsKeyed(store, "r")) === 0 ? true : undefined),
+                10_000,
+                "the late input's job done",
+              );
+            }
+            return store.releaseLease(lease, options);
+          },
+        };
+        const sweepless = {
+          leaseTtlMs: 1500,
+          pollMs: 100,
+          sweepMs: 1_000_000_000,
+          model: model(),
+          tools: [hold],
+        };
+        workers.push(
+          await startWorker({
+            ...sweepless,
+            store: releasing,
+            owner: "first:1",
+            concurrency: where.startsWith("another") ? 1 : 2,
+          }),
+        );
+        await store.postInput("r", input("early", "early input"));
+        if (where.startsWith("another")) {
+          await until(
+            async () => ((await store.readLease("r"))?.owner === "first:1" ? true : undefined),
+            10_000,
+            "first owning r",
+          );
+          workers.push(
+            await startWorker({
+              ...sweepless,
+              store: await open(schema),
+              owner: "second:2",
+              concurrency: 2,
+            }),
+          );
+          secondUp();
+        }
+        await allConsumed(store, "r", ["early", "late"]);
+        expect(armed).toBe(false);
+      }, 40_000);
+    }
   },
 );
