@@ -252,5 +252,42 @@ describe.skipIf(!mode.run)(
         expect(armed).toBe(false);
       }, 40_000);
     }
+
+    it("a job a SIGKILLed worker left locked (graphile-worker keeps it for hours) does not hold its session back: the sweep's job replaces its key", async () => {
+      const schema = freshSchema("locked");
+      const store = await open(schema);
+      const installer = await startWorker({
+        store,
+        model: model(),
+        tools: [hold],
+        owner: "installer:1",
+      });
+      await installer.stop(); // the trigger stays: inputs enqueue jobs
+      await store.postInput("k", input("k1", "hello"));
+      // The state a worker killed after taking the job and before taking the lease leaves behind.
+      const locked = await store.pool.query(
+        "UPDATE graphile_worker._private_jobs SET locked_at = now(), locked_by = 'dead-worker', attempts = 1 WHERE key = $1 RETURNING id",
+        [`keel:${schema}:k`],
+      );
+      expect(locked.rowCount).toBe(1);
+      workers.push(
+        await startWorker({
+          store: await open(schema),
+          model: model(),
+          tools: [hold],
+          owner: "live:2",
+          pollMs: 100,
+          sweepMs: 200,
+        }),
+      );
+      await allConsumed(store, "k", ["k1"]);
+      expect(await store.readLease("k")).toMatchObject({ released: true, pending: false });
+      // add_job took the key off the locked job and spent its attempts: it never runs again.
+      const dead = await store.pool.query(
+        "SELECT key, attempts = max_attempts AS spent FROM graphile_worker._private_jobs WHERE id = $1",
+        [locked.rows[0].id],
+      );
+      expect(dead.rows).toEqual([{ key: null, spent: true }]);
+    }, 40_000);
   },
 );
