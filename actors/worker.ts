@@ -77,21 +77,43 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   });
   const running = new Map<string, Session>();
   let stopping = false;
-  const key = (sessionId: string) => `keel:${s.replaceAll('"', "")}:${sessionId}`;
-  const addJob = `graphile_worker.add_job($1, json_build_object('sessionId', $2::text), job_key := $3, job_key_mode := 'replace', max_attempts := 100)`;
-  const enqueue = (sessionId: string) =>
-    store.pool.query(`SELECT ${addJob}`, [SESSION_TASK, sessionId, key(sessionId)]);
-  /** Enqueues the session if it needs a runner now (what the sweep looks for, for one session). */
-  const enqueueIfNeeded = (sessionId: string) =>
-    store.pool.query(
-      `SELECT ${addJob}
-       WHERE (EXISTS (SELECT 1 FROM ${s}.inbox WHERE session_id = $2 AND NOT taken)
-           OR EXISTS (SELECT 1 FROM ${s}.leases WHERE session_id = $2
-                AND ((released AND pending) OR (NOT released AND expires_at <= clock_timestamp()))))
-         AND NOT EXISTS (SELECT 1 FROM ${s}.leases WHERE session_id = $2
-                AND NOT released AND expires_at > clock_timestamp())`,
-      [SESSION_TASK, sessionId, key(sessionId)],
+  const keyPrefix = `keel:${s.replaceAll('"', "")}:`;
+  /**
+   * Enqueues these sessions in one transaction, skipping those whose job already waits (unlocked,
+   * attempts left, due: a worker takes it as it is). Every add_job is a transaction with a
+   * NOTIFY, which PostgreSQL commits one at a time (a cluster-wide lock): re-adding waiting jobs is
+   * load, not progress. A job locked by a dead worker is not waiting: add_jobs takes its key and
+   * queues a new one.
+   */
+  const enqueue = async (sessionIds: string[]) => {
+    if (sessionIds.length === 0) return;
+    const due = await store.pool.query<{ id: string }>(
+      `SELECT u.sid AS id FROM unnest($1::text[]) AS u(sid)
+       WHERE NOT EXISTS (SELECT 1 FROM graphile_worker.jobs j WHERE j.key = $2::text || u.sid
+         AND j.locked_at IS NULL AND j.attempts < j.max_attempts AND j.run_at <= now())`,
+      [sessionIds, keyPrefix],
     );
+    if (due.rows.length === 0) return;
+    await store.pool.query(
+      `SELECT count(*) FROM graphile_worker.add_jobs(ARRAY(
+         SELECT ROW($1::text, json_build_object('sessionId', u.sid), NULL, NULL, 100, $2::text || u.sid, NULL, NULL)::graphile_worker.job_spec
+         FROM unnest($3::text[]) AS u(sid)))`,
+      [SESSION_TASK, keyPrefix, due.rows.map((r) => r.id)],
+    );
+  };
+  /** Whether the session needs a runner now: what the sweep looks for, for one session. */
+  const needsRunner = async (sessionId: string) =>
+    (
+      await store.pool.query(
+        `SELECT 1 FROM (SELECT $1::text AS sid) x
+         WHERE (EXISTS (SELECT 1 FROM ${s}.inbox i WHERE i.session_id = x.sid AND NOT i.taken)
+             OR EXISTS (SELECT 1 FROM ${s}.leases l WHERE l.session_id = x.sid
+                  AND ((l.released AND l.pending) OR (NOT l.released AND l.expires_at <= clock_timestamp()))))
+           AND NOT EXISTS (SELECT 1 FROM ${s}.leases l WHERE l.session_id = x.sid
+                  AND NOT l.released AND l.expires_at > clock_timestamp())`,
+        [sessionId],
+      )
+    ).rows.length > 0;
 
   const runSession = async (sessionId: string) => {
     // Already running here: the run reads the inbox before it releases, and looks again after.
@@ -113,7 +135,8 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
       // job ended because the lease was still held or the session still ran here, is seen now.
       // (Not while stopping: this worker would take the job and drop it; the others' sweeps see
       // the pending lease.)
-      if (!stopping) await enqueueIfNeeded(sessionId).catch(() => {});
+      if (!stopping && (await needsRunner(sessionId).catch(() => false)))
+        await enqueue([sessionId]).catch(() => {});
     }
   };
 
@@ -130,12 +153,21 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     },
   });
 
+  // One sweep at a time, enqueueing what it found in one transaction: under load a sweep may
+  // take longer than its interval, and overlapping sweeps of one add_job per session each filled
+  // the pool's queue faster than it drained (thousands waiting), starving lease renewals (more
+  // leases lost, more sessions to sweep) and graphile-worker's own job fetches (nothing ran).
+  let sweeping = false;
   const sweep = setInterval(() => {
-    if (stopping) return;
+    if (stopping || sweeping) return;
+    sweeping = true;
     store
       .sessionsNeedingRunner(100)
-      .then((ids) => Promise.all(ids.filter((id) => !running.has(id)).map(enqueue)))
-      .catch(() => {});
+      .then((ids) => enqueue(ids.filter((id) => !running.has(id))))
+      .catch(() => {})
+      .finally(() => {
+        sweeping = false;
+      });
   }, options.sweepMs ?? 2000);
   sweep.unref();
 

@@ -1,3 +1,4 @@
+import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
@@ -8,7 +9,7 @@ import { scriptedModel } from "../providers/scripted-model.ts";
 import { type PostgresSessionStore, postgresStore } from "../session/postgres-store.ts";
 import type { PostedInput } from "../session/store.ts";
 import { defineTool } from "../tools/define-tool.ts";
-import { type Proc, startChild, until } from "./support/pg-procs.ts";
+import { type Proc, sleep, startChild, until } from "./support/pg-procs.ts";
 import {
   freshSchema,
   type PostgresServer,
@@ -288,6 +289,84 @@ describe.skipIf(!mode.run)(
         [locked.rows[0].id],
       );
       expect(dead.rows).toEqual([{ key: null, spent: true }]);
+    }, 40_000);
+
+    it("sweeps run one at a time, leave a job that already waits as it is, and enqueue what they find in one transaction (one NOTIFY)", async () => {
+      // Under CPU starvation leases are lost and many sessions need a runner at once. Sweeps that
+      // overlapped, each re-adding one job per session (a transaction with a NOTIFY, which
+      // PostgreSQL commits one at a time), queued thousands of requests in a worker's pool ahead of
+      // its lease renewals and graphile-worker's job fetches: nothing ran (issue 19's soak).
+      const schema = freshSchema("sweep");
+      const store = await open(schema);
+      let inSweep = 0;
+      let maxInSweep = 0;
+      let sweeps = 0;
+      const slowSweeps: PostgresSessionStore = {
+        ...store,
+        async sessionsNeedingRunner(limit) {
+          sweeps++;
+          maxInSweep = Math.max(maxInSweep, ++inSweep);
+          try {
+            await new Promise((r) => setTimeout(r, 120)); // a loaded server: slower than the interval
+            return await store.sessionsNeedingRunner(limit);
+          } finally {
+            inSweep--;
+          }
+        },
+      };
+      workers.push(
+        await startWorker({
+          store: slowSweeps,
+          model: model(),
+          tools: [hold],
+          owner: "busy:1",
+          concurrency: 1, // held by one session: the others' jobs wait
+          pollMs: 100,
+          sweepMs: 20,
+          shutdownGraceMs: 100,
+        }),
+      );
+      await store.postInput("busy", input("b0", "hold"));
+      await until(async () => (holding.has("busy") ? true : undefined), 10_000, "busy holding");
+      const ids = Array.from({ length: 20 }, (_, i) => `q${i}`);
+      for (const id of ids) await store.postInput(id, input(`${id}-in`, "hello"));
+      const listener = new pg.Client({ connectionString: server.url });
+      await listener.connect();
+      let notified = 0;
+      listener.on("notification", (n) => {
+        if (n.channel === "jobs:insert") notified++;
+      });
+      await listener.query(`LISTEN "jobs:insert"`);
+      const jobs = async () =>
+        (
+          await store.pool.query<{ key: string; revision: number; locked: boolean }>(
+            "SELECT key, revision, locked_at IS NOT NULL AS locked FROM graphile_worker.jobs WHERE key LIKE $1 ORDER BY key",
+            [`keel:${schema}:q%`],
+          )
+        ).rows;
+      try {
+        const before = sweeps;
+        await sleep(1000);
+        expect(sweeps - before).toBeGreaterThanOrEqual(3); // every session below needed a runner each time
+        expect(maxInSweep).toBe(1);
+        expect(notified).toBe(0); // their jobs wait: no sweep rewrote one
+        expect((await jobs()).map((j) => j.revision)).toEqual(ids.map(() => 0));
+        // Locked by a worker that died: not waiting. The next sweep adds all 20 at once.
+        await store.pool.query(
+          "UPDATE graphile_worker._private_jobs SET locked_at = now(), locked_by = 'dead-worker' WHERE key LIKE $1",
+          [`keel:${schema}:q%`],
+        );
+        await until(
+          async () => ((await jobs()).filter((j) => !j.locked).length === 20 ? true : undefined),
+          10_000,
+          "20 new jobs",
+        );
+        await sleep(300);
+        expect(notified).toBe(1);
+        expect((await jobs()).filter((j) => j.key !== null && !j.locked)).toHaveLength(20);
+      } finally {
+        await listener.end();
+      }
     }, 40_000);
   },
 );
