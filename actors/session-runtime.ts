@@ -305,13 +305,26 @@ export class Session {
     this.lease = lease;
     this.log.fence(lease);
     this.setRole("owner");
+    // One renewal at a time: a slow one is not joined by more in the pool's queue. One in flight
+    // longer than the lease (a connection that hangs) no longer holds the next back: that one
+    // finds the lease expired and this runner stops writing.
+    let beatSince: number | undefined;
     this.every(Math.max(10, Math.floor(options.ttlMs / 3)), () => {
-      options.store.renewLease(lease, options.ttlMs).then(
-        (ok) => {
-          if (!ok) this.lost();
-        },
-        () => {}, // a failed renewal is retried at the next beat; expiry decides
-      );
+      const now = Date.now();
+      if (beatSince !== undefined && now - beatSince < options.ttlMs) return;
+      const since = now;
+      beatSince = since;
+      options.store
+        .renewLease(lease, options.ttlMs)
+        .then(
+          (ok) => {
+            if (!ok) this.lost();
+          },
+          () => {}, // a failed renewal is retried at the next beat; expiry decides
+        )
+        .finally(() => {
+          if (beatSince === since) beatSince = undefined;
+        });
     });
     // The inbox table is the truth and the doorbell only a hint: poll it too.
     this.every(options.pollMs, () => this.pullInputs());

@@ -121,3 +121,37 @@ describe.skipIf(!mode.run)("a takeover never ends in a closed session (PostgreSQ
     }, 30_000);
   }
 });
+
+describe.skipIf(!mode.run)("the lease heartbeat (PostgreSQL)", () => {
+  it("a slow renewal is not joined by more: one renewal in flight at a time", async () => {
+    // A renewal stuck in a busy pool's queue used to be joined by one more every beat, each
+    // waiting in the same queue: more load where the pool was already the bottleneck.
+    const store = await open(freshSchema("beat"));
+    let inFlight = 0;
+    let maxInFlight = 0;
+    let renewals = 0;
+    const slow: PostgresSessionStore = {
+      ...store,
+      async renewLease(lease, ttlMs) {
+        renewals++;
+        maxInFlight = Math.max(maxInFlight, ++inFlight);
+        try {
+          await sleep(1300); // longer than a beat (ttl / 3 = 1 s), shorter than the lease
+          return await store.renewLease(lease, ttlMs);
+        } finally {
+          inFlight--;
+        }
+      },
+    };
+    const agent = createAgent({
+      model: model(),
+      store: slow,
+      lease: { owner: "beating:1", ttlMs: 3000, pollMs: 1000 },
+    });
+    await agent.openSession("b");
+    await sleep(4500); // beats at 1, 2, 3 and 4 s: the renewals of 1 s and 3 s each span the next beat
+    expect(renewals).toBeGreaterThanOrEqual(2);
+    expect(maxInFlight).toBe(1);
+    await agent.close();
+  }, 30_000);
+});
