@@ -180,6 +180,12 @@ export class Session {
   private current: TurnRun | undefined;
   /** Inbox seq at the last interrupt: older queued inputs wait for an explicit wake. */
   private interruptedAt = -1;
+  /**
+   * Inbox seq at the last interrupt the user sent (`interrupt()`), until `resume()`: the inputs
+   * queued before it are not work another runner should pick up. Unlike `interruptedAt`, not
+   * moved by an open (restored inputs) or by `close()` (a shutdown is no user's decision).
+   */
+  private heldAt = -1;
   private inboxSeq = 0;
   private opened = false;
   private closing: Promise<void> | undefined;
@@ -195,7 +201,8 @@ export class Session {
   private repull = false;
   /** Prompts submitted while following: resolved from the owner's log. */
   private forwarded = new Map<string, (result: PromptResult) => void>();
-  private takingOver = false;
+  /** A follower's takeover in flight: `close()` waits for it, so it never ends in a closed session. */
+  private takingOver: Promise<void> | undefined;
   private acceptanceHost: AcceptanceHost | undefined;
   /** Turns of the acceptance loop in the current run (their cost adds to the prompt's). */
   private loopTurns: TurnResult[] = [];
@@ -298,13 +305,26 @@ export class Session {
     this.lease = lease;
     this.log.fence(lease);
     this.setRole("owner");
+    // One renewal at a time: a slow one is not joined by more in the pool's queue. One in flight
+    // longer than the lease (a connection that hangs) no longer holds the next back: that one
+    // finds the lease expired and this runner stops writing.
+    let beatSince: number | undefined;
     this.every(Math.max(10, Math.floor(options.ttlMs / 3)), () => {
-      options.store.renewLease(lease, options.ttlMs).then(
-        (ok) => {
-          if (!ok) this.lost();
-        },
-        () => {}, // a failed renewal is retried at the next beat; expiry decides
-      );
+      const now = Date.now();
+      if (beatSince !== undefined && now - beatSince < options.ttlMs) return;
+      const since = now;
+      beatSince = since;
+      options.store
+        .renewLease(lease, options.ttlMs)
+        .then(
+          (ok) => {
+            if (!ok) this.lost();
+          },
+          () => {}, // a failed renewal is retried at the next beat; expiry decides
+        )
+        .finally(() => {
+          if (beatSince === since) beatSince = undefined;
+        });
     });
     // The inbox table is the truth and the doorbell only a hint: poll it too.
     this.every(options.pollMs, () => this.pullInputs());
@@ -322,24 +342,42 @@ export class Session {
     this.every(options.pollMs, () => void this.settleForwarded().catch(() => {}));
   }
 
-  /** A follower takes the lease when its owner released it or died (it expired). */
-  private async tryTakeover(): Promise<void> {
-    const options = this.options.lease!;
-    if (this.roleValue !== "follower" || this.takingOver) return;
-    this.takingOver = true;
-    try {
+  /**
+   * A follower takes the lease when its owner released it or died (it expired). Never for a
+   * session being closed: a lease taken while `close()` runs is given back (marked pending: the
+   * dead owner may have left work), and `close()` waits for a takeover already loading the log,
+   * then releases as an owner. Otherwise a closed session, which runs no turn, would go on
+   * renewing the lease and taking inputs that nobody runs, and no worker could take it.
+   */
+  private tryTakeover(): Promise<void> {
+    if (this.roleValue !== "follower" || this.takingOver || this.closing) return Promise.resolve();
+    const run = (async () => {
+      const options = this.options.lease!;
       const held = await takeLease(options, this.id);
-      if (!held || this.roleValue !== "follower") return;
-      const log = await this.options.openLog();
-      log.fence(held);
-      await this.options.recover?.(log);
-      await this.adopt(log);
+      if (!held) return;
+      if (this.roleValue !== "follower" || this.closing) {
+        await options.store.releaseLease(held, { pending: true });
+        return;
+      }
+      try {
+        const log = await this.options.openLog();
+        log.fence(held);
+        await this.options.recover?.(log);
+        await this.adopt(log);
+      } catch (error) {
+        // Not held for a lease's length by a runner that cannot run: the next try starts afresh.
+        await options.store.releaseLease(held, { pending: true }).catch(() => {});
+        throw error;
+      }
       this.becomeOwner(held);
+      if (this.closing) return; // close() resumes here: it flushes and releases as the owner
       await this.settleForwarded();
       this.resume(); // acknowledged inputs the dead owner left queued run now
-    } finally {
-      this.takingOver = false;
-    }
+    })();
+    this.takingOver = run.finally(() => {
+      this.takingOver = undefined;
+    });
+    return this.takingOver;
   }
 
   /** The lease was lost (expired, taken over): stop writing; the log is another runner's now. */
@@ -398,7 +436,8 @@ export class Session {
           this.id,
           posted.map((p) => p.id),
         );
-        if (scope) this.coordinator.wake(scope);
+        // Released meanwhile (release() waits for this pull): the inputs stay queued, pending.
+        if (scope && this.roleValue === "owner") this.coordinator.wake(scope);
       } while (this.repull && this.roleValue === "owner");
     })()
       .catch((err) => this.options.logger.warn({ err }, "pulling posted inputs failed"))
@@ -452,12 +491,17 @@ export class Session {
     const options = this.options.lease;
     const lease = this.lease;
     if (!options || !lease || this.roleValue !== "owner") return false;
-    await this.log.flush().catch(() => {});
+    // No pull starts now (no poll, no doorbell, not an owner), and the one in flight ends first:
+    // every input it moved into the log is counted below, before the lease goes.
     this.clearTimers();
     this.lease = undefined;
     this.setRole("follower");
-    await options.store.releaseLease(lease, { pending: this.hasRunnable() });
-    this.clearTimers();
+    while (this.pulling) await this.pulling;
+    await this.log.flush().catch(() => {});
+    // Pending: any input queued in the log that no interrupt of the user holds back, however
+    // this process stopped running it (closed mid-turn, shut down, opened and never resumed).
+    const pending = this.inbox.queue.some((e) => e.lane !== "interrupt" && e.seq > this.heldAt);
+    await options.store.releaseLease(lease, { pending });
     return true;
   }
 
@@ -515,6 +559,7 @@ export class Session {
     const id = this.receiveInterrupt(reason, options); // in the log before the cancel
     if (id === undefined) return options.id as string; // received before: changes nothing
     this.interruptedAt = before;
+    this.heldAt = before;
     this.cancelRunning(reason);
     await this.log.flush(); // persisted before acknowledged
     return id;
@@ -523,6 +568,7 @@ export class Session {
   /** Starts turns for inputs left queued by an interrupt or a restart. */
   resume(): void {
     this.interruptedAt = -1;
+    this.heldAt = -1;
     if (this.hasRunnable()) this.coordinator.wake("input");
   }
 
@@ -1003,6 +1049,8 @@ export class Session {
   close(): Promise<void> {
     this.closing ??= (async () => {
       await this.ready.catch(() => {});
+      // A takeover already loading the log ends first (as the owner): this close releases it.
+      await this.takingOver?.catch(() => {});
       this.interruptedAt = this.inboxSeq;
       this.cancelRunning("session closed"); // a shutdown, not an input: no inbox event
       await this.awaitSettlement().catch(() => {});

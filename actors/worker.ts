@@ -1,7 +1,7 @@
 import { Logger, type Runner, run, runMigrations } from "graphile-worker";
 import type { PostgresSessionStore } from "../session/postgres-store.ts";
 import { type AgentOptions, createAgent } from "./agent.ts";
-import { defaultLeaseOwner } from "./session-runtime.ts";
+import { defaultLeaseOwner, type Session } from "./session-runtime.ts";
 
 /** The graphile-worker task that runs one session. */
 export const SESSION_TASK = "keel_session";
@@ -43,7 +43,10 @@ export interface Worker {
  * merged, and one for a session being run is queued again after it), and a periodic sweep
  * enqueues sessions whose owner died or left work pending. A job takes the session's lease (or
  * leaves at once when a live owner has it: that owner gets the input through the doorbell), runs
- * its turns until nothing is queued, and releases the lease.
+ * its turns until nothing is queued, and releases the lease. After the release the worker reads
+ * the inbox once more and enqueues the session again if an input came meanwhile: a job that input
+ * queued may have found the lease still held (or this worker still running the session) and
+ * ended, so without this look the input would wait for a sweep.
  */
 export async function startWorker(options: WorkerOptions): Promise<Worker> {
   const { store, concurrency = 4 } = options;
@@ -72,14 +75,52 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
       pollMs: options.pollMs ?? 1000,
     },
   });
-  const running = new Set<string>();
+  const running = new Map<string, Session>();
   let stopping = false;
+  const keyPrefix = `keel:${s.replaceAll('"', "")}:`;
+  /**
+   * Enqueues these sessions in one transaction, skipping those whose job already waits (unlocked,
+   * attempts left, due: a worker takes it as it is). Every add_job is a transaction with a
+   * NOTIFY, which PostgreSQL commits one at a time (a cluster-wide lock): re-adding waiting jobs is
+   * load, not progress. A job locked by a dead worker is not waiting: add_jobs takes its key and
+   * queues a new one.
+   */
+  const enqueue = async (sessionIds: string[]) => {
+    if (sessionIds.length === 0) return;
+    const due = await store.pool.query<{ id: string }>(
+      `SELECT u.sid AS id FROM unnest($1::text[]) AS u(sid)
+       WHERE NOT EXISTS (SELECT 1 FROM graphile_worker.jobs j WHERE j.key = $2::text || u.sid
+         AND j.locked_at IS NULL AND j.attempts < j.max_attempts AND j.run_at <= now())`,
+      [sessionIds, keyPrefix],
+    );
+    if (due.rows.length === 0) return;
+    await store.pool.query(
+      `SELECT count(*) FROM graphile_worker.add_jobs(ARRAY(
+         SELECT ROW($1::text, json_build_object('sessionId', u.sid), NULL, NULL, 100, $2::text || u.sid, NULL, NULL)::graphile_worker.job_spec
+         FROM unnest($3::text[]) AS u(sid)))`,
+      [SESSION_TASK, keyPrefix, due.rows.map((r) => r.id)],
+    );
+  };
+  /** Whether the session needs a runner now: what the sweep looks for, for one session. */
+  const needsRunner = async (sessionId: string) =>
+    (
+      await store.pool.query(
+        `SELECT 1 FROM (SELECT $1::text AS sid) x
+         WHERE (EXISTS (SELECT 1 FROM ${s}.inbox i WHERE i.session_id = x.sid AND NOT i.taken)
+             OR EXISTS (SELECT 1 FROM ${s}.leases l WHERE l.session_id = x.sid
+                  AND ((l.released AND l.pending) OR (NOT l.released AND l.expires_at <= clock_timestamp()))))
+           AND NOT EXISTS (SELECT 1 FROM ${s}.leases l WHERE l.session_id = x.sid
+                  AND NOT l.released AND l.expires_at > clock_timestamp())`,
+        [sessionId],
+      )
+    ).rows.length > 0;
 
   const runSession = async (sessionId: string) => {
+    // Already running here: the run reads the inbox before it releases, and looks again after.
     if (stopping || running.has(sessionId)) return;
-    running.add(sessionId);
+    const session = agent.session(sessionId);
+    running.set(sessionId, session);
     try {
-      const session = agent.session(sessionId);
       await session.ready;
       if (session.role !== "owner") return; // a live owner runs it; its doorbell got the input
       session.resume();
@@ -88,8 +129,14 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
         await session.awaitIdle();
       } while (!stopping && session.role === "owner" && session.busy);
     } finally {
-      await agent.closeSession(sessionId).catch(() => {});
+      await session.close().catch(() => {});
       running.delete(sessionId);
+      // The no-lost-wake-up rule across the release: an input posted after the last pull, whose
+      // job ended because the lease was still held or the session still ran here, is seen now.
+      // (Not while stopping: this worker would take the job and drop it; the others' sweeps see
+      // the pending lease.)
+      if (!stopping && (await needsRunner(sessionId).catch(() => false)))
+        await enqueue([sessionId]).catch(() => {});
     }
   };
 
@@ -106,33 +153,34 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     },
   });
 
-  const enqueue = (sessionId: string) =>
-    store.pool.query(
-      `SELECT graphile_worker.add_job($1, json_build_object('sessionId', $2::text), job_key := $3, job_key_mode := 'replace', max_attempts := 100)`,
-      [SESSION_TASK, sessionId, `keel:${s.replaceAll('"', "")}:${sessionId}`],
-    );
+  // One sweep at a time, enqueueing what it found in one transaction: under load a sweep may
+  // take longer than its interval, and overlapping sweeps of one add_job per session each filled
+  // the pool's queue faster than it drained (thousands waiting), starving lease renewals (more
+  // leases lost, more sessions to sweep) and graphile-worker's own job fetches (nothing ran).
+  let sweeping = false;
   const sweep = setInterval(() => {
-    if (stopping) return;
+    if (stopping || sweeping) return;
+    sweeping = true;
     store
       .sessionsNeedingRunner(100)
-      .then((ids) => Promise.all(ids.filter((id) => !running.has(id)).map(enqueue)))
-      .catch(() => {});
+      .then((ids) => enqueue(ids.filter((id) => !running.has(id))))
+      .catch(() => {})
+      .finally(() => {
+        sweeping = false;
+      });
   }, options.sweepMs ?? 2000);
   sweep.unref();
 
   return {
-    running: () => [...running],
+    running: () => [...running.keys()],
     async stop() {
       if (stopping) return;
       stopping = true;
       clearInterval(sweep);
+      // The sessions this worker runs, not agent.session(id): that opens a new one (and takes
+      // its lease) when the run is already closing it.
       const idle = Promise.all(
-        [...running].map((id) =>
-          agent
-            .session(id)
-            .awaitIdle()
-            .catch(() => {}),
-        ),
+        [...running.values()].map((session) => session.awaitIdle().catch(() => {})),
       );
       await Promise.race([
         idle,

@@ -32,8 +32,13 @@ export interface PostgresSessionStore extends SessionStore, CheckpointStore, Lea
 /**
  * The version of Keel's tables in the schema, kept in `<schema>.keel_meta` like SQLite's.
  * 1: sessions, entries, checkpoints, inbox, leases, ledger, retry_budget.
+ * 2: `append_entries`, an append in one statement (fencing, seq check, inserts).
  */
-export const POSTGRES_SCHEMA_VERSION = 1;
+export const POSTGRES_SCHEMA_VERSION = 2;
+
+/** SQLSTATEs `append_entries` raises (not PostgreSQL's: class K is free). */
+const FENCED_STATE = "KF001";
+const SEQ_STATE = "KS001";
 
 const schemaSql = (s: string) => `
 CREATE SCHEMA IF NOT EXISTS ${s};
@@ -96,6 +101,42 @@ CREATE TABLE IF NOT EXISTS ${s}.retry_budget (
 );
 `;
 
+/**
+ * Version 2: one append in one statement, so one round trip instead of six (BEGIN, the lease
+ * check, the seq check, two inserts, COMMIT). The lease row is locked FOR SHARE until the
+ * statement's transaction commits: a takeover waits for this append, and a lost lease refuses
+ * the whole batch. Raises KF001 when the lease (or its absence) refuses the writer, KS001 with
+ * the stored last seq when the batch does not continue it.
+ */
+const appendFunctionSql = (s: string) => `
+CREATE OR REPLACE FUNCTION ${s}.append_entries(
+  p_session text, p_fenced boolean, p_token bigint,
+  p_seq bigint[], p_id text[], p_parent text[], p_type text[], p_at float8[], p_body text[]
+) RETURNS void LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_token bigint;
+  v_live boolean;
+  v_last bigint;
+BEGIN
+  SELECT token, NOT released AND expires_at > clock_timestamp() INTO v_token, v_live
+    FROM ${s}.leases WHERE session_id = p_session FOR SHARE;
+  IF (p_fenced AND (v_live IS NOT TRUE OR v_token <> p_token)) OR (NOT p_fenced AND v_live) THEN
+    RAISE EXCEPTION 'the lease refuses this append' USING ERRCODE = '${FENCED_STATE}';
+  END IF;
+  SELECT coalesce(max(seq), 0) INTO v_last FROM ${s}.entries WHERE session_id = p_session;
+  IF p_seq[1] <= v_last THEN
+    RAISE EXCEPTION '%', v_last USING ERRCODE = '${SEQ_STATE}';
+  END IF;
+  INSERT INTO ${s}.sessions (session_id, created_at) VALUES (p_session, p_at[1])
+    ON CONFLICT (session_id) DO NOTHING;
+  INSERT INTO ${s}.entries (session_id, seq, id, parent_id, type, at, body)
+    SELECT p_session, * FROM unnest(p_seq, p_id, p_parent, p_type, p_at, p_body);
+END $fn$;
+`;
+
+/** What takes a schema of each version to the next: index v migrates version v to v + 1. */
+const migrations = [schemaSql, appendFunctionSql];
+
 /** `name` as a quoted SQL identifier; throws a TypeError naming the rule when it is not a plain name. */
 export function quoteSchema(name: string): string {
   if (!/^[a-z_][a-z0-9_]{0,62}$/.test(name)) {
@@ -110,9 +151,9 @@ export function quoteSchema(name: string): string {
  * Opens a PostgreSQL session store on `urlOrPool` (a `postgres://` URL, or a `pg.Pool` the
  * caller owns and closes). Creates or migrates Keel's tables in their own schema (default
  * `keel`) under an advisory lock, so processes starting together migrate once. Each append is
- * one transaction (all or nothing): the lease check (fencing), the seq check and one multi-row
- * insert. Durability is the server's: `synchronous_commit` decides whether a resolved append
- * survives a server crash.
+ * one statement (all or nothing, one round trip): a function of the schema checks the lease
+ * (fencing) and the seq and inserts the rows. Durability is the server's: `synchronous_commit`
+ * decides whether a resolved append survives a server crash.
  * Throws a `StoreError` (`IO`) naming the server and the fix when it cannot connect or a newer
  * Keel created the schema.
  */
@@ -187,37 +228,18 @@ export async function postgresStore(
     channel,
     async append(sessionId, entries, opts: AppendOptions = {}) {
       if (entries.length === 0) return;
-      await guard("append", () =>
-        tx(async (c) => {
-          // The lease row is locked (FOR SHARE) until commit: a takeover waits for this append,
-          // so the new owner's load sees it, and a lost lease refuses the whole batch.
-          const lease = await c.query<{ token: string; live: boolean }>(
-            `SELECT token, NOT released AND expires_at > clock_timestamp() AS live
-             FROM ${s}.leases WHERE session_id = $1 FOR SHARE`,
-            [sessionId],
-          );
-          const row = lease.rows[0];
-          if (opts.lease) {
-            if (!row?.live || Number(row.token) !== opts.lease.token)
-              throw fenced(sessionId, `postgres store ${where}`, opts.lease.token);
-          } else if (row?.live) {
-            throw fenced(sessionId, `postgres store ${where}`, undefined);
-          }
-          const last = await c.query<{ seq: string | null }>(
-            `SELECT max(seq) AS seq FROM ${s}.entries WHERE session_id = $1`,
-            [sessionId],
-          );
-          const error = checkBatch(sessionId, Number(last.rows[0].seq ?? 0), entries);
-          if (error) throw error;
-          await c.query(
-            `INSERT INTO ${s}.sessions (session_id, created_at) VALUES ($1, $2) ON CONFLICT (session_id) DO NOTHING`,
-            [sessionId, entries[0].at],
-          );
-          await c.query(
-            `INSERT INTO ${s}.entries (session_id, seq, id, parent_id, type, at, body)
-             SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::text[])`,
-            [
+      // What the batch alone decides (seqs increasing, ids unique) needs no round trip.
+      const local = checkBatch(sessionId, 0, entries);
+      if (local) throw local;
+      await guard("append", async () => {
+        try {
+          await pool.query({
+            name: `keel_append_${name}`,
+            text: `SELECT ${s}.append_entries($1, $2, $3, $4::bigint[], $5::text[], $6::text[], $7::text[], $8::float8[], $9::text[])`,
+            values: [
               sessionId,
+              opts.lease !== undefined,
+              opts.lease?.token ?? 0,
               entries.map((e) => e.seq),
               entries.map((e) => e.id),
               entries.map((e) => e.parentId),
@@ -225,9 +247,18 @@ export async function postgresStore(
               entries.map((e) => e.at),
               entries.map((e) => JSON.stringify(e)),
             ],
-          );
-        }),
-      );
+          });
+        } catch (error) {
+          const code = (error as { code?: string }).code;
+          if (code === FENCED_STATE)
+            throw fenced(sessionId, `postgres store ${where}`, opts.lease?.token);
+          if (code === SEQ_STATE) {
+            const last = Number((error as { message?: string }).message);
+            throw checkBatch(sessionId, last, entries) ?? error;
+          }
+          throw error;
+        }
+      });
     },
     async load(sessionId) {
       return guard("load", async () =>
@@ -455,7 +486,7 @@ async function migrate(pool: pg.Pool, s: string, name: string, where: string): P
       );
     }
     if (version < POSTGRES_SCHEMA_VERSION) {
-      await client.query(schemaSql(s));
+      for (const step of migrations.slice(version)) await client.query(step(s));
       await client.query(
         `INSERT INTO ${s}.keel_meta (key, value) VALUES ('schema_version', to_jsonb($1::int))
          ON CONFLICT (key) DO UPDATE SET value = excluded.value`,

@@ -441,9 +441,35 @@ describe.skipIf(!pgMode.run)("postgresStore across pools", () => {
       `UPDATE ${store.schema}.keel_meta SET value = '99' WHERE key = 'schema_version'`,
     );
     await expect(postgresStore(server().url, { schema })).rejects.toThrow(
-      /version 99, newer than this Keel's 1; open it with a newer Keel/,
+      new RegExp(
+        `version 99, newer than this Keel's ${POSTGRES_SCHEMA_VERSION}; open it with a newer Keel`,
+      ),
     );
     expect(() => quoteSchema("Bad-Name")).toThrow(/lowercase SQL name/);
+  });
+
+  it("a version-1 schema (tables, no append function) is migrated to 2 on open: its log stays and appends continue it in one statement", async () => {
+    const schema = freshSchema();
+    const old = await postgresStore(server().url, { schema });
+    await old.append("m", [entry(1, "m1"), entry(2, "m2")]);
+    // What Keel 1 left: the same tables, no append_entries, version 1.
+    await old.pool.query(`DROP FUNCTION ${old.schema}.append_entries`);
+    await old.pool.query(
+      `UPDATE ${old.schema}.keel_meta SET value = '1' WHERE key = 'schema_version'`,
+    );
+    await old.close();
+    const store = await postgresStore(server().url, { schema });
+    opened.push(store);
+    const v = await store.pool.query(
+      `SELECT value FROM ${store.schema}.keel_meta WHERE key = 'schema_version'`,
+    );
+    expect(v.rows[0].value).toBe(2);
+    await store.append("m", [entry(3, "m3")]);
+    expect((await store.load("m")).map((e) => e.id)).toEqual(["m1", "m2", "m3"]);
+    await expect(store.append("m", [entry(3, "again")])).rejects.toMatchObject({
+      code: "SEQ_CONFLICT",
+      message: expect.stringMatching(/entry again has seq 3, not after seq 3/),
+    });
   });
 
   it("an unreachable server fails with IO naming the URL (without its password) and the fix", async () => {
