@@ -158,8 +158,9 @@ describe.skipIf(!mode.run)("one runner per session across processes (PostgreSQL)
     await store.pool.query(
       `CREATE TABLE IF NOT EXISTS ${store.schema}.effects (session_id text, call_id text, label text, pid int, at timestamptz DEFAULT clock_timestamp())`,
     );
-    // Both start racing at the same moment, whatever their start-up times.
-    const env = { KEEL_TEST_START_AT: String(Date.now() + 4000) };
+    await store.pool.query(`CREATE TABLE ${store.schema}.barrier (pid int)`);
+    // Both start racing at the same moment, whatever their start-up times (a barrier table).
+    const env = { KEEL_TEST_BARRIER: "2" };
     const p1 = startChild(["ledger", server.url, schema, "1000"], env);
     const p2 = startChild(["ledger", server.url, schema, "1000"], env);
     procs.push(p1, p2);

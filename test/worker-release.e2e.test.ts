@@ -282,6 +282,12 @@ describe.skipIf(!mode.run)(
         }),
       );
       await allConsumed(store, "k", ["k1"]);
+      // The input is consumed mid-turn; the worker releases the lease when the turn has ended.
+      await until(
+        async () => ((await store.readLease("k"))?.released ? true : undefined),
+        10_000,
+        "k's lease released",
+      );
       expect(await store.readLease("k")).toMatchObject({ released: true, pending: false });
       // add_job took the key off the locked job and spent its attempts: it never runs again.
       const dead = await store.pool.query(

@@ -125,9 +125,17 @@ if (mode === "runner") {
   });
   const n = Number(arg);
   let ran = 0;
-  await new Promise((r) =>
-    setTimeout(r, Math.max(0, Number(process.env.KEEL_TEST_START_AT ?? 0) - Date.now())),
-  );
+  // A barrier in the database: both racers start within a poll of each other, whatever their
+  // start-up times on a loaded machine (a wall-clock start time was missed under load).
+  const parties = Number(process.env.KEEL_TEST_BARRIER ?? 0);
+  // (The test creates the table: two CREATE IF NOT EXISTS at once can collide in pg_type.)
+  if (parties > 0)
+    await effects.query(`INSERT INTO "${schema}".barrier VALUES ($1)`, [process.pid]);
+  while (parties > 0) {
+    const r = await effects.query(`SELECT count(*)::int AS n FROM "${schema}".barrier`);
+    if (r.rows[0].n >= parties) break;
+    await new Promise((done) => setTimeout(done, 5));
+  }
   await Promise.all(
     Array.from({ length: n }, async (_, i) => {
       const out = await ledger.run("race", `k${i}`, { i }, async () => {
