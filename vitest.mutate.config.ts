@@ -23,6 +23,7 @@ export default defineConfig({
       "test/not-executed.unit.test.ts",
       "test/prepare-call.{unit,property}.test.ts",
       "test/prepare-messages.unit.test.ts",
+      "test/prepare-steps.unit.test.ts",
       "test/projection.unit.test.ts",
       "test/projection-notes.unit.test.ts",
       "test/remap-keys.unit.test.ts",

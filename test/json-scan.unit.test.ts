@@ -165,6 +165,61 @@ describe("scanJsonValue", () => {
     ["[1,2,3]", { ok: true, end: 7 }],
     ['{"a":1,"b":2}', { ok: true, end: 13 }],
     ['["x\\"y"]', { ok: true, end: 8 }],
+    // Numbers start with "-" or any digit 0-9, and take every digit of a fraction and exponent.
+    ["9", { ok: true, end: 1 }],
+    ["[0,9]", { ok: true, end: 5 }],
+    [
+      "+1",
+      { ok: false, error: { offset: 0, reason: 'unexpected "+" where a value was expected' } },
+    ],
+    ["1.25e-10", { ok: true, end: 8 }],
+    ["1E", { ok: false, error: { offset: 2, reason: "the text ends inside a number" } }],
+    [
+      "[1E]",
+      {
+        ok: false,
+        error: { offset: 2, reason: 'invalid number (leading zero, or a bare "." or exponent)' },
+      },
+    ],
+    [
+      "[00]",
+      {
+        ok: false,
+        error: { offset: 2, reason: 'invalid number (leading zero, or a bare "." or exponent)' },
+      },
+    ],
+    [
+      "[09]",
+      {
+        ok: false,
+        error: { offset: 2, reason: 'invalid number (leading zero, or a bare "." or exponent)' },
+      },
+    ],
+    // A text cut inside a \u escape is unterminated (the rest may follow), not an invalid escape.
+    [
+      '"ab\\u1',
+      {
+        ok: false,
+        error: { offset: 6, reason: "the text ends inside a string (unterminated string)" },
+      },
+    ],
+    [
+      '"\\u',
+      {
+        ok: false,
+        error: { offset: 3, reason: "the text ends inside a string (unterminated string)" },
+      },
+    ],
+    [
+      '"\\u123G"',
+      {
+        ok: false,
+        error: {
+          offset: 1,
+          reason: 'invalid unicode escape: "\\u" must be followed by 4 hex digits',
+        },
+      },
+    ],
   ];
   it.each(cases)("%j → %j", (text, expected) => {
     expect(scanJsonValue(text, 0)).toEqual(expected);

@@ -1,9 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
+import { MAX_ARGUMENTS_CHARS } from "../contracts/json-limits.ts";
 import { defineTool } from "../tools/define-tool.ts";
 import { truncatedCallResult } from "../tools/prepare/truncated-call.ts";
 import { prepareCall } from "../tools/prepare-call.ts";
-import { createRegistry } from "../tools/registry.ts";
+import { createRegistry, type Registry } from "../tools/registry.ts";
 
 const noop = async () => "ok";
 const registry = createRegistry([
@@ -750,5 +751,178 @@ describe("prepareCall details", () => {
     const chat = truncatedCallResult({ id: "c", function: { name: "shell", arguments: '{"comm' } });
     expect(chat.message).toContain('"shell"');
     expect(chat.message).toContain('{"comm');
+  });
+});
+
+describe("prepareCall: what each part of a message and of a prepared call says", () => {
+  const fail = (name: string, argumentsText: string, reg: Registry = registry) => {
+    const outcome = prepareCall({ id: "c", name, argumentsText }, reg);
+    if (outcome.ok) throw new Error(`accepted: ${JSON.stringify(outcome.call.args)}`);
+    return { code: outcome.error.code, ...sections(outcome.error.message) };
+  };
+  const schemaOf = (name: string) => JSON.stringify(registry.get(name)?.jsonSchema);
+
+  it("arguments over the size limit are refused before parsing, naming both sizes; at the limit they are read", () => {
+    const at = `{"data":"${"x".repeat(MAX_ARGUMENTS_CHARS - 11)}"}`;
+    expect(at.length).toBe(MAX_ARGUMENTS_CHARS);
+    const ok = prepareCall({ id: "c", name: "store", argumentsText: at }, registry);
+    expect(ok.ok).toBe(true);
+    const over = fail("store", `${at} `);
+    expect(over.code).toBe("INVALID_ARGS");
+    expect(over.headline).toContain(
+      `the arguments are ${MAX_ARGUMENTS_CHARS + 1} characters long, over the limit of ${MAX_ARGUMENTS_CHARS}.`,
+    );
+    expect(over.where).toBe("the whole arguments text");
+    expect(over.what).toContain(`first 2000 of ${MAX_ARGUMENTS_CHARS + 1} bytes`);
+    expect(over.how).toBe(
+      "Send less per call: split the work into several calls, or write large content in parts.",
+    );
+  });
+
+  it("a registry that throws is reported as an internal error of preparation, not thrown", () => {
+    const broken = (thrown: unknown): Registry => ({
+      ...createRegistry([]),
+      resolve: () => {
+        throw thrown;
+      },
+    });
+    const out = fail("read_file", '{"path":"a"}', broken(new Error("index corrupted")));
+    expect(out.code).toBe("INVALID_ARGS");
+    expect(out.headline).toContain('tool call "read_file" could not be prepared: index corrupted');
+    expect(out.where).toBe("argument preparation (an internal error, not your input)");
+    expect(out.what).toBe('{"path":"a"}');
+    expect(out.how).toBe("Re-send the call; if it fails again, try different arguments.");
+    expect(fail("read_file", "{}", broken("a plain string")).headline).toContain(
+      "could not be prepared: a plain string",
+    );
+  });
+
+  it("a tool name is quoted up to 200 characters, then cut with an ellipsis", () => {
+    const exact = "q".repeat(200);
+    expect(fail(exact, "{}").headline).toBe(`not executed: unknown tool "${exact}".`);
+    const long = "q".repeat(201);
+    expect(fail(long, "{}").headline).toBe(`not executed: unknown tool "${exact}…".`);
+  });
+
+  it("with nothing more to say, the fix is the schema alone (no unknown parameters, no concatenation, no example)", () => {
+    expect(fail("read_file", '{"path":1}').how).toBe(
+      `Send one JSON object matching this JSON Schema: ${schemaOf("read_file")}`,
+    );
+    expect(fail("read_file", '{"path":"a" "x"}').how).toBe(
+      `Send one complete JSON object matching this JSON Schema: ${schemaOf("read_file")} Fields missing or wrong once read as { raw }: path (Invalid input: expected string, received undefined).`,
+    );
+  });
+
+  it("unparseable text is rejected even when { raw } passes, and then lists no missing fields", () => {
+    const reg = createRegistry([
+      defineTool({
+        name: "t",
+        description: "d",
+        parameters: z.object({ raw: z.string() }),
+        execute: noop,
+      }),
+    ]);
+    const out = fail("t", "not json", reg);
+    expect(out.code).toBe("INVALID_ARGS");
+    expect(out.how).not.toContain("Fields missing");
+    expect(out.how).toMatch(/\}$/);
+  });
+
+  it("of concatenated objects none of which passes, the first one's problems are reported", () => {
+    const out = fail("read_file", '{"path":1,"zzzzzzzz":1}{"offset":2}');
+    expect(out.where).toBe('at "path": Invalid input: expected string, received number');
+    expect(out.how).toContain(
+      'Unknown parameters "zzzzzzzz"; the declared ones are: path, offset.',
+    );
+    expect(out.how).toContain("You sent 2 concatenated JSON objects and none passes");
+  });
+
+  it("an object followed by another kind of value is no concatenation: rejected where the value starts", () => {
+    const out = fail("read_file", '{"path":"a"}[1]');
+    expect(out.where).toContain("column 13");
+    expect(out.where).toContain("after the end of the JSON value");
+  });
+
+  it("several renamed and several ignored parameters are each listed, comma-separated", () => {
+    const out = prepareCall(
+      {
+        id: "c",
+        name: "shell",
+        argumentsText: '{"COMMAND":"ls","timeoutMs":5,"xxxxxxxx":1,"yyyyyyyy":2}',
+      },
+      registry,
+    );
+    if (!out.ok) throw new Error(out.error.message);
+    expect(out.call.args).toEqual({ command: "ls", timeout_ms: 5 });
+    expect(out.call.warnings).toEqual([
+      'renamed parameters: "COMMAND" → "command", "timeoutMs" → "timeout_ms"',
+      'ignored unknown parameters: "xxxxxxxx", "yyyyyyyy"',
+    ]);
+  });
+
+  it("zod issues are placed: a dotted path into nested objects, (root) for the object itself", () => {
+    const reg = createRegistry([
+      defineTool({
+        name: "n",
+        description: "d",
+        parameters: z.object({ options: z.object({ mode: z.enum(["a", "b"]) }) }),
+        execute: noop,
+      }),
+      defineTool({
+        name: "thrower",
+        description: "d",
+        parameters: z.object({
+          a: z.string().refine(() => {
+            throw new Error("bad refine");
+          }),
+        }),
+        execute: noop,
+      }),
+    ]);
+    expect(fail("n", '{"options":{"mode":"c"}}', reg).where).toContain('at "options.mode": ');
+    expect(fail("strict_tool", '{"a":1,"zzz":2}').where).toBe(
+      'at "(root)": Unrecognized key: "zzz"',
+    );
+    expect(fail("thrower", '{"a":"x"}', reg).where).toBe(
+      'at "(root)": validation threw: bad refine',
+    );
+  });
+
+  it("the depth limit names the path inside the arguments", () => {
+    const text = `{"data":{"x":${"[".repeat(70)}${"]".repeat(70)}}}`;
+    expect(fail("store", text).where).toMatch(/^arguments\.data\.x\[0\]/);
+  });
+
+  it("a string holding an array is unwrapped and reported as an array; leading whitespace inside is fine", () => {
+    expect(fail("read_file", JSON.stringify("[1,2]")).headline).toContain(
+      "expected a JSON object but received an array.",
+    );
+    const spaced = prepareCall(
+      { id: "c", name: "read_file", argumentsText: JSON.stringify(' {"path":"a"}') },
+      registry,
+    );
+    expect(spaced.ok && spaced.call.args).toEqual({ path: "a" });
+  });
+
+  it("ids, names and texts that are not strings become text; what cannot be text becomes empty", () => {
+    const numeric = prepareCall({ id: 7, name: "no_args", argumentsText: "{}" } as never, registry);
+    expect(numeric.ok && numeric.call.id).toBe("7");
+    const unprintable = Object.create(null);
+    const odd = prepareCall(
+      { id: unprintable, name: "no_args", argumentsText: unprintable } as never,
+      registry,
+    );
+    expect(odd.ok && odd.call.id).toBe("");
+    expect(odd.ok && odd.call.argumentsText).toBe("");
+    const missing = prepareCall({ id: null, name: undefined } as never, registry);
+    expect(missing).toMatchObject({ ok: false, id: "", name: "", argumentsText: "" });
+    for (const call of [null, undefined]) {
+      expect(prepareCall(call as never, registry)).toMatchObject({
+        ok: false,
+        id: "",
+        name: "",
+        error: { code: "UNKNOWN_TOOL" },
+      });
+    }
   });
 });

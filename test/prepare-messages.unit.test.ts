@@ -139,6 +139,9 @@ describe("message helpers", () => {
     const long = "é".repeat(1500);
     expect(receivedSnippet(long)).toBe(`${"é".repeat(1000)}… [first 2000 of 3000 bytes]`);
     expect(receivedSnippet("x".repeat(2000))).toBe("x".repeat(2000));
+    expect(receivedSnippet("x".repeat(2001))).toBe(
+      `${"x".repeat(2000)}… [first 2000 of 2001 bytes]`,
+    );
   });
 
   it("lineColumn counts lines and columns from 1", () => {
@@ -178,6 +181,10 @@ describe("message helpers", () => {
     ['{"a":1,}', 7, "Remove the trailing comma."],
     ["[1, ]", 4, "Remove the trailing comma."],
     ["{a:1}", 1, "Put property names and strings in double quotes."],
+    ['```json\n{"a":1}', 0, "without a markdown code fence"],
+    ['{"a":Infinity}', 5, "NaN, Infinity and undefined"],
+    [`{"a":[1,],"b":"${"x".repeat(100)}"}`, 8, "Remove the trailing comma."],
+    [`[1,${" ".repeat(100)}]`, 103, "Remove the trailing comma."],
   ])("syntaxHint(%j at %i) says %j", (text, offset, hint) => {
     expect(syntaxHint(text, { offset, reason: "" })).toContain(hint);
   });
@@ -185,5 +192,16 @@ describe("message helpers", () => {
   it("syntaxHint is empty when no common mistake applies", () => {
     expect(syntaxHint('{"a":1 2}', { offset: 7, reason: "" })).toBe("");
     expect(syntaxHint('{"a":}', { offset: 5, reason: "" })).toBe("");
+    // A fence after the JSON is no fenced JSON.
+    expect(syntaxHint('{"a":1}\n```', { offset: 8, reason: "" })).toBe("");
+    // A comma that is not followed by a closing bracket, or one earlier in the text.
+    expect(syntaxHint("[1,,2]", { offset: 3, reason: "" })).toBe("");
+    expect(syntaxHint('{"a":1,"b":}', { offset: 11, reason: "" })).toBe("");
+  });
+
+  it("syntaxHint describes the character where the parser stopped, not what follows it", () => {
+    expect(syntaxHint('{"a":x,"b":NaN}', { offset: 5, reason: "" })).toBe(
+      "Put property names and strings in double quotes.",
+    );
   });
 });

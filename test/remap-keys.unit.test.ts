@@ -68,6 +68,37 @@ describe("remapKeys binds a misspelled key only when exactly one declared key fi
     expect(remapKeys({ [long]: "x" }, schema(`${"n".repeat(128)}`)).unknown).toEqual([long]);
   });
 
+  it("a same name ignoring case, - and _ wins over a name that only starts or ends it", () => {
+    expect(remapKeys({ FilePath: "x" }, schema("file_path", "path")).value).toEqual({
+      file_path: "x",
+    });
+  });
+
+  it("a received name that is the start of a declared one binds too, from 3 letters", () => {
+    expect(remapKeys({ query: "x" }, schema("query_text")).value).toEqual({ query_text: "x" });
+    expect(remapKeys({ cmd: "ls" }, schema("cmd_line")).value).toEqual({ cmd_line: "ls" });
+  });
+
+  it("two affix matches bind nothing, even where edit distance alone would pick one", () => {
+    // "paths" is one edit from "path", but it also ends "all_paths": the model's intent is unclear.
+    expect(remapKeys({ paths: "x" }, schema("path", "all_paths"))).toEqual({
+      value: { paths: "x" },
+      remapped: [],
+      unknown: ["paths"],
+    });
+  });
+
+  it("a 4-character name allows one edit, not two", () => {
+    expect(remapKeys({ nmae: "x" }, schema("name")).unknown).toEqual(["nmae"]);
+  });
+
+  it("a key of exactly 128 characters is still renamed", () => {
+    const declared = "n".repeat(128);
+    expect(remapKeys({ [declared.toUpperCase()]: "x" }, schema(declared)).value).toEqual({
+      [declared]: "x",
+    });
+  });
+
   it("a non-object schema returns the value unchanged", () => {
     const value = { nme: "x" };
     expect(remapKeys(value, z.string())).toEqual({ value, remapped: [], unknown: [] });

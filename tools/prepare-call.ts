@@ -30,8 +30,7 @@ import type { PreparedCall, PrepareOutcome, RawToolCall } from "./types.ts";
 export function prepareCall(call: RawToolCall, registry: Registry): PrepareOutcome {
   const id = safeString(call?.id);
   const name = safeString(call?.name);
-  const raw = call?.argumentsText;
-  const text = typeof raw === "string" ? raw : raw == null ? "" : safeString(raw);
+  const text = safeString(call?.argumentsText);
   try {
     return prepare(id, name, text, registry);
   } catch (err) {
@@ -111,16 +110,12 @@ function prepare(id: string, name: string, text: string, registry: Registry): Pr
     );
   }
 
-  let firstIssues: ArgIssue[] | undefined;
-  let firstUnknown: string[] = [];
+  const failures: { issues: ArgIssue[]; unknown: string[] }[] = [];
   for (const [index, candidate] of read.candidates.entries()) {
     const remap = remapKeys(candidate, tool.parameters);
     const result = validateArgs(tool.parameters, remap.value);
     if (!result.ok) {
-      if (!firstIssues) {
-        firstIssues = result.issues;
-        firstUnknown = remap.unknown;
-      }
+      failures.push({ issues: result.issues, unknown: remap.unknown });
       continue;
     }
     if (read.candidates.length > 1) {
@@ -136,12 +131,14 @@ function prepare(id: string, name: string, text: string, registry: Registry): Pr
       );
     return { ok: true, call: preparedCall(id, name, text, tool, result.data, warnings) };
   }
+  // No candidate passed: the first one's problems are the ones to report.
+  const [first] = failures;
   return failure(
     id,
     name,
     text,
     "INVALID_ARGS",
-    invalidMessage(tool, text, firstIssues ?? [], firstUnknown, read.candidates.length),
+    invalidMessage(tool, text, first.issues, first.unknown, read.candidates.length),
   );
 }
 
@@ -258,8 +255,8 @@ function clip(s: string): string {
   return s.length > 200 ? `${s.slice(0, 200)}…` : s;
 }
 
+/** `value` as text: "" for null or undefined, or when it cannot be turned into a string. */
 function safeString(value: unknown): string {
-  if (typeof value === "string") return value;
   try {
     return value == null ? "" : String(value);
   } catch {

@@ -154,45 +154,20 @@ function scanKey(text: string, i: number): ScanResult {
 
 /** Characters that need no attention inside a string: skipped natively, in one step. */
 const PLAIN = /[^"\\\u0000-\u001f]+/y;
+/** The four hex digits of a `\u` escape. */
+const HEX4 = /[0-9a-fA-F]{4}/y;
 
 function scanString(text: string, start: number): ScanResult {
   const n = text.length;
   let i = start + 1;
-  while (i < n) {
+  for (;;) {
     PLAIN.lastIndex = i;
-    if (PLAIN.test(text)) {
-      i = PLAIN.lastIndex;
-      if (i >= n) break;
-    }
+    if (PLAIN.test(text)) i = PLAIN.lastIndex;
+    if (i >= n) break;
+    // PLAIN stops only at a quote, a backslash or a control character.
     const c = text.charCodeAt(i);
     if (c === 0x22) return { ok: true, end: i + 1 };
-    if (c === 0x5c /* \ */) {
-      const e = text.charCodeAt(i + 1);
-      if (e === 0x75 /* u */) {
-        if (!/^[0-9a-fA-F]{4}$/.test(text.slice(i + 2, i + 6))) {
-          if (i + 6 > n && /^[0-9a-fA-F]*$/.test(text.slice(i + 2))) break;
-          return {
-            ok: false,
-            error: {
-              offset: i,
-              reason: `invalid unicode escape: "\\u" must be followed by 4 hex digits`,
-            },
-          };
-        }
-        i += 6;
-        continue;
-      }
-      if (i + 1 >= n) break;
-      if (!'"\\/bfnrt'.includes(text[i + 1])) {
-        return {
-          ok: false,
-          error: { offset: i, reason: `invalid escape "\\${text[i + 1]}" in a string` },
-        };
-      }
-      i += 2;
-      continue;
-    }
-    if (c < 0x20) {
+    if (c !== 0x5c /* \ */) {
       return {
         ok: false,
         error: {
@@ -201,7 +176,30 @@ function scanString(text: string, start: number): ScanResult {
         },
       };
     }
-    i++;
+    if (text.charCodeAt(i + 1) === 0x75 /* u */) {
+      HEX4.lastIndex = i + 2;
+      if (HEX4.test(text)) {
+        i += 6;
+        continue;
+      }
+      // Cut inside the escape: the string is unterminated, not wrong.
+      if (/^[0-9a-fA-F]*$/.test(text.slice(i + 2))) break;
+      return {
+        ok: false,
+        error: {
+          offset: i,
+          reason: `invalid unicode escape: "\\u" must be followed by 4 hex digits`,
+        },
+      };
+    }
+    if (i + 1 >= n) break;
+    if (!'"\\/bfnrt'.includes(text[i + 1])) {
+      return {
+        ok: false,
+        error: { offset: i, reason: `invalid escape "\\${text[i + 1]}" in a string` },
+      };
+    }
+    i += 2;
   }
   return {
     ok: false,
@@ -213,7 +211,7 @@ function scanNumber(text: string, start: number): ScanResult {
   const m = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
   m.lastIndex = start;
   const match = m.exec(text);
-  if (!match || match[0] === "-") {
+  if (!match) {
     return {
       ok: false,
       error: { offset: start, reason: `invalid number at ${describeChar(text, start)}` },

@@ -7,8 +7,8 @@ export const RECEIVED_SNIPPET_BYTES = 2000;
 /** The first 2000 bytes of `text` (UTF-8, whole characters) with its total size when cut. */
 export function receivedSnippet(text: string): string {
   if (text === "") return "(empty)";
-  const head = truncateUtf8(text.slice(0, RECEIVED_SNIPPET_BYTES), RECEIVED_SNIPPET_BYTES);
-  if (!head.cut && head.text.length === text.length) return text;
+  const head = truncateUtf8(text, RECEIVED_SNIPPET_BYTES);
+  if (!head.cut) return text;
   return `${head.text}… [first ${head.bytes} of ${utf8Length(text)} bytes]`;
 }
 
@@ -50,9 +50,12 @@ export function describeSyntaxError(text: string, error: JsonSyntaxError): strin
   return `line ${line}, column ${column} (offset ${error.offset}): ${error.reason}`;
 }
 
+/** A value JavaScript has and JSON has not, where the parser stopped. */
+const NOT_JSON_VALUE = /NaN|-?Infinity|undefined/y;
+
 /** A targeted hint for the common ways models break JSON, or "" if none applies. */
 export function syntaxHint(text: string, error: JsonSyntaxError): string {
-  const trimmed = text.slice(0, 64).trimStart();
+  const trimmed = text.trimStart();
   if (trimmed.startsWith("```")) return "Send the bare JSON object, without a markdown code fence.";
   if (trimmed.startsWith("<")) return "Send a JSON object, not XML or other markup.";
   if (error.offset >= text.length) {
@@ -61,15 +64,13 @@ export function syntaxHint(text: string, error: JsonSyntaxError): string {
   const c = text[error.offset];
   if (c === "'") return "Use double quotes for strings and property names.";
   if (c === "/") return "JSON has no comments; remove them.";
-  if (/^(NaN|-?Infinity|undefined)/.test(text.slice(error.offset, error.offset + 9))) {
+  NOT_JSON_VALUE.lastIndex = error.offset;
+  if (NOT_JSON_VALUE.test(text)) {
     return "NaN, Infinity and undefined are not JSON values; use a number or null.";
   }
-  if (
-    (c === "}" || c === "]") &&
-    /,\s*$/.test(text.slice(Math.max(0, error.offset - 64), error.offset))
-  ) {
+  if ((c === "}" || c === "]") && text.slice(0, error.offset).trimEnd().endsWith(",")) {
     return "Remove the trailing comma.";
   }
-  if (/^[A-Za-z_$]/.test(c ?? "")) return "Put property names and strings in double quotes.";
+  if (/[A-Za-z_$]/.test(c)) return "Put property names and strings in double quotes.";
   return "";
 }

@@ -30,11 +30,8 @@ export function readArguments(argumentsText: string): ReadArguments {
   if (skipWs(text, 0) === text.length) return { kind: "objects", candidates: [{}], warnings };
   const parsed = parseJson(text);
   if (!parsed.ok) {
-    const startsObject = text.charCodeAt(skipWs(text, 0)) === 0x7b;
-    const parts =
-      startsObject && parsed.error.reason.includes("after the end")
-        ? splitConcatenated(text)
-        : undefined;
+    // Only two or more complete objects split, and JSON.parse rejects exactly those.
+    const parts = splitConcatenated(text);
     if (parts) return { kind: "objects", candidates: parts, warnings };
     return { kind: "syntax", error: parsed.error, text, inner: false, warnings };
   }

@@ -12,11 +12,13 @@ export interface RemapResult {
 /**
  * Renames top-level keys the schema does not declare to a declared key the model evidently
  * meant: same name ignoring case, `-` and `_` (`FilePath`, `file-path` → `file_path`); else one
- * name is the other plus a prefix or suffix of 3+ letters (`file_path` → `path`, `pattern` →
- * `search_pattern`); else within a small edit distance (1 for names up to 4 characters, else 2). A rename happens only when
- * exactly one declared, not-yet-supplied key matches and no other received key claims it.
- * Non-object schemas return the value unchanged. Pure; builds a new object with own
- * properties only (a `__proto__` key stays a plain key).
+ * name (of 3+ letters) is the start or end of the other (`file_path` → `path`, `pattern` →
+ * `search_pattern`, `query` → `query_text`); else within a small edit distance (1 for names up
+ * to 4 characters, else 2). At each step a rename happens only when exactly one declared,
+ * not-yet-supplied key matches (a tie binds nothing, and no later step is tried) and no other
+ * received key claims it. Keys over 128 characters are never renamed. Non-object schemas return
+ * the value unchanged. Pure; builds a new object with own properties only (a `__proto__` key
+ * stays a plain key).
  */
 export function remapKeys(value: Record<string, unknown>, schema: z.ZodType): RemapResult {
   if (!(schema instanceof z.ZodObject)) return { value, remapped: [], unknown: [] };
@@ -37,10 +39,8 @@ export function remapKeys(value: Record<string, unknown>, schema: z.ZodType): Re
     if (keys.length === 1) rename.set(keys[0], target);
     else unknown.push(...keys);
   }
-  if (rename.size === 0) return { value, remapped: [], unknown };
-  const entries = received.map((k) => [rename.get(k) ?? k, value[k]] as const);
   return {
-    value: Object.fromEntries(entries),
+    value: Object.fromEntries(received.map((k) => [rename.get(k) ?? k, value[k]])),
     remapped: [...rename].map(([from, to]) => `"${from}" → "${to}"`),
     unknown,
   };
@@ -49,26 +49,23 @@ export function remapKeys(value: Record<string, unknown>, schema: z.ZodType): Re
 function matchKey(key: string, candidates: string[]): string | undefined {
   if (key.length > 128) return undefined;
   const wanted = normalizeName(key);
-  const same = candidates.filter((c) => normalizeName(c) === wanted);
-  if (same.length > 0) return same.length === 1 ? same[0] : undefined;
-  const affix = candidates.filter((c) => {
-    const n = normalizeName(c);
-    const [short, long] = n.length < wanted.length ? [n, wanted] : [wanted, n];
-    return short.length >= 3 && short !== long && (long.endsWith(short) || long.startsWith(short));
-  });
-  if (affix.length === 1) return affix[0];
-  if (affix.length > 1) return undefined;
+  const names = candidates.map(normalizeName);
+  const same = candidates.filter((_, i) => names[i] === wanted);
+  if (same.length > 0) return only(same);
+  const affix = candidates.filter((_, i) => isAffix(names[i], wanted) || isAffix(wanted, names[i]));
+  if (affix.length > 0) return only(affix);
   const limit = wanted.length <= 4 ? 1 : 2;
-  let best: string | undefined;
-  let bestDistance = limit + 1;
-  let tied = false;
-  for (const c of candidates) {
-    const d = editDistance(wanted, normalizeName(c), limit);
-    if (d < bestDistance) {
-      best = c;
-      bestDistance = d;
-      tied = false;
-    } else if (d === bestDistance) tied = true;
-  }
-  return bestDistance <= limit && !tied ? best : undefined;
+  const distances = names.map((n) => editDistance(wanted, n, limit));
+  const nearest = Math.min(...distances);
+  return nearest <= limit ? only(candidates.filter((_, i) => distances[i] === nearest)) : undefined;
+}
+
+/** `part` (3+ letters) starts or ends `whole`; both differ here, as equal names matched before. */
+function isAffix(part: string, whole: string): boolean {
+  return part.length >= 3 && (whole.startsWith(part) || whole.endsWith(part));
+}
+
+/** The one element, or undefined when there are several (a tie binds nothing). */
+function only(matches: string[]): string | undefined {
+  return matches.length === 1 ? matches[0] : undefined;
 }

@@ -2,7 +2,7 @@ import { notExecuted, type ToolFailure } from "../../contracts/tool-result.ts";
 import type { RawToolCall } from "../types.ts";
 import { receivedSnippet } from "./messages.ts";
 
-/** The OpenAI Chat Completions shape of a call (`actors/model.ts` `ChatToolCall`). */
+/** The OpenAI Chat Completions shape of a call (`contracts/chat.ts` `ChatToolCall`). */
 export interface ChatStyleToolCall {
   id: string;
   function: { name: string; arguments: string };
@@ -10,13 +10,14 @@ export interface ChatStyleToolCall {
 
 /**
  * The result every call of a length-truncated assistant message gets (`finish_reason:
- * "length"`): nothing was executed, even if the arguments happen to parse. Pure.
+ * "length"`): nothing was executed, even if the arguments happen to parse. A call cut so early
+ * that it lacks its name or arguments (or holds a non-string there) is quoted as empty. Pure.
  */
 export function truncatedCallResult(call: RawToolCall | ChatStyleToolCall): ToolFailure {
   const raw = call as Partial<RawToolCall> & Partial<ChatStyleToolCall>;
-  const args = raw?.argumentsText ?? raw?.function?.arguments;
+  const args = raw.argumentsText ?? raw.function?.arguments;
   const text = typeof args === "string" ? args : "";
-  const name = String(raw?.name ?? raw?.function?.name ?? "");
+  const name = String(raw.name ?? raw.function?.name ?? "");
   return notExecuted(
     "TRUNCATED_CALL",
     [
