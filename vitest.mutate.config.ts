@@ -20,6 +20,7 @@ export default defineConfig({
       "test/prepare-call.{unit,property}.test.ts",
       "test/prepare-messages.unit.test.ts",
       "test/projection.unit.test.ts",
+      "test/projection-incremental.unit.test.ts",
       "test/projection-notes.unit.test.ts",
       "test/remap-keys.unit.test.ts",
       "test/recover-calls.unit.test.ts",
