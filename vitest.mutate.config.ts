@@ -25,6 +25,7 @@ export default defineConfig({
       "test/prepare-messages.unit.test.ts",
       "test/prepare-steps.unit.test.ts",
       "test/projection.unit.test.ts",
+      "test/projection-incremental.unit.test.ts",
       "test/projection-notes.unit.test.ts",
       "test/remap-keys.unit.test.ts",
       "test/recover-calls.unit.test.ts",

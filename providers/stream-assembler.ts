@@ -163,9 +163,8 @@ export function createAssembler(options: AssemblerOptions): StreamAssembler {
       index: b.index,
       id: b.id,
       name: b.name,
-      argumentsText: b.chunks.length === 1 ? b.chunks[0] : b.chunks.join(""),
+      argumentsText: b.chunks.join(""),
     };
-    if (b.chunks.length > 1) b.chunks = [call.argumentsText];
     const notes = b.lateDeltas
       ? [
           ...b.problems,
@@ -183,7 +182,6 @@ export function createAssembler(options: AssemblerOptions): StreamAssembler {
    */
   const calls = () => {
     const out = [...blocks.values()].sort((a, b) => a.index - b.index).map(output);
-    if (out.length < 2) return out;
     const seen = new Set<string>();
     for (const call of out) {
       if (seen.has(call.id)) {
@@ -199,10 +197,7 @@ export function createAssembler(options: AssemblerOptions): StreamAssembler {
     }
     return out;
   };
-  const joinedText = () => {
-    if (text.length > 1) text.splice(0, text.length, text.join(""));
-    return text.length === 0 ? "" : text[0];
-  };
+  const joinedText = () => text.join("");
 
   const reasoningParts = (): ReasoningPart[] => {
     const out: ReasoningPart[] = [];
@@ -224,7 +219,7 @@ export function createAssembler(options: AssemblerOptions): StreamAssembler {
           r = { chunks: [] };
           reasoning.set(event.key, r);
         }
-        if (event.type === "reasoning.delta" && event.text.length > 0) r.chunks.push(event.text);
+        if (event.type === "reasoning.delta") r.chunks.push(event.text);
         if (event.providerMetadata) r.metadata = mergeMetadata(r.metadata, event.providerMetadata);
         return;
       }
@@ -261,7 +256,6 @@ export function createAssembler(options: AssemblerOptions): StreamAssembler {
         }
         mergeIdentity(b, event.id, event.name);
         const delta = event.argumentsDelta;
-        if (delta.length === 0) return;
         b.chunks.push(delta);
         if (b.preview !== undefined) {
           b.preview.push(delta);
@@ -325,7 +319,6 @@ export function mergeMetadata(
   base: ProviderMetadata | undefined,
   next: ProviderMetadata,
 ): ProviderMetadata {
-  if (base === undefined) return { ...next };
   const out: ProviderMetadata = { ...base };
   for (const [provider, values] of Object.entries(next)) {
     out[provider] = { ...out[provider], ...values };

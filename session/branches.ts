@@ -105,14 +105,9 @@ export function parseJsonl(
     const line = lines[i].trim();
     if (line === "") continue;
     try {
-      const e = JSON.parse(line) as LogEntry;
-      if (
-        typeof e !== "object" ||
-        e === null ||
-        typeof e.id !== "string" ||
-        typeof e.type !== "string" ||
-        typeof e.seq !== "number"
-      ) {
+      const e = JSON.parse(line) as LogEntry | null;
+      // A primitive or an array has no string `id`, so only null needs its own check.
+      if (typeof e?.id !== "string" || typeof e.type !== "string" || typeof e.seq !== "number") {
         return {
           ...refuse(
             "INVALID_LINE",

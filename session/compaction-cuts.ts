@@ -84,9 +84,9 @@ export function legalCutPoints(path: readonly LogEntry[]): string[] {
   const waitingFor = new Map<string, Batch[]>();
   const byTurn = new Map<string, Batch[]>();
   path.forEach((e, i) => {
-    const calls = e.type === "assistant_message" ? toolCallsOf(e.content) : [];
-    if (e.type === "assistant_message" && calls.length > 0 && !failed.has(e.attemptId)) {
-      const ids = calls.map((c) => c.id);
+    // A message without calls is a batch too: settled at once, spanning only itself.
+    if (e.type === "assistant_message" && !failed.has(e.attemptId)) {
+      const ids = toolCallsOf(e.content).map((c) => c.id);
       const b: Batch = {
         at: i,
         end: i,
@@ -176,20 +176,23 @@ export function planCut(
   const pos = new Map<string, number>();
   for (let i = 0; i < path.length; i++) pos.set(path[i].id, i);
   const group = groupPositions(view, pos);
-  const n = view.messages.length;
-  const suffix = new Array<number>(n + 1).fill(0);
-  for (let i = n - 1; i >= 0; i--) suffix[i] = suffix[i + 1] + estimate(view.messages[i]);
-  const start = viewStart(path, view.baseline);
   const first = view.baseline ? 1 : 0; // the first message that comes from the path
   const candidates = legal
     .map((id) => pos.get(id))
-    .filter((p): p is number => p !== undefined && p > start)
+    .filter((p): p is number => p !== undefined)
     .sort((a, b) => b - a);
-  let j = n;
+  // Latest cut first: messages[j..] are what the cut keeps, `kept` their tokens. A cut at or
+  // before the view's start keeps every message of the path, so it ends the search below.
+  let j = view.messages.length;
+  let kept = 0;
   for (const p of candidates) {
-    while (j > first && group[j - 1] >= p) j--;
+    // group[-1] is undefined (never ≥ p): the walk stops at the first message.
+    while (group[j - 1] >= p) {
+      j--;
+      kept += estimate(view.messages[j]);
+    }
     if (j <= first) return undefined; // nothing of the path before this cut or any earlier one
-    if (suffix[j] >= options.keepRecentTokens) return { firstKeptId: path[p].id, keptFrom: j };
+    if (kept >= k) return { firstKeptId: path[p].id, keptFrom: j };
   }
   return undefined;
 }
@@ -202,19 +205,11 @@ function groupPositions(view: PathView, pos: ReadonlyMap<string, number>): numbe
   const out: number[] = [];
   let last = -1;
   view.messages.forEach((m, i) => {
-    if (i === 0 && view.baseline) last = -1;
-    else if (m.role !== "tool") last = Math.max(last, pos.get(view.sources[i]) ?? last);
+    const summary = i === 0 && view.baseline !== null;
+    if (!summary && m.role !== "tool") last = Math.max(last, pos.get(view.sources[i]) ?? last);
     out.push(last);
   });
   return out;
-}
-
-/** The path position the view starts from (as the projection computes it). */
-function viewStart(path: readonly LogEntry[], baseline: EntryOf<"compaction"> | null): number {
-  if (!baseline) return 0;
-  const c = path.findLastIndex((e) => e.type === "compaction");
-  const k = path.findIndex((e, i) => i < c && e.id === baseline.firstKeptId);
-  return k >= 0 ? k : c + 1;
 }
 
 function settled(b: Batch): boolean {

@@ -110,8 +110,8 @@ export class Projection {
   private readonly openAttempts = new Map<string, { turnId: string; committed: boolean }>();
   private openTurn: string | null = null;
   private lastAsk: LastAsk | null = null;
-  /** Source entry id → its message index; built on the first in-place edit. */
-  private index: Map<string, number> | null = null;
+  /** Source entry id → the index of its first message (what an in-place edit replaces). */
+  private readonly index = new Map<string, number>();
   /** Indexes of messages replaced in place since the last {@link takeChanges}; null: too many. */
   private changes: number[] | null = [];
 
@@ -215,10 +215,11 @@ export class Projection {
   static restore(s: ProjectionSnapshot): Projection | null {
     if (s?.v !== 3) return null;
     const p = new Projection();
-    for (const m of s.messages) p.messages.push(Object.freeze(m));
-    for (const id of s.sources) p.sources.push(id);
+    s.messages.forEach((m, i) => {
+      p.push(m, s.sources[i]);
+    });
     p.settings = s.settings;
-    p.baseline = s.baseline && Object.freeze(s.baseline);
+    p.baseline = Object.freeze(s.baseline);
     for (const [callId, slots] of s.pending) p.pending.set(callId, slots);
     for (const a of s.projectedAttempts) p.projectedAttempts.add(a);
     for (const a of s.failedAttempts) p.failedAttempts.add(a);
@@ -323,7 +324,7 @@ export class Projection {
         );
         this.changed(index);
         this.sources[index] = e.id;
-        this.index?.set(e.id, index);
+        this.index.set(e.id, index);
         return;
       }
     }
@@ -344,7 +345,7 @@ export class Projection {
   }
 
   private push(message: Message, source: string): void {
-    if (this.index && !this.index.has(source)) this.index.set(source, this.messages.length);
+    if (!this.index.has(source)) this.index.set(source, this.messages.length);
     this.messages.push(Object.freeze(message));
     this.sources.push(source);
   }
@@ -359,16 +360,9 @@ export class Projection {
       "note",
     ];
     if (!projectable.includes(target.type)) return true; // never projected: nothing changes
-    if (!this.index) {
-      const index = new Map<string, number>();
-      for (let j = 0; j < this.sources.length; j++) {
-        if (!index.has(this.sources[j])) index.set(this.sources[j], j);
-      }
-      this.index = index;
-    }
     const i = this.index.get(target.id);
-    const m = i === undefined ? undefined : this.messages[i];
-    if (i === undefined || !m) return false;
+    if (i === undefined) return false; // not in the view: an edit may bring it back
+    const m = this.messages[i];
     this.changed(i);
     if (m.role === "tool") {
       const r = m.content[0];

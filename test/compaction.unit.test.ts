@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { type ChatMessage, toChatMessages } from "../contracts/chat.ts";
 import { ModelError } from "../contracts/model.ts";
+import { IMAGE_TOKENS } from "../contracts/tokens.ts";
 import { compactSession } from "../session/compaction.ts";
 import { chooseCut, estimateTokens, legalCutPoints } from "../session/compaction-cuts.ts";
 import type { Summarize } from "../session/compaction-summary.ts";
@@ -147,6 +148,56 @@ describe("legal cut points", () => {
   });
 });
 
+describe("legal cut points: batches that are still open", () => {
+  it("while its turn runs, a batch whose calls have not started yet is open: no cut at it or after it until the turn ends", async () => {
+    const log = await openLog();
+    const u0 = log.append(user("go"));
+    log.append({ type: "turn_start", turnId: "t1" });
+    const a = step(log, "a1", "", [call("c1")], "t1");
+    const steer = log.append(user("steer"));
+    expect(legalCutPoints(log.path())).toEqual([u0.id]);
+    log.append({ type: "turn_end", turnId: "t1", status: "cancelled" });
+    expect(legalCutPoints(log.path())).toEqual([u0.id, a.id, steer.id]);
+  });
+
+  it("after its turn ended, a batch with one started and one never-started call stays open (the started one may still answer)", async () => {
+    const log = await openLog();
+    log.append({ type: "turn_start", turnId: "t1" });
+    step(log, "a1", "", [call("c1"), call("c2")], "t1");
+    log.append(started("c1", true));
+    log.append({ type: "turn_end", turnId: "t1", status: "failed" });
+    log.append(user("next"));
+    expect(legalCutPoints(log.path())).toEqual([]);
+  });
+
+  it("a second start record for a call that already has its result changes nothing", async () => {
+    const log = await openLog();
+    const a = step(log, "a1", "", [call("c1")]);
+    log.append(started("c1"));
+    log.append(result("c1", "one"));
+    log.append(started("c1"));
+    const next = log.append(user("next"));
+    expect(legalCutPoints(log.path())).toEqual([a.id, next.id]);
+  });
+
+  it("a failed attempt's message opens no batch: its started, unanswered call blocks no later cut", async () => {
+    const log = await openLog();
+    log.append({ type: "turn_start", turnId: "t1" });
+    log.append({ type: "attempt_start", turnId: "t1", attemptId: "a1", step: 0 });
+    log.append({
+      type: "assistant_message",
+      turnId: "t1",
+      attemptId: "a1",
+      content: [call("c9")],
+      finishReason: "tool_calls",
+    });
+    log.append(started("c9"));
+    log.append({ type: "attempt_end", attemptId: "a1", status: "failed" });
+    const next = log.append(user("next"));
+    expect(legalCutPoints(log.path())).toEqual([next.id]);
+  });
+});
+
 describe("choosing the cut", () => {
   it("takes the latest legal cut that keeps at least keepRecentTokens", async () => {
     const { log, ids } = await conversation();
@@ -174,6 +225,57 @@ describe("choosing the cut", () => {
     expect(cut(20)).toBe("u3");
     expect(cut(50)).toBe("A3");
     expect(cut(51)).toBe("none");
+  });
+
+  it("a cut right after the path's first entry summarises just that entry", async () => {
+    const log = await openLog();
+    log.append(user("a"));
+    const b = log.append(user("b"));
+    const c = log.append(user("c"));
+    const cut = (k: number) => chooseCut(log.path(), { keepRecentTokens: k, estimate: flat });
+    expect(cut(10)).toBe(c.id);
+    expect(cut(20)).toBe(b.id);
+    expect(cut(21)).toBeUndefined();
+  });
+
+  it("ids a cut rule names that are not on the path are ignored", async () => {
+    const { log, ids } = await conversation();
+    const rule = (extra: string[]) => () => ["not-on-this-path", ...extra];
+    const cut = (extra: string[]) =>
+      chooseCut(log.path(), { keepRecentTokens: 0, estimate: flat, cutPoints: rule(extra) });
+    expect(cut([])).toBeUndefined();
+    expect(cut([ids.u3])).toBe(ids.u3);
+  });
+
+  it("keepRecentTokens must be a finite number ≥ 0, and the error says what it got", async () => {
+    const { log } = await conversation();
+    for (const k of [-1, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(() => chooseCut(log.path(), { keepRecentTokens: k })).toThrow(
+        new TypeError(`keepRecentTokens must be a finite number ≥ 0, got ${String(k)}`),
+      );
+    }
+    expect(chooseCut(log.path(), { keepRecentTokens: 0, estimate: flat })).toBe(
+      legalCutPoints(log.path()).at(-1),
+    );
+  });
+
+  it("the default estimator counts ⌈characters / 4⌉ of a system prompt, a tool result, and an image as IMAGE_TOKENS", () => {
+    expect(estimateTokens({ role: "system", content: "123456789" })).toBe(3);
+    expect(
+      estimateTokens({
+        role: "tool",
+        content: [{ type: "tool-result", callId: "c1", name: "t", content: "12345" }],
+      }),
+    ).toBe(2);
+    expect(
+      estimateTokens({
+        role: "user",
+        content: [
+          { type: "text", text: "1234" },
+          { type: "image", url: "https://example.com/a.png" },
+        ],
+      }),
+    ).toBe(IMAGE_TOKENS + 1);
   });
 
   it("the default estimator counts ⌈characters / 4⌉ of content, call names and arguments", () => {

@@ -62,6 +62,11 @@ describe("projection", () => {
     expect(NO_RESULT_TEXT).not.toMatch(/did not run|not executed|never ran/);
   });
 
+  it("a tool result removed by an edit is replaced by a text that says an edit removed it and that the call did run", () => {
+    expect(EDITED_OUT_RESULT_TEXT).toMatch(/removed from the context by an edit/);
+    expect(EDITED_OUT_RESULT_TEXT).toMatch(/the call did run/);
+  });
+
   it("duplicate results for one call: the first wins, and a result for an unprojected call is dropped", async () => {
     const log = await openLog();
     step(log, "a1", "", [call("c1")]);

@@ -111,4 +111,103 @@ describe("branches", () => {
       message: expect.stringContaining("not a log entry"),
     });
   });
+
+  it("each move is logged with its operation as the default reason, or the reason given", async () => {
+    const log = await openLog();
+    const a = log.append(user("a"));
+    const tip = log.append(user("b"));
+    const reasons: string[] = [];
+    for (const move of [
+      rollback(log, a.id),
+      fork(log, a.id),
+      switchLeaf(log, tip.id),
+      rollback(log, a.id, { reason: "the user asked to undo" }),
+    ]) {
+      if (!move.ok) throw new Error(move.message);
+      reasons.push(move.leaf.reason);
+    }
+    expect(reasons).toEqual(["rollback", "fork", "switch", "the user asked to undo"]);
+  });
+
+  it("switchLeaf tells the model the files did not change only when asked", async () => {
+    const log = await openLog();
+    const a = log.append(user("a"));
+    const tip = log.append(user("b"));
+    rollback(log, a.id, { note: false });
+    const quiet = switchLeaf(log, tip.id);
+    expect(quiet.ok && quiet.note).toBeNull();
+    const told = switchLeaf(log, tip.id, { note: true });
+    if (!told.ok) throw new Error(told.message);
+    expect(told.note?.text).toBe(
+      `The conversation switched to the branch ending at entry ${tip.id}. The work tree (files) did not change with it.`,
+    );
+    expect(contents(log).at(-1)).toBe(`[Note: ${told.note?.text}]`);
+  });
+
+  it("a refusal names the operation, what was wrong and what to do instead", async () => {
+    const log = await openLog();
+    const a = log.append(user("a"));
+    const move = rollback(log, a.id);
+    if (!move.ok) throw new Error(move.message);
+    expect(fork(log, "nope")).toMatchObject({
+      code: "UNKNOWN_ENTRY",
+      message:
+        "cannot fork to nope: no such entry in session s1; pick an id from session.entries() or branchTips()",
+    });
+    expect(switchLeaf(log, move.leaf.id)).toMatchObject({
+      code: "NOT_A_POSITION",
+      message: `cannot switch to ${move.leaf.id}: it is a leaf-move record, not a position; pick an entry of the branch (see branchTips())`,
+    });
+    log.append({ type: "turn_start", turnId: "t9" });
+    expect(rollback(log, a.id)).toMatchObject({
+      code: "TURN_OPEN",
+      message:
+        "cannot rollback while turn t9 is running; interrupt it or await session.awaitIdle() first",
+    });
+  });
+
+  it("parseJsonl reads Windows line endings and lines of spaces", async () => {
+    const log = await openLog();
+    log.append(user("a"));
+    log.append(user("b"));
+    const text = exportJsonl(log).replaceAll("\n", "\r\n");
+    expect(parseJsonl(`  \r\n${text}   \n`)).toEqual({ ok: true, entries: log.entries() });
+  });
+
+  it("parseJsonl refuses JSON that is not a log entry, by line number, quoting at most 200 characters", () => {
+    const entry = { id: "e1", type: "user_message", seq: 1, parentId: null, text: "hi" };
+    const good = JSON.stringify(entry);
+    const { id: _id, ...noId } = entry;
+    const { type: _type, ...noType } = entry;
+    const { seq: _seq, ...noSeq } = entry;
+    for (const bad of [
+      "null",
+      "5",
+      '"e1"',
+      "[]",
+      JSON.stringify(noId),
+      JSON.stringify({ ...noType, type: 7 }),
+      JSON.stringify({ ...noSeq, seq: "1" }),
+      JSON.stringify(noType),
+      JSON.stringify(noSeq),
+    ]) {
+      expect(parseJsonl(`${good}\n\n${bad}\n`)).toEqual({
+        ok: false,
+        code: "INVALID_LINE",
+        message: `line 3: not a log entry (needs string id, string type, number seq): ${bad}`,
+        line: 3,
+      });
+    }
+    const long = JSON.stringify({ ...noSeq, text: "x".repeat(300) });
+    const refused = parseJsonl(long);
+    expect(!refused.ok && refused.message).toBe(
+      `line 1: not a log entry (needs string id, string type, number seq): ${long.slice(0, 200)}`,
+    );
+  });
+
+  it("parseJsonl reports a line that is not JSON with its number and the parser's message", () => {
+    const refused = parseJsonl('{"id":"e1","type":"note","seq":1}\n{"broken"\n');
+    expect(refused).toMatchObject({ ok: false, code: "INVALID_LINE", line: 2 });
+    expect(!refused.ok && refused.message).toMatch(/^line 2: not JSON: \S/);
+  });
 });

@@ -354,4 +354,134 @@ describe("stream assembler", () => {
       },
     ]);
   });
+
+  it("partial() consumes nothing: asked twice mid-stream, it agrees with itself and with finish()", () => {
+    const a = createAssembler({ ids: seededIds(1) });
+    a.push({ type: "text.delta", text: "a" });
+    a.push({ type: "text.delta", text: "b" });
+    a.push(delta(0, '{"x"', { id: "c1", name: "f" }));
+    a.push(delta(0, ":1}"));
+    const first = a.partial();
+    expect(a.partial()).toEqual(first);
+    expect(first).toEqual({
+      text: "ab",
+      toolCalls: [{ index: 0, id: "c1", name: "f", argumentsText: '{"x":1}' }],
+    });
+    expect(a.finish()).toMatchObject(first);
+  });
+
+  it("renames a repeated call id when finish() is the first to see it, and says so once", () => {
+    const m = assemble([
+      delta(0, "{}", { id: "same", name: "f" }),
+      delta(1, "{}", { id: "same", name: "g" }),
+    ]);
+    const fresh = seededIds(1)("call");
+    expect(m.toolCalls.map((c) => c.id)).toEqual(["same", fresh]);
+    expect(m.toolCalls[1].problems).toEqual([
+      `the provider repeated the id "same" of an earlier call in this message; renamed to "${fresh}"`,
+    ]);
+  });
+
+  it("leaves out what the stream never sent: no usage, metadata or reasoning fields, not even undefined ones", () => {
+    const m = assemble([
+      { type: "reasoning.delta", key: "r0", text: "hmm" },
+      { type: "text.delta", text: "hi" },
+      delta(0, "{}", { id: "c1", name: "f" }),
+      { type: "call.end", index: 0 },
+      { type: "finish", reason: "tool_calls" },
+    ]);
+    expect(m).toStrictEqual({
+      reasoning: [{ type: "reasoning", text: "hmm" }],
+      text: "hi",
+      toolCalls: [{ index: 0, id: "c1", name: "f", argumentsText: "{}" }],
+      finishReason: "tool_calls",
+    });
+    expect(toAssistantParts(m)).toStrictEqual([
+      { type: "reasoning", text: "hmm" },
+      { type: "text", text: "hi" },
+      { type: "tool-call", id: "c1", name: "f", arguments: "{}" },
+    ]);
+  });
+
+  it("keeps an empty text that carries provider metadata as a text part", () => {
+    const m = assemble([
+      { type: "text.delta", text: "", providerMetadata: { google: { thoughtSignature: "sig" } } },
+      { type: "finish", reason: "stop" },
+    ]);
+    expect(toAssistantParts(m)).toEqual([
+      { type: "text", text: "", providerMetadata: { google: { thoughtSignature: "sig" } } },
+    ]);
+    expect(toAssistantParts({ text: "", toolCalls: [] })).toEqual([]);
+  });
+
+  it("notes text after finish once, and only when text arrived", () => {
+    const m = assemble([
+      { type: "finish", reason: "stop" },
+      { type: "text.delta", text: "" },
+      { type: "text.delta", text: "late" },
+      { type: "text.delta", text: " and later" },
+    ]);
+    expect(m.text).toBe("late and later");
+    expect(m.problems).toEqual(["text arrived after finish; it was kept"]);
+    expect(
+      assemble([
+        { type: "finish", reason: "stop" },
+        { type: "text.delta", text: "" },
+      ]).problems,
+    ).toBeUndefined();
+  });
+
+  it("ignores call.start and call.end with an invalid index, one problem each", () => {
+    const m = assemble([
+      { type: "call.start", index: -1, id: "c1", name: "f" },
+      { type: "call.start", index: 1.5, id: "c2", name: "g" },
+      { type: "call.end", index: -1 },
+    ]);
+    expect(m.toolCalls).toEqual([]);
+    expect(m.problems).toEqual([
+      "call.start with invalid index -1 was ignored",
+      "call.start with invalid index 1.5 was ignored",
+      "call.end with invalid index -1 was ignored",
+    ]);
+  });
+
+  it("a duplicate call.end is ignored, metadata and all", () => {
+    const m = assemble([
+      { type: "call.start", index: 0, id: "c1", name: "f" },
+      { type: "call.end", index: 0, providerMetadata: { openai: { itemId: "fc_1" } } },
+      { type: "call.end", index: 0, providerMetadata: { openai: { itemId: "fc_2" } } },
+    ]);
+    expect(m.toolCalls[0].providerMetadata).toEqual({ openai: { itemId: "fc_1" } });
+    expect(m.problems).toBeUndefined();
+  });
+
+  it("a repeated finish with the same reason is no problem", () => {
+    const m = assemble([
+      { type: "finish", reason: "stop" },
+      { type: "finish", reason: "stop" },
+    ]);
+    expect(m.finishReason).toBe("stop");
+    expect(m.problems).toBeUndefined();
+  });
+
+  it("reports a preview as soon as previewEvery chars arrived, not one delta later", () => {
+    const seen: unknown[] = [];
+    assemble([delta(0, "["), delta(0, "1"), delta(0, ","), delta(0, "2"), delta(0, "]")], {
+      previews: true,
+      previewEvery: 2,
+      onPreview: (_i, _n, v) => seen.push(structuredClone(v)),
+    });
+    expect(seen).toEqual([[1], [1, 2]]);
+  });
+
+  it("gives the reasoning so far in the partial output of an interrupted attempt", () => {
+    const a = createAssembler({ ids: seededIds(1) });
+    a.push({ type: "reasoning.delta", key: "r0", text: "thinking" });
+    a.push({ type: "text.delta", text: "a" });
+    expect(a.partial()).toStrictEqual({
+      reasoning: [{ type: "reasoning", text: "thinking" }],
+      text: "a",
+      toolCalls: [],
+    });
+  });
 });
