@@ -26,4 +26,14 @@ describe("the charts' effects are bound generically to the turn's effects object
     expect(isEffect(batchMachine.implementations.actions.beginRound)).toBe(false);
     expect(isEffect(toolCallMachine.implementations.actions.settleCompleted)).toBe(false);
   });
+
+  it("isEffect is false for anything that is not a marked function, and the mark is the registry's symbol (shared by every copy of Keel in a process)", () => {
+    const mark = Symbol.for("keel.effect");
+    expect(isEffect(undefined)).toBe(false);
+    expect(isEffect(null)).toBe(false);
+    expect(isEffect("finalize")).toBe(false);
+    expect(isEffect({ [mark]: true })).toBe(false); // marked, but not an action
+    expect((effect() as unknown as Record<symbol, unknown>)[mark]).toBe(true);
+    expect(isEffect(Object.assign(() => {}, { [mark]: true }))).toBe(true);
+  });
 });

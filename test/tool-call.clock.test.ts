@@ -32,7 +32,14 @@ describe("tool call under a simulated clock", () => {
     const snap = actor.getSnapshot();
     expect(snap.status).toBe("done");
     expect(snap.output?.outcome).toBe("unknown");
-    expect(snap.output?.result).toMatchObject({ ok: false, code: "OUTCOME_UNKNOWN" });
+    expect(snap.output?.result).toEqual({
+      ok: false,
+      code: "OUTCOME_UNKNOWN",
+      message:
+        `the tool did not stop within ${DEADLINE} ms of being cancelled; its effects are unknown ` +
+        "(it may have finished, partly run, or still be running). Check the current state before retrying.",
+      retryable: false,
+    });
   });
 
   it("a non-cancellable tool gets no abort but the same deadline before it is unknown", () => {
