@@ -68,8 +68,9 @@ describe.skipIf(!mode.run)("postgresRetryBudget", () => {
     const s = await postgresStore(server.url, { schema });
     stores.push(s);
     const run = async (retryBudget: RetryBudget) => {
-      // The failure arrives 500 ms after the request starts: ample time for one statement on loopback.
-      const model = scriptedModel([{ delayMs: 500, error: { status: 503 } }, { text: "ok" }]);
+      // The failure arrives 1.5 s after the request starts: ample time for one statement on loopback,
+      // even on a loaded machine.
+      const model = scriptedModel([{ delayMs: 1500, error: { status: 503 } }, { text: "ok" }]);
       const agent = createAgent({ model, retryBudget, retry: { baseDelayMs: 1 } });
       try {
         return (await agent.session().prompt("hi")).status;
