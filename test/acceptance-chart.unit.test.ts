@@ -488,3 +488,20 @@ describe("acceptance chart: restored evidence and spec changes", () => {
     expect(staleChecks(context)).toEqual(["a", "b"]);
   });
 });
+
+describe("acceptance chart: names", () => {
+  it("the chart and its states are named acceptance.* (the session's inspector sees them)", () => {
+    expect(acceptanceMachine.id).toBe("acceptance");
+    expect(Object.values(acceptanceMachine.states).map((s) => s.id)).toEqual([
+      "acceptance.idle",
+      "acceptance.checking",
+      "acceptance.stopping",
+      "acceptance.followingUp",
+    ]);
+    expect(
+      createActor(acceptanceMachine, {
+        input: { specVersion: 1, checks: [], maxRounds: 0 },
+      }).getSnapshot().value,
+    ).toBe("idle");
+  });
+});
