@@ -10,6 +10,7 @@ export default defineConfig({
   test: {
     include: [
       "test/acceptance.model.test.ts",
+      "test/acceptance-chart.unit.test.ts",
       "test/batch.{unit,model,race}.test.ts",
       "test/batch-strangers.unit.test.ts",
       "test/charts.unit.test.ts",

@@ -88,7 +88,7 @@ export function acceptanceStatus(context: {
     if (kind !== "check") continue;
     const ev = context.evidence[name];
     if (!ev) missing = true;
-    else if (context.version === undefined || ev.artifactVersion !== context.version) stale = true;
+    else if (ev.artifactVersion !== context.version) stale = true;
     else if (!ev.passed) failed = true;
   }
   if (failed) return "failed";
@@ -182,9 +182,7 @@ export const acceptanceMachine = setup({
       assertEvent(event, "artifact.read");
       let running = context.running;
       for (const [name, r] of Object.entries(running)) {
-        if (r.version !== event.version && !r.changed) {
-          running = { ...running, [name]: { ...r, changed: true } };
-        }
+        if (r.version !== event.version) running = { ...running, [name]: { ...r, changed: true } };
       }
       return { version: event.version, running };
     }),
@@ -204,10 +202,8 @@ export const acceptanceMachine = setup({
       assertEvent(event, "check.finished");
       const { [event.name]: run, ...running } = context.running;
       if (!run) return {};
-      const artifactVersion =
-        run.changed && context.version !== undefined
-          ? `${run.version}..${context.version}`
-          : run.version;
+      // `changed` is set only by a read, so `context.version` is that read's (or a later one's).
+      const artifactVersion = run.changed ? `${run.version}..${context.version}` : run.version;
       const evidence: CheckEvidence = {
         name: event.name,
         kind: run.kind,
@@ -323,7 +319,7 @@ export const acceptanceMachine = setup({
           target: "idle",
           actions: [
             assign({ running: {} }),
-            { type: "reported", params: ({ context }) => outcomeOf({ ...context, running: {} }) },
+            { type: "reported", params: ({ context }) => outcomeOf(context) },
           ],
         },
       },
