@@ -4,7 +4,7 @@ import { TurnRun } from "../actors/turn-runner.ts";
 import { batchMachine } from "../machines/batch.machine.ts";
 import { effect, isEffect } from "../machines/effect.ts";
 import { toolCallMachine } from "../machines/tool-call.machine.ts";
-import { turnMachine } from "../machines/turn.machine.ts";
+import { attemptIdOf, cutAnswerReason, turnMachine } from "../machines/turn.machine.ts";
 
 describe("the charts' effects are bound generically to the turn's effects object", () => {
   it("every effect a chart declares is a method of TurnRun, so a declared effect is never left unbound", () => {
@@ -35,5 +35,24 @@ describe("the charts' effects are bound generically to the turn's effects object
     expect(isEffect({ [mark]: true })).toBe(false); // marked, but not an action
     expect((effect() as unknown as Record<symbol, unknown>)[mark]).toBe(true);
     expect(isEffect(Object.assign(() => {}, { [mark]: true }))).toBe(true);
+  });
+});
+
+describe("the turn chart's pure helpers", () => {
+  it("cutAnswerReason says why a final answer is incomplete, and nothing for a plain stop", () => {
+    expect(cutAnswerReason("length")).toBe(
+      "the answer was cut at the model's output limit (finish_reason: length); it is incomplete",
+    );
+    expect(cutAnswerReason("content_filter")).toBe(
+      "the provider's content filter stopped the answer (finish_reason: content_filter); it is incomplete",
+    );
+    expect(cutAnswerReason("stop")).toBeUndefined();
+    expect(cutAnswerReason("tool_calls")).toBeUndefined();
+    expect(cutAnswerReason("")).toBeUndefined();
+  });
+
+  it("attemptIdOf names attempt n of a turn as <turnId>.a<n>", () => {
+    expect(attemptIdOf("t1", 0)).toBe("t1.a0");
+    expect(attemptIdOf("turn_x", 12)).toBe("turn_x.a12");
   });
 });
