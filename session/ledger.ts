@@ -315,3 +315,27 @@ function unknown(row: Pick<LedgerRecord, "caller" | "key">): ToolFailure {
     retryable: false,
   };
 }
+
+/** A ledger row as the SQL stores keep it (snake case, the result as JSON text). */
+export interface LedgerRow {
+  caller: string;
+  key: string;
+  fingerprint: string;
+  status: LedgerStatus;
+  result: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+/** The record a stored {@link LedgerRow} holds. This is a pure function. */
+export function decodeLedgerRow(r: LedgerRow): LedgerRecord {
+  return {
+    caller: r.caller,
+    key: r.key,
+    fingerprint: r.fingerprint,
+    status: r.status,
+    ...(r.result === null ? {} : { result: JSON.parse(r.result) }),
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+  };
+}

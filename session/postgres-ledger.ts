@@ -2,31 +2,13 @@ import type pg from "pg";
 import {
   type AtomicClaim,
   createLedger,
+  decodeLedgerRow,
   type Ledger,
   type LedgerOptions,
   type LedgerRecord,
+  type LedgerRow,
 } from "./ledger.ts";
 import type { PostgresSessionStore } from "./postgres-store.ts";
-
-interface Row {
-  caller: string;
-  key: string;
-  fingerprint: string;
-  status: "started" | "done";
-  result: string | null;
-  created_at: number;
-  updated_at: number;
-}
-
-const decode = (r: Row): LedgerRecord => ({
-  caller: r.caller,
-  key: r.key,
-  fingerprint: r.fingerprint,
-  status: r.status,
-  ...(r.result === null ? {} : { result: JSON.parse(r.result) }),
-  createdAt: r.created_at,
-  updatedAt: r.updated_at,
-});
 
 /**
  * An idempotency ledger in the PostgreSQL store's schema (table `ledger`). A key is claimed by
@@ -63,9 +45,9 @@ export function postgresLedger(store: PostgresSessionStore, options: LedgerOptio
     ]);
     if (claimed.rowCount === 1) return null;
     // Lost: the winner's row is committed (ON CONFLICT waited for its transaction).
-    const existing = await q.query<Row>(readSql, [row.caller, row.key]);
+    const existing = await q.query<LedgerRow>(readSql, [row.caller, row.key]);
     if (!existing.rows[0]) throw new Error(`ledger ${row.caller}/${row.key}: claim found no row`);
-    return decode(existing.rows[0]);
+    return decodeLedgerRow(existing.rows[0]);
   };
   const finish = (q: pg.Pool | pg.PoolClient, row: LedgerRecord) =>
     q.query(finishSql, [
@@ -83,8 +65,8 @@ export function postgresLedger(store: PostgresSessionStore, options: LedgerOptio
         await finish(store.pool, row);
       },
       async read(caller, key) {
-        const r = await store.pool.query<Row>(readSql, [caller, key]);
-        return r.rows[0] ? decode(r.rows[0]) : undefined;
+        const r = await store.pool.query<LedgerRow>(readSql, [caller, key]);
+        return r.rows[0] ? decodeLedgerRow(r.rows[0]) : undefined;
       },
       async purgeBefore(at) {
         const r = await store.pool.query(`DELETE FROM ${s}.ledger WHERE updated_at < $1`, [at]);

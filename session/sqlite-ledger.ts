@@ -2,9 +2,11 @@ import type Database from "better-sqlite3";
 import {
   type AtomicClaim,
   createLedger,
+  decodeLedgerRow,
   type Ledger,
   type LedgerOptions,
   type LedgerRecord,
+  type LedgerRow,
 } from "./ledger.ts";
 import { sqliteDatabase } from "./sqlite-handle.ts";
 import type { SqliteSessionStore } from "./sqlite-store.ts";
@@ -23,26 +25,6 @@ CREATE TABLE IF NOT EXISTS ledger (
 CREATE INDEX IF NOT EXISTS ledger_by_age ON ledger (updated_at);
 `;
 
-interface Row {
-  caller: string;
-  key: string;
-  fingerprint: string;
-  status: "started" | "done";
-  result: string | null;
-  created_at: number;
-  updated_at: number;
-}
-
-const decode = (r: Row): LedgerRecord => ({
-  caller: r.caller,
-  key: r.key,
-  fingerprint: r.fingerprint,
-  status: r.status,
-  ...(r.result === null ? {} : { result: JSON.parse(r.result) }),
-  createdAt: r.created_at,
-  updatedAt: r.updated_at,
-});
-
 const encode = (row: LedgerRecord) => ({
   ...row,
   result: row.result === undefined ? null : JSON.stringify(row.result),
@@ -59,7 +41,7 @@ const encode = (row: LedgerRecord) => ({
 export function sqliteLedger(store: SqliteSessionStore, options: LedgerOptions): Ledger {
   const db: Database.Database = sqliteDatabase(store);
   db.exec(SCHEMA);
-  const read = db.prepare<[string, string], Row>(
+  const read = db.prepare<[string, string], LedgerRow>(
     "SELECT * FROM ledger WHERE caller = ? AND key = ?",
   );
   // Claim-or-get: a new row, or an expired one replaced; nothing (no row returned) when live.
@@ -83,7 +65,7 @@ export function sqliteLedger(store: SqliteSessionStore, options: LedgerOptions):
     if (claim.get({ ...encode(row), liveAfter }) !== undefined) return null;
     const existing = read.get(row.caller, row.key);
     if (!existing) throw new Error(`ledger ${row.caller}/${row.key}: claim found no row`);
-    return decode(existing);
+    return decodeLedgerRow(existing);
   };
   return createLedger(
     {
@@ -95,7 +77,7 @@ export function sqliteLedger(store: SqliteSessionStore, options: LedgerOptions):
       },
       async read(caller, key) {
         const r = read.get(caller, key);
-        return r ? decode(r) : undefined;
+        return r ? decodeLedgerRow(r) : undefined;
       },
       purgeBefore: async (at) => purge.run(at).changes,
       async atomic<R>(
