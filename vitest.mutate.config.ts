@@ -43,6 +43,7 @@ export default defineConfig({
       "test/stream-assembler.unit.test.ts",
       "test/tool-call.{clock,model,paths}.test.ts",
       "test/turn.{model,race}.test.ts",
+      "test/turn-chart.unit.test.ts",
       "test/turn-limits.unit.test.ts",
     ],
     testTimeout: 60_000,
