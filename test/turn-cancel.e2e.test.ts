@@ -181,14 +181,23 @@ describe("interrupt", () => {
     });
     const model = scriptedModel([{ toolCalls: [{ id: "x1", name: "waits", arguments: "{}" }] }]);
     const session = createAgent({ model, tools: [waits], stopDeadlineMs: 5000 }).session();
+    const seen: string[] = [];
     session.subscribe((e) => {
       if (e.type === "call.started") session.interrupt("stop");
+      if (e.type === "call.stop-requested") seen.push(`${e.type} ${e.callId} ${e.name}`);
+      if (e.type === "call.settled" || e.type === "turn.cancel-acknowledged") seen.push(e.type);
     });
     expect((await session.prompt("go")).status).toBe("cancelled");
     expect(resultsOf(session.entries())[0]).toMatchObject({
       outcome: "cancelled",
       result: { code: "CANCELLED" },
     });
+    // The running call is told to stop once, between the acknowledgement and its settling.
+    expect(seen).toEqual([
+      "turn.cancel-acknowledged",
+      "call.stop-requested x1 waits",
+      "call.settled",
+    ]);
   });
 });
 
