@@ -180,3 +180,68 @@ describe("limits", () => {
     await agent.close();
   });
 });
+
+describe("automatic compaction, the threshold and inputs meanwhile", () => {
+  it("by default a request is compacted first exactly when used + reserve exceeds 0.85 of the window", async () => {
+    let main = 0;
+    const model = scriptedModel(
+      (request) => {
+        if (request.tools.length === 0) return { text: "Read some notes; each says lorem ipsum." };
+        main++;
+        return main <= 40 ? call(main) : { text: "done" };
+      },
+      { contextWindow: 2000, maxOutputTokens: 200 },
+    );
+    const agent = createAgent({ model, tools: [note], limits: { maxSteps: 100 } });
+    const session = agent.session("threshold");
+    // After each measurement: did the turn compact before its next request?
+    const seen: { over: boolean; compacted: boolean }[] = [];
+    session.subscribe((e: AgentEvent) => {
+      if (e.type === "context.measured")
+        seen.push({ over: e.used + e.reserve > 0.85 * e.window, compacted: false });
+      if (e.type === "context.compacted") seen[seen.length - 1]!.compacted = true;
+    });
+    expect((await session.prompt("read notes")).status).toBe("completed");
+    expect(seen.filter((s) => s.compacted).length).toBeGreaterThanOrEqual(1);
+    expect(seen.filter((s) => !s.over).length).toBeGreaterThanOrEqual(5);
+    for (const [i, s] of seen.entries()) expect(s.compacted, `measurement ${i}`).toBe(s.over);
+    await agent.close();
+  });
+
+  it("a steer that arrives while an automatic compaction runs is in the request right after it", async () => {
+    let main = 0;
+    let session!: ReturnType<ReturnType<typeof createAgent>["session"]>;
+    let steered = false;
+    const model = scriptedModel(
+      (request) => {
+        if (request.tools.length === 0) {
+          if (!steered) {
+            steered = true;
+            setTimeout(() => void session.steer("also read note 99"), 5);
+          }
+          return { text: "Read some notes; each says lorem ipsum.", delayMs: 60 };
+        }
+        main++;
+        return main <= 40 ? call(main) : { text: "done" };
+      },
+      { contextWindow: 2000, maxOutputTokens: 200 },
+    );
+    const agent = createAgent({ model, tools: [note], limits: { maxSteps: 100 } });
+    session = agent.session("steer-during-compaction");
+    expect((await session.prompt("read notes")).status).toBe("completed");
+    const first = model.requests.findIndex((r) => r.tools.length === 0);
+    expect(first).toBeGreaterThan(0);
+    const next = model.requests[first + 1]!;
+    expect(next.tools.length).toBeGreaterThan(0);
+    const last = next.messages[next.messages.length - 1] as { role: string; content: unknown };
+    expect(last.role).toBe("user");
+    expect(JSON.stringify(last.content)).toContain("also read note 99");
+    // Not seen before the compaction's request: it arrived while the summary ran.
+    const before = model.requests.slice(0, first + 1);
+    expect(before.some((r) => JSON.stringify(r.messages).includes("also read note 99"))).toBe(
+      false,
+    );
+    expect(orphans(session.messages())).toEqual([]);
+    await agent.close();
+  });
+});
