@@ -156,7 +156,12 @@ describe.concurrent("keel binary", { timeout: 90_000 }, () => {
     // The session is logged in the project's store, ./.keel/keel.db.
     const stored = JSON.parse((await keel(["sessions", "--json"], { cwd: demoDir })).stdout);
     expect(stored).toHaveLength(1);
+    // The demo sends instructions too: where the model works and what its tools do.
+    const shown = await keel(["show", stored[0].sessionId], { cwd: demoDir });
     rmSync(demoDir, { recursive: true, force: true });
+    expect(shown.stdout).toContain("instructions (sent before the tools and the history):");
+    expect(shown.stdout).toContain("You are a coding agent working in one workspace directory");
+    expect(shown.stdout).toMatch(/- read_file: /);
     expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
     const events = lines(r.stdout).map((l) => JSON.parse(l)) as (AgentEvent | { type: "result" })[];
