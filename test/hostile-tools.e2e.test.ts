@@ -9,6 +9,7 @@ import {
   symlinkSync,
   writeFileSync,
 } from "node:fs";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pino from "pino";
@@ -48,11 +49,9 @@ async function run(
   name: string,
   args: unknown,
   extra: { signal?: AbortSignal; onUpdate?: (p: unknown) => void } = {},
+  tools = registry,
 ): Promise<ToolResult | Error> {
-  const prepared = prepareCall(
-    { id: "call_1", name, argumentsText: JSON.stringify(args) },
-    registry,
-  );
+  const prepared = prepareCall({ id: "call_1", name, argumentsText: JSON.stringify(args) }, tools);
   if (!prepared.ok) return prepared.error;
   const ctx = {
     callId: "call_1",
@@ -136,6 +135,31 @@ describe("files that are not what they seem", () => {
       expect(opened).toMatchObject({ ok: false, error: { code: "PATH_OUTSIDE_WORKSPACE" } });
     }
     expect(readFileSync(path.join(outside, "secret.txt"), "utf8")).toBe("TOP SECRET\n");
+  });
+
+  it("a socket and a character device are refused by name, for reading and for writing", async () => {
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(path.join(ws, "sock"), resolve));
+    try {
+      for (const tool of ["read_file", "write_file"] as const) {
+        const r = await run(tool, { path: "sock", content: "x" });
+        expect(r).toMatchObject({ ok: false, code: "INVALID_ARGS" });
+        expect((r as { message: string }).message).toMatch(/socket/);
+      }
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+    // A workspace that holds devices (here /dev itself): /dev/zero would never end a read.
+    const r = await run(
+      "read_file",
+      { path: "zero" },
+      {},
+      createRegistry(builtinTools({ root: "/dev" })),
+    );
+    expect(r).toMatchObject({ ok: false, code: "INVALID_ARGS" });
+    expect((r as { message: string }).message).toContain(
+      "is a character device, not a regular file",
+    );
   });
 
   it("write_file to a FIFO is refused, not blocked on a missing reader", async () => {
