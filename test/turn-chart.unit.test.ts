@@ -180,6 +180,8 @@ describe("turn chart: the start and the deadline", () => {
 
   it("any way out of running cancels the deadline timer", () => {
     const t = new Turn({ limits: { maxSteps: 10, maxSpendTokens: 0, deadlineMs: 500 } });
+    const armed = t.acts.find((a) => a.type === "xstate.raise")?.params as { id: string };
+    expect(armed.id).toBe("turnDeadline"); // the id the cancel names
     t.sample().done({ callCount: 0, calls: [], finishReason: "stop" }).send({ type: "end.none" });
     expect(t.value).toBe("finalizing");
     expect(t.fx).toContainEqual({ cancel: "turnDeadline" });
