@@ -40,9 +40,8 @@ function areaOf({ functionName, url }: ProfileNode["callFrame"]): string {
   if (url.startsWith("node:")) return "Node internals";
   const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
   if (pkg) return `package ${pkg[1]}`;
-  const keel = /\/(actors|machines|session|tools|providers|contracts|cli|inspector|client|bench)\//.exec(
-    url,
-  );
+  const keel =
+    /\/(actors|machines|session|tools|providers|contracts|cli|inspector|client|bench)\//.exec(url);
   if (keel) return `keel ${keel[1]}/`;
   return url.replace(/^file:\/\//, "");
 }
@@ -62,13 +61,17 @@ for (const [id, us] of selfUs) {
   const area = areaOf(frame);
   areas.set(area, (areas.get(area) ?? 0) + us);
   if (area === "idle") continue;
-  const where = frame.url ? `${frame.url.split("/").slice(-2).join("/")}:${frame.lineNumber + 1}` : "";
+  const where = frame.url
+    ? `${frame.url.split("/").slice(-2).join("/")}:${frame.lineNumber + 1}`
+    : "";
   const name = `${frame.functionName || "(anonymous)"} ${where}`.trim();
   functions.set(name, (functions.get(name) ?? 0) + us);
 }
 const busy = total - (areas.get("idle") ?? 0);
 const pct = (us: number) => `${((us / busy) * 100).toFixed(1)} %`;
-console.log(`profile ${file}: ${(total / 1e6).toFixed(2)} s sampled, ${(busy / 1e6).toFixed(2)} s busy`);
+console.log(
+  `profile ${file}: ${(total / 1e6).toFixed(2)} s sampled, ${(busy / 1e6).toFixed(2)} s busy`,
+);
 console.log("\nself time by area (share of busy time)");
 for (const [area, us] of [...areas].sort((a, b) => b[1] - a[1])) {
   if (area !== "idle") console.log(`  ${pct(us).padStart(7)}  ${area}`);

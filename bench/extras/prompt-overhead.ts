@@ -4,7 +4,11 @@
  * answer; `STEPS=0` a text answer only. Measures the built package (`dist/index.js`; set
  * `KEEL_ENTRY=index.ts` for the sources). Run: `npx tsx bench/extras/prompt-overhead.ts`
  * (prints µs per phase and the total against the ≤ 300 µs budget of DESIGN §11).
+ * `CPU_PROFILE=<file>` writes a CPU profile of the measured rounds only (after the warm-up, so
+ * module loading and JIT warm-up are left out); `bench/extras/profile-summary.ts` reads it.
  */
+import { writeFileSync } from "node:fs";
+import { Session as InspectorSession } from "node:inspector/promises";
 import pino from "pino";
 import { stepModel, touchTool } from "./keel-prompt.ts";
 
@@ -18,7 +22,14 @@ const WARM = 300;
 const logger = pino({ level: "silent" });
 const touch = touchTool(keel);
 const phases = { agent: 0, session: 0, ready: 0, prompt: 0, close: 0 };
+const profileTo = process.env.CPU_PROFILE;
+const profiler = profileTo ? new InspectorSession() : undefined;
 for (let r = 0; r < R + WARM; r++) {
+  if (profiler && r === WARM) {
+    profiler.connect();
+    await profiler.post("Profiler.enable");
+    await profiler.post("Profiler.start");
+  }
   const model = stepModel(keel, STEPS, 1);
   const t0 = performance.now();
   const agent = keel.createAgent({ model, tools: [touch], store: keel.memoryStore(), logger });
@@ -39,6 +50,11 @@ for (let r = 0; r < R + WARM; r++) {
     phases.prompt += t4 - t3;
     phases.close += t5 - t4;
   }
+}
+if (profiler && profileTo) {
+  const { profile } = await profiler.post("Profiler.stop");
+  writeFileSync(profileTo, JSON.stringify(profile));
+  profiler.disconnect();
 }
 let sum = 0;
 for (const [phase, ms] of Object.entries(phases)) {
