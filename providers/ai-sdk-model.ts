@@ -64,6 +64,15 @@ export interface AiSdkModelOptions {
    * against the model's own `supportedUrls` (see {@link aiSdkModel}).
    */
   images?: boolean;
+  /**
+   * Whether the provider continues a request that ends with a partial assistant message (a
+   * prefill): `Model.capabilities.continueFromPartial`, so that a stream cut mid-answer is
+   * continued from the text received instead of retried. Default: true for Anthropic's Messages
+   * API (a `provider` named `anthropic.…`, also behind Vertex) unless `providerOptions` enables
+   * its extended thinking, which refuses a prefill; false for every other provider (set it for
+   * one that takes a prefill, e.g. through an Anthropic-compatible endpoint under another name).
+   */
+  continueFromPartial?: boolean;
   /** Max ms from the request to the first stream part. Default 60 000; Infinity disables. */
   firstChunkTimeoutMs?: number;
   /** Max ms between two stream parts. Default 60 000; Infinity disables. */
@@ -92,6 +101,11 @@ export interface AiSdkModelOptions {
  * so, so `prompt()` / `steer()` refuse any other before anything is logged, with the advice to
  * send the bytes. A request whose history still holds one (e.g. a session reopened with another
  * model) fails before it is sent, not retried. Nothing is downloaded here.
+ *
+ * Continue (`continueFromPartial`, see the option): a request whose last message is the
+ * assistant's text is a prefill. Its trailing whitespace is not sent (Anthropic refuses a prefill
+ * ending with whitespace); the whitespace was received, so it stays in the committed message and
+ * the continuation's leading whitespace, which stands for it, is dropped.
  *
  * Stream: text/reasoning/tool-input parts become `text.delta`, `reasoning.delta`/`.end`,
  * `call.start`/`.delta`/`.end` (indexed in first-seen order); `finish` becomes `usage` and
@@ -141,6 +155,8 @@ export function aiSdkModel(languageModel: LanguageModelV3, options: AiSdkModelOp
   }
   const reserve = maxOut ?? (cw === undefined ? undefined : Math.min(4096, Math.floor(cw / 4)));
   const urls = urlSupport(languageModel);
+  const continueFromPartial =
+    options.continueFromPartial ?? takesPrefill(languageModel.provider, options.providerOptions);
 
   async function* stream(request: ModelRequest): AsyncGenerator<ModelEvent> {
     const { signal } = request;
@@ -157,6 +173,7 @@ export function aiSdkModel(languageModel: LanguageModelV3, options: AiSdkModelOp
     try {
       const prompt = toV3Prompt(request.messages, request.instructions);
       await urls.guard(prompt);
+      let dropLeadingSpace = trimPrefill(prompt);
       const call: LanguageModelV3CallOptions = { prompt, abortSignal: controller.signal };
       if (request.tools.length > 0) call.tools = request.tools.map(toV3Tool);
       if (options.providerOptions) call.providerOptions = options.providerOptions;
@@ -180,7 +197,13 @@ export function aiSdkModel(languageModel: LanguageModelV3, options: AiSdkModelOp
         disarm();
         if (signal.aborted || dog.timedOut) throw fail(undefined, "body");
         if (next.done) break;
-        yield* mapper.push(next.value);
+        for (const event of mapper.push(next.value)) {
+          if (dropLeadingSpace && event.type === "text.delta") {
+            event.text = event.text.trimStart();
+            dropLeadingSpace = event.text === "";
+          }
+          yield event;
+        }
         if (mapper.finished) break;
         arm("idle_timeout", idleTimeoutMs);
       }
@@ -202,6 +225,7 @@ export function aiSdkModel(languageModel: LanguageModelV3, options: AiSdkModelOp
   return {
     name: options.name ?? `${languageModel.provider}:${languageModel.modelId}`,
     input: { images: options.images ?? true, checkImageUrl: urls.refusal },
+    ...(continueFromPartial ? { capabilities: { continueFromPartial } } : {}),
     ...(cw === undefined ? {} : { contextWindow: cw }),
     ...(reserve === undefined ? {} : { maxOutputTokens: reserve }),
     countTokens,
@@ -215,6 +239,32 @@ function positive(name: string, value: number): number {
       `aiSdkModel: ${name} must be > 0 ms (or Infinity to disable), got ${value}`,
     );
   return value;
+}
+
+/**
+ * Anthropic's Messages API continues a prefill, except with extended thinking on. Matched by the
+ * package's `provider` name (`anthropic.messages`, `vertex.anthropic.messages`).
+ */
+function takesPrefill(provider: string, providerOptions: SharedV3ProviderOptions | undefined) {
+  const thinking = (providerOptions?.anthropic?.thinking as { type?: unknown } | undefined)?.type;
+  return (
+    provider.split(".").includes("anthropic") && thinking !== "enabled" && thinking !== "adaptive"
+  );
+}
+
+/**
+ * A prefill (the prompt's last message is the assistant's text) without its trailing whitespace,
+ * in place; the message goes when nothing is left. Returns whether whitespace was removed.
+ */
+function trimPrefill(prompt: LanguageModelV3Prompt): boolean {
+  const last = prompt.at(-1);
+  if (last?.role !== "assistant" || !last.content.every((p) => p.type === "text")) return false;
+  const part = last.content.at(-1);
+  if (part?.type !== "text" || part.text.trimEnd() === part.text) return false;
+  part.text = part.text.trimEnd();
+  if (part.text === "") last.content.pop();
+  if (last.content.length === 0) prompt.pop();
+  return true;
 }
 
 /**

@@ -6,9 +6,14 @@ import type { AgentEvent } from "../contracts/events.ts";
 import { ModelError } from "../contracts/model.ts";
 import { classifyModelError } from "../machines/policies/retry-classify.ts";
 import { aiSdkModel } from "../providers/ai-sdk-model.ts";
-import type { LogEntry } from "../session/entries.ts";
+import type { EntryOf, LogEntry } from "../session/entries.ts";
 import { defineTool } from "../tools/define-tool.ts";
-import { anthropicError, anthropicMessage } from "./support/anthropic-wire.ts";
+import {
+  anthropicError,
+  anthropicMessage,
+  blockEvents,
+  messageStart,
+} from "./support/anthropic-wire.ts";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "./support/fake-openai-server.ts";
 import {
   anthropicWire,
@@ -305,6 +310,9 @@ describe("aiSdkModel in the context budget", () => {
   });
 });
 
+const of = <K extends LogEntry["type"]>(entries: readonly LogEntry[], type: K) =>
+  entries.filter((e): e is EntryOf<K> => e.type === type);
+
 describe("aiSdkModel and image URLs: the model's own supportedUrls decide", () => {
   it("an image URL the model does not take is refused by prompt(), steer() and followUp() before any request, logging nothing, and the error says to send the bytes", async () => {
     // @ai-sdk/google takes its Files API URLs, YouTube, and https URLs of listed media types.
@@ -429,6 +437,85 @@ describe("aiSdkModel and image URLs: the model's own supportedUrls decide", () =
     });
     expect(server.requests).toHaveLength(0);
     await expect(s.prompt(image)).rejects.toThrow(/anthropic\.messages takes no image\/\* URL/);
+    await agent.close();
+  });
+});
+
+describe("aiSdkModel over anthropic: Continue from the text received (assistant prefill)", () => {
+  it("a stream cut mid-answer is continued: the next request ends with the received text as the assistant's message, without its trailing space, and the committed message is that text plus the continuation", async () => {
+    const answer = { type: "text" as const, text: "The answer is 42, as computed." };
+    server.enqueue(
+      // start, then "The ans" + "wer is " (7-char deltas): a cut after a space
+      [messageStart(), ...blockEvents(0, answer, 7).slice(0, 3), { type: "destroy" }],
+      anthropicMessage([{ type: "text", text: " 42, as computed." }]),
+    );
+    const { agent, session: s, events } = session(anthropicWire);
+    expect(await s.prompt("what is it?")).toMatchObject({
+      status: "completed",
+      text: "The answer is 42, as computed.",
+    });
+    expect(server.requests).toHaveLength(2);
+    const [first, second] = server.requests.map((r) => r.body.messages as unknown[]);
+    expect(second.slice(0, -1)).toEqual(first);
+    expect(second.at(-1)).toEqual({
+      role: "assistant",
+      content: [{ type: "text", text: "The answer is" }],
+    });
+    const entries = s.entries();
+    const [a1, a2] = of(entries, "attempt_start");
+    expect(of(entries, "attempt_end")[0]).toMatchObject({ partialText: "The answer is " });
+    expect(a2.recovery).toEqual({ mode: "continue", from: a1.attemptId, prefixChars: 14 });
+    expect(of(entries, "assistant_message")).toMatchObject([
+      {
+        content: [{ type: "text", text: "The answer is 42, as computed." }],
+        continuation: { from: a1.attemptId, prefixChars: 14 },
+      },
+    ]);
+    expect(s.messages().at(-1)).toEqual({
+      role: "assistant",
+      content: "The answer is 42, as computed.",
+    });
+    // What was streamed reads as what was committed: the continuation's leading space dropped.
+    const streamed = events.filter((e) => e.type === "text.streamed").map((e) => e.text);
+    expect(streamed.join("")).toBe("The answer is 42, as computed.");
+    expect(events.find((e) => e.type === "retry.scheduled")).toMatchObject({ mode: "continue" });
+    await agent.close();
+  });
+
+  it("declares the capability for Anthropic only: not with extended thinking, not when turned off, not for the Responses API or Gemini unless asked", () => {
+    const cap = (m: { capabilities?: { continueFromPartial?: boolean } }) =>
+      m.capabilities?.continueFromPartial === true;
+    const url = server.baseURL;
+    expect(cap(anthropicWire.model(url))).toBe(true);
+    const thinking = { anthropic: { thinking: { type: "enabled", budgetTokens: 2048 } } };
+    expect(cap(anthropicWire.model(url, { providerOptions: thinking }))).toBe(false);
+    expect(cap(anthropicWire.model(url, { continueFromPartial: false }))).toBe(false);
+    expect(cap(openaiResponsesWire.model(url))).toBe(false);
+    expect(cap(geminiWire.model(url))).toBe(false);
+    expect(cap(geminiWire.model(url, { continueFromPartial: true }))).toBe(true);
+  });
+
+  it("without the capability a cut answer falls back to Retry as before: the same request again, the partial text dropped, and the event says why", async () => {
+    const answer = { type: "text" as const, text: "The answer is 42, as computed." };
+    server.enqueue(
+      [messageStart(), ...blockEvents(0, answer, 7).slice(0, 3), { type: "destroy" }],
+      anthropicMessage([{ type: "text", text: "It is 42." }]),
+    );
+    const {
+      agent,
+      session: s,
+      events,
+    } = session(anthropicWire, {
+      model: anthropicWire.model(server.baseURL, { continueFromPartial: false }),
+    });
+    expect(await s.prompt("what is it?")).toMatchObject({ status: "completed", text: "It is 42." });
+    expect(server.requests).toHaveLength(2);
+    expect(server.requests[1].body.messages).toEqual(server.requests[0].body.messages);
+    expect(events.find((e) => e.type === "retry.scheduled")).toMatchObject({
+      mode: "retry",
+      fallback: expect.stringMatching(/cannot continue from a partial answer/),
+    });
+    expect(of(s.entries(), "assistant_message")[0].continuation).toBeUndefined();
     await agent.close();
   });
 });
