@@ -482,6 +482,20 @@ describe("aiSdkModel over anthropic: Continue from the text received (assistant 
     await agent.close();
   });
 
+  it("a cut after whitespace only sends no empty prefill (Anthropic refuses an empty text block): the same messages again, and the whitespace is kept", async () => {
+    const answer = { type: "text" as const, text: "\n\nHere it is." };
+    server.enqueue(
+      [messageStart(), ...blockEvents(0, answer, 2).slice(0, 2), { type: "destroy" }], // "\n\n"
+      anthropicMessage([{ type: "text", text: "\n\nHere it is." }]),
+    );
+    const { agent, session: s } = session(anthropicWire);
+    expect(await s.prompt("and?")).toMatchObject({ status: "completed", text: "\n\nHere it is." });
+    expect(server.requests).toHaveLength(2);
+    expect(server.requests[1].body.messages).toEqual(server.requests[0].body.messages);
+    expect(of(s.entries(), "assistant_message")[0].continuation).toMatchObject({ prefixChars: 2 });
+    await agent.close();
+  });
+
   it("declares the capability for Anthropic only: not with extended thinking, not when turned off, not for the Responses API or Gemini unless asked", () => {
     const cap = (m: { capabilities?: { continueFromPartial?: boolean } }) =>
       m.capabilities?.continueFromPartial === true;
