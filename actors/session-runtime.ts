@@ -508,7 +508,8 @@ export class Session {
   /**
    * Submits a prompt (text, or text and image parts); resolves when the turn that consumes it
    * ends. Throws a `TypeError` before anything is queued or sent when the input is malformed, or
-   * has an image and the model does not take images (`Model.input.images`).
+   * has an image and the model does not take images (`Model.input.images`), or an image URL the
+   * model does not take (`Model.input.checkImageUrl`).
    */
   async prompt(input: UserInput, options: InboxOptions = {}): Promise<PromptResult> {
     let resolve!: (result: PromptResult) => void;
@@ -1148,6 +1149,16 @@ export class Session {
       throw new TypeError(
         `session.${method}: the model "${model.name}" does not take images (its input.images is not true); send text only, or use a model that takes images (openaiModel, or aiSdkModel with an Anthropic, OpenAI or Google model)`,
       );
+    }
+    const checkUrl = model.input?.checkImageUrl;
+    for (const [i, p] of parts?.entries() ?? []) {
+      if (!checkUrl || p.type !== "image" || !("url" in p) || !/^https?:/i.test(p.url)) continue;
+      const why = checkUrl(p.url, p.mediaType);
+      if (why !== undefined) {
+        throw new TypeError(
+          `session.${method}: part ${i}: the model "${model.name}" does not take the image URL ${JSON.stringify(p.url.slice(0, 120))}: ${why}; send the image's bytes instead ({ type: "image", image: bytes })`,
+        );
+      }
     }
     const id = options.id ?? this.options.ids("in");
     const source = options.source ?? "user";

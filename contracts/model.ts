@@ -67,7 +67,17 @@ export interface Model {
    * What the model takes besides text. A user message with an image is refused before any
    * request (by `prompt()` / `steer()`) when `images` is not true.
    */
-  readonly input?: { images?: boolean };
+  readonly input?: {
+    images?: boolean;
+    /**
+     * Whether the model takes an image by this `http(s)` URL (the provider fetches it) or needs
+     * its bytes: `undefined` when it takes it, else why not. A user message with an image URL it
+     * refuses is refused before any request (by `prompt()` / `steer()`, with the reason and the
+     * advice to send the bytes). Absent: every `http(s)` URL is taken.
+     * Contract: synchronous, must not throw; `mediaType` is the one the user gave, if any.
+     */
+    checkImageUrl?: (url: string, mediaType: string | undefined) => string | undefined;
+  };
   /** Absent: none (every flag false). */
   readonly capabilities?: ModelCapabilities;
   /** Streams one response to `request` (see the contract above). */

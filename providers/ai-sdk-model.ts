@@ -59,8 +59,20 @@ export interface AiSdkModelOptions {
   temperature?: number;
   /** Extra HTTP headers of every request. */
   headers?: Record<string, string>;
-  /** Whether the model takes images (`Model.input.images`). Default true. */
+  /**
+   * Whether the model takes images (`Model.input.images`). Default true. Image URLs are checked
+   * against the model's own `supportedUrls` (see {@link aiSdkModel}).
+   */
   images?: boolean;
+  /**
+   * Whether the provider continues a request that ends with a partial assistant message (a
+   * prefill): `Model.capabilities.continueFromPartial`, so that a stream cut mid-answer is
+   * continued from the text received instead of retried. Default: true for Anthropic's Messages
+   * API (a `provider` named `anthropic.…`, also behind Vertex) unless `providerOptions` enables
+   * its extended thinking, which refuses a prefill; false for every other provider (set it for
+   * one that takes a prefill, e.g. through an Anthropic-compatible endpoint under another name).
+   */
+  continueFromPartial?: boolean;
   /** Max ms from the request to the first stream part. Default 60 000; Infinity disables. */
   firstChunkTimeoutMs?: number;
   /** Max ms between two stream parts. Default 60 000; Infinity disables. */
@@ -82,6 +94,18 @@ export interface AiSdkModelOptions {
  * results as one tool message (`error-text` for a failed call); tools as V3 function tools with
  * their JSON schema. The context budget reads `contextWindow`, `maxOutputTokens` (the reserve)
  * and `countTokens` (the chars estimate unless given).
+ *
+ * Image URLs: an `http(s)` URL goes to the provider as a URL only when the model's
+ * `supportedUrls` (read once; a promise is awaited before the first request) has a pattern for
+ * it under its media type (`image/*` when the user gave none); `Model.input.checkImageUrl` says
+ * so, so `prompt()` / `steer()` refuse any other before anything is logged, with the advice to
+ * send the bytes. A request whose history still holds one (e.g. a session reopened with another
+ * model) fails before it is sent, not retried. Nothing is downloaded here.
+ *
+ * Continue (`continueFromPartial`, see the option): a request whose last message is the
+ * assistant's text is a prefill. Its trailing whitespace is not sent (Anthropic refuses a prefill
+ * ending with whitespace); the whitespace was received, so it stays in the committed message and
+ * the continuation's leading whitespace, which stands for it, is dropped.
  *
  * Stream: text/reasoning/tool-input parts become `text.delta`, `reasoning.delta`/`.end`,
  * `call.start`/`.delta`/`.end` (indexed in first-seen order); `finish` becomes `usage` and
@@ -130,6 +154,9 @@ export function aiSdkModel(languageModel: LanguageModelV3, options: AiSdkModelOp
     );
   }
   const reserve = maxOut ?? (cw === undefined ? undefined : Math.min(4096, Math.floor(cw / 4)));
+  const urls = urlSupport(languageModel);
+  const continueFromPartial =
+    options.continueFromPartial ?? takesPrefill(languageModel.provider, options.providerOptions);
 
   async function* stream(request: ModelRequest): AsyncGenerator<ModelEvent> {
     const { signal } = request;
@@ -144,10 +171,10 @@ export function aiSdkModel(languageModel: LanguageModelV3, options: AiSdkModelOp
     let reader: ReadableStreamDefaultReader<LanguageModelV3StreamPart> | undefined;
     let completed = false;
     try {
-      const call: LanguageModelV3CallOptions = {
-        prompt: toV3Prompt(request.messages, request.instructions),
-        abortSignal: controller.signal,
-      };
+      const prompt = toV3Prompt(request.messages, request.instructions);
+      await urls.guard(prompt);
+      let dropLeadingSpace = trimPrefill(prompt);
+      const call: LanguageModelV3CallOptions = { prompt, abortSignal: controller.signal };
       if (request.tools.length > 0) call.tools = request.tools.map(toV3Tool);
       if (options.providerOptions) call.providerOptions = options.providerOptions;
       if (maxOut !== undefined) call.maxOutputTokens = maxOut;
@@ -170,7 +197,13 @@ export function aiSdkModel(languageModel: LanguageModelV3, options: AiSdkModelOp
         disarm();
         if (signal.aborted || dog.timedOut) throw fail(undefined, "body");
         if (next.done) break;
-        yield* mapper.push(next.value);
+        for (const event of mapper.push(next.value)) {
+          if (dropLeadingSpace && event.type === "text.delta") {
+            event.text = event.text.trimStart();
+            dropLeadingSpace = event.text === "";
+          }
+          yield event;
+        }
         if (mapper.finished) break;
         arm("idle_timeout", idleTimeoutMs);
       }
@@ -191,7 +224,8 @@ export function aiSdkModel(languageModel: LanguageModelV3, options: AiSdkModelOp
 
   return {
     name: options.name ?? `${languageModel.provider}:${languageModel.modelId}`,
-    input: { images: options.images ?? true },
+    input: { images: options.images ?? true, checkImageUrl: urls.refusal },
+    ...(continueFromPartial ? { capabilities: { continueFromPartial } } : {}),
     ...(cw === undefined ? {} : { contextWindow: cw }),
     ...(reserve === undefined ? {} : { maxOutputTokens: reserve }),
     countTokens,
@@ -205,6 +239,109 @@ function positive(name: string, value: number): number {
       `aiSdkModel: ${name} must be > 0 ms (or Infinity to disable), got ${value}`,
     );
   return value;
+}
+
+/**
+ * Anthropic's Messages API continues a prefill, except with extended thinking on. Matched by the
+ * package's `provider` name (`anthropic.messages`, `vertex.anthropic.messages`).
+ */
+function takesPrefill(provider: string, providerOptions: SharedV3ProviderOptions | undefined) {
+  const thinking = (providerOptions?.anthropic?.thinking as { type?: unknown } | undefined)?.type;
+  return (
+    provider.split(".").includes("anthropic") && thinking !== "enabled" && thinking !== "adaptive"
+  );
+}
+
+/**
+ * A prefill (the prompt's last message is the assistant's text) without its trailing whitespace,
+ * in place; the message goes when nothing is left. Returns whether whitespace was removed.
+ */
+function trimPrefill(prompt: LanguageModelV3Prompt): boolean {
+  const last = prompt.at(-1);
+  if (last?.role !== "assistant" || !last.content.every((p) => p.type === "text")) return false;
+  const part = last.content.at(-1);
+  if (part?.type !== "text" || part.text.trimEnd() === part.text) return false;
+  part.text = part.text.trimEnd();
+  if (part.text === "") last.content.pop();
+  if (last.content.length === 0) prompt.pop();
+  return true;
+}
+
+/**
+ * The model's `supportedUrls`, read once: `refusal` is `Model.input.checkImageUrl` (undefined
+ * while a promised map is pending: `guard` then checks before the request); `guard` throws a
+ * not-retried `ModelError` for a prompt with an image URL the model does not take.
+ */
+function urlSupport(languageModel: LanguageModelV3) {
+  let map: Record<string, RegExp[]> | undefined;
+  let failed: string | undefined;
+  let pending: Promise<void> | undefined;
+  const fail = (err: unknown) => {
+    failed = err instanceof Error ? err.message : String(err);
+  };
+  try {
+    const value = languageModel.supportedUrls;
+    if (typeof (value as PromiseLike<unknown> | undefined)?.then === "function") {
+      pending = Promise.resolve(value).then((m) => {
+        map = m ?? {};
+      }, fail);
+    } else map = (value as Record<string, RegExp[]> | undefined) ?? {};
+  } catch (err) {
+    fail(err);
+  }
+  const who = languageModel.provider;
+
+  const refusal = (url: string, mediaType: string | undefined): string | undefined => {
+    if (failed !== undefined) return `${who}'s supported URLs could not be read (${failed})`;
+    if (map === undefined || /^data:/i.test(url)) return undefined;
+    const type = mediaType ?? "image/*";
+    const patterns = urlPatterns(map, type);
+    if (patterns.some((r) => r.test(url))) return undefined;
+    const why =
+      patterns.length === 0
+        ? `${who} takes no ${type} URL`
+        : `${who} takes ${type} URLs matching ${patterns.join(" or ")} only`;
+    if (mediaType !== undefined) return why;
+    const known = map;
+    const typed = IMAGE_TYPES.filter((t) => urlPatterns(known, t).some((r) => r.test(url)));
+    return typed.length === 0
+      ? why
+      : `${why} (with its mediaType given, ${typed.join(" or ")}, it would take this one)`;
+  };
+
+  const guard = async (prompt: LanguageModelV3Prompt): Promise<void> => {
+    if (pending) await pending;
+    for (const m of prompt) {
+      if (m.role !== "user") continue;
+      for (const p of m.content) {
+        if (p.type !== "file" || !(p.data instanceof URL)) continue;
+        const url = p.data.href;
+        const why = refusal(url, p.mediaType === "image/*" ? undefined : p.mediaType);
+        if (why === undefined) continue;
+        throw new ModelError(
+          `the history holds an image URL the model cannot take (${JSON.stringify(url.slice(0, 120))}: ${why}); nothing was sent. Send the image's bytes instead, or use a model that takes the URL`,
+          { kind: "http", code: "unsupported_image_url", type: "invalid_request_error" },
+        );
+      }
+    }
+  };
+  return { refusal, guard };
+}
+
+const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"] as const;
+
+/**
+ * The patterns of a `supportedUrls` map (keys are media types, `type/*` or `*`) that apply to
+ * `mediaType`. This is a pure function.
+ */
+function urlPatterns(map: Record<string, RegExp[]>, mediaType: string): RegExp[] {
+  const type = mediaType.toLowerCase();
+  return Object.entries(map).flatMap(([key, patterns]) => {
+    const k = key.toLowerCase();
+    const applies =
+      k === "*" || k === "*/*" || (k.endsWith("/*") ? type.startsWith(k.slice(0, -1)) : k === type);
+    return applies ? patterns : [];
+  });
 }
 
 const options = (metadata: ProviderMetadata | undefined) =>

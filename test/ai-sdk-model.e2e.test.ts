@@ -1,12 +1,27 @@
+import { createAnthropic } from "@ai-sdk/anthropic";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { type AgentOptions, createAgent } from "../actors/agent.ts";
 import type { AgentEvent } from "../contracts/events.ts";
-import type { LogEntry } from "../session/entries.ts";
+import { ModelError } from "../contracts/model.ts";
+import { classifyModelError } from "../machines/policies/retry-classify.ts";
+import { aiSdkModel } from "../providers/ai-sdk-model.ts";
+import type { EntryOf, LogEntry } from "../session/entries.ts";
 import { defineTool } from "../tools/define-tool.ts";
-import { anthropicError, anthropicMessage } from "./support/anthropic-wire.ts";
+import {
+  anthropicError,
+  anthropicMessage,
+  blockEvents,
+  messageStart,
+} from "./support/anthropic-wire.ts";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "./support/fake-openai-server.ts";
-import { anthropicWire, WIRES, type Wire } from "./support/provider-wires.ts";
+import {
+  anthropicWire,
+  geminiWire,
+  openaiResponsesWire,
+  WIRES,
+  type Wire,
+} from "./support/provider-wires.ts";
 
 // Every scenario runs the real provider package (@ai-sdk/anthropic, @ai-sdk/openai Responses,
 // @ai-sdk/google) against a loopback server speaking its documented wire format, and checks
@@ -291,6 +306,230 @@ describe("aiSdkModel in the context budget", () => {
     };
     expect(compacted.tokensAfter).toBeLessThan(compacted.tokensBefore);
     expect(s.entries().filter((e) => e.type === "compaction")).toHaveLength(1);
+    await agent.close();
+  });
+});
+
+const of = <K extends LogEntry["type"]>(entries: readonly LogEntry[], type: K) =>
+  entries.filter((e): e is EntryOf<K> => e.type === type);
+
+describe("aiSdkModel and image URLs: the model's own supportedUrls decide", () => {
+  it("an image URL the model does not take is refused by prompt(), steer() and followUp() before any request, logging nothing, and the error says to send the bytes", async () => {
+    // @ai-sdk/google takes its Files API URLs, YouTube, and https URLs of listed media types.
+    const { agent, session: s } = session(geminiWire);
+    await s.ready;
+    const text = { type: "text" as const, text: "what is this?" };
+    const untyped = { type: "image" as const, image: "https://example.com/cat.png" };
+    await expect(s.prompt([text, untyped])).rejects.toThrow(
+      'session.prompt: part 1: the model "google.generative-ai:gemini-loopback" does not take the image URL "https://example.com/cat.png": google.generative-ai takes image/* URLs matching',
+    );
+    // Without a media type, only the Files API pattern applies; the error says what would work.
+    await expect(s.prompt([text, untyped])).rejects.toThrow(
+      /only \(with its mediaType given, image\/png or image\/jpeg or image\/webp, it would take this one\); send the image's bytes instead/,
+    );
+    const plainHttp = {
+      type: "image" as const,
+      image: new URL("http://example.com/cat.png"),
+      mediaType: "image/png",
+    };
+    await expect(s.steer([plainHttp])).rejects.toThrow(
+      /session\.steer: part 0: .*"http:\/\/example\.com\/cat\.png": google\.generative-ai takes image\/png URLs matching .*\^https:.* only; send the image's bytes/,
+    );
+    await expect(s.followUp([text, plainHttp])).rejects.toThrow(/session\.followUp: part 1: /);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(server.requests).toHaveLength(0);
+    expect(s.entries()).toHaveLength(0);
+    await agent.close();
+  });
+
+  it.each([
+    {
+      wire: anthropicWire,
+      image: { type: "image" as const, image: "https://example.com/cat.png" },
+      sent: [{ type: "image", source: { type: "url", url: "https://example.com/cat.png" } }],
+    },
+    {
+      wire: openaiResponsesWire,
+      image: { type: "image" as const, image: "http://example.com/cat.png" },
+      sent: [{ type: "input_image", image_url: "http://example.com/cat.png" }],
+    },
+    {
+      wire: geminiWire,
+      image: {
+        type: "image" as const,
+        image: "https://example.com/cat.png",
+        mediaType: "image/png",
+      },
+      sent: [{ fileData: { mimeType: "image/png", fileUri: "https://example.com/cat.png" } }],
+    },
+  ])(
+    "an image URL $wire.kind takes is sent as that URL, not downloaded",
+    async ({ wire, image, sent }) => {
+      server.enqueue(wire.text("a cat"));
+      const { agent, session: s } = session(wire);
+      expect(await s.prompt([{ type: "text", text: "what is this?" }, image])).toMatchObject({
+        status: "completed",
+        text: "a cat",
+      });
+      expect(server.requests).toHaveLength(1);
+      expect(wire.imagesSent(server.requests[0].body)).toMatchObject(sent);
+      await agent.close();
+    },
+  );
+
+  it("Gemini takes its own Files API URL whatever the media type", async () => {
+    server.enqueue(geminiWire.text("a file"));
+    const { agent, session: s } = session(geminiWire);
+    const fileUri = `${server.baseURL}/files/abc-123`;
+    const out = await s.prompt([
+      { type: "text", text: "and this?" },
+      { type: "image", image: fileUri },
+    ]);
+    expect(out.status).toBe("completed");
+    expect(geminiWire.imagesSent(server.requests[0].body)).toMatchObject([
+      { fileData: { fileUri } },
+    ]);
+    await agent.close();
+  });
+
+  it("a request whose history holds an image URL the model does not take fails before it is sent, and is not retried", async () => {
+    // E.g. a session logged with a model that took the URL, reopened with one that does not.
+    const model = geminiWire.model(server.baseURL);
+    const stream = model.stream({
+      messages: [
+        { role: "user", content: [{ type: "image", url: "https://example.com/cat.png" }] },
+      ],
+      tools: [],
+      signal: new AbortController().signal,
+      attemptId: "t1:a1",
+    });
+    const error = await (async () => {
+      try {
+        for await (const _ of stream);
+      } catch (err) {
+        return err;
+      }
+    })();
+    expect(error).toBeInstanceOf(ModelError);
+    expect((error as Error).message).toMatch(
+      /history holds an image URL the model cannot take \("https:\/\/example\.com\/cat\.png": .*\); nothing was sent\. Send the image's bytes instead/,
+    );
+    expect(classifyModelError(error)).toMatchObject({ retryable: false, category: "bad_request" });
+    expect(server.requests).toHaveLength(0);
+  });
+  it("with supportedUrls as a promise, an image URL accepted before it settles still never reaches the server, and once settled prompt() refuses it", async () => {
+    const base = createAnthropic({ baseURL: server.baseURL, apiKey: "test-key" })(
+      "claude-loopback",
+    );
+    let settle!: (urls: Record<string, RegExp[]>) => void;
+    const promised = new Promise<Record<string, RegExp[]>>((r) => {
+      settle = r;
+    });
+    // The real model, with a supportedUrls the spec allows: a promise (here: no URL at all).
+    const languageModel = Object.create(base, { supportedUrls: { value: promised } });
+    const { agent, session: s } = session(anthropicWire, { model: aiSdkModel(languageModel) });
+    const image = [{ type: "image" as const, image: "https://example.com/cat.png" }];
+    const turn = s.prompt(image);
+    setTimeout(() => settle({}), 20);
+    expect(await turn).toMatchObject({
+      status: "failed",
+      reason: expect.stringMatching(/image URL the model cannot take .*nothing was sent/),
+    });
+    expect(server.requests).toHaveLength(0);
+    await expect(s.prompt(image)).rejects.toThrow(/anthropic\.messages takes no image\/\* URL/);
+    await agent.close();
+  });
+});
+
+describe("aiSdkModel over anthropic: Continue from the text received (assistant prefill)", () => {
+  it("a stream cut mid-answer is continued: the next request ends with the received text as the assistant's message, without its trailing space, and the committed message is that text plus the continuation", async () => {
+    const answer = { type: "text" as const, text: "The answer is 42, as computed." };
+    server.enqueue(
+      // start, then "The ans" + "wer is " (7-char deltas): a cut after a space
+      [messageStart(), ...blockEvents(0, answer, 7).slice(0, 3), { type: "destroy" }],
+      anthropicMessage([{ type: "text", text: " 42, as computed." }]),
+    );
+    const { agent, session: s, events } = session(anthropicWire);
+    expect(await s.prompt("what is it?")).toMatchObject({
+      status: "completed",
+      text: "The answer is 42, as computed.",
+    });
+    expect(server.requests).toHaveLength(2);
+    const [first, second] = server.requests.map((r) => r.body.messages as unknown[]);
+    expect(second.slice(0, -1)).toEqual(first);
+    expect(second.at(-1)).toEqual({
+      role: "assistant",
+      content: [{ type: "text", text: "The answer is" }],
+    });
+    const entries = s.entries();
+    const [a1, a2] = of(entries, "attempt_start");
+    expect(of(entries, "attempt_end")[0]).toMatchObject({ partialText: "The answer is " });
+    expect(a2.recovery).toEqual({ mode: "continue", from: a1.attemptId, prefixChars: 14 });
+    expect(of(entries, "assistant_message")).toMatchObject([
+      {
+        content: [{ type: "text", text: "The answer is 42, as computed." }],
+        continuation: { from: a1.attemptId, prefixChars: 14 },
+      },
+    ]);
+    expect(s.messages().at(-1)).toEqual({
+      role: "assistant",
+      content: "The answer is 42, as computed.",
+    });
+    // What was streamed reads as what was committed: the continuation's leading space dropped.
+    const streamed = events.filter((e) => e.type === "text.streamed").map((e) => e.text);
+    expect(streamed.join("")).toBe("The answer is 42, as computed.");
+    expect(events.find((e) => e.type === "retry.scheduled")).toMatchObject({ mode: "continue" });
+    await agent.close();
+  });
+
+  it("a cut after whitespace only sends no empty prefill (Anthropic refuses an empty text block): the same messages again, and the whitespace is kept", async () => {
+    const answer = { type: "text" as const, text: "\n\nHere it is." };
+    server.enqueue(
+      [messageStart(), ...blockEvents(0, answer, 2).slice(0, 2), { type: "destroy" }], // "\n\n"
+      anthropicMessage([{ type: "text", text: "\n\nHere it is." }]),
+    );
+    const { agent, session: s } = session(anthropicWire);
+    expect(await s.prompt("and?")).toMatchObject({ status: "completed", text: "\n\nHere it is." });
+    expect(server.requests).toHaveLength(2);
+    expect(server.requests[1].body.messages).toEqual(server.requests[0].body.messages);
+    expect(of(s.entries(), "assistant_message")[0].continuation).toMatchObject({ prefixChars: 2 });
+    await agent.close();
+  });
+
+  it("declares the capability for Anthropic only: not with extended thinking, not when turned off, not for the Responses API or Gemini unless asked", () => {
+    const cap = (m: { capabilities?: { continueFromPartial?: boolean } }) =>
+      m.capabilities?.continueFromPartial === true;
+    const url = server.baseURL;
+    expect(cap(anthropicWire.model(url))).toBe(true);
+    const thinking = { anthropic: { thinking: { type: "enabled", budgetTokens: 2048 } } };
+    expect(cap(anthropicWire.model(url, { providerOptions: thinking }))).toBe(false);
+    expect(cap(anthropicWire.model(url, { continueFromPartial: false }))).toBe(false);
+    expect(cap(openaiResponsesWire.model(url))).toBe(false);
+    expect(cap(geminiWire.model(url))).toBe(false);
+    expect(cap(geminiWire.model(url, { continueFromPartial: true }))).toBe(true);
+  });
+
+  it("without the capability a cut answer falls back to Retry as before: the same request again, the partial text dropped, and the event says why", async () => {
+    const answer = { type: "text" as const, text: "The answer is 42, as computed." };
+    server.enqueue(
+      [messageStart(), ...blockEvents(0, answer, 7).slice(0, 3), { type: "destroy" }],
+      anthropicMessage([{ type: "text", text: "It is 42." }]),
+    );
+    const {
+      agent,
+      session: s,
+      events,
+    } = session(anthropicWire, {
+      model: anthropicWire.model(server.baseURL, { continueFromPartial: false }),
+    });
+    expect(await s.prompt("what is it?")).toMatchObject({ status: "completed", text: "It is 42." });
+    expect(server.requests).toHaveLength(2);
+    expect(server.requests[1].body.messages).toEqual(server.requests[0].body.messages);
+    expect(events.find((e) => e.type === "retry.scheduled")).toMatchObject({
+      mode: "retry",
+      fallback: expect.stringMatching(/cannot continue from a partial answer/),
+    });
+    expect(of(s.entries(), "assistant_message")[0].continuation).toBeUndefined();
     await agent.close();
   });
 });
