@@ -1,11 +1,12 @@
 import { execFile } from "node:child_process";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { createAgent } from "../actors/agent.ts";
 import type { AgentEvent } from "../contracts/events.ts";
+import type { ToolResult } from "../contracts/tool-result.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { sqliteStore } from "../session/sqlite-store.ts";
@@ -217,8 +218,10 @@ describe("the acceptance spec is frozen", () => {
     });
     const session = await agent.openSession("frozen");
     const settled: AgentEvent[] = [];
+    const warnings: string[] = [];
     session.subscribe((e) => {
       if (e.type === "call.settled") settled.push(e);
+      if (e.type === "log.written" && e.level === "warn") warnings.push(e.message);
     });
     const result = await session.prompt("make the tests pass");
     const byId = new Map(settled.map((e) => [(e as { callId: string }).callId, e]));
@@ -230,12 +233,23 @@ describe("the acceptance spec is frozen", () => {
         /add\.test\.mjs is part of the frozen acceptance spec \(version 1\)/,
       );
     }
-    // The shell is not path-aware: it changed the file, and the checks put the original back.
-    expect(byId.get("s")).toMatchObject({ outcome: "completed" });
+    // The shell is not path-aware: its command ran and changed the file; the change is found
+    // when the call ends, undone, and the call's result says so.
+    const s = byId.get("s") as Extract<AgentEvent, { type: "call.settled" }>;
+    expect(s.outcome).toBe("failed");
+    expect(s.result).toMatchObject({ ok: false, code: "DENIED" });
+    expect(s.result.ok === false && s.result.message).toMatch(
+      /^shell \(s\) changed add\.test\.mjs, part of the frozen acceptance spec \(version 1\): the write is refused and the spec's copy of add\.test\.mjs was restored after it\./,
+    );
+    expect(s.result.ok === false && s.result.message).toContain("exit code: 0");
+    expect(warnings.some((m) => m.startsWith("shell (s) changed add.test.mjs"))).toBe(true);
+    const logged = session.entries().find((e) => e.type === "call_result" && e.callId === "s");
+    expect(logged).toMatchObject({ outcome: "failed", result: { code: "DENIED" } });
     expect(result.status).toBe("completed");
     expect(result.acceptance).toBe("failed");
     expect(result.evidence?.checks[0].output).toContain("add(2, 2) returned 0");
-    expect(result.evidence?.checks[0].output).toContain("spec's copy of add.test.mjs was restored");
+    // Restored at once: nothing was left for the round of checks to put back.
+    expect(result.evidence?.checks[0].output).not.toContain("was restored");
     expect(readFileSync(path.join(ws, "add.test.mjs"), "utf8")).toBe(ADD_TEST);
 
     // Changing the spec is the embedder's explicit call: a new version in the log.
@@ -249,6 +263,40 @@ describe("the acceptance spec is frozen", () => {
     expect((await session.acceptance())?.acceptance).toBe("pending");
     const specs = session.entries().filter((e) => e.type === "acceptance_spec");
     expect(specs.map((e) => (e as { version: number }).version)).toEqual([1, 2]);
+    await agent.close();
+  });
+  it("a shell command that swaps the frozen file for a symlink gets the spec's copy back in its place, and the link's target is never written", async () => {
+    const ws = addWorkspace();
+    const outside = path.join(mkdtempSync(path.join(tmpdir(), "keel-outside-")), "target.txt");
+    writeFileSync(outside, "not yours\n");
+    const model = scriptedModel([
+      call("ln", "shell", { command: `rm add.test.mjs && ln -s ${outside} add.test.mjs` }),
+      call("rm", "shell", { command: "rm add.test.mjs" }),
+      { text: "done" },
+    ]);
+    const agent = createAgent({
+      model,
+      tools: builtinTools({ root: ws }),
+      acceptance: { workspace: ws, runAfterTurn: false, checks: [testsCheck] },
+    });
+    const session = await agent.openSession();
+    const settled = new Map<string, ToolResult>();
+    let afterLink = false;
+    session.subscribe((e) => {
+      if (e.type === "call.settled") settled.set(e.callId, e.result);
+      // Between the two calls the file is back as a regular file.
+      if (e.type === "call.settled" && e.callId === "ln")
+        afterLink = lstatSync(path.join(ws, "add.test.mjs")).isFile();
+    });
+    await session.prompt("go");
+    for (const id of ["ln", "rm"]) {
+      expect(settled.get(id)).toMatchObject({ ok: false, code: "DENIED" });
+      expect(JSON.stringify(settled.get(id))).toContain("spec's copy of add.test.mjs was restored");
+    }
+    expect(afterLink).toBe(true);
+    expect(readFileSync(outside, "utf8")).toBe("not yours\n");
+    expect(lstatSync(path.join(ws, "add.test.mjs")).isFile()).toBe(true);
+    expect(readFileSync(path.join(ws, "add.test.mjs"), "utf8")).toBe(ADD_TEST);
     await agent.close();
   });
 });
