@@ -388,6 +388,93 @@ describe("the acceptance loop", () => {
   });
 });
 
+describe("a run that runs out of budget", () => {
+  const docsCheck = { name: "docs", command: "test -f NOTES.md" };
+
+  it("ends budget_exhausted with its partial work checked: the fix it made passes, what it did not reach fails, and no follow-up is sent", async () => {
+    const ws = addWorkspace();
+    const model = scriptedModel([
+      call("fix", "write_file", { path: "add.mjs", content: FIXED_ADD }),
+      call("notes", "write_file", { path: "NOTES.md", content: "add() adds\n" }),
+      { text: "fixed and documented" },
+    ]);
+    const agent = createAgent({
+      model,
+      tools: builtinTools({ root: ws }),
+      limits: { maxSteps: 1 },
+      acceptance: { workspace: ws, checks: [testsCheck, docsCheck], until: "passed" },
+    });
+    const session = await agent.openSession("budget");
+    const events: AgentEvent[] = [];
+    session.subscribe((e) => events.push(e));
+    const result = await session.prompt("fix add() and write NOTES.md");
+    expect(result).toMatchObject({ status: "budget_exhausted", acceptance: "failed", rounds: 0 });
+    expect(readFileSync(path.join(ws, "add.mjs"), "utf8")).toBe(FIXED_ADD); // the partial work
+    expect(existsSync(path.join(ws, "NOTES.md"))).toBe(false);
+    const checks = result.evidence?.checks ?? [];
+    expect(checks.map((c) => [c.name, c.passed])).toEqual([
+      ["tests", true],
+      ["docs", false],
+    ]);
+    for (const c of checks) expect(c.artifactVersion).toBe(result.evidence?.artifactVersion);
+    expect(events.some((e) => e.type === "follow-up.sent")).toBe(false);
+    expect(model.requests).toHaveLength(1);
+    const entries = session.entries();
+    expect(entries.find((e) => e.type === "turn_end")).toMatchObject({
+      status: "budget_exhausted",
+    });
+    expect(entries.find((e) => e.type === "acceptance")).toMatchObject({
+      acceptance: "failed",
+      reason: "turn",
+      rounds: 0,
+    });
+    await agent.close();
+  });
+
+  it("a follow-up turn of the loop that runs out of budget ends the run budget_exhausted without re-checking: the evidence it changed is stale, and accept() then checks the work it left", async () => {
+    const ws = addWorkspace();
+    const model = scriptedModel([
+      { text: "all done" },
+      // Follow-up 1: fixes add(), then its step budget ends the turn before NOTES.md.
+      call("fix", "write_file", { path: "add.mjs", content: FIXED_ADD }),
+      call("notes", "write_file", { path: "NOTES.md", content: "add() adds\n" }),
+    ]);
+    const agent = createAgent({
+      model,
+      tools: builtinTools({ root: ws }),
+      limits: { maxSteps: 1 },
+      acceptance: { workspace: ws, checks: [testsCheck, docsCheck], until: "passed" },
+    });
+    const session = await agent.openSession();
+    const result = await session.prompt("fix add() and write NOTES.md");
+    expect(result).toMatchObject({ status: "budget_exhausted", acceptance: "stale", rounds: 1 });
+    // The evidence is round 0's, of the version before the follow-up's fix: it no longer counts.
+    expect(result.evidence?.checks.map((c) => [c.name, c.passed])).toEqual([
+      ["tests", false],
+      ["docs", false],
+    ]);
+    for (const c of result.evidence?.checks ?? [])
+      expect(c.artifactVersion).not.toBe(result.evidence?.artifactVersion);
+    expect(session.entries().find((e) => e.type === "acceptance")).toMatchObject({
+      acceptance: "stale",
+      rounds: 1,
+    });
+    const again = await session.accept();
+    expect(again).toMatchObject({ ok: true, ran: ["tests", "docs"], acceptance: "failed" });
+    if (!again.ok) throw new Error("refused");
+    expect(again.evidence.checks.map((c) => [c.name, c.passed])).toEqual([
+      ["tests", true],
+      ["docs", false],
+    ]);
+    const ends = session.entries().filter((e) => e.type === "turn_end");
+    expect(ends.map((e) => (e as { status: string }).status)).toEqual([
+      "completed",
+      "budget_exhausted",
+    ]);
+    await agent.close();
+  });
+});
+
 describe("handoff", () => {
   it("writes verified facts with evidence apart from assumptions, and the next session re-checks them before new work", async () => {
     const ws = addWorkspace();
