@@ -196,6 +196,42 @@ describe("evidence is bound to the artifact version", () => {
   });
 });
 
+describe("command checks", () => {
+  it("a command that outlives its timeoutMs fails the check, says so in its evidence, and its process group is killed", async () => {
+    const ws = addWorkspace();
+    writeFileSync(path.join(ws, "add.mjs"), FIXED_ADD);
+    const pidFile = path.join(tmpdir(), `keel-check-timeout-${process.pid}-${Date.now()}.pid`);
+    const agent = createAgent({
+      model: scriptedModel([]),
+      acceptance: {
+        workspace: ws,
+        runAfterTurn: false,
+        checks: [
+          testsCheck,
+          {
+            name: "hangs",
+            command: `sleep 30 & echo $! > ${pidFile}; echo started; wait`,
+            timeoutMs: 300,
+          },
+        ],
+      },
+    });
+    const session = await agent.openSession();
+    const r = await session.accept();
+    expect(r).toMatchObject({ ok: true, ran: ["tests", "hangs"], acceptance: "failed" });
+    if (!r.ok) throw new Error("refused");
+    const hangs = r.evidence.checks.find((c) => c.name === "hangs")!;
+    expect(hangs.passed).toBe(false);
+    expect(hangs.output).toMatch(/^timed out after 300 ms; its process group was killed\n/);
+    expect(hangs.output).toContain("started");
+    expect(hangs.durationMs).toBeGreaterThanOrEqual(300);
+    expect(hangs.durationMs).toBeLessThan(10_000);
+    expect(r.evidence.checks.find((c) => c.name === "tests")?.passed).toBe(true);
+    expect(running(Number(readFileSync(pidFile, "utf8")))).toBe(false);
+    await agent.close();
+  });
+});
+
 describe("the acceptance spec is frozen", () => {
   it("the model's edits of the frozen test file are refused, and the check still runs the original", async () => {
     const ws = addWorkspace();
