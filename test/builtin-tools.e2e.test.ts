@@ -405,7 +405,7 @@ describe("Keel's own folders (.keel/ at any depth, and protected store files)", 
     );
   });
 
-  it("shell refuses a command that names .keel/ or a protected store file, and runs none of it", async () => {
+  it("shell refuses a command that names .keel/ or a protected store file, or runs in .keel/, and runs none of it", async () => {
     for (const command of [
       "touch ran && rm -rf .keel",
       "cat .keel/keel.db",
@@ -419,7 +419,13 @@ describe("Keel's own folders (.keel/ at any depth, and protected store files)", 
       refused(r);
       expect(r.ok ? "" : r.message, command).toContain("shell commands that name it are refused");
     }
+    for (const cwd of [".keel", "link-to-store", "sub/.keel"]) {
+      const r = await call("shell", { command: "touch ran", cwd });
+      refused(r);
+      expect(r.ok ? "" : r.message, cwd).toContain("commands do not run there");
+    }
     expect(existsSync(path.join(root, "ran"))).toBe(false);
+    expect(existsSync(path.join(root, ".keel", "ran"))).toBe(false);
     expect(readFileSync(path.join(root, ".keel", "keel.db"), "utf8")).toBe("TODO in the store\n");
     expect(readFileSync(path.join(root, "data", "store.db"), "utf8")).toBe("TODO custom store\n");
     // A longer name that merely contains them is not the store.

@@ -6,7 +6,7 @@ import { BUILTIN_MAX_BYTES, statOrUndefined } from "./common.ts";
 import { OutputCapture } from "./output-capture.ts";
 import { running, SHELL_TAG_VAR, signalAll, taggedProcesses } from "./process-tree.ts";
 import { namesKeelOwn, replacedSince, storeIdentity } from "./store-guard.ts";
-import { KEEL_DIR, resolveInWorkspace, toolError, type Workspace } from "./workspace.ts";
+import { isKeelOwn, KEEL_DIR, resolveInWorkspace, toolError, type Workspace } from "./workspace.ts";
 
 const DEFAULT_TIMEOUT_MS = 120_000;
 /** How long a process group gets between SIGTERM and SIGKILL. */
@@ -63,6 +63,11 @@ export function shellTool(ws: Workspace): Tool<z.output<typeof parameters>> {
         return toolError(
           "NOT_FOUND",
           `cwd ${JSON.stringify(resolved.rel)} is not an existing directory of the workspace.`,
+        );
+      if (isKeelOwn(ws, resolved.real))
+        return toolError(
+          "PATH_OUTSIDE_WORKSPACE",
+          `cwd ${JSON.stringify(resolved.rel)} is where Keel keeps its session store: commands do not run there. Where: the "cwd" argument. How to fix: run the command from a folder outside ${KEEL_DIR}/.`,
         );
       const named = namesKeelOwn(ws, command);
       if (named) return named;
