@@ -1,4 +1,13 @@
-import { readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { randomUUID } from "node:crypto";
+import {
+  lstatSync,
+  mkdirSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import path from "node:path";
 import type { Logger } from "pino";
 import { type AnyActorRef, createActor, type InspectionEvent } from "xstate";
@@ -24,6 +33,7 @@ import {
   type AcceptanceSpec,
   type CommandCheck,
   checkSpec,
+  type FrozenFile,
   type FrozenSpec,
   freezeSpec,
   realPathIn,
@@ -31,6 +41,7 @@ import {
 } from "./acceptance-spec.ts";
 import { digestOf, workspaceVersion } from "./artifact-version.ts";
 import { bindEffects, hostedAcceptanceMachine } from "./charts.ts";
+import type { ToolReport } from "./run-tool.ts";
 
 /** `createAgent({ acceptance })`: the spec and how the runtime uses it (DESIGN §13). */
 export interface AcceptanceOptions extends AcceptanceSpec {
@@ -287,6 +298,58 @@ export class AcceptanceHost implements AcceptanceEffects {
     return undefined;
   }
 
+  /**
+   * Watches a call of a tool that is not read-only and passed {@link guardCall} (a `shell`
+   * command names no path): reads the frozen files just before it runs; the returned function,
+   * given the call's report, puts back the spec's copy of every frozen file the call changed
+   * (content, or a symlink, folder or nothing in its place) and turns the report into a
+   * `DENIED` failure that says so, with the tool's own result after it. A cancelled call stays
+   * cancelled; its changes are put back all the same. Undefined when there is nothing to watch.
+   * Synchronous (frozen files are at most `MAX_FROZEN_FILE_BYTES` each).
+   */
+  watchCall(call: PreparedCall): ((report: ToolReport) => ToolReport) | undefined {
+    if (call.traits.readOnly || this.frozen.files.length === 0) return undefined;
+    const files = this.frozen.files;
+    const before = files.map(stateOf);
+    return (report) => {
+      const changed = files.filter((f, i) => {
+        const now = stateOf(f);
+        return now !== before[i] && now !== f.sha256;
+      });
+      if (changed.length === 0) return report;
+      const restored = changed.filter((f) => this.restoreFile(f));
+      const failed = changed.filter((f) => !restored.includes(f)).map((f) => f.path);
+      const names = changed.map((f) => f.path).join(", ");
+      const what = [
+        restored.length > 0
+          ? `the spec's copy of ${restored.map((f) => f.path).join(", ")} was restored after it`
+          : "",
+        failed.length > 0 ? `${failed.join(", ")} could not be restored (see the log)` : "",
+      ]
+        .filter(Boolean)
+        .join("; ");
+      const message = `${call.name} (${call.id}) changed ${names}, part of the frozen acceptance spec (version ${this.specVersion}): the write is refused and ${what}.`;
+      this.o.logger.warn(
+        { callId: call.id, tool: call.name, files: changed.map((f) => f.path) },
+        message,
+      );
+      this.o.emit({ type: "log.written", level: "warn", message });
+      if (report.type === "call.aborted") return report;
+      const own = report.result.ok
+        ? report.result.content
+        : `${report.result.code}: ${report.result.message}`;
+      return {
+        type: "call.fail",
+        result: {
+          ok: false,
+          code: "DENIED",
+          retryable: false,
+          message: `${message} Tools cannot change the acceptance spec's files while acceptance is on, and the checks run the spec's copy. Change the code under test instead. The command's other effects stand; its own result:\n${own}`,
+        },
+      };
+    };
+  }
+
   // The effects the acceptance chart names (AcceptanceEffects), bound by actors/charts.ts.
 
   runChecks(self: AnyActorRef, { names, round }: { names: string[]; round: number }): void {
@@ -464,23 +527,33 @@ export class AcceptanceHost implements AcceptanceEffects {
     return { passed: run.code === 0 && !run.stoppedBy, output: run.text };
   }
 
+  /**
+   * Puts the spec's copy of `f` in place: written beside it and renamed over whatever is at its
+   * path (a symlink is replaced, never written through), in a folder that must still be the
+   * workspace's own (not a symlink leading elsewhere). False (and a log line) when it cannot.
+   */
+  private restoreFile(f: FrozenFile): boolean {
+    const dir = path.dirname(f.real);
+    const temp = path.join(dir, `.${path.basename(f.real)}.keel-restore-${randomUUID()}`);
+    try {
+      mkdirSync(dir, { recursive: true });
+      if (realpathSync(dir) !== dir) throw new Error(`${dir} is no longer the workspace's folder`);
+      writeFileSync(temp, f.content, { flag: "wx" });
+      renameSync(temp, f.real);
+      return true;
+    } catch (err) {
+      rmSync(temp, { force: true });
+      this.o.logger.warn({ err }, `could not restore frozen file ${f.path}`);
+      return false;
+    }
+  }
+
   /** Puts back the spec's copy of every frozen file that differs on disk; their paths. */
   private restoreFrozen(): string[] {
     const restored: string[] = [];
     for (const f of this.frozen.files) {
-      let current: Buffer | undefined;
-      try {
-        current = readFileSync(f.real);
-      } catch {
-        current = undefined;
-      }
-      if (current && sha256(current) === f.sha256) continue;
-      try {
-        writeFileSync(f.real, f.content);
-        restored.push(f.path);
-      } catch (err) {
-        this.o.logger.warn({ err }, `could not restore frozen file ${f.path}`);
-      }
+      if (stateOf(f) === f.sha256) continue;
+      if (this.restoreFile(f)) restored.push(f.path);
     }
     if (restored.length > 0) {
       const message = `acceptance: frozen ${restored.join(", ")} had changed in the workspace; the spec's copy was restored before the checks`;
@@ -517,4 +590,14 @@ export function bound(text: string, maxBytes: number): string {
     .toString("utf8")
     .replace(/^\uFFFD+/, "");
   return `${head}\n[… ${buf.length - 2 * half} bytes omitted …]\n${tail}`;
+}
+
+/** What is at a frozen file's path now: its SHA-256 when it is a regular file, else what it is. */
+function stateOf(f: FrozenFile): string {
+  try {
+    const info = lstatSync(f.real);
+    return info.isFile() ? sha256(readFileSync(f.real)) : `not a regular file (mode ${info.mode})`;
+  } catch {
+    return "missing";
+  }
 }

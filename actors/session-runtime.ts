@@ -261,6 +261,7 @@ export class Session {
       this.acceptanceHost.open();
       const host = this.acceptanceHost;
       this.deps.guardCall = (call) => host.guardCall(call);
+      this.deps.watchCall = (call) => host.watchCall(call);
       await log.flush();
     }
     // An interrupt a stopped process received and did not record: its turn is long over.

@@ -111,6 +111,13 @@ export interface TurnDeps {
    * result is the returned failure and it never executes. Contract: synchronous, must not throw.
    */
   guardCall?: (call: PreparedCall) => ToolFailure | undefined;
+  /**
+   * Watches a call that is about to run (e.g. for writes to frozen acceptance files that no
+   * path argument named, as a `shell` command makes): called just before the tool executes;
+   * the function it returns, if any, gets the tool's report once it ran and returns the report
+   * to settle the call with. Contract: both synchronous, must not throw.
+   */
+  watchCall?: (call: PreparedCall) => ((report: ToolReport) => ToolReport) | undefined;
   /** Whether anyone listens for argument previews (they cost a parse per 256 chars). */
   wantsPreviews?: () => boolean;
   /** Test seam: a variant of the turn statechart to host (mutation tests). */
@@ -887,11 +894,12 @@ export class TurnRun implements TurnEffects {
       // Object.assign, not `{ ...event, callId }`: a property after a spread is slow on Node 20.
       actor.send(Object.assign({ callId }, event));
     };
+    const watched = this.deps.watchCall?.(call);
     void runTool(call.tool, call.args, ctx, {
       name: call.name,
       budget: call.traits.outputBudget,
       spill: this.deps.spill,
-    }).then(report);
+    }).then(watched ? (event) => report(watched(event)) : report);
   }
 
   /**

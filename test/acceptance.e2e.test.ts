@@ -1,11 +1,12 @@
 import { execFile } from "node:child_process";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { createAgent } from "../actors/agent.ts";
 import type { AgentEvent } from "../contracts/events.ts";
+import type { ToolResult } from "../contracts/tool-result.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { sqliteStore } from "../session/sqlite-store.ts";
@@ -195,6 +196,42 @@ describe("evidence is bound to the artifact version", () => {
   });
 });
 
+describe("command checks", () => {
+  it("a command that outlives its timeoutMs fails the check, says so in its evidence, and its process group is killed", async () => {
+    const ws = addWorkspace();
+    writeFileSync(path.join(ws, "add.mjs"), FIXED_ADD);
+    const pidFile = path.join(tmpdir(), `keel-check-timeout-${process.pid}-${Date.now()}.pid`);
+    const agent = createAgent({
+      model: scriptedModel([]),
+      acceptance: {
+        workspace: ws,
+        runAfterTurn: false,
+        checks: [
+          testsCheck,
+          {
+            name: "hangs",
+            command: `sleep 30 & echo $! > ${pidFile}; echo started; wait`,
+            timeoutMs: 300,
+          },
+        ],
+      },
+    });
+    const session = await agent.openSession();
+    const r = await session.accept();
+    expect(r).toMatchObject({ ok: true, ran: ["tests", "hangs"], acceptance: "failed" });
+    if (!r.ok) throw new Error("refused");
+    const hangs = r.evidence.checks.find((c) => c.name === "hangs")!;
+    expect(hangs.passed).toBe(false);
+    expect(hangs.output).toMatch(/^timed out after 300 ms; its process group was killed\n/);
+    expect(hangs.output).toContain("started");
+    expect(hangs.durationMs).toBeGreaterThanOrEqual(300);
+    expect(hangs.durationMs).toBeLessThan(10_000);
+    expect(r.evidence.checks.find((c) => c.name === "tests")?.passed).toBe(true);
+    expect(running(Number(readFileSync(pidFile, "utf8")))).toBe(false);
+    await agent.close();
+  });
+});
+
 describe("the acceptance spec is frozen", () => {
   it("the model's edits of the frozen test file are refused, and the check still runs the original", async () => {
     const ws = addWorkspace();
@@ -217,8 +254,10 @@ describe("the acceptance spec is frozen", () => {
     });
     const session = await agent.openSession("frozen");
     const settled: AgentEvent[] = [];
+    const warnings: string[] = [];
     session.subscribe((e) => {
       if (e.type === "call.settled") settled.push(e);
+      if (e.type === "log.written" && e.level === "warn") warnings.push(e.message);
     });
     const result = await session.prompt("make the tests pass");
     const byId = new Map(settled.map((e) => [(e as { callId: string }).callId, e]));
@@ -230,12 +269,23 @@ describe("the acceptance spec is frozen", () => {
         /add\.test\.mjs is part of the frozen acceptance spec \(version 1\)/,
       );
     }
-    // The shell is not path-aware: it changed the file, and the checks put the original back.
-    expect(byId.get("s")).toMatchObject({ outcome: "completed" });
+    // The shell is not path-aware: its command ran and changed the file; the change is found
+    // when the call ends, undone, and the call's result says so.
+    const s = byId.get("s") as Extract<AgentEvent, { type: "call.settled" }>;
+    expect(s.outcome).toBe("failed");
+    expect(s.result).toMatchObject({ ok: false, code: "DENIED" });
+    expect(s.result.ok === false && s.result.message).toMatch(
+      /^shell \(s\) changed add\.test\.mjs, part of the frozen acceptance spec \(version 1\): the write is refused and the spec's copy of add\.test\.mjs was restored after it\./,
+    );
+    expect(s.result.ok === false && s.result.message).toContain("exit code: 0");
+    expect(warnings.some((m) => m.startsWith("shell (s) changed add.test.mjs"))).toBe(true);
+    const logged = session.entries().find((e) => e.type === "call_result" && e.callId === "s");
+    expect(logged).toMatchObject({ outcome: "failed", result: { code: "DENIED" } });
     expect(result.status).toBe("completed");
     expect(result.acceptance).toBe("failed");
     expect(result.evidence?.checks[0].output).toContain("add(2, 2) returned 0");
-    expect(result.evidence?.checks[0].output).toContain("spec's copy of add.test.mjs was restored");
+    // Restored at once: nothing was left for the round of checks to put back.
+    expect(result.evidence?.checks[0].output).not.toContain("was restored");
     expect(readFileSync(path.join(ws, "add.test.mjs"), "utf8")).toBe(ADD_TEST);
 
     // Changing the spec is the embedder's explicit call: a new version in the log.
@@ -249,6 +299,40 @@ describe("the acceptance spec is frozen", () => {
     expect((await session.acceptance())?.acceptance).toBe("pending");
     const specs = session.entries().filter((e) => e.type === "acceptance_spec");
     expect(specs.map((e) => (e as { version: number }).version)).toEqual([1, 2]);
+    await agent.close();
+  });
+  it("a shell command that swaps the frozen file for a symlink gets the spec's copy back in its place, and the link's target is never written", async () => {
+    const ws = addWorkspace();
+    const outside = path.join(mkdtempSync(path.join(tmpdir(), "keel-outside-")), "target.txt");
+    writeFileSync(outside, "not yours\n");
+    const model = scriptedModel([
+      call("ln", "shell", { command: `rm add.test.mjs && ln -s ${outside} add.test.mjs` }),
+      call("rm", "shell", { command: "rm add.test.mjs" }),
+      { text: "done" },
+    ]);
+    const agent = createAgent({
+      model,
+      tools: builtinTools({ root: ws }),
+      acceptance: { workspace: ws, runAfterTurn: false, checks: [testsCheck] },
+    });
+    const session = await agent.openSession();
+    const settled = new Map<string, ToolResult>();
+    let afterLink = false;
+    session.subscribe((e) => {
+      if (e.type === "call.settled") settled.set(e.callId, e.result);
+      // Between the two calls the file is back as a regular file.
+      if (e.type === "call.settled" && e.callId === "ln")
+        afterLink = lstatSync(path.join(ws, "add.test.mjs")).isFile();
+    });
+    await session.prompt("go");
+    for (const id of ["ln", "rm"]) {
+      expect(settled.get(id)).toMatchObject({ ok: false, code: "DENIED" });
+      expect(JSON.stringify(settled.get(id))).toContain("spec's copy of add.test.mjs was restored");
+    }
+    expect(afterLink).toBe(true);
+    expect(readFileSync(outside, "utf8")).toBe("not yours\n");
+    expect(lstatSync(path.join(ws, "add.test.mjs")).isFile()).toBe(true);
+    expect(readFileSync(path.join(ws, "add.test.mjs"), "utf8")).toBe(ADD_TEST);
     await agent.close();
   });
 });
@@ -336,6 +420,93 @@ describe("the acceptance loop", () => {
     expect(running(pid)).toBe(false);
     const verdict = session.entries().find((e) => e.type === "acceptance");
     expect(verdict).toMatchObject({ acceptance: "pending", interrupted: true });
+    await agent.close();
+  });
+});
+
+describe("a run that runs out of budget", () => {
+  const docsCheck = { name: "docs", command: "test -f NOTES.md" };
+
+  it("ends budget_exhausted with its partial work checked: the fix it made passes, what it did not reach fails, and no follow-up is sent", async () => {
+    const ws = addWorkspace();
+    const model = scriptedModel([
+      call("fix", "write_file", { path: "add.mjs", content: FIXED_ADD }),
+      call("notes", "write_file", { path: "NOTES.md", content: "add() adds\n" }),
+      { text: "fixed and documented" },
+    ]);
+    const agent = createAgent({
+      model,
+      tools: builtinTools({ root: ws }),
+      limits: { maxSteps: 1 },
+      acceptance: { workspace: ws, checks: [testsCheck, docsCheck], until: "passed" },
+    });
+    const session = await agent.openSession("budget");
+    const events: AgentEvent[] = [];
+    session.subscribe((e) => events.push(e));
+    const result = await session.prompt("fix add() and write NOTES.md");
+    expect(result).toMatchObject({ status: "budget_exhausted", acceptance: "failed", rounds: 0 });
+    expect(readFileSync(path.join(ws, "add.mjs"), "utf8")).toBe(FIXED_ADD); // the partial work
+    expect(existsSync(path.join(ws, "NOTES.md"))).toBe(false);
+    const checks = result.evidence?.checks ?? [];
+    expect(checks.map((c) => [c.name, c.passed])).toEqual([
+      ["tests", true],
+      ["docs", false],
+    ]);
+    for (const c of checks) expect(c.artifactVersion).toBe(result.evidence?.artifactVersion);
+    expect(events.some((e) => e.type === "follow-up.sent")).toBe(false);
+    expect(model.requests).toHaveLength(1);
+    const entries = session.entries();
+    expect(entries.find((e) => e.type === "turn_end")).toMatchObject({
+      status: "budget_exhausted",
+    });
+    expect(entries.find((e) => e.type === "acceptance")).toMatchObject({
+      acceptance: "failed",
+      reason: "turn",
+      rounds: 0,
+    });
+    await agent.close();
+  });
+
+  it("a follow-up turn of the loop that runs out of budget ends the run budget_exhausted without re-checking: the evidence it changed is stale, and accept() then checks the work it left", async () => {
+    const ws = addWorkspace();
+    const model = scriptedModel([
+      { text: "all done" },
+      // Follow-up 1: fixes add(), then its step budget ends the turn before NOTES.md.
+      call("fix", "write_file", { path: "add.mjs", content: FIXED_ADD }),
+      call("notes", "write_file", { path: "NOTES.md", content: "add() adds\n" }),
+    ]);
+    const agent = createAgent({
+      model,
+      tools: builtinTools({ root: ws }),
+      limits: { maxSteps: 1 },
+      acceptance: { workspace: ws, checks: [testsCheck, docsCheck], until: "passed" },
+    });
+    const session = await agent.openSession();
+    const result = await session.prompt("fix add() and write NOTES.md");
+    expect(result).toMatchObject({ status: "budget_exhausted", acceptance: "stale", rounds: 1 });
+    // The evidence is round 0's, of the version before the follow-up's fix: it no longer counts.
+    expect(result.evidence?.checks.map((c) => [c.name, c.passed])).toEqual([
+      ["tests", false],
+      ["docs", false],
+    ]);
+    for (const c of result.evidence?.checks ?? [])
+      expect(c.artifactVersion).not.toBe(result.evidence?.artifactVersion);
+    expect(session.entries().find((e) => e.type === "acceptance")).toMatchObject({
+      acceptance: "stale",
+      rounds: 1,
+    });
+    const again = await session.accept();
+    expect(again).toMatchObject({ ok: true, ran: ["tests", "docs"], acceptance: "failed" });
+    if (!again.ok) throw new Error("refused");
+    expect(again.evidence.checks.map((c) => [c.name, c.passed])).toEqual([
+      ["tests", true],
+      ["docs", false],
+    ]);
+    const ends = session.entries().filter((e) => e.type === "turn_end");
+    expect(ends.map((e) => (e as { status: string }).status)).toEqual([
+      "completed",
+      "budget_exhausted",
+    ]);
     await agent.close();
   });
 });

@@ -51,6 +51,7 @@ async function run(
     signal?: AbortSignal;
     onUpdate?: (p: unknown) => void;
     registry?: ReturnType<typeof createRegistry>;
+    log?: pino.Logger;
   } = {},
 ): Promise<ToolResult> {
   const prepared = prepareCall(
@@ -64,7 +65,7 @@ async function run(
     idempotencyKey: "k",
     sessionId: "s",
     onUpdate: extra.onUpdate ?? (() => {}),
-    log: pino({ level: "silent" }),
+    log: extra.log ?? pino({ level: "silent" }),
   };
   return toToolResult(await prepared.call.tool.execute(prepared.call.args, ctx), name);
 }
@@ -402,6 +403,75 @@ describe("Keel's own folders (.keel/ at any depth, and protected store files)", 
     expect(content(await call("write_file", { path: "data/other.txt", content: "ok" }))).toMatch(
       /^Created data\/other.txt/,
     );
+  });
+
+  it("shell refuses a command that names .keel/ or a protected store file, or runs in .keel/, and runs none of it", async () => {
+    for (const command of [
+      "touch ran && rm -rf .keel",
+      "cat .keel/keel.db",
+      `echo x > ${root}/.keel/x.txt`,
+      "cd sub && ls -a .keel/",
+      "cp /dev/null ./data/store.db",
+      "truncate -s 0 data/store.db-wal",
+      `echo x >> ${path.join(root, "data", "store.db")}`,
+    ]) {
+      const r = await call("shell", { command });
+      refused(r);
+      expect(r.ok ? "" : r.message, command).toContain("shell commands that name it are refused");
+    }
+    for (const cwd of [".keel", "link-to-store", "sub/.keel"]) {
+      const r = await call("shell", { command: "touch ran", cwd });
+      refused(r);
+      expect(r.ok ? "" : r.message, cwd).toContain("commands do not run there");
+    }
+    expect(existsSync(path.join(root, "ran"))).toBe(false);
+    expect(existsSync(path.join(root, ".keel", "ran"))).toBe(false);
+    expect(readFileSync(path.join(root, ".keel", "keel.db"), "utf8")).toBe("TODO in the store\n");
+    expect(readFileSync(path.join(root, "data", "store.db"), "utf8")).toBe("TODO custom store\n");
+    // A longer name that merely contains them is not the store.
+    expect(
+      content(
+        await call("shell", { command: "echo app.keel .keelrc mydata/store.db data/store.db.bak" }),
+      ),
+    ).toContain("exit code: 0");
+  });
+
+  it("a shell command that removes or replaces the store without naming it fails saying so, with its own result, and the log says it", async () => {
+    const dir = path.join(base, "store-ws-shell");
+    mkdirSync(path.join(dir, ".keel", "sessions"), { recursive: true });
+    mkdirSync(path.join(dir, "data"));
+    writeFileSync(path.join(dir, ".keel", "keel.db"), "store\n");
+    writeFileSync(path.join(dir, ".keel", "keel.db-wal"), "wal\n");
+    writeFileSync(path.join(dir, "data", "store.db"), "custom\n");
+    const lines: string[] = [];
+    const log = pino({ level: "error" }, { write: (l: string) => lines.push(l) });
+    const shell = createRegistry(builtinTools({ root: dir, protect: ["data/store.db"] }));
+    const sh = (command: string) => run("shell", { command }, { registry: shell, log });
+
+    // Neither names the store; SQLite's own -wal comes and goes by itself and is not compared.
+    expect(content(await sh("rm -f .k*/*-wal; echo fine"))).toBe("exit code: 0\nstdout:\nfine\n");
+    expect(lines).toEqual([]);
+
+    const replaced = await sh(
+      'for f in data/*.db; do cp "$f" "$f.new" && mv "$f.new" "$f"; done; echo copied',
+    );
+    expect(replaced).toMatchObject({ ok: false, code: "PATH_OUTSIDE_WORKSPACE" });
+    expect(replaced.ok ? "" : replaced.message).toMatch(
+      /^The command removed or replaced data\/store\.db, where Keel keeps its session store\. Keel cannot put it back/,
+    );
+    expect(replaced.ok ? "" : replaced.message).toContain("exit code: 0\nstdout:\ncopied");
+
+    const removed = await sh("rm -rf .k*");
+    expect(removed.ok ? "" : removed.message).toMatch(
+      /^The command removed or replaced \.keel, \.keel\/keel\.db, \.keel\/sessions, where Keel keeps/,
+    );
+    expect(lines.map((l) => JSON.parse(l))).toEqual([
+      expect.objectContaining({
+        paths: ["data/store.db"],
+        msg: expect.stringContaining("session store"),
+      }),
+      expect.objectContaining({ paths: [".keel", ".keel/keel.db", ".keel/sessions"] }),
+    ]);
   });
 });
 

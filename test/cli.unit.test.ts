@@ -1,12 +1,14 @@
 import { existsSync } from "node:fs";
 import { describe, expect, it, vi } from "vitest";
 import { z } from "zod";
+import { createAgent } from "../actors/agent.ts";
 import { withApproval } from "../cli/approval.ts";
 import { main } from "../cli/main.ts";
 import { renderTree } from "../cli/show-format.ts";
 import { createTrace } from "../cli/trace.ts";
 import type { AgentEvent } from "../contracts/events.ts";
 import type { ToolResult } from "../contracts/tool-result.ts";
+import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { defineTool } from "../tools/define-tool.ts";
 import type { ToolContext } from "../tools/types.ts";
@@ -113,6 +115,46 @@ describe("the trace", () => {
       trace.onEvent(ev({ type: "turn.ended", turnId, status: "completed" }));
     }
     expect(text().match(/· 1 model request ·/g)).toHaveLength(2);
+  });
+
+  it("shows each acceptance round of a session's loop: the checks it runs with their marks (an opinion labelled), the follow-up sent, and the verdict with its counts and artifact", async () => {
+    const { out, text } = sink(false);
+    const trace = createTrace({ out, now: () => 0 });
+    let version = "v1";
+    let requests = 0;
+    const agent = createAgent({
+      model: scriptedModel(() => {
+        if (++requests === 2) version = "v2"; // the follow-up turn changes the artifact
+        return { text: `try ${requests}` };
+      }),
+      acceptance: {
+        artifact: () => version,
+        until: "passed",
+        maxRounds: 2,
+        checks: [
+          { name: "tests", run: ({ artifactVersion }) => ({ passed: artifactVersion === "v2" }) },
+          { name: "judge", kind: "opinion", run: () => ({ passed: true, output: "looks done" }) },
+        ],
+      },
+    });
+    const session = await agent.openSession();
+    session.subscribe((e) => trace.onEvent(e));
+    await session.prompt("fix it");
+    await agent.close();
+    const lines = text()
+      .split("\n")
+      .filter((l) => /^ *[⚖✓✗↺✔✘…] /.test(l) && !l.includes("turn completed"))
+      .map((l) => l.replace(/ [\d.]+ ms$/, " <t> ms"));
+    expect(lines).toEqual([
+      "  ⚖ acceptance round 0: tests, judge",
+      "    ✗ tests <t> ms",
+      "    ✓ judge (opinion, not evidence) <t> ms",
+      "  ↺ follow-up 1: failing tests sent to the model",
+      "  ⚖ acceptance round 1: tests, judge",
+      "    ✓ tests <t> ms",
+      "    ✓ judge (opinion, not evidence) <t> ms",
+      "✔ acceptance passed · 1/1 checks passed · 1 follow-up(s) · artifact v2",
+    ]);
   });
 
   it("--json prints each event as one JSON line and the result last", () => {

@@ -168,4 +168,61 @@ describe("keel eval", () => {
       ),
     });
   }, 120_000);
+
+  it("every run gets the task set's fixed budget: a model that never stops is cut at maxSteps, one that spends at maxSpendTokens, one that never answers at timeMs", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "keel-eval-test-"));
+    const budget = { maxSteps: 3, maxSpendTokens: 150, timeMs: 400 };
+    writeFileSync(
+      path.join(dir, "model.mjs"),
+      `export default ({ task }) => ({
+        name: "budget-" + task,
+        async *stream(request) {
+          if (task === "time") {
+            await new Promise((resolve) => request.signal.addEventListener("abort", resolve));
+            const err = new Error("aborted");
+            err.name = "AbortError";
+            throw err;
+          }
+          if (task === "tokens") yield { type: "usage", usage: { inputTokens: 100, outputTokens: 10 } };
+          yield { type: "call.start", index: 0, id: "c" + Math.random(), name: "list_dir" };
+          yield { type: "call.delta", index: 0, argumentsDelta: '{"path":"."}' };
+          yield { type: "call.end", index: 0 };
+          yield { type: "finish", reason: "tool_calls" };
+        },
+      });`,
+    );
+    const file = path.join(dir, "tasks.json");
+    const task = (id: string) => ({
+      id,
+      prompt: "keep going",
+      files: { "a.txt": "a" },
+      checks: [{ name: "exists", command: "test -f a.txt" }],
+    });
+    writeFileSync(file, JSON.stringify({ budget, tasks: ["steps", "tokens", "time"].map(task) }));
+    const { stdout } = await keel([
+      "eval",
+      file,
+      "--k",
+      "1",
+      "--json",
+      "--model",
+      path.join(dir, "model.mjs"),
+    ]);
+    const runs = JSON.parse(stdout).base.runs as {
+      task: string;
+      status: string;
+      steps: number;
+      tokens: number;
+      ms: number;
+    }[];
+    const byTask = Object.fromEntries(runs.map((r) => [r.task, r]));
+    // No usage reported: only the step budget ends it, after maxSteps requests.
+    expect(byTask.steps).toMatchObject({ status: "budget_exhausted", steps: 3, tokens: 0 });
+    // 110 tokens a request: under 150 after one, over it after two.
+    expect(byTask.tokens).toMatchObject({ status: "budget_exhausted", steps: 2, tokens: 220 });
+    // No answer at all: the time budget interrupts the run.
+    expect(byTask.time.status).toBe("cancelled");
+    expect(byTask.time.ms).toBeGreaterThanOrEqual(budget.timeMs);
+    expect(byTask.time.ms).toBeLessThan(budget.timeMs + 5_000); // interrupted when it was due
+  }, 120_000);
 });

@@ -37,11 +37,19 @@ export function changes(before: string[], after: string[]): string[] {
 }
 
 export default function setup(): () => void {
-  const keelBefore = listing(join(ROOT, ".keel"));
-  const rootBefore = new Set(readdirSync(ROOT));
+  return guardClone(ROOT);
+}
+
+/**
+ * Notes what `root`'s .keel/ holds and which entries `root` has; the returned teardown sets
+ * `process.exitCode = 1` and throws, saying what, when either changed since.
+ */
+export function guardClone(root: string): () => void {
+  const keelBefore = listing(join(root, ".keel"));
+  const rootBefore = new Set(readdirSync(root));
   return () => {
-    const keel = changes(keelBefore, listing(join(ROOT, ".keel")));
-    const created = readdirSync(ROOT).filter((n) => !rootBefore.has(n) && !ALLOWED.has(n));
+    const keel = changes(keelBefore, listing(join(root, ".keel")));
+    const created = readdirSync(root).filter((n) => !rootBefore.has(n) && !ALLOWED.has(n));
     if (keel.length === 0 && created.length === 0) return;
     // A throw here is only logged by vitest ("error during close"): the exit code is ours to set.
     process.exitCode = 1;

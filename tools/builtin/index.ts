@@ -16,7 +16,8 @@ export interface BuiltinToolsOptions {
   /**
    * Files or folders (absolute, or relative to `root`) the tools must never list, search or
    * write, besides every `.keel/` folder: e.g. a session store file kept in the workspace and
-   * its `-wal` / `-shm` companions. (`shell` runs commands and is confined only by its cwd.)
+   * its `-wal` / `-shm` companions. (`shell` is not confined: it refuses a command that names
+   * them or `.keel`, and fails one that removed or replaced them; see `tools/builtin/store-guard.ts`.)
    */
   protect?: readonly string[];
 }

@@ -5,7 +5,8 @@ import { defineTool, type Tool } from "../define-tool.ts";
 import { BUILTIN_MAX_BYTES, statOrUndefined } from "./common.ts";
 import { OutputCapture } from "./output-capture.ts";
 import { running, SHELL_TAG_VAR, signalAll, taggedProcesses } from "./process-tree.ts";
-import { resolveInWorkspace, toolError, type Workspace } from "./workspace.ts";
+import { namesKeelOwn, replacedSince, storeIdentity } from "./store-guard.ts";
+import { isKeelOwn, KEEL_DIR, resolveInWorkspace, toolError, type Workspace } from "./workspace.ts";
 
 const DEFAULT_TIMEOUT_MS = 120_000;
 /** How long a process group gets between SIGTERM and SIGKILL. */
@@ -43,6 +44,7 @@ export function shellTool(ws: Workspace): Tool<z.output<typeof parameters>> {
       "Prefer read_file, write_file, edit_file, list_dir, glob and grep for files: they are safer and page their output. Do not start interactive programs or servers that never exit; background processes are killed when the command ends.",
       `Returns "exit code: N" (a non-zero code is a normal result, not a failure), then stdout and stderr. Output over ${BUILTIN_MAX_BYTES / 1024} KiB keeps its beginning and end with the omitted byte count; to see more, re-run with a narrower command (grep, head, tail, sed -n).`,
       `Fails with TIMEOUT after timeout_ms (default ${DEFAULT_TIMEOUT_MS / 1000} s); cancelling kills the whole process group.`,
+      `${KEEL_DIR}/ holds Keel's session store: a command that names it is refused, and one that removes or replaces it fails saying so.`,
     ].join(" "),
     parameters,
     examples: [{ args: { command: "npm test -- --reporter=dot", timeout_ms: 300000 } }],
@@ -62,8 +64,36 @@ export function shellTool(ws: Workspace): Tool<z.output<typeof parameters>> {
           "NOT_FOUND",
           `cwd ${JSON.stringify(resolved.rel)} is not an existing directory of the workspace.`,
         );
+      if (isKeelOwn(ws, resolved.real))
+        return toolError(
+          "PATH_OUTSIDE_WORKSPACE",
+          `cwd ${JSON.stringify(resolved.rel)} is where Keel keeps its session store: commands do not run there. Where: the "cwd" argument. How to fix: run the command from a folder outside ${KEEL_DIR}/.`,
+        );
+      const named = namesKeelOwn(ws, command);
+      if (named) return named;
       ctx?.signal?.throwIfAborted();
-      return runInGroup(command, resolved.real, timeout_ms, ctx?.signal, ctx?.onUpdate);
+      // The command is not confined: what it did to the store's files is found out afterwards.
+      const before = storeIdentity(ws);
+      let gone: string[] = [];
+      let result: Awaited<ReturnType<typeof runInGroup>>;
+      try {
+        result = await runInGroup(command, resolved.real, timeout_ms, ctx?.signal, ctx?.onUpdate);
+      } finally {
+        gone = replacedSince(ws, before);
+        if (gone.length > 0)
+          ctx?.log.error({ paths: gone }, "a shell command removed or replaced the session store");
+      }
+      if (gone.length === 0) return result;
+      const own =
+        typeof result === "string"
+          ? result
+          : result.ok
+            ? result.content
+            : `${result.code}: ${result.message}`;
+      return toolError(
+        "PATH_OUTSIDE_WORKSPACE",
+        `The command removed or replaced ${gone.join(", ")}, where Keel keeps its session store. Keel cannot put it back: sessions stored there may be lost. Never remove, move or overwrite ${KEEL_DIR}/ or the store's files (git clean -x, rm -rf .* and the like reach them too). The command's own result:\n${own}`,
+      );
     },
   });
 }
