@@ -150,7 +150,9 @@ export interface AcceptanceEffects {
  *
  * `idle` → (`checks.requested`) `checking` → (`checks.done`) `idle`, reporting the outcome; or,
  * in a loop run whose required checks did not all pass and while `round < maxRounds`,
- * `followingUp` (a turn with the failing evidence) → (`round.ended` completed) `checking` …
+ * `followingUp` (a turn with the failing evidence) → (`round.ended` completed) `checking` …;
+ * a follow-up that ran out of budget is checked once more and ends the loop (a failed or
+ * cancelled one ends it at once).
  * An interrupt while checking stops the checks (`stopping`) and reports what the evidence then
  * says: an interrupted check left none, so its status is `pending`.
  *
@@ -222,6 +224,11 @@ export const acceptanceMachine = setup({
     turnCompleted: ({ event }) => {
       assertEvent(event, "round.ended");
       return event.status === "completed";
+    },
+    /** The follow-up turn ran out of its budget: its partial work still gets checked, once. */
+    turnOutOfBudget: ({ event }) => {
+      assertEvent(event, "round.ended");
+      return event.status === "budget_exhausted";
     },
   },
 }).createMachine({
@@ -339,6 +346,9 @@ export const acceptanceMachine = setup({
         "acceptance.interrupt": { actions: assign({ interrupted: true }) },
         "round.ended": [
           { guard: "turnCompleted", target: "checking" },
+          // The run ends budget_exhausted with its own acceptance: the partial work is checked,
+          // and no further follow-up is sent (the loop is over).
+          { guard: "turnOutOfBudget", target: "checking", actions: assign({ loop: false }) },
           {
             target: "idle",
             actions: { type: "reported", params: ({ context }) => outcomeOf(context) },

@@ -427,7 +427,31 @@ describe("acceptance chart: the follow-up loop", () => {
     expect(c.reports()).toEqual([expect.objectContaining({ acceptance: "passed", rounds: 1 })]);
   });
 
-  for (const status of ["failed", "cancelled", "budget_exhausted"] as const) {
+  it("a follow-up turn that runs out of budget gets its partial work checked once, and the loop ends", () => {
+    const c = chart([A], 3);
+    c.send(read("v1"), request(["a"], true, "turn"), ...run("a", "v1", false), done);
+    c.send(read("v2"), { type: "round.ended", status: "budget_exhausted" });
+    expect(c.snap().value).toBe("checking");
+    expect(c.of("runChecks")).toHaveLength(2);
+    // Still failing: no second follow-up although maxRounds allows three.
+    c.send(...run("a", "v2", false), done);
+    expect(c.snap().value).toBe("idle");
+    expect(c.of("followUp")).toHaveLength(1);
+    expect(c.reports()).toEqual([
+      expect.objectContaining({ acceptance: "failed", rounds: 1, interrupted: false }),
+    ]);
+    // Passing: the run's acceptance is that of its partial work.
+    const d = chart([A], 3);
+    d.send(read("v1"), request(["a"], true, "turn"), ...run("a", "v1", false), done);
+    d.send(read("v2"), { type: "round.ended", status: "budget_exhausted" });
+    d.send(...run("a", "v2", true), done);
+    expect(d.reports()).toEqual([expect.objectContaining({ acceptance: "passed", rounds: 1 })]);
+    // A later loop run may follow up again.
+    d.send(request(["a"], true, "turn"), ...run("a", "v2", false), done);
+    expect(d.of("followUp")).toHaveLength(2);
+  });
+
+  for (const status of ["failed", "cancelled"] as const) {
     it(`a follow-up turn that ends ${status} ends the run without re-checking`, () => {
       const c = chart([A], 3);
       c.send(read("v1"), request(["a"], true, "turn"), ...run("a", "v1", false), done);

@@ -130,7 +130,7 @@ function steps(snap: Snap, w: World): Step[] {
     }
   }
   if (snap.matches("followingUp")) {
-    for (const status of ["completed", "cancelled"] as const) {
+    for (const status of ["completed", "cancelled", "budget_exhausted"] as const) {
       out.push({
         label: `round.ended(${status})`,
         events: [read(w), { type: "round.ended", status }],
