@@ -54,6 +54,17 @@ const eventsOf = (server: RawServer, sessionId: string): AgentEvent[] =>
 const isEvent = (type: AgentEvent["type"]) => (f: ServerFrame) =>
   f.type === "event" && f.event.type === type;
 
+const highRiskTool = {
+  name: "delete_file",
+  description: "Deletes a file.",
+  parameters: {
+    type: "object",
+    properties: { path: { type: "string" } },
+    required: ["path"],
+  },
+  traits: { risk: "high", concurrencySafe: true },
+};
+
 describe("keel serve --stdio: requests on a running session", () => {
   it("follow_up is acknowledged at once and read only when the running turn would end", async () => {
     const server = await start([
@@ -251,6 +262,59 @@ describe("keel serve --stdio: requests on a running session", () => {
     const reopened = await ask(server, { type: "session.open", id: "reopen", sessionId: "x" });
     expect(reopened).toMatchObject({ type: "ok", result: { sessionId: "x" } });
     expect((reopened as { result: { entries: number } }).result.entries).toBeGreaterThan(0);
+    await stop(server);
+  });
+});
+
+describe("keel serve --stdio: control requests", () => {
+  it("a tool.execute no one answers ends at --control-timeout with a cancel and a TIMEOUT result, and the turn goes on", async () => {
+    const server = await start(
+      [
+        { toolCalls: [{ id: "call_t", name: "delete_file", arguments: '{"path":"a.txt"}' }] },
+        { text: "I could not tell whether a.txt was deleted." },
+      ],
+      ["--control-timeout", "300"],
+    );
+    await ask(server, {
+      type: "session.open",
+      id: "open",
+      sessionId: "t",
+      tools: [{ ...highRiskTool, traits: { risk: "low" } }],
+    });
+    await ask(server, { type: "subscribe", id: "sub", sessionId: "t", events: ["call.settled"] });
+    server.send({ type: "prompt", id: "go", sessionId: "t", text: "delete a.txt" });
+    const exec = (await server.waitFor((f) => f.type === "tool.execute")) as { id: string };
+    expect(exec).toMatchObject({ callId: "call_t", tool: "delete_file", timeoutMs: 300 });
+    expect(await server.waitFor(responseTo("go"))).toMatchObject({
+      type: "ok",
+      result: { status: "completed" },
+    });
+    expect(server.frames).toContainEqual({
+      type: "cancel",
+      id: exec.id,
+      reason: "timed out after 300 ms",
+    });
+    expect(eventsOf(server, "t")).toMatchObject([
+      {
+        type: "call.settled",
+        callId: "call_t",
+        result: {
+          ok: false,
+          code: "TIMEOUT",
+          message: expect.stringContaining("whether delete_file ran is unknown"),
+        },
+      },
+    ]);
+    const messages = JSON.stringify(
+      await ask(server, { type: "messages", id: "m", sessionId: "t" }),
+    );
+    expect(messages).toContain("I could not tell whether a.txt was deleted.");
+    // The answer after the timeout changes nothing.
+    server.send({ type: "ok", id: exec.id, result: "deleted" });
+    expect(
+      await server.waitFor((f) => f.type === "error" && "ref" in f && f.ref === exec.id),
+    ).toMatchObject({ code: "LATE_REPLY" });
+    expect(eventsOf(server, "t")).toHaveLength(1);
     await stop(server);
   });
 });
