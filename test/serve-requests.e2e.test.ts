@@ -318,3 +318,212 @@ describe("keel serve --stdio: control requests", () => {
     await stop(server);
   });
 });
+
+describe("keel serve --stdio: one reply decides several permission requests", () => {
+  const twoDeletes = () => [
+    {
+      toolCalls: [
+        { id: "call_a", name: "delete_file", arguments: '{"path":"a.txt"}' },
+        { id: "call_b", name: "delete_file", arguments: '{"path":"b.txt"}' },
+      ],
+    },
+    { text: "done" },
+  ];
+
+  /** Opens a session with the high-risk tool, prompts, and returns both permission.requests. */
+  async function twoAsks(server: RawServer) {
+    await ask(server, {
+      type: "session.open",
+      id: "open",
+      sessionId: "p",
+      tools: [highRiskTool],
+      permissions: { timeoutMs: 60_000 },
+    });
+    await ask(server, {
+      type: "subscribe",
+      id: "sub",
+      sessionId: "p",
+      events: ["permission.decided", "call.settled"],
+    });
+    server.send({ type: "prompt", id: "go", sessionId: "p", text: "delete both" });
+    await server.waitFor(
+      () => server.frames.filter((f) => f.type === "permission.request").length === 2,
+      "two permission requests",
+    );
+    const asks = server.frames.filter((f) => f.type === "permission.request") as {
+      id: string;
+      request: { requestId: string; callId: string };
+    }[];
+    const byCall = Object.fromEntries(asks.map((a) => [a.request.callId, a]));
+    return { a: byCall.call_a, b: byCall.call_b };
+  }
+
+  /** Where the first frame matching `pred` is in what the server wrote (-1: none). */
+  const at = (server: RawServer, pred: (f: ServerFrame) => boolean) =>
+    server.frames.findIndex(pred);
+  const withdrawalOf = (id: string) => (f: ServerFrame) => f.type === "cancel" && f.id === id;
+  const settledCall = (callId: string) => (f: ServerFrame) =>
+    f.type === "event" && f.event.type === "call.settled" && f.event.callId === callId;
+
+  const cancels = (server: RawServer) => server.frames.filter((f) => f.type === "cancel");
+  const decided = (server: RawServer) =>
+    eventsOf(server, "p").flatMap((e) =>
+      e.type === "permission.decided"
+        ? [{ callId: e.callId, decision: e.decision.type, source: e.source }]
+        : [],
+    );
+
+  it("a deny answered to one request reaches the other: its permission.request is withdrawn and a late reply to it changes nothing", async () => {
+    const server = await start(twoDeletes());
+    const { a, b } = await twoAsks(server);
+    server.send({ type: "ok", id: a.id, result: { type: "deny" } });
+    const withdrawn = await server.waitFor(
+      (f) => f.type === "cancel" && f.id === b.id,
+      "b withdrawn",
+    );
+    expect(withdrawn).toMatchObject({ reason: expect.stringContaining("decided") });
+    expect(await server.waitFor(responseTo("go"))).toMatchObject({
+      type: "ok",
+      result: { status: "cancelled" },
+    });
+    expect(decided(server)).toEqual([
+      { callId: "call_a", decision: "declined", source: { type: "reply", reply: "deny" } },
+      {
+        callId: "call_b",
+        decision: "declined",
+        source: { type: "spread", reply: "deny", by: a.request.requestId },
+      },
+    ]);
+    server.send({ type: "ok", id: b.id, result: { type: "allow_once" } });
+    expect(
+      await server.waitFor((f) => f.type === "error" && "ref" in f && f.ref === b.id),
+    ).toMatchObject({
+      code: "LATE_REPLY",
+    });
+    expect(server.frames.some((f) => f.type === "tool.execute")).toBe(false);
+    expect(cancels(server).map((c) => c.id)).toEqual([b.id]);
+    // Withdrawn as soon as decided: before the call it decided settles.
+    expect(at(server, withdrawalOf(b.id))).toBeLessThan(at(server, settledCall("call_b")));
+    await stop(server);
+  });
+
+  it("allow_always answered to one request allows the other calls of its tool: the other permission.request is withdrawn and both run", async () => {
+    const server = await start(twoDeletes());
+    const { a, b } = await twoAsks(server);
+    server.send({ type: "ok", id: a.id, result: { type: "allow_always" } });
+    await server.waitFor((f) => f.type === "cancel" && f.id === b.id, "b withdrawn");
+    const answered = new Set<string>();
+    for (let i = 0; i < 2; i++) {
+      const exec = (await server.waitFor(
+        (f) => f.type === "tool.execute" && !answered.has(f.id),
+        "a tool.execute",
+      )) as { id: string };
+      answered.add(exec.id);
+      server.send({ type: "ok", id: exec.id, result: "deleted" });
+    }
+    expect(await server.waitFor(responseTo("go"))).toMatchObject({
+      type: "ok",
+      result: { status: "completed" },
+    });
+    expect(decided(server)).toEqual([
+      { callId: "call_a", decision: "allow", source: { type: "reply", reply: "allow_always" } },
+      {
+        callId: "call_b",
+        decision: "allow",
+        source: { type: "spread", reply: "allow_always", by: a.request.requestId },
+      },
+    ]);
+    // The client is never asked to run a call it is still asked to permit.
+    const runB = (f: ServerFrame) => f.type === "tool.execute" && f.callId === "call_b";
+    expect(at(server, withdrawalOf(b.id))).toBeLessThan(at(server, runB));
+    expect(cancels(server).map((c) => c.id)).toEqual([b.id]);
+    await stop(server);
+  });
+
+  it("allow_once decides only its own request: the other permission.request keeps waiting for its reply", async () => {
+    const server = await start(twoDeletes());
+    const { a, b } = await twoAsks(server);
+    server.send({ type: "ok", id: a.id, result: { type: "allow_once" } });
+    await server.waitFor(isEvent("permission.decided"));
+    // The batch runs once every call is decided: b's request is still waiting, not withdrawn.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(cancels(server)).toEqual([]);
+    expect(server.frames.some((f) => f.type === "tool.execute")).toBe(false);
+    server.send({
+      type: "ok",
+      id: b.id,
+      result: { type: "deny_with_feedback", feedback: "keep b" },
+    });
+    const exec = (await server.waitFor((f) => f.type === "tool.execute")) as { id: string };
+    expect(exec).toMatchObject({ callId: "call_a" });
+    server.send({ type: "ok", id: exec.id, result: "deleted a" });
+    expect(await server.waitFor(responseTo("go"))).toMatchObject({
+      type: "ok",
+      result: { status: "completed" },
+    });
+    expect(cancels(server)).toEqual([]);
+    expect(decided(server).map((d) => [d.callId, d.source])).toEqual([
+      ["call_a", { type: "reply", reply: "allow_once" }],
+      ["call_b", { type: "reply", reply: "deny_with_feedback" }],
+    ]);
+    await stop(server);
+  });
+
+  it("a permission.reply request decides every pending request: each permission.request is withdrawn", async () => {
+    const server = await start(twoDeletes());
+    const { a, b } = await twoAsks(server);
+    const replied = await ask(server, {
+      type: "permission.reply",
+      id: "r",
+      sessionId: "p",
+      requestId: b.request.requestId,
+      reply: { type: "deny" },
+    });
+    expect(replied).toEqual({ type: "ok", id: "r", result: {} });
+    await server.waitFor(responseTo("go"));
+    expect(
+      cancels(server)
+        .map((c) => c.id)
+        .sort(),
+    ).toEqual([a.id, b.id].sort());
+    for (const [ask, call] of [
+      [a, "call_a"],
+      [b, "call_b"],
+    ] as const) {
+      expect(at(server, withdrawalOf(ask.id))).toBeLessThan(at(server, settledCall(call)));
+    }
+    expect(decided(server)).toEqual([
+      {
+        callId: "call_b",
+        decision: "declined",
+        source: { type: "reply", reply: "deny" },
+      },
+      {
+        callId: "call_a",
+        decision: "declined",
+        source: { type: "spread", reply: "deny", by: b.request.requestId },
+      },
+    ]);
+    await stop(server);
+  });
+
+  it("an interrupt withdraws the permission.requests of the turn it cancels", async () => {
+    const server = await start(twoDeletes());
+    const { a, b } = await twoAsks(server);
+    await ask(server, { type: "interrupt", id: "stop", sessionId: "p" });
+    expect(await server.waitFor(responseTo("go"))).toMatchObject({
+      result: { status: "cancelled" },
+    });
+    await server.waitFor(() => cancels(server).length === 2, "both withdrawn");
+    expect(
+      cancels(server)
+        .map((c) => c.id)
+        .sort(),
+    ).toEqual([a.id, b.id].sort());
+    expect(decided(server).map((d) => d.source)).toEqual([
+      { type: "turn_ended" },
+      { type: "turn_ended" },
+    ]);
+    await stop(server);
+  });
+});
