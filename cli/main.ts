@@ -201,8 +201,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
     .option("--store <file>", 'session store (default ./.keel/keel.db; "memory" keeps nothing)')
     .option(
       "--provider <name>",
-      'model provider: "openai" (from OPENAI_* env) or "scripted"',
-      "openai",
+      "openai-compatible (default) | openai | anthropic | google, as for keel run; or scripted (with --script)",
     )
     .option(
       "--script <file>",

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import pino from "pino";
 import { type Model, memoryStore, type ScriptStep, scriptedModel } from "../index.ts";
 import { CliError, EXIT, type ExitCode, oneLine } from "./errors.ts";
-import { modelFromEnv } from "./run.ts";
+import { modelFor, PROVIDERS, type ProviderName } from "./provider.ts";
 import { serve } from "./serve/server.ts";
 import { openStore, shown, storePath } from "./store.ts";
 
@@ -10,7 +10,10 @@ export interface ServeOptions {
   stdio?: boolean;
   /** A SQLite file, or "memory". Default `./.keel/keel.db`. */
   store?: string;
-  /** "openai" (default: OPENAI_API_KEY / OPENAI_BASE_URL / KEEL_MODEL) or "scripted". */
+  /**
+   * As for `keel run` (cli/provider.ts): `openai-compatible` (the default, or `KEEL_PROVIDER`),
+   * `openai`, `anthropic`, `google`; or "scripted".
+   */
   provider?: string;
   /** With `--provider scripted`: a JSON file holding the script (an array of steps). */
   script?: string;
@@ -51,7 +54,8 @@ export function readScript(file: string): ScriptStep[] {
 
 /** The model factory the options name: one scripted model per session, or one shared model. */
 function modelFactory(options: ServeOptions): () => Model {
-  const provider = options.provider ?? "openai";
+  const env = options.env ?? process.env;
+  const provider = options.provider ?? (env.KEEL_PROVIDER || "openai-compatible");
   if (provider === "scripted") {
     if (!options.script) {
       throw new CliError(
@@ -66,13 +70,14 @@ function modelFactory(options: ServeOptions): () => Model {
   if (options.script) {
     throw new CliError("--script is only read with --provider scripted", EXIT.usage);
   }
-  if (provider !== "openai") {
+  if (!(PROVIDERS as readonly string[]).includes(provider)) {
     throw new CliError(
-      `unknown provider "${provider}": use --provider openai (the default) or --provider scripted --script <file.json>`,
+      `unknown provider "${provider}": use --provider ${PROVIDERS.join(" | ")} (or KEEL_PROVIDER), or --provider scripted --script <file.json>`,
       EXIT.usage,
     );
   }
-  const model = modelFromEnv(options.env);
+  // The same provider, environment and meaning of each name as `keel run`.
+  const model = modelFor(provider as ProviderName, env);
   return () => model;
 }
 

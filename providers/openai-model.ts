@@ -210,8 +210,11 @@ function positive(name: string, value: number): number {
 }
 
 function createClient(options: OpenAIModelOptions): OpenAI {
+  // An exported but empty OPENAI_API_KEY is no key (as the CLI reads it).
   const apiKey =
-    options.apiKey ?? process.env.OPENAI_API_KEY ?? (options.baseURL ? "not-needed" : undefined);
+    options.apiKey ??
+    (process.env.OPENAI_API_KEY || undefined) ??
+    (options.baseURL ? "not-needed" : undefined);
   if (!apiKey)
     throw new TypeError(
       "openaiModel: no API key. Pass { apiKey }, set OPENAI_API_KEY, or pass { baseURL } for a server without auth",

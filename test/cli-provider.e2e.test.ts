@@ -74,6 +74,18 @@ describe("keel --provider", () => {
     );
   });
 
+  it("an exported but empty OPENAI_API_KEY is no key: a local server's base URL is enough", () => {
+    const saved = process.env.OPENAI_API_KEY;
+    process.env.OPENAI_API_KEY = "";
+    try {
+      const env = { OPENAI_API_KEY: "", OPENAI_BASE_URL: "http://127.0.0.1:1/v1" };
+      expect(modelFor("openai-compatible", env).name).toBe("openai:gpt-4.1-mini");
+    } finally {
+      if (saved === undefined) delete process.env.OPENAI_API_KEY;
+      else process.env.OPENAI_API_KEY = saved;
+    }
+  });
+
   it("every provider's model has a context window: known for its family, KEEL_CONTEXT_WINDOW otherwise, a config error naming it when neither", () => {
     const keys = {
       OPENAI_API_KEY: "k",

@@ -90,7 +90,7 @@ describe("openaiModel over real HTTP with the real SDK", () => {
     server.enqueue(streamReply({ text: "x" }));
     await collect(m);
     const auth = server.requests[0].headers.authorization;
-    expect(auth).toBe(`Bearer ${process.env.OPENAI_API_KEY ?? "not-needed"}`);
+    expect(auth).toBe(`Bearer ${process.env.OPENAI_API_KEY || "not-needed"}`);
     expect(server.requests[0].body.temperature).toBe(0.2);
   });
 

@@ -112,6 +112,78 @@ describe("keel serve --stdio: a session driven by keel/client", () => {
   });
 });
 
+describe("keel serve --stdio: keel/client's permission handler and attach mode", () => {
+  it("asks the session's onPermission handler: an allow runs the call, a deny stops the turn before it runs", async () => {
+    const file = script([
+      { toolCalls: [{ id: "call_lis", name: "get_weather", arguments: '{"city":"Lisbon"}' }] },
+      { text: "Sunny in Lisbon." },
+      { toolCalls: [{ id: "call_osl", name: "get_weather", arguments: '{"city":"Oslo"}' }] },
+      { text: "never reached" },
+    ]);
+    const client = await connect({ args: scripted(file) });
+    const asked: unknown[] = [];
+    const executed: unknown[] = [];
+    const session = await client.openSession({
+      tools: [
+        {
+          ...weatherTool,
+          traits: { risk: "high" },
+          execute: (args) => {
+            executed.push(args);
+            return "sunny";
+          },
+        },
+      ],
+      permissions: {},
+      onPermission: (request) => {
+        asked.push(request);
+        const { city } = request.args as { city: string };
+        return city === "Lisbon" ? { type: "allow_once" } : { type: "deny" };
+      },
+    });
+    const decided: AgentEvent[] = [];
+    await session.subscribe((e) => decided.push(e), ["permission.decided"]);
+    expect(await session.prompt("Lisbon?")).toMatchObject({ status: "completed" });
+    expect(await session.prompt("Oslo?")).toMatchObject({ status: "cancelled" });
+    expect(asked).toMatchObject([
+      { callId: "call_lis", tool: "get_weather", args: { city: "Lisbon" }, risk: "high" },
+      { callId: "call_osl", tool: "get_weather", args: { city: "Oslo" }, risk: "high" },
+    ]);
+    expect(executed).toEqual([{ city: "Lisbon" }]);
+    expect(
+      decided.map((e) => (e.type === "permission.decided" ? [e.callId, e.source] : e.type)),
+    ).toEqual([
+      ["call_lis", { type: "reply", reply: "allow_once" }],
+      ["call_osl", { type: "reply", reply: "deny" }],
+    ]);
+    await client.close();
+  });
+
+  it("attaches to a server it did not spawn (streams) and ends it by closing its stdin", async () => {
+    const file = script([
+      { toolCalls: [{ id: "call_1", name: "get_weather", arguments: '{"city":"Rome"}' }] },
+      { text: "Warm in Rome." },
+    ]);
+    const child = spawn(process.execPath, [BIN, "serve", "--stdio", ...scripted(file)], {
+      env: { ...process.env, KEEL_LOG: "" },
+      stdio: ["pipe", "pipe", "inherit"],
+    });
+    const exited = new Promise<[number | null, string | null]>((resolve) =>
+      child.on("exit", (code, signal) => resolve([code, signal])),
+    );
+    const client = await connect({ streams: { input: child.stdout, output: child.stdin } });
+    expect(client.process).toBeUndefined();
+    expect(client.server).toMatchObject({ protocol: "1.0", server: { name: "keel" } });
+    const session = await client.openSession({
+      tools: [{ ...weatherTool, execute: () => "warm" }],
+    });
+    expect(await session.prompt("Rome?")).toMatchObject({ status: "completed" });
+    expect((await session.messages()).at(-1)).toMatchObject({ content: "Warm in Rome." });
+    expect(await client.close()).toBe("the server closed the connection: stdin ended");
+    expect(await exited).toEqual([0, null]);
+  });
+});
+
 describe("keel serve --stdio: frames", () => {
   it("refuses another major version with an error frame and serves a 1.x hello after it", async () => {
     const server = spawnServer([

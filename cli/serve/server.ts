@@ -72,6 +72,8 @@ interface OpenSession {
   session: Session;
   ready: Promise<void>;
   unsubscribe?: () => void;
+  /** Stops withdrawing the session's decided `permission.request`s (see `open`). */
+  stopWithdrawing: () => void;
 }
 
 interface InFlight {
@@ -98,8 +100,9 @@ export function serve(options: ServerOptions): Server {
   const decoder = new LineDecoder(maxFrameBytes);
   const sessions = new Map<string, OpenSession>();
   const inflight = new Map<string, InFlight>();
-  /** Control id of each waiting `permission.request` → its session and request id. */
-  const asks = new Map<string, { sessionId: string; requestId: string }>();
+  /** Control id of each waiting `permission.request`, by session and permission request id. */
+  const asks = new Map<string, string>();
+  const askKey = (sessionId: string, requestId: string) => JSON.stringify([sessionId, requestId]);
   let helloReceived = false;
   let closing: Promise<string> | undefined;
   let resolveClosed!: (reason: string) => void;
@@ -295,12 +298,8 @@ export function serve(options: ServerOptions): Server {
     switch (request.type) {
       case "prompt": {
         const inboxId = `in_${randomUUID()}`;
-        try {
-          const result = await session.prompt(request.text, { id: inboxId });
-          return { inboxId, ...result } satisfies RequestMap["prompt"]["result"];
-        } finally {
-          setImmediate(() => sweepAsks(entry));
-        }
+        const result = await session.prompt(request.text, { id: inboxId });
+        return { inboxId, ...result } satisfies RequestMap["prompt"]["result"];
       }
       case "steer":
         return { inboxId: await session.steer(request.text) };
@@ -308,12 +307,10 @@ export function serve(options: ServerOptions): Server {
         return { inboxId: await session.followUp(request.text) };
       case "interrupt":
         session.interrupt(request.reason ?? "interrupted by the client");
-        setImmediate(() => sweepAsks(entry));
         return {};
       case "permission.reply": {
         const replied = session.replyPermission(request.requestId, request.reply);
         if (!replied.ok) throw new ProtocolError("REFUSED", replied.message, replied.code);
-        setImmediate(() => sweepAsks(entry));
         return {};
       }
       case "compact": {
@@ -412,12 +409,25 @@ export function serve(options: ServerOptions): Server {
       ...(permissions ? { permissions } : {}),
     });
     const session = agent.session(sessionId);
-    const entry: OpenSession = { id: sessionId, agent, session, ready: session.ready };
+    // A request is decided by its own reply, a reply to another request that reached it, a
+    // policy or the end of its turn: its `permission.request` is withdrawn when the decision is
+    // emitted, before the call runs or settles.
+    const stopWithdrawing = session.subscribe((event) => {
+      if (event.type === "permission.decided") withdrawAsk(sessionId, event.requestId);
+    });
+    const entry: OpenSession = {
+      id: sessionId,
+      agent,
+      session,
+      ready: session.ready,
+      stopWithdrawing,
+    };
     sessions.set(sessionId, entry);
     try {
       await session.ready;
     } catch (err) {
       sessions.delete(sessionId);
+      stopWithdrawing();
       await agent.close().catch(() => {});
       throw new ProtocolError(
         "INTERNAL",
@@ -474,7 +484,8 @@ export function serve(options: ServerOptions): Server {
     onTimeout: "deny" | "deny_with_feedback",
   ): Promise<PermissionReply> {
     const sent = control.request("permission.request", { sessionId, request, timeoutMs });
-    asks.set(sent.id, { sessionId, requestId: request.requestId });
+    const key = askKey(sessionId, request.requestId);
+    asks.set(key, sent.id);
     try {
       const value = await sent.result;
       return readReply(value, (expected) => {
@@ -493,24 +504,20 @@ export function serve(options: ServerOptions): Server {
       }
       throw err;
     } finally {
-      asks.delete(sent.id);
-      const entry = sessions.get(sessionId);
-      if (entry) setImmediate(() => sweepAsks(entry));
+      if (asks.get(key) === sent.id) asks.delete(key);
     }
   }
 
-  /** Withdraws `permission.request`s whose request a reply (this one or another) decided. */
-  function sweepAsks(entry: OpenSession): void {
-    const waiting = new Set(entry.session.pendingPermissions().map((r) => r.requestId));
-    for (const [id, ask] of asks) {
-      if (ask.sessionId === entry.id && !waiting.has(ask.requestId)) {
-        asks.delete(id);
-        control.withdraw(
-          id,
-          "decided: a reply to another request of the session answered it, or its turn ended",
-        );
-      }
-    }
+  /** Withdraws the `permission.request` of a request that was decided (if one still waits). */
+  function withdrawAsk(sessionId: string, requestId: string): void {
+    const key = askKey(sessionId, requestId);
+    const id = asks.get(key);
+    if (id === undefined) return;
+    asks.delete(key);
+    control.withdraw(
+      id,
+      "decided: a reply to another request of the session answered it, or its turn ended",
+    );
   }
 
   async function closeSession(entry: OpenSession): Promise<void> {
@@ -518,6 +525,7 @@ export function serve(options: ServerOptions): Server {
     sessions.delete(entry.id);
     await entry.agent.close();
     entry.unsubscribe?.();
+    entry.stopWithdrawing();
   }
 
   function shutdown(reason: string): Promise<string> {
