@@ -95,8 +95,12 @@ export interface AcceptanceHostOptions {
   logger: Logger;
   emit: (event: AgentEventBody) => void;
   inspect?: (event: InspectionEvent) => void;
-  /** Runs a follow-up turn with `text` as its input. Contract: never rejects. */
-  followUp: (text: string) => Promise<{ status: TurnStatus }>;
+  /**
+   * Runs a follow-up turn with `text` as its input, unless `cancelled()` is true when it is
+   * about to start (then it resolves `cancelled` without a turn). Called from the chart's
+   * action, it must start the turn after that action returns. Contract: never rejects.
+   */
+  followUp: (text: string, cancelled: () => boolean) => Promise<{ status: TurnStatus }>;
   /** @internal Test seam: a variant of the acceptance chart (mutation tests only). */
   machine?: typeof acceptanceMachine;
 }
@@ -376,7 +380,10 @@ export class AcceptanceHost implements AcceptanceEffects {
     { round, failing }: { round: number; failing: CheckEvidence[] },
   ): void {
     this.o.emit({ type: "follow-up.sent", round, failing: failing.map((c) => c.name) });
-    void this.o.followUp(followUpText(round, this.maxRounds, failing)).then(
+    // An interrupt received meanwhile (a listener of the event above may send one) is in the
+    // chart's context by the time the turn would start: then no turn runs.
+    const cancelled = () => self.getSnapshot().context.interrupted;
+    void this.o.followUp(followUpText(round, this.maxRounds, failing), cancelled).then(
       async ({ status }) => {
         await this.readVersion(); // what the turn changed decides which checks run next
         self.send({ type: "round.ended", status });

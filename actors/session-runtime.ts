@@ -121,7 +121,7 @@ export interface SessionOptions {
   acceptance?: (
     log: SessionLog,
     emit: (e: AgentEventBody) => void,
-    followUp: (text: string) => Promise<TurnResult>,
+    followUp: (text: string, cancelled: () => boolean) => Promise<TurnResult>,
   ) => AcceptanceHost;
   /** A handoff this session starts from: its verified checks are re-run before the first turn. */
   handoff?: HandoffRecord;
@@ -254,7 +254,7 @@ export class Session {
       ? this.options.acceptance?.(
           log,
           (e) => this.emit(e),
-          (text) => this.runLoopTurn(text),
+          (text, cancelled) => this.runLoopTurn(text, cancelled),
         )
       : undefined;
     if (this.acceptanceHost) {
@@ -906,8 +906,18 @@ export class Session {
     );
   }
 
-  /** A turn of the acceptance loop, with the failing evidence as its input. */
-  private async runLoopTurn(text: string): Promise<TurnResult> {
+  /**
+   * A turn of the acceptance loop, with the failing evidence as its input. It starts after the
+   * acceptance chart's action that asked for it has returned (an actor created inside another
+   * actor's action is XState's misuse), and not at all when `cancelled()` by then.
+   */
+  private async runLoopTurn(text: string, cancelled: () => boolean): Promise<TurnResult> {
+    await Promise.resolve();
+    if (cancelled()) {
+      const skipped = notRun("cancelled", "interrupted before the follow-up turn started");
+      this.loopTurns.push(skipped);
+      return skipped;
+    }
     const turn = new TurnRun(this.deps);
     this.current = turn;
     let result: TurnResult;

@@ -3,7 +3,7 @@ import { existsSync, lstatSync, mkdtempSync, readFileSync, writeFileSync } from 
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { createAgent } from "../actors/agent.ts";
 import type { AgentEvent } from "../contracts/events.ts";
 import type { ToolResult } from "../contracts/tool-result.ts";
@@ -338,6 +338,40 @@ describe("the acceptance spec is frozen", () => {
 });
 
 describe("the acceptance loop", () => {
+  it("an interrupt sent as the follow-up goes out stops it before its turn starts, and the loop warns about nothing", async () => {
+    const ws = addWorkspace();
+    const model = scriptedModel(() => ({ text: "it should work now" }));
+    const agent = createAgent({
+      model,
+      tools: builtinTools({ root: ws }),
+      acceptance: { workspace: ws, checks: [testsCheck], until: "passed", maxRounds: 3 },
+    });
+    const session = await agent.openSession();
+    const events: string[] = [];
+    session.subscribe((e) => {
+      events.push(e.type);
+      if (e.type === "follow-up.sent") void session.interrupt("stop the loop");
+    });
+    const warnings: string[] = [];
+    const warn = vi.spyOn(console, "warn").mockImplementation((...a) => {
+      warnings.push(a.map(String).join(" "));
+    });
+    try {
+      const result = await session.prompt("fix add()");
+      expect(result).toMatchObject({ status: "cancelled", acceptance: "failed", rounds: 1 });
+    } finally {
+      warn.mockRestore();
+    }
+    expect(model.requests).toHaveLength(1); // the follow-up never reached the model
+    expect(events.filter((t) => t === "turn.started")).toHaveLength(1);
+    expect(session.entries().find((e) => e.type === "acceptance")).toMatchObject({
+      interrupted: true,
+      rounds: 1,
+    });
+    expect(warnings).toEqual([]);
+    await agent.close();
+  });
+
   it("sends failing evidence back as follow-ups and stops after maxRounds with the last evidence", async () => {
     const ws = addWorkspace();
     let requests = 0;
