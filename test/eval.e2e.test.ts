@@ -90,6 +90,25 @@ const keel = (args: string[]) =>
   });
 
 describe("keel eval", () => {
+  it("draws a progress bar on a terminal: one tick per run, full at the end, then cleared", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "keel-eval-tty-"));
+    const file = taskSet(dir);
+    const cmd = [process.execPath, "--import", "tsx", "cli/main.ts", "eval", file, "--k", "2"]
+      .concat(["--seed", "42", "--json", "--model", path.join(dir, "model.mjs")])
+      .map((a) => `'${a}'`)
+      .join(" ");
+    // `script` gives the command a pseudo-terminal (stdout and stderr both go to it).
+    const { stdout } = await run("script", ["-qfec", cmd, "/dev/null"], {
+      cwd: ROOT,
+      maxBuffer: 16 * 1024 * 1024,
+    });
+    const frames = stdout.split("\r").map((f) => f.trim());
+    const ticks = frames.filter((f) => /^\[[#-]{24}\] \d+\/6\b/.test(f));
+    expect(ticks.map((f) => f.match(/(\d+)\/6/)![1])).toEqual(["0", "1", "2", "3", "4", "5", "6"]);
+    expect(ticks.at(-1)).toMatch(/^\[#{24}\] 6\/6/);
+    expect(stdout).toContain(`\r${" ".repeat(72)}\r`); // the bar is cleared before the report
+  });
+
   it("pass@k and pass^k of a seeded scripted model match the values computed by hand from the seed", async () => {
     const dir = mkdtempSync(path.join(tmpdir(), "keel-eval-test-"));
     const file = taskSet(dir);
