@@ -17,6 +17,7 @@ export default defineConfig({
       "test/compaction.{unit,model,race}.test.ts",
       "test/context-budget.unit.test.ts",
       "test/coordinator.{model,paths,race}.test.ts",
+      "test/coordinator-chart.unit.test.ts",
       "test/crash.race.test.ts",
       "test/inbox.{unit,race}.test.ts",
       "test/json-scan.unit.test.ts",
