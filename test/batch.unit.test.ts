@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { createActor } from "xstate";
 import { batchMachine } from "../machines/batch.machine.ts";
@@ -66,6 +67,77 @@ describe("scheduleBatch", () => {
   it("calls never wait on each other except through their traits: a stray dependsOn field is ignored (no provider protocol expresses call dependencies)", () => {
     const spec: Record<string, unknown> = { ...call("b"), dependsOn: ["a"] };
     expect(plan([call("a"), spec as unknown as BatchCallSpec]).start).toEqual([0, 1]);
+  });
+});
+
+/**
+ * The rules of `scheduleBatch`'s TSDoc, read one by one against the whole state (not the
+ * scheduler's single pass with its running flags): which pending calls may start, in call
+ * order, each start counting for the calls after it.
+ */
+function referencePlan(
+  calls: readonly BatchCallSpec[],
+  phases: readonly CallPhase[],
+  maxParallel: number,
+  sequential: boolean,
+): number[] {
+  const phase = [...phases];
+  const start: number[] = [];
+  const barrier = (j: number) => sequential || !calls[j].concurrencySafe;
+  for (let i = 0; i < calls.length; i++) {
+    if (phase[i] !== "pending") continue;
+    const runningNow = phase.filter((p) => p === "running").length;
+    const earlier = phase.slice(0, i).map((p, j) => ({ p, j }));
+    const allowed =
+      runningNow < maxParallel &&
+      !phase.some((p, j) => p === "running" && !calls[j].concurrencySafe) &&
+      (!barrier(i) || (runningNow === 0 && earlier.every(({ p }) => p === "settled"))) &&
+      !earlier.some(({ p, j }) => p === "pending" && barrier(j)) &&
+      !earlier.some(
+        ({ p, j }) =>
+          p !== "settled" &&
+          calls[i].resourceKey !== undefined &&
+          calls[j].resourceKey === calls[i].resourceKey,
+      );
+    if (allowed) {
+      start.push(i);
+      phase[i] = "running";
+    }
+  }
+  return start;
+}
+
+describe("scheduleBatch against its rules", () => {
+  it("for any calls, phases and maxParallel (reachable or not) it starts exactly what the rules allow", () => {
+    const spec = fc.record({
+      concurrencySafe: fc.boolean(),
+      resourceKey: fc.constantFrom(undefined, "k1", "k2"),
+      sequential: fc.boolean(),
+    });
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(spec, fc.constantFrom<CallPhase>("pending", "running", "settled")), {
+          minLength: 1,
+          maxLength: 6,
+        }),
+        fc.integer({ min: 1, max: 4 }),
+        fc.boolean(),
+        (rows, maxParallel, anySequential) => {
+          const calls = rows.map(([s], i) =>
+            call(`c${i}`, {
+              concurrencySafe: s.concurrencySafe,
+              ...(s.resourceKey ? { resourceKey: s.resourceKey } : {}),
+              executionMode: anySequential && s.sequential ? "sequential" : "parallel",
+            }),
+          );
+          const phases = rows.map(([, p]) => p);
+          const sequential = calls.some((c) => c.executionMode === "sequential");
+          const got = scheduleBatch({ calls, phases, maxParallel, sequential }).start;
+          expect(got).toEqual(referencePlan(calls, phases, maxParallel, sequential));
+        },
+      ),
+      { numRuns: 3000 },
+    );
   });
 });
 

@@ -54,14 +54,17 @@ export const scheduleBatch: Scheduler = ({ calls, phases, maxParallel, sequentia
     }
   }
   const busyKeys = new Set<string>();
-  let earlierUnsettled = false;
   for (let i = 0; i < calls.length; i++) {
     const call = calls[i];
     if (phase[i] === "pending") {
       const keyFree = call.resourceKey === undefined || !busyKeys.has(call.resourceKey);
+      // An unsafe call needs nothing running. That also means every earlier call has settled:
+      // the first earlier unsettled call is running, or was started in this pass, or is a
+      // pending barrier (the loop stopped there), or a safe call that could not start because
+      // something runs (maxParallel ≥ 1). `test/batch.unit.test.ts` checks this against the
+      // rules over any phases.
       const fits = sequential || !call.concurrencySafe ? running === 0 : running < maxParallel;
-      const ordered = sequential || !call.concurrencySafe ? !earlierUnsettled : true;
-      if (keyFree && fits && ordered && !unsafeRunning) {
+      if (keyFree && fits && !unsafeRunning) {
         plan.start.push(i);
         phase[i] = "running";
         running++;
@@ -69,7 +72,6 @@ export const scheduleBatch: Scheduler = ({ calls, phases, maxParallel, sequentia
       }
     }
     if (phase[i] !== "settled") {
-      earlierUnsettled = true;
       if (call.resourceKey !== undefined) busyKeys.add(call.resourceKey);
       // Barriers: nothing after a pending unsafe call, or any call of a sequential batch.
       if (phase[i] === "pending" && (sequential || !call.concurrencySafe)) break;
