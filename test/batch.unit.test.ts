@@ -8,7 +8,11 @@ import {
   checkBatchCalls,
   scheduleBatch,
 } from "../machines/policies/batch-schedule.ts";
-import { cancelledBeforeStart, toolCallMachine } from "../machines/tool-call.machine.ts";
+import {
+  cancelledBeforeStart,
+  cancelledWhileRunning,
+  toolCallMachine,
+} from "../machines/tool-call.machine.ts";
 
 function call(callId: string, traits: Partial<BatchCallSpec> = {}): BatchCallSpec {
   return {
@@ -138,6 +142,18 @@ describe("scheduleBatch against its rules", () => {
       ),
       { numRuns: 3000 },
     );
+  });
+});
+
+describe("the synthetic results of a cancel", () => {
+  it("are not retryable: the model is told the call was cancelled, not to try it again", () => {
+    expect(cancelledWhileRunning).toEqual({
+      ok: false,
+      code: "CANCELLED",
+      message: "cancelled while running",
+      retryable: false,
+    });
+    expect(cancelledBeforeStart).toMatchObject({ ok: false, code: "CANCELLED", retryable: false });
   });
 });
 

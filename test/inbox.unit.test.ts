@@ -90,6 +90,7 @@ describe("inbox", () => {
   it("bad input is rejected with a reason that says what to fix", () => {
     const bad = [
       { ...event(""), id: "" },
+      { ...event("x"), id: 42 as unknown as string }, // a replay key must be a string
       { ...event("x"), lane: "soon" as InboxLane },
       { ...event("x"), source: "web" as InboxEvent["source"] },
       { ...event("x"), seq: -1 },
@@ -99,9 +100,10 @@ describe("inbox", () => {
       return result.type === "invalid" ? result.reason : result.type;
     });
     expect(reasons[0]).toMatch(/non-empty string `id`/);
-    expect(reasons[1]).toMatch(/lane "soon" is not one of interrupt, next-step, next-turn/);
-    expect(reasons[2]).toMatch(/source "web"/);
-    expect(reasons[3]).toMatch(/seq must be a non-negative integer/);
+    expect(reasons[1]).toMatch(/non-empty string `id`/);
+    expect(reasons[2]).toMatch(/lane "soon" is not one of interrupt, next-step, next-turn/);
+    expect(reasons[3]).toMatch(/source "web"/);
+    expect(reasons[4]).toMatch(/seq must be a non-negative integer/);
   });
 
   it("content never changes permissions or lanes: a body that says to interrupt or run a command is data in its own lane", () => {

@@ -83,3 +83,24 @@ describe("retry classification: fields, fallbacks and headers", () => {
     });
   });
 });
+
+describe("retry classification: what the last mutation run showed unstated", () => {
+  it("a caller's abort is 'aborted' even when its message reads like an overflow or a quota", () => {
+    for (const message of ["maximum context length exceeded", "insufficient_quota"]) {
+      const err = new ModelError(message, { kind: "aborted" });
+      expect(classifyModelError(err)).toMatchObject({ category: "aborted", retryable: false });
+    }
+  });
+
+  it("a numeric provider code (Gemini sends error.code 429) is kept in the reason", () => {
+    const r = classifyModelError({ body: { error: { code: 1234, message: "odd" } }, status: 400 });
+    expect(r.reason).toContain("HTTP 400, 1234");
+  });
+
+  it("a Retry-After that does not start with an HTTP-date is not read as one", () => {
+    const now = Date.parse("Sun, 06 Nov 1994 08:49:00 GMT");
+    const date = "Sun, 06 Nov 1994 08:49:37 GMT";
+    expect(parseRetryAfter({ "retry-after": date }, now)).toMatchObject({ kind: "delay" });
+    expect(parseRetryAfter({ "retry-after": `in ${date}` }, now)).toEqual({ kind: "absent" });
+  });
+});
