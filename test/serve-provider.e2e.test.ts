@@ -15,7 +15,7 @@ import {
   openaiResponsesWire,
   type Wire,
 } from "./support/provider-wires.ts";
-import { type RawServer, responseTo, spawnServer } from "./support/serve-child.ts";
+import { type RawServer, responseTo, spawnServer, weatherTool } from "./support/serve-child.ts";
 
 /** Every variable a provider reads, emptied (an empty value counts as unset). */
 const CLEAN: Record<string, string> = Object.fromEntries(
@@ -26,18 +26,6 @@ const CLEAN: Record<string, string> = Object.fromEntries(
     "KEEL_CONTEXT_WINDOW",
   ].map((k) => [k, ""]),
 );
-
-const weatherTool = {
-  name: "get_weather",
-  description: "The weather in a city.",
-  parameters: {
-    type: "object",
-    properties: { city: { type: "string" } },
-    required: ["city"],
-    additionalProperties: false,
-  },
-  traits: { risk: "low" },
-};
 
 let fake: FakeOpenAIServer;
 beforeEach(async () => {

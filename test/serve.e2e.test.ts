@@ -9,7 +9,13 @@ import { afterAll, describe, expect, it } from "vitest";
 import { connect, KeelConnectionError } from "../client/index.ts";
 import type { AgentEvent } from "../contracts/events.ts";
 import type { ScriptStep } from "../providers/scripted-model.ts";
-import { BIN, type RawServer, responseTo, spawnServer } from "./support/serve-child.ts";
+import {
+  BIN,
+  type RawServer,
+  responseTo,
+  spawnServer,
+  weatherTool,
+} from "./support/serve-child.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "keel-serve-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -20,18 +26,6 @@ function script(steps: ScriptStep[]): string {
   writeFileSync(file, JSON.stringify(steps));
   return file;
 }
-
-const weatherTool = {
-  name: "get_weather",
-  description: "The weather in a city.",
-  parameters: {
-    type: "object",
-    properties: { city: { type: "string" } },
-    required: ["city"],
-    additionalProperties: false,
-  },
-  traits: { risk: "low" as const },
-};
 
 const scripted = (file: string) => [
   "--store",

@@ -93,3 +93,16 @@ export function spawnServer(args: string[], env: Record<string, string> = {}): R
 /** Matches the response (`ok` or `error`) to request `id`. */
 export const responseTo = (id: string | number) => (f: ServerFrame) =>
   (f.type === "ok" || f.type === "error") && "id" in f && f.id === id;
+
+/** A client tool (JSON schema) the serve tests declare in `session.open`. */
+export const weatherTool = {
+  name: "get_weather",
+  description: "The weather in a city.",
+  parameters: {
+    type: "object",
+    properties: { city: { type: "string" } },
+    required: ["city"],
+    additionalProperties: false,
+  },
+  traits: { risk: "low" as const },
+};
