@@ -462,6 +462,9 @@ export class AcceptanceHost implements AcceptanceEffects {
     const { emit, clock } = this.o;
     emit({ type: "acceptance.started", round, checks: names });
     const restored = this.restoreFrozen();
+    // A frozen file still not the spec's copy (e.g. its folder became a symlink out of the
+    // workspace): the checks would run a changed spec, so none of them runs; each fails saying why.
+    const changed = this.frozen.files.filter((f) => stateOf(f) !== f.sha256).map((f) => f.path);
     for (const name of names) {
       if (signal.aborted) return;
       const check = this.frozen.spec.checks.find((c) => c.name === name)!;
@@ -470,7 +473,13 @@ export class AcceptanceHost implements AcceptanceEffects {
       self.send({ type: "check.started", name, version });
       emit({ type: "check.started", name, round, artifactVersion: version });
       const startedAt = clock.now();
-      const result = await this.runOne(check, version, signal);
+      const result =
+        changed.length > 0
+          ? {
+              passed: false,
+              output: `not run: the frozen ${changed.join(", ")} could not be put back to the spec's copy (see the log), so the check would run a changed spec. Restore it in the workspace, then accept() again.`,
+            }
+          : await this.runOne(check, version, signal);
       const durationMs = Math.max(0, clock.now() - startedAt);
       if (signal.aborted) return; // stopped: not evidence
       await this.readVersion(); // a change while it ran makes its evidence not count
@@ -543,13 +552,18 @@ export class AcceptanceHost implements AcceptanceEffects {
     const dir = path.dirname(f.real);
     const temp = path.join(dir, `.${path.basename(f.real)}.keel-restore-${randomUUID()}`);
     try {
+      // A folder put in the file's place (`node x.test.mjs` would run its index.js) goes.
+      if (lstatSync(f.real, { throwIfNoEntry: false })?.isDirectory())
+        rmSync(f.real, { recursive: true, force: true });
       mkdirSync(dir, { recursive: true });
       if (realpathSync(dir) !== dir) throw new Error(`${dir} is no longer the workspace's folder`);
       writeFileSync(temp, f.content, { flag: "wx" });
       renameSync(temp, f.real);
       return true;
     } catch (err) {
-      rmSync(temp, { force: true });
+      try {
+        rmSync(temp, { force: true });
+      } catch {} // e.g. ENOTDIR: the folder is not one; nothing was written
       this.o.logger.warn({ err }, `could not restore frozen file ${f.path}`);
       return false;
     }

@@ -899,7 +899,20 @@ export class TurnRun implements TurnEffects {
       name: call.name,
       budget: call.traits.outputBudget,
       spill: this.deps.spill,
-    }).then(watched ? (event) => report(watched(event)) : report);
+    }).then(
+      watched
+        ? (event) => {
+            let checked = event;
+            try {
+              checked = watched(event);
+            } catch (err) {
+              // A watcher must not throw; if one does, the call still gets its own report.
+              logger.error({ err, callId }, "a call's watcher failed");
+            }
+            report(checked);
+          }
+        : report,
+    );
   }
 
   /**

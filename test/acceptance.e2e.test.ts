@@ -1,5 +1,12 @@
 import { execFile } from "node:child_process";
-import { existsSync, lstatSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -334,6 +341,60 @@ describe("the acceptance spec is frozen", () => {
     expect(lstatSync(path.join(ws, "add.test.mjs")).isFile()).toBe(true);
     expect(readFileSync(path.join(ws, "add.test.mjs"), "utf8")).toBe(ADD_TEST);
     await agent.close();
+  });
+});
+
+describe("a frozen file the model's shell command puts out of reach", () => {
+  /** A workspace whose frozen test (spec: it fails) sits in a folder; one shell call, then checks. */
+  async function tamper(command: string) {
+    const ws = addWorkspace();
+    mkdirSync(path.join(ws, "t"));
+    writeFileSync(path.join(ws, "t", "a.test.mjs"), "process.exit(1)\n");
+    const check = { name: "t", command: "node t/a.test.mjs", files: ["t/a.test.mjs"] };
+    const model = scriptedModel([call("sh", "shell", { command }), { text: "done" }]);
+    const agent = createAgent({
+      model,
+      tools: builtinTools({ root: ws }),
+      acceptance: { workspace: ws, checks: [check] },
+    });
+    const session = await agent.openSession();
+    let shell: ToolResult | undefined;
+    session.subscribe((e) => {
+      if (e.type === "call.settled") shell = e.result;
+    });
+    const result = await session.prompt("go");
+    await agent.close();
+    return { ws, result, shell };
+  }
+
+  it("a folder that became a symlink out of the workspace: the call is refused and no check runs the changed spec", async () => {
+    const { result, shell } = await tamper(
+      "E=$(mktemp -d) && echo 'process.exit(0)' > $E/a.test.mjs && mv t t.bak && ln -s $E t",
+    );
+    expect(shell).toMatchObject({ ok: false, code: "DENIED" });
+    expect(JSON.stringify(shell)).toContain("could not be restored");
+    expect(result).toMatchObject({ status: "completed", acceptance: "failed" });
+    expect(result.evidence?.checks[0]).toMatchObject({ name: "t", passed: false });
+    expect(result.evidence?.checks[0].output).toContain(
+      "not run: the frozen t/a.test.mjs could not be put back to the spec's copy",
+    );
+  });
+
+  it("a file put where its folder was: the call still settles (refused), and no check runs", async () => {
+    const { result, shell } = await tamper("rm -rf t && echo x > t");
+    expect(shell).toMatchObject({ ok: false, code: "DENIED" });
+    expect(result).toMatchObject({ status: "completed", acceptance: "failed" });
+    expect(result.evidence?.checks[0].output).toContain("not run: the frozen t/a.test.mjs");
+  });
+
+  it("a folder put in the file's place is removed and the spec's copy put back", async () => {
+    const { ws, result, shell } = await tamper(
+      "rm t/a.test.mjs && mkdir t/a.test.mjs && echo 'process.exit(0)' > t/a.test.mjs/index.js",
+    );
+    expect(JSON.stringify(shell)).toContain("spec's copy of t/a.test.mjs was restored");
+    expect(readFileSync(path.join(ws, "t", "a.test.mjs"), "utf8")).toBe("process.exit(1)\n");
+    expect(result).toMatchObject({ acceptance: "failed" });
+    expect(result.evidence?.checks[0].output).not.toContain("not run");
   });
 });
 
