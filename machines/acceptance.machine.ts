@@ -221,14 +221,15 @@ export const acceptanceMachine = setup({
   guards: {
     passed: ({ context }) => acceptanceStatus(context) === "passed",
     mayFollowUp: ({ context }) => context.loop && context.round < context.maxRounds,
-    turnCompleted: ({ event }) => {
+    /** The follow-up turn completed, and no interrupt came while it ran or after it ended. */
+    turnCompleted: ({ context, event }) => {
       assertEvent(event, "round.ended");
-      return event.status === "completed";
+      return event.status === "completed" && !context.interrupted;
     },
     /** The follow-up turn ran out of its budget: its partial work still gets checked, once. */
-    turnOutOfBudget: ({ event }) => {
+    turnOutOfBudget: ({ context, event }) => {
       assertEvent(event, "round.ended");
-      return event.status === "budget_exhausted";
+      return event.status === "budget_exhausted" && !context.interrupted;
     },
   },
 }).createMachine({

@@ -464,6 +464,20 @@ describe("acceptance chart: the follow-up loop", () => {
     });
   }
 
+  for (const status of ["completed", "budget_exhausted"] as const) {
+    it(`an interrupt after the follow-up turn ended ${status} (while its version is read) ends the run without checking`, () => {
+      const c = chart([A], 3);
+      c.send(read("v1"), request(["a"], true, "turn"), ...run("a", "v1", false), done);
+      c.send({ type: "acceptance.interrupt", reason: "user" });
+      c.send(read("v2"), { type: "round.ended", status });
+      expect(c.snap().value).toBe("idle");
+      expect(c.of("runChecks")).toHaveLength(1);
+      expect(c.reports()).toEqual([
+        expect.objectContaining({ interrupted: true, rounds: 1, acceptance: "stale" }),
+      ]);
+    });
+  }
+
   it("an interrupt during the follow-up turn marks the run interrupted; the turn's end reports it", () => {
     const c = chart([A], 3);
     c.send(read("v1"), request(["a"], true, "turn"), ...run("a", "v1", false), done);
