@@ -1,39 +1,29 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { createAgent } from "../actors/agent.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { type PostgresSessionStore, postgresStore } from "../session/postgres-store.ts";
 import { type Proc, sleep, startChild, until } from "./support/pg-procs.ts";
-import {
-  freshSchema,
-  type PostgresServer,
-  postgresTestMode,
-  startPostgres,
-} from "./support/postgres-server.ts";
+import { freshSchema } from "./support/postgres-server.ts";
+import { usePostgres } from "./support/use-postgres.ts";
 
-const mode = postgresTestMode();
-let server: PostgresServer;
+const db = usePostgres();
+const { mode, stores } = db;
 const procs: Proc[] = [];
-const stores: PostgresSessionStore[] = [];
-beforeAll(async () => {
-  if (mode.run) server = await startPostgres();
-}, 60_000);
 afterAll(async () => {
   for (const p of procs) {
     p.child.kill("SIGCONT");
     p.child.kill("SIGKILL");
   }
-  for (const s of stores) await s.close().catch(() => {});
-  await server?.stop();
 });
 
 const open = async (schema: string) => {
-  const store = await postgresStore(server.url, { schema, max: 4 });
+  const store = await postgresStore(db.url(), { schema, max: 4 });
   stores.push(store);
   return store;
 };
 const runner = (schema: string, session: string) => {
-  const p = startChild(["runner", server.url, schema, session], { KEEL_TEST_SESSION: session });
+  const p = startChild(["runner", db.url(), schema, session], { KEEL_TEST_SESSION: session });
   procs.push(p);
   return p;
 };
@@ -161,8 +151,8 @@ describe.skipIf(!mode.run)("one runner per session across processes (PostgreSQL)
     await store.pool.query(`CREATE TABLE ${store.schema}.barrier (pid int)`);
     // Both start racing at the same moment, whatever their start-up times (a barrier table).
     const env = { KEEL_TEST_BARRIER: "2" };
-    const p1 = startChild(["ledger", server.url, schema, "1000"], env);
-    const p2 = startChild(["ledger", server.url, schema, "1000"], env);
+    const p1 = startChild(["ledger", db.url(), schema, "1000"], env);
+    const p2 = startChild(["ledger", db.url(), schema, "1000"], env);
     procs.push(p1, p2);
     const [d1, d2] = await Promise.all([
       p1.waitFor((l) => l.ev === "ledger-done", 50_000),

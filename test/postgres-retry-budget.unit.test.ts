@@ -1,32 +1,20 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createAgent } from "../actors/agent.ts";
 import { postgresRetryBudget } from "../actors/postgres-retry-budget.ts";
 import type { RetryBudget } from "../actors/retry-budget.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
-import { type PostgresSessionStore, postgresStore } from "../session/postgres-store.ts";
-import {
-  freshSchema,
-  type PostgresServer,
-  postgresTestMode,
-  startPostgres,
-} from "./support/postgres-server.ts";
+import { postgresStore } from "../session/postgres-store.ts";
+import { freshSchema } from "./support/postgres-server.ts";
+import { usePostgres } from "./support/use-postgres.ts";
 
-const mode = postgresTestMode();
-let server: PostgresServer;
-const stores: PostgresSessionStore[] = [];
-beforeAll(async () => {
-  if (mode.run) server = await startPostgres();
-}, 60_000);
-afterAll(async () => {
-  for (const s of stores) await s.close();
-  await server?.stop();
-});
+const db = usePostgres();
+const { mode, stores } = db;
 
 describe.skipIf(!mode.run)("postgresRetryBudget", () => {
   it("two pools share one bucket per provider: burst tokens in all, taken atomically under a concurrent rush", async () => {
     const schema = freshSchema("budget");
-    const a = await postgresStore(server.url, { schema, max: 8 });
-    const b = await postgresStore(server.url, { schema, max: 8 });
+    const a = await postgresStore(db.url(), { schema, max: 8 });
+    const b = await postgresStore(db.url(), { schema, max: 8 });
     stores.push(a, b);
     const ba = postgresRetryBudget(a.pool, { ratePerSec: 0, burst: 7, schema });
     const bb = postgresRetryBudget(b.pool, { ratePerSec: 0, burst: 7, schema });
@@ -40,7 +28,7 @@ describe.skipIf(!mode.run)("postgresRetryBudget", () => {
 
   it("refills by the database's time at ratePerSec, never above burst", async () => {
     const schema = freshSchema("budget");
-    const s = await postgresStore(server.url, { schema });
+    const s = await postgresStore(db.url(), { schema });
     stores.push(s);
     const budget = postgresRetryBudget(s.pool, { ratePerSec: 20, burst: 2, schema });
     expect(await budget.take("p", 2)).toBe(true);
@@ -52,7 +40,7 @@ describe.skipIf(!mode.run)("postgresRetryBudget", () => {
 
   it("tryAcquire answers synchronously from a local reserve taken from the shared row", async () => {
     const schema = freshSchema("budget");
-    const s = await postgresStore(server.url, { schema });
+    const s = await postgresStore(db.url(), { schema });
     stores.push(s);
     const budget = postgresRetryBudget(s.pool, { ratePerSec: 0, burst: 3, schema, reserve: 1 });
     expect(budget.tryAcquire("p")).toBe(false); // empty reserve: no wait, a refill starts
@@ -65,7 +53,7 @@ describe.skipIf(!mode.run)("postgresRetryBudget", () => {
 
   it("a process's first retry on a provider is allowed: the reserve is filled when the request starts, not when it fails", async () => {
     const schema = freshSchema("budget");
-    const s = await postgresStore(server.url, { schema });
+    const s = await postgresStore(db.url(), { schema });
     stores.push(s);
     const run = async (retryBudget: RetryBudget) => {
       // The failure arrives 1.5 s after the request starts: ample time for one statement on loopback,

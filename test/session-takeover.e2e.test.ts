@@ -1,14 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createAgent } from "../actors/agent.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import { type PostgresSessionStore, postgresStore } from "../session/postgres-store.ts";
 import { sleep } from "./support/pg-procs.ts";
-import {
-  freshSchema,
-  type PostgresServer,
-  postgresTestMode,
-  startPostgres,
-} from "./support/postgres-server.ts";
+import { freshSchema } from "./support/postgres-server.ts";
+import { usePostgres } from "./support/use-postgres.ts";
 
 // A session whose owner was paused past its lease (a starved process: issue 19's soak) follows,
 // and its follower timer takes the lease back when nobody else did. If that takeover was still in
@@ -17,19 +13,11 @@ import {
 // inputs into a log nobody runs, while every worker found the lease live and left. A gate in the
 // store call the takeover is waiting on stands for the scheduling a loaded machine produces by chance.
 
-const mode = postgresTestMode();
-let server: PostgresServer;
-const stores: PostgresSessionStore[] = [];
-beforeAll(async () => {
-  if (mode.run) server = await startPostgres();
-}, 60_000);
-afterAll(async () => {
-  for (const s of stores) await s.close().catch(() => {});
-  await server?.stop();
-});
+const db = usePostgres();
+const { mode, stores } = db;
 
 const open = async (schema: string) => {
-  const store = await postgresStore(server.url, { schema, max: 6 });
+  const store = await postgresStore(db.url(), { schema, max: 6 });
   stores.push(store);
   return store;
 };

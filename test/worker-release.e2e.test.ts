@@ -1,5 +1,5 @@
 import pg from "pg";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
 import { startWorker, type Worker } from "../actors/worker.ts";
@@ -10,12 +10,8 @@ import { type PostgresSessionStore, postgresStore } from "../session/postgres-st
 import type { PostedInput } from "../session/store.ts";
 import { defineTool } from "../tools/define-tool.ts";
 import { type Proc, sleep, startChild, until } from "./support/pg-procs.ts";
-import {
-  freshSchema,
-  type PostgresServer,
-  postgresTestMode,
-  startPostgres,
-} from "./support/postgres-server.ts";
+import { freshSchema } from "./support/postgres-server.ts";
+import { usePostgres } from "./support/use-postgres.ts";
 
 // Workers never leave a session with work and nobody to run it (issue 19's stalled soak), each
 // way set up deterministically on a real server: gates inside store calls stand for the
@@ -23,26 +19,20 @@ import {
 // pool, agent and owner name, as separate processes have); sweeps are off where a test shows that
 // a path loses no wake-up by itself.
 
-const mode = postgresTestMode();
-let server: PostgresServer;
-const stores: PostgresSessionStore[] = [];
+const db = usePostgres();
+const { mode, stores } = db;
 let workers: Worker[] = [];
 const procs: Proc[] = [];
-beforeAll(async () => {
-  if (mode.run) server = await startPostgres();
-}, 60_000);
 afterEach(async () => {
   for (const w of workers) await w.stop().catch(() => {});
   workers = [];
 });
 afterAll(async () => {
   for (const p of procs) p.child.kill("SIGKILL");
-  for (const s of stores) await s.close().catch(() => {});
-  await server?.stop();
 });
 
 const open = async (schema: string) => {
-  const store = await postgresStore(server.url, { schema, max: 6 });
+  const store = await postgresStore(db.url(), { schema, max: 6 });
   stores.push(store);
   return store;
 };
@@ -154,7 +144,7 @@ describe.skipIf(!mode.run)(
       const schema = freshSchema("crash");
       const store = await open(schema);
       // A runner process owns c; its turn waits in a tool; a second input queues in its log.
-      const crashed = startChild(["runner", server.url, schema, "c"], { KEEL_TEST_SESSION: "c" });
+      const crashed = startChild(["runner", db.url(), schema, "c"], { KEEL_TEST_SESSION: "c" });
       procs.push(crashed);
       await crashed.waitFor((l) => l.ev === "role" && l.role === "owner");
       await store.postInput("c", input("c1", "do wait60000"));
@@ -336,7 +326,7 @@ describe.skipIf(!mode.run)(
       await until(async () => (holding.has("busy") ? true : undefined), 10_000, "busy holding");
       const ids = Array.from({ length: 20 }, (_, i) => `q${i}`);
       for (const id of ids) await store.postInput(id, input(`${id}-in`, "hello"));
-      const listener = new pg.Client({ connectionString: server.url });
+      const listener = new pg.Client({ connectionString: db.url() });
       await listener.connect();
       let notified = 0;
       listener.on("notification", (n) => {
