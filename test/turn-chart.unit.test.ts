@@ -136,6 +136,8 @@ const finalizeTimer = {
   raise: { type: "xstate.after.finalizeDeadline.turn.finalizing" },
   delay: 200,
 };
+/** The effects of a transition from `running` to `finalizing`, around the transition's own. */
+const leaving = (...own: unknown[]) => [{ cancel: "turnDeadline" }, ...own, finalizeTimer];
 
 describe("turn chart: the start and the deadline", () => {
   it("starts preparing; with no deadline no timer is armed", () => {
@@ -170,12 +172,9 @@ describe("turn chart: the start and the deadline", () => {
     });
     t.failed();
     expect(t.value).toBe("finalizing");
-    expect(t.fx).toEqual([
-      { cancel: "turnDeadline" },
-      "executionStopped",
-      finalizeFx("budget_exhausted", "turn deadline reached", true),
-      finalizeTimer,
-    ]);
+    expect(t.fx).toEqual(
+      leaving("executionStopped", finalizeFx("budget_exhausted", "turn deadline reached", true)),
+    );
   });
 
   it("any way out of running cancels the deadline timer", () => {
@@ -197,13 +196,13 @@ describe("turn chart: interrupts", () => {
       status: "cancelled",
       reason: "user pressed stop",
     });
-    expect(t.fx).toEqual([
-      { cancel: "turnDeadline" },
-      { cancelAcknowledged: { reason: "user pressed stop" } },
-      "executionStopped",
-      finalizeFx("cancelled", "user pressed stop", true),
-      finalizeTimer,
-    ]);
+    expect(t.fx).toEqual(
+      leaving(
+        { cancelAcknowledged: { reason: "user pressed stop" } },
+        "executionStopped",
+        finalizeFx("cancelled", "user pressed stop", true),
+      ),
+    );
   });
 
   it("while streaming: the attempt is aborted and the turn waits for it to report", () => {
@@ -225,24 +224,14 @@ describe("turn chart: interrupts", () => {
     t.failed({ retry: { delayMs: 5 } });
     expect(t.value).toBe("finalizing");
     expect(t.ctx).toMatchObject({ status: "cancelled", reason: "stop" });
-    expect(t.fx).toEqual([
-      { cancel: "turnDeadline" },
-      "executionStopped",
-      finalizeFx("cancelled", "stop", true),
-      finalizeTimer,
-    ]);
+    expect(t.fx).toEqual(leaving("executionStopped", finalizeFx("cancelled", "stop", true)));
   });
 
   it("an answer that completes after the interrupt counts as a step and runs nothing", () => {
     const t = new Turn().sample().send(interrupt("stop")).done({ tokens: 7 });
     expect(t.value).toBe("finalizing");
     expect(t.ctx).toMatchObject({ step: 1, tokens: 7, status: "cancelled" });
-    expect(t.fx).toEqual([
-      { cancel: "turnDeadline" },
-      "executionStopped",
-      finalizeFx("cancelled", "stop", true),
-      finalizeTimer,
-    ]);
+    expect(t.fx).toEqual(leaving("executionStopped", finalizeFx("cancelled", "stop", true)));
   });
 
   it("while executing: the batch is cancelled and the round settles before finalizing", () => {
@@ -263,12 +252,7 @@ describe("turn chart: interrupts", () => {
     t.send({ type: "batch.done", repeats: 5, repeatedTool: "grep" });
     expect(t.value).toBe("finalizing");
     expect(t.ctx).toMatchObject({ status: "cancelled", reason: "stop" });
-    expect(t.fx).toEqual([
-      { cancel: "turnDeadline" },
-      "executionStopped",
-      finalizeFx("cancelled", "stop", true),
-      finalizeTimer,
-    ]);
+    expect(t.fx).toEqual(leaving("executionStopped", finalizeFx("cancelled", "stop", true)));
   });
 
   it("while waiting to retry: the backoff timer is cancelled and the turn ends at once", () => {
@@ -298,12 +282,7 @@ describe("turn chart: interrupts", () => {
     t.send({ type: "compaction.done", ok: true });
     expect(t.value).toBe("finalizing");
     expect(t.ctx).toMatchObject({ status: "cancelled", reason: "stop" });
-    expect(t.fx).toEqual([
-      { cancel: "turnDeadline" },
-      "executionStopped",
-      finalizeFx("cancelled", "stop", true),
-      finalizeTimer,
-    ]);
+    expect(t.fx).toEqual(leaving("executionStopped", finalizeFx("cancelled", "stop", true)));
   });
 
   it("finalizing is not cancellable", () => {
@@ -324,11 +303,7 @@ describe("turn chart: responses", () => {
     expect(t.ctx).toMatchObject({ step: 1, tokens: 4, reason: undefined });
     t.send({ type: "end.none" });
     expect(t.value).toBe("finalizing");
-    expect(t.fx).toEqual([
-      { cancel: "turnDeadline" },
-      finalizeFx("completed", undefined, false),
-      finalizeTimer,
-    ]);
+    expect(t.fx).toEqual(leaving(finalizeFx("completed", undefined, false)));
     t.send({ type: "finalize.done" });
     expect(t.value).toBe("done");
     expect(t.fx).toEqual([
@@ -444,12 +419,12 @@ describe("turn chart: permissions", () => {
     const t = gated().send({ type: "gate.declined", reason: "denied: rm -rf" });
     expect(t.value).toBe("finalizing");
     expect(t.ctx).toMatchObject({ status: "cancelled", reason: "denied: rm -rf" });
-    expect(t.fx).toEqual([
-      { cancel: "turnDeadline" },
-      { declineCalls: { reason: "denied: rm -rf" } },
-      finalizeFx("cancelled", "denied: rm -rf", false),
-      finalizeTimer,
-    ]);
+    expect(t.fx).toEqual(
+      leaving(
+        { declineCalls: { reason: "denied: rm -rf" } },
+        finalizeFx("cancelled", "denied: rm -rf", false),
+      ),
+    );
   });
 
   it("a decision that arrives after the gate changes nothing", () => {
@@ -484,11 +459,7 @@ describe("turn chart: retries and overflow", () => {
     const t = new Turn().sample().failed({ status: "failed", reason: "HTTP 400: bad request" });
     expect(t.value).toBe("finalizing");
     expect(t.ctx).toMatchObject({ status: "failed", reason: "HTTP 400: bad request" });
-    expect(t.fx).toEqual([
-      { cancel: "turnDeadline" },
-      finalizeFx("failed", "HTTP 400: bad request", false),
-      finalizeTimer,
-    ]);
+    expect(t.fx).toEqual(leaving(finalizeFx("failed", "HTTP 400: bad request", false)));
   });
 
   it("a context overflow compacts harder and sends again, within its budget", () => {
@@ -510,11 +481,7 @@ describe("turn chart: retries and overflow", () => {
     t.send({ type: "compaction.done", ok: false, reason: "no legal cut" });
     expect(t.value).toBe("finalizing");
     expect(t.ctx).toMatchObject({ status: "failed", reason: "no legal cut" });
-    expect(t.fx).toEqual([
-      { cancel: "turnDeadline" },
-      finalizeFx("failed", "no legal cut", false),
-      finalizeTimer,
-    ]);
+    expect(t.fx).toEqual(leaving(finalizeFx("failed", "no legal cut", false)));
     const auto = new Turn().send({ type: "step.prepared", compact: true });
     auto.send({ type: "compaction.done", ok: false, reason: "no legal cut" });
     expect(auto.value).toEqual({ running: { sampling: "streaming" } });
@@ -546,13 +513,13 @@ describe("turn chart: the loop guard", () => {
     const reason =
       "loop_detected: grep failed the same way 3 times in a row with the same arguments (loopGuard.failAfter 3)";
     expect(t.ctx).toMatchObject({ status: "failed", reason });
-    expect(t.fx).toEqual([
-      { cancel: "turnDeadline" },
-      "commitBatch",
-      { loopStopped: { repeats: 3, tool: "grep" } },
-      finalizeFx("failed", reason, false),
-      finalizeTimer,
-    ]);
+    expect(t.fx).toEqual(
+      leaving(
+        "commitBatch",
+        { loopStopped: { repeats: 3, tool: "grep" } },
+        finalizeFx("failed", reason, false),
+      ),
+    );
   });
 
   it("a longer streak also ends it, and the loop wins over a spent step budget", () => {
@@ -585,14 +552,14 @@ describe("turn chart: the loop guard", () => {
     expect(t.value).toBe("finalizing");
     expect(t.ctx).toMatchObject({ step: 1, tokens: 9, status: "failed" });
     expect(t.ctx.reason).toMatch(/^loop_detected: edit failed the same way 3 times/);
-    expect(t.fx).toEqual([
-      { cancel: "turnDeadline" },
-      "rejectInvalid",
-      "commitBatch",
-      { loopStopped: { repeats: 3, tool: "edit" } },
-      finalizeFx("failed", t.ctx.reason, false),
-      finalizeTimer,
-    ]);
+    expect(t.fx).toEqual(
+      leaving(
+        "rejectInvalid",
+        "commitBatch",
+        { loopStopped: { repeats: 3, tool: "edit" } },
+        finalizeFx("failed", t.ctx.reason, false),
+      ),
+    );
     const below = new Turn().sample().done({ calls: [], repeats: 2, repeatedTool: "edit" });
     expect(below.value).toEqual({ running: "preparing" });
     // With a valid call the streak is judged after the batch, not on the answer.
@@ -629,11 +596,11 @@ describe("turn chart: finalizing", () => {
       status: "failed",
       reason: "internal error in the tool batch: Error: boom",
     });
-    expect(t.fx).toEqual([
-      { cancel: "turnDeadline" },
-      "executionStopped",
-      finalizeFx("failed", "internal error in the tool batch: Error: boom", false),
-      finalizeTimer,
-    ]);
+    expect(t.fx).toEqual(
+      leaving(
+        "executionStopped",
+        finalizeFx("failed", "internal error in the tool batch: Error: boom", false),
+      ),
+    );
   });
 });
