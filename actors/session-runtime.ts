@@ -35,6 +35,8 @@ import type { ContextUsage } from "../session/context-budget.ts";
 import type { EntryOf, HandoffRecord, LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import type { Lease, LeaseStore, SessionStore } from "../session/store.ts";
+import { refusalCode } from "../session/store-error.ts";
+import { TurnResults } from "../session/turn-result.ts";
 import type { AcceptanceHost } from "./acceptance.ts";
 import type { AcceptanceSpec } from "./acceptance-spec.ts";
 import { type Coordinator, createCoordinator } from "./coordinator.ts";
@@ -201,6 +203,13 @@ export class Session {
   private repull = false;
   /** Prompts submitted while following: resolved from the owner's log. */
   private forwarded = new Map<string, (result: PromptResult) => void>();
+  /** The owner's turns that forwarded prompts wait for, read from its log's tail. */
+  private results = new TurnResults();
+  /** The seq of the last owner's entry read (a follower reads only what comes after it). */
+  private readAfter = 0;
+  private readingTail = false;
+  /** The follower's poll of the owner's log (referenced while a forwarded prompt waits). */
+  private forwardPoll: ReturnType<typeof setInterval> | undefined;
   /** A follower's takeover in flight: `close()` waits for it, so it never ends in a closed session. */
   private takingOver: Promise<void> | undefined;
   private acceptanceHost: AcceptanceHost | undefined;
@@ -235,6 +244,12 @@ export class Session {
   /** Takes `log` as the session's state: inbox, seq, turn dependencies. */
   private async adopt(log: SessionLog): Promise<void> {
     this.log = log;
+    // A write the store fenced: another runner owns the session now. Stop, and follow it.
+    log.onRefused((error) => {
+      if (this.log === log && refusalCode(error) === "LEASE_LOST") {
+        this.lost("is written by another runner now (the store refused this runner's write)");
+      }
+    });
     // From the log's incremental state, not its entries: a long session opens from its
     // checkpoint without decoding its history.
     this.inbox = log.inbox();
@@ -289,14 +304,16 @@ export class Session {
   private clearTimers(): void {
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
+    this.forwardPoll = undefined;
     this.unring?.();
     this.unring = undefined;
   }
 
-  private every(ms: number, fn: () => void): void {
+  private every(ms: number, fn: () => void): ReturnType<typeof setInterval> {
     const t = setInterval(fn, ms);
     t.unref?.();
     this.timers.push(t);
+    return t;
   }
 
   /** Holds the lease: heartbeat, doorbell, and the posted inputs moved into the log. */
@@ -339,8 +356,31 @@ export class Session {
     this.clearTimers();
     this.lease = undefined;
     this.setRole("follower");
+    // The owner's log from here on is read as a tail: what this process wrote and the store
+    // did not take (a fenced runner's last entries) is not the owner's.
+    this.readAfter = this.log.durableSeq;
     this.every(options.pollMs, () => void this.tryTakeover().catch(() => {}));
-    this.every(options.pollMs, () => void this.settleForwarded().catch(() => {}));
+    this.forwardPoll = this.every(
+      options.pollMs,
+      () => void this.settleForwarded().catch(() => {}),
+    );
+    this.keepAlive();
+  }
+
+  /**
+   * A prompt forwarded to the owner keeps the process alive while it waits, as an owner's turn
+   * does (its poll timer is referenced then, and only then).
+   */
+  private keepAlive(): void {
+    if (this.forwarded.size > 0) this.forwardPoll?.ref?.();
+    else this.forwardPoll?.unref?.();
+  }
+
+  /** `resolve` answers input `id`, run by the owner: settled from the owner's log. */
+  private forward(id: string, resolve: (result: PromptResult) => void): void {
+    this.forwarded.set(id, resolve);
+    this.results.watch(id);
+    this.keepAlive();
   }
 
   /**
@@ -364,15 +404,22 @@ export class Session {
         const log = await this.options.openLog();
         log.fence(held);
         await this.options.recover?.(log);
+        // Prompts this process forwarded whose turns the old owner ended (recovery ended a
+        // crashed one) are answered from the log; the others are this runner's to answer now.
+        await this.settleForwarded();
         await this.adopt(log);
       } catch (error) {
         // Not held for a lease's length by a runner that cannot run: the next try starts afresh.
         await options.store.releaseLease(held, { pending: true }).catch(() => {});
         throw error;
       }
+      for (const [id, resolve] of this.forwarded) {
+        this.results.unwatch(id);
+        this.waiters.set(id, resolve);
+      }
+      this.forwarded.clear();
       this.becomeOwner(held);
       if (this.closing) return; // close() resumes here: it flushes and releases as the owner
-      await this.settleForwarded();
       this.resume(); // acknowledged inputs the dead owner left queued run now
     })();
     this.takingOver = run.finally(() => {
@@ -381,12 +428,18 @@ export class Session {
     return this.takingOver;
   }
 
-  /** The lease was lost (expired, taken over): stop writing; the log is another runner's now. */
-  private lost(): void {
+  /**
+   * The lease was lost (expired, taken over, or the store fenced a write): stop at once; the log
+   * is another runner's now. The running turn ends `failed` (`LEASE_LOST`).
+   */
+  private lost(why = "its lease expired or another runner took it over"): void {
     if (this.roleValue !== "owner") return;
     this.options.logger.warn({ sessionId: this.id }, "session lease lost; following its new owner");
     this.becomeFollower();
-    this.cancelRunning("the session's lease was lost to another runner");
+    const reason = `lease lost: session ${this.id} ${why}; this runner stopped and wrote nothing more. The session follows its new owner`;
+    this.coordinatorRef?.interrupt();
+    this.current?.interrupt(reason, "failed", "LEASE_LOST");
+    if (this.acceptanceHost?.busy) this.acceptanceHost.interrupt(reason);
   }
 
   /**
@@ -462,24 +515,33 @@ export class Session {
     return this.current !== undefined || this.hasRunnable();
   }
 
-  /** Resolves prompts this process forwarded, from the owner's log (their turns' ends). */
+  /**
+   * Resolves prompts this process forwarded, from the owner's log: reads only what the owner
+   * wrote since the last read (the log's tail), and answers each prompt whose turn ended with
+   * that turn's result as the log holds it (session/turn-result.ts, the owner's own rule).
+   */
   private async settleForwarded(): Promise<void> {
-    if (this.forwarded.size === 0) return;
-    const entries = await this.options.lease!.store.load(this.id);
-    const turnOf = new Map<string, string>();
-    const ended = new Map<string, PromptResult>();
-    for (const e of entries) {
-      if (e.type === "user_message" && e.inboxId && e.turnId) turnOf.set(e.inboxId, e.turnId);
-      if (e.type === "turn_end")
-        ended.set(e.turnId, { status: e.status, reason: e.reason } as PromptResult);
-    }
-    for (const [id, resolve] of this.forwarded) {
-      const turn = turnOf.get(id);
-      const result = turn && ended.get(turn);
-      if (result) {
-        this.forwarded.delete(id);
-        resolve(result);
+    if (this.forwarded.size === 0 || this.readingTail) return;
+    this.readingTail = true;
+    try {
+      const store = this.options.lease!.store;
+      const after = this.readAfter;
+      const tail = store.loadAfter
+        ? await store.loadAfter(this.id, after)
+        : (await store.load(this.id)).filter((e) => e.seq > after);
+      for (const entry of tail) {
+        if (entry.seq <= this.readAfter) continue;
+        this.results.add(entry);
+        this.readAfter = entry.seq;
       }
+      for (const { inboxId, result } of this.results.take()) {
+        const resolve = this.forwarded.get(inboxId);
+        this.forwarded.delete(inboxId);
+        resolve?.(result);
+      }
+    } finally {
+      this.readingTail = false;
+      this.keepAlive();
     }
   }
 
@@ -517,9 +579,10 @@ export class Session {
     const result = new Promise<PromptResult>((r) => {
       resolve = r;
     });
-    await this.submit("prompt", "next-turn", input, options, (id) =>
-      (this.roleValue === "follower" ? this.forwarded : this.waiters).set(id, resolve),
-    );
+    await this.submit("prompt", "next-turn", input, options, (id) => {
+      if (this.roleValue === "follower") this.forward(id, resolve);
+      else this.waiters.set(id, resolve);
+    });
     return result;
   }
 
@@ -1237,8 +1300,9 @@ export class Session {
     return pollInbox(this.inbox, point, this.options.drain, this.options.lanesToDrain);
   }
 
-  private consume(event: InboxEvent, asMessage: boolean): void {
-    this.log.append({ type: "inbox_consumed", inboxId: event.id });
+  /** Records `event` consumed (and, `asMessage`, as a user message of the turn); returns the consume entry's seq. */
+  private consume(event: InboxEvent, asMessage: boolean): number {
+    const { seq } = this.log.append({ type: "inbox_consumed", inboxId: event.id });
     if (asMessage) {
       this.log.append({
         type: "user_message",
@@ -1249,6 +1313,7 @@ export class Session {
       });
     }
     this.emit({ type: "inbox.consumed", inboxId: event.id, lane: event.lane });
+    return seq;
   }
 
   /** Appends a `settings` entry with `text` as the instructions (other settings kept). */
@@ -1297,7 +1362,8 @@ export class Session {
       if (events.length === 0) break; // the policy reads no input lane between turns
       const turn = new TurnRun(this.deps);
       this.current = turn;
-      for (const event of events) this.consume(event, false);
+      let consumedSeq = 0;
+      for (const event of events) consumedSeq = this.consume(event, false);
       let output: PromptResult;
       try {
         output = await turn.start(
@@ -1309,11 +1375,21 @@ export class Session {
         output = notRun("failed", `internal error: ${String(err)}`);
       }
       this.current = undefined;
-      if (this.acceptanceHost) output = await this.afterTurn(output);
+      // A turn the runtime failed (the store refused it) has no acceptance round: its checks'
+      // evidence could not be written either.
+      if (this.acceptanceHost && output.code === undefined) output = await this.afterTurn(output);
       this.poll(TURN_ENDED); // interrupts that arrived during the turn are recorded now
+      // Lost to another runner before the inputs' consumption was durable: the new owner runs
+      // them, and their prompts wait for its answer.
+      const rerun =
+        output.code === "LEASE_LOST" &&
+        this.roleValue === "follower" &&
+        consumedSeq > this.log.durableSeq;
       for (const event of events) {
-        this.waiters.get(event.id)?.(output);
+        const resolve = this.waiters.get(event.id);
         this.waiters.delete(event.id);
+        if (resolve && rerun) this.forward(event.id, resolve);
+        else resolve?.(output);
       }
     }
   }

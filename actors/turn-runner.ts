@@ -8,12 +8,12 @@ import {
   type ToolCallPart,
   textOf,
   toolCallsOf,
-  type Usage,
   type UserPart,
 } from "../contracts/messages.ts";
 import type { Model } from "../contracts/model.ts";
-import type { CallOutcome, TurnStatus } from "../contracts/status.ts";
+import type { CallOutcome, TurnFailureCode, TurnStatus } from "../contracts/status.ts";
 import { notExecuted, type ToolFailure, type ToolResult } from "../contracts/tool-result.ts";
+import type { TurnResult } from "../contracts/turn-result.ts";
 import type { BatchCallResult, BatchOutput } from "../machines/batch.machine.ts";
 import type { PollPoint } from "../machines/policies/inbox.ts";
 import {
@@ -43,10 +43,16 @@ import {
   type TurnOutput,
   type turnMachine,
 } from "../machines/turn.machine.ts";
-import { createAssembler, toAssistantParts } from "../providers/stream-assembler.ts";
-import type { AttemptRecovery, EntryOf } from "../session/entries.ts";
+import {
+  createAssembler,
+  type StreamAssembler,
+  toAssistantParts,
+} from "../providers/stream-assembler.ts";
+import type { AttemptRecovery, EntryInput, EntryOf } from "../session/entries.ts";
 import { flat } from "../session/flat.ts";
 import type { SessionLog } from "../session/log.ts";
+import { refusalCode } from "../session/store-error.ts";
+import { TurnTally } from "../session/turn-result.ts";
 import { truncatedCallResult } from "../tools/prepare/truncated-call.ts";
 import { prepareCall } from "../tools/prepare-call.ts";
 import type { Registry } from "../tools/registry.ts";
@@ -57,18 +63,7 @@ import type { RetryBudget } from "./retry-budget.ts";
 import { runTool, type ToolReport } from "./run-tool.ts";
 import type { SessionContext } from "./session-context.ts";
 
-/** What a turn resolves to: how it ended, its final text, its summed usage and its requests. */
-export interface TurnResult extends TurnOutput {
-  /** The text of the last assistant message the turn committed ("" when none). */
-  text: string;
-  /**
-   * Provider usage summed over the turn's model responses; `cachedInputTokens` and
-   * `reasoningTokens` are present when a response reported them.
-   */
-  usage: Usage;
-  /** Model requests the turn sent (retries included; compaction summaries not). */
-  steps: number;
-}
+export type { TurnResult };
 
 /** Everything a turn needs from its session. Built once per session. */
 export interface TurnDeps {
@@ -163,6 +158,12 @@ const CALL_RESULT: PollPoint = { type: "call.result" };
 const BATCH_COMMITTED: PollPoint = { type: "batch.committed" };
 const NATURAL_END: PollPoint = { type: "turn.natural_end" };
 
+/** An attempt stopped before its request went out: no output. */
+const NO_OUTPUT: Pick<StreamAssembler, "partial" | "hasOutput"> = {
+  partial: () => ({ text: "", toolCalls: [] }),
+  hasOutput: () => false,
+};
+
 /** Why an attempt's request was aborted when its operation's deadline passed (a stable `name`). */
 export class OperationDeadlineError extends Error {
   override readonly name = "OperationDeadlineError";
@@ -213,14 +214,14 @@ export class TurnRun implements TurnEffects {
   private compactCtl: AbortController | undefined;
   /** Overflow compactions run so far (the chart counts them too; this words the reason). */
   private overflowCompactions = 0;
-  private text = "";
-  private usage: Usage = { inputTokens: 0, outputTokens: 0 };
-  private requests = 0;
+  /** The turn's result as the entries it appended say it (the one rule, session/turn-result.ts). */
+  private readonly tally: TurnTally;
   private readonly done: Promise<TurnResult>;
   private resolveDone!: (output: TurnResult) => void;
 
   constructor(deps: TurnDeps) {
     this.turnId = deps.ids("turn");
+    this.tally = new TurnTally(this.turnId);
     this.deps = Object.assign({}, deps, { logger: deps.logger.child({ turnId: this.turnId }) });
     this.done = new Promise((resolve) => {
       this.resolveDone = resolve;
@@ -274,16 +275,28 @@ export class TurnRun implements TurnEffects {
     return this.done;
   }
 
+  /**
+   * What the turn reports: its log's account (the tally of the entries it appended), whose end
+   * `ended` made agree with the chart's. Only a turn actor that crashed (a runtime bug) ends
+   * without a `turn_end`; it then reports the chart's failure with what the log holds.
+   */
   private result(output: TurnOutput): TurnResult {
-    const { status, reason } = output;
-    const usage = { ...this.usage };
-    const r: TurnResult = { status, text: this.text, usage, steps: this.requests };
-    if (reason !== undefined) r.reason = reason;
+    const logged = this.tally.result();
+    if (logged) return logged;
+    const r: TurnResult = {
+      status: output.status,
+      text: "",
+      usage: { inputTokens: 0, outputTokens: 0 },
+      steps: 0,
+    };
+    if (output.reason !== undefined) r.reason = output.reason;
+    if (output.code !== undefined) r.code = output.code;
     return r;
   }
 
-  interrupt(reason: string, status?: TurnStatus): void {
-    this.actor?.send({ type: "turn.interrupt", reason, status });
+  /** Cancels the turn (`status` default `cancelled`; a runtime failure passes `failed` and its code). */
+  interrupt(reason: string, status?: TurnStatus, code?: TurnFailureCode): void {
+    this.actor?.send({ type: "turn.interrupt", reason, status, code });
   }
 
   /** The turn actor (for inspection and tests). */
@@ -385,11 +398,53 @@ export class TurnRun implements TurnEffects {
     this.deps.poll({ type: "step.prepared", pendingBefore: this.foundAtPrepare });
   }
 
-  startAttempt(self: AnyActorRef, { attempt, step }: { attempt: number; step: number }): void {
+  recordAttempt(self: AnyActorRef, { attempt, step }: { attempt: number; step: number }): void {
     this.phase = `while waiting for model response ${step + 1}`;
     this.deps.poll(SAMPLING);
     this.deps.retryBudget?.warm?.(this.deps.model.name);
-    void this.runAttempt(self, attempt, step);
+    const { clock, emit } = this.deps;
+    const attemptId = attemptIdOf(this.turnId, attempt);
+    const ctl = new AbortController();
+    this.attemptCtl = ctl;
+    // The first attempt of a response starts its retry operation (the state is built on failure).
+    if (this.retryState === undefined) this.operationStartedAt ??= clock.now();
+    const recovery = this.recovery;
+    this.recovery = undefined;
+    this.append(
+      recovery
+        ? { type: "attempt_start", turnId: this.turnId, attemptId, step, recovery }
+        : { type: "attempt_start", turnId: this.turnId, attemptId, step },
+    );
+    this.deps.logger.debug({ attemptId, step }, "attempt started");
+    emit({ type: "attempt.started", turnId: this.turnId, attemptId, step });
+    void this.makeDurable(self, attempt, attemptId, ctl);
+  }
+
+  /** The attempt's write-ahead: everything before its request, durable; then `attempt.recorded`. */
+  private async makeDurable(
+    self: AnyActorRef,
+    attempt: number,
+    attemptId: string,
+    ctl: AbortController,
+  ): Promise<void> {
+    const { log } = this.deps;
+    try {
+      if (log.needsHistory) await log.loadHistory();
+      await this.flushSoon();
+    } catch (err) {
+      // Refused: the turn stops (the chart aborts this attempt, which reports below).
+      this.storeFailed(err);
+    }
+    if (ctl.signal.aborted) {
+      this.failAttempt(self, attempt, attemptId, ctl.signal.reason, NO_OUTPUT, true);
+      if (this.attemptCtl === ctl) this.attemptCtl = undefined;
+    } else {
+      self.send({ type: "attempt.recorded", attempt });
+    }
+  }
+
+  startAttempt(self: AnyActorRef, { attempt }: { attempt: number; step: number }): void {
+    void this.runAttempt(self, attempt);
   }
 
   pollAtEnd(self: AnyActorRef): void {
@@ -494,12 +549,32 @@ export class TurnRun implements TurnEffects {
     void this.settleAndPersist(self, params);
   }
 
-  ended(
-    _self: AnyActorRef,
-    { status, reason }: { status: TurnStatus; reason: string | undefined },
-  ): void {
-    this.deps.logger.info({ status, reason }, "turn ended");
-    this.deps.emit({ type: "turn.ended", turnId: this.turnId, status, reason });
+  ended(_self: AnyActorRef, output: TurnOutput): void {
+    const { status, reason, code } = output;
+    // The chart ended otherwise than the log's last turn_end says (the finalizer's flush was
+    // refused, or its deadline passed): the log gets what the caller is told, after it. It is
+    // queued, and written with the rest once the store takes writes again.
+    const logged = this.tally.result();
+    if (logged && (logged.status !== status || logged.code !== code || logged.reason !== reason)) {
+      this.append(
+        code === undefined
+          ? { type: "turn_end", turnId: this.turnId, status, reason }
+          : { type: "turn_end", turnId: this.turnId, status, reason, code },
+      );
+    }
+    this.deps.logger.info({ status, reason, code }, "turn ended");
+    this.deps.emit(
+      code === undefined
+        ? { type: "turn.ended", turnId: this.turnId, status, reason }
+        : { type: "turn.ended", turnId: this.turnId, status, reason, code },
+    );
+  }
+
+  /** Appends an entry of this turn to the log and to the turn's tally. */
+  private append<T extends EntryInput>(input: T): EntryOf<T["type"]> {
+    const entry = this.deps.log.append(input);
+    this.tally.add(entry);
+    return entry;
   }
 
   private lastFailure = "";
@@ -514,30 +589,17 @@ export class TurnRun implements TurnEffects {
   /** How the next attempt follows the failed one (its `attempt_start` records it). */
   private recovery: AttemptRecovery | undefined;
 
-  private async runAttempt(self: AnyActorRef, attempt: number, step: number): Promise<void> {
+  private async runAttempt(self: AnyActorRef, attempt: number): Promise<void> {
     const { log, model, registry, emit, ids, clock } = this.deps;
     const attemptId = attemptIdOf(this.turnId, attempt);
-    const ctl = new AbortController();
-    this.attemptCtl = ctl;
-    // The first attempt of a response starts its retry operation (the state is built on failure).
-    if (this.retryState === undefined) this.operationStartedAt ??= clock.now();
+    const ctl = this.attemptCtl!;
     const deadlineTimer = this.armOperationDeadline(ctl, attemptId);
-    const recovery = this.recovery;
-    this.recovery = undefined;
-    log.append(
-      recovery
-        ? { type: "attempt_start", turnId: this.turnId, attemptId, step, recovery }
-        : { type: "attempt_start", turnId: this.turnId, attemptId, step },
-    );
     // Continue: the request ends with the partial answer as an assistant message to extend.
     const prefix = this.continuation?.prefix;
     const messages: readonly Message[] =
       prefix === undefined
         ? log.history()
         : [...log.history(), { role: "assistant", content: [{ type: "text", text: prefix }] }];
-    this.requests++;
-    this.deps.logger.debug({ attemptId, step }, "attempt started");
-    emit({ type: "attempt.started", turnId: this.turnId, attemptId, step });
     const previews = this.deps.wantsPreviews?.() ?? false;
     const assembler = createAssembler({
       ids,
@@ -550,6 +612,7 @@ export class TurnRun implements TurnEffects {
     });
     try {
       if (log.needsHistory) await log.loadHistory();
+      if (ctl.signal.aborted) throw ctl.signal.reason;
       const instructions = this.deps.context.instructions();
       const stream = model.stream({
         ...(instructions === undefined ? {} : { instructions }),
@@ -622,7 +685,7 @@ export class TurnRun implements TurnEffects {
     );
     const text = textOf(content);
     const toolCalls = toolCallsOf(content);
-    const entry = log.append({
+    const entry = this.append({
       type: "assistant_message",
       turnId: this.turnId,
       attemptId,
@@ -642,8 +705,6 @@ export class TurnRun implements TurnEffects {
       usage: message.usage,
     });
     this.messageEntryId = entry.id;
-    this.text = text; // with a continuation: the whole message, prefix included
-    if (message.usage) addUsage(this.usage, message.usage);
     this.deps.context.measured(message.usage);
     for (const problem of message.problems ?? []) this.warn(`model stream: ${problem}`);
     for (const c of message.toolCalls) {
@@ -721,7 +782,7 @@ export class TurnRun implements TurnEffects {
     attempt: number,
     attemptId: string,
     error: unknown,
-    assembler: ReturnType<typeof createAssembler>,
+    assembler: Pick<StreamAssembler, "partial" | "hasOutput">,
     aborted: boolean,
   ): void {
     const { log, emit, clock } = this.deps;
@@ -1004,12 +1065,18 @@ export class TurnRun implements TurnEffects {
     this.deps.emit({ type: "call.settled", turnId: this.turnId, callId, name, outcome, result });
   }
 
+  /**
+   * The store refused a write of this turn: stop at once (no further model request or tool
+   * call), and end `failed` with the refusal's code (invariant 13, 15).
+   */
   private storeFailed(err: unknown): void {
-    this.deps.logger.error({ err }, "the session store failed");
+    const code = refusalCode(err);
+    this.deps.logger.error({ err, code }, "the session store refused a write of the turn");
     this.actor.send({
       type: "turn.interrupt",
-      reason: `the session store failed: ${String(err)}`,
+      reason: refusalReason(this.deps.sessionId, code, err),
       status: "failed",
+      code,
     });
   }
 
@@ -1039,31 +1106,37 @@ export class TurnRun implements TurnEffects {
         where: `${this.phase} (${params.reason ?? "interrupted"})`,
       });
     }
-    log.append({
-      type: "turn_end",
-      turnId: this.turnId,
-      status: params.status,
-      reason: params.reason,
-    });
+    this.append(
+      params.code === undefined
+        ? { type: "turn_end", turnId: this.turnId, status: params.status, reason: params.reason }
+        : {
+            type: "turn_end",
+            turnId: this.turnId,
+            status: params.status,
+            reason: params.reason,
+            code: params.code,
+          },
+    );
+    let failure: { code: TurnFailureCode; reason: string } | undefined;
     try {
       await log.flush();
     } catch (err) {
-      this.deps.logger.error({ err }, "could not write the end of the turn");
+      // The end is not in the log: the turn reports that, not the end it planned (`ended`
+      // writes what it reports after it).
+      const code = refusalCode(err);
+      failure = { code, reason: refusalReason(this.deps.sessionId, code, err) };
+      this.deps.logger.error({ err, code }, "could not write the end of the turn");
     }
-    self.send({ type: "finalize.done" });
+    self.send(failure ? { type: "finalize.done", failure } : { type: "finalize.done" });
   }
 }
 
 export type { EntryOf };
 
-/** Adds `usage` into `total` (the optional counts only once some response reported them). */
-function addUsage(total: Usage, usage: Usage): void {
-  total.inputTokens += usage.inputTokens;
-  total.outputTokens += usage.outputTokens;
-  if (usage.cachedInputTokens !== undefined) {
-    total.cachedInputTokens = (total.cachedInputTokens ?? 0) + usage.cachedInputTokens;
-  }
-  if (usage.reasoningTokens !== undefined) {
-    total.reasoningTokens = (total.reasoningTokens ?? 0) + usage.reasoningTokens;
-  }
+/** What a turn stopped by a refused write says (its reason), by the refusal's code. */
+export function refusalReason(sessionId: string, code: TurnFailureCode, err: unknown): string {
+  const why = err instanceof Error ? err.message : String(err);
+  return code === "LEASE_LOST"
+    ? `lease lost: another runner writes session ${sessionId} now, and the store refused this runner's write (${why}); this runner stopped and wrote nothing more. The session follows its new owner`
+    : `the session store refused a write (${why}); what the turn did after its last durable write is not in the log yet (it stays queued and is written when the store takes writes again)`;
 }

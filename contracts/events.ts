@@ -3,7 +3,14 @@
 import type { AcceptanceStatus, CheckKind, Evidence } from "./acceptance.ts";
 import type { ToolCallPart, Usage } from "./messages.ts";
 import type { DecisionSource, PermissionDecision, PermissionRequest } from "./permission.ts";
-import type { AttemptStatus, CallOutcome, InboxLane, InboxSource, TurnStatus } from "./status.ts";
+import type {
+  AttemptStatus,
+  CallOutcome,
+  InboxLane,
+  InboxSource,
+  TurnFailureCode,
+  TurnStatus,
+} from "./status.ts";
 import type { ToolResult } from "./tool-result.ts";
 
 /**
@@ -86,7 +93,18 @@ export type AgentEvent = { sessionId: string; at: number } & (
     }
   | { type: "turn.cancel-acknowledged"; turnId: string; reason: string }
   | { type: "turn.execution-stopped"; turnId: string }
-  | { type: "turn.ended"; turnId: string; status: TurnStatus; reason?: string }
+  /**
+   * The turn has ended and its end is durable in the log (invariant 15): `status` is what the
+   * log holds. `code` is set on a `failed` turn the runtime failed (`STORE_FAILED`,
+   * `LEASE_LOST`).
+   */
+  | {
+      type: "turn.ended";
+      turnId: string;
+      status: TurnStatus;
+      reason?: string;
+      code?: TurnFailureCode;
+    }
   | { type: "permission.requested"; request: PermissionRequest }
   /** Also written to the log (`permission_decision`); `source` says which reply decided it. */
   | {

@@ -8,7 +8,7 @@ import {
   sendTo,
   setup,
 } from "xstate";
-import type { TurnStatus } from "../contracts/status.ts";
+import type { TurnFailureCode, TurnStatus } from "../contracts/status.ts";
 import { type BatchEffects, batchMachine } from "./batch.machine.ts";
 import { effect } from "./effect.ts";
 import type { BatchCallSpec } from "./policies/batch-schedule.ts";
@@ -68,6 +68,8 @@ export interface TurnContext extends TurnInput {
   cancelRequested: boolean;
   status: TurnStatus;
   reason: string | undefined;
+  /** Set with `status: "failed"` when the runtime, not the model, failed the turn. */
+  code: TurnFailureCode | undefined;
 }
 
 export type TurnEvent =
@@ -101,6 +103,8 @@ export type TurnEvent =
       corrected: { callId: string; feedback: string }[];
     }
   | { type: "gate.declined"; reason: string }
+  /** The attempt's start is durable: its request may go out. */
+  | { type: "attempt.recorded"; attempt: number }
   | ({ type: "batch.done" } & LoopReport)
   /** Steering drained and the budget measured: `compact` when it crossed the threshold. */
   | { type: "step.prepared"; compact: boolean }
@@ -108,12 +112,19 @@ export type TurnEvent =
   | { type: "compaction.done"; ok: boolean; reason?: string }
   | { type: "end.steered" }
   | { type: "end.none" }
-  | { type: "finalize.done" }
-  | { type: "turn.interrupt"; reason: string; status?: TurnStatus };
+  /**
+   * The finalizer ended. `failure`: the log could not be made durable (the store refused the
+   * write, or fenced it): the turn ends `failed` with that code and reason, whatever it was
+   * about to report, since its end is not in the log (invariant 15).
+   */
+  | { type: "finalize.done"; failure?: { code: TurnFailureCode; reason: string } }
+  | { type: "turn.interrupt"; reason: string; status?: TurnStatus; code?: TurnFailureCode };
 
 export interface TurnOutput {
   status: TurnStatus;
   reason?: string;
+  /** With `status: "failed"`: the runtime's failure code (see `TurnFailureCode`), if it was one. */
+  code?: TurnFailureCode;
 }
 
 /** Params of `finalize`: how the turn ends. */
@@ -122,6 +133,8 @@ export interface FinalizeParams {
   reason: string | undefined;
   /** The turn was interrupted (the log gets a `turn_aborted` note). */
   cancelled: boolean;
+  /** With `status: "failed"`: the runtime's failure code, if it was one. */
+  code?: TurnFailureCode;
 }
 
 /**
@@ -147,7 +160,13 @@ export interface TurnEffects extends ToolCallEffects, BatchEffects {
   abortCompaction(self: AnyActorRef): void;
   /** Drain steering that arrived during a compaction (synchronous). */
   pollInbox(self: AnyActorRef): void;
-  /** Start model attempt `attempt`. Answers `attempt.done` or `attempt.failed`. */
+  /**
+   * Write attempt `attempt`'s start and make it durable with everything before it. Answers
+   * `attempt.recorded`; when the write is refused, `turn.interrupt` (failed, with the refusal's
+   * code) and then, like an aborted attempt, `attempt.failed`.
+   */
+  recordAttempt(self: AnyActorRef, params: { attempt: number; step: number }): void;
+  /** Send model attempt `attempt`'s request. Answers `attempt.done` or `attempt.failed`. */
   startAttempt(self: AnyActorRef, params: { attempt: number; step: number }): void;
   /** Abort the running attempt's request (it then answers `attempt.failed`). */
   abortAttempt(self: AnyActorRef, params: { attempt: number }): void;
@@ -176,10 +195,13 @@ export interface TurnEffects extends ToolCallEffects, BatchEffects {
   cancelAcknowledged(self: AnyActorRef, params: { reason: string }): void;
   /** Moment 2: no model request or tool is running any more. */
   executionStopped(self: AnyActorRef): void;
-  /** Settle leftovers, write turn end, flush. Answers `finalize.done`. */
+  /**
+   * Settle leftovers, write turn end, flush. Answers `finalize.done`, with `failure` when the
+   * flush was refused.
+   */
   finalize(self: AnyActorRef, params: FinalizeParams): void;
   /** Moment 3 (after `finalize`): the turn has ended; emit `turn.ended`. */
-  ended(self: AnyActorRef, params: { status: TurnStatus; reason: string | undefined }): void;
+  ended(self: AnyActorRef, params: TurnOutput): void;
 }
 
 /**
@@ -238,6 +260,7 @@ export function initialTurnContext(input: TurnInput): TurnContext {
     cancelRequested: false,
     status: "completed",
     reason: undefined,
+    code: undefined,
   };
 }
 
@@ -269,6 +292,28 @@ const endOnLoop = (
     { type: "loopStopped" as const, params: loopOf },
   ],
 });
+
+/** The turn's output: status and reason, and the failure code when there is one. This is a pure function. */
+export function outputOf(context: TurnContext): TurnOutput {
+  const output: TurnOutput = { status: context.status, reason: context.reason };
+  if (context.code !== undefined) output.code = context.code;
+  return output;
+}
+
+/** What an interrupt does while an attempt is recorded or streams: acknowledge, then abort it. */
+const interruptAttempt = [
+  "markCancelled" as const,
+  {
+    type: "cancelAcknowledged" as const,
+    params: ({ event }: { event: TurnEvent }) => ({
+      reason: (event as Extract<TurnEvent, { type: "turn.interrupt" }>).reason,
+    }),
+  },
+  {
+    type: "abortAttempt" as const,
+    params: ({ context }: { context: TurnContext }) => ({ attempt: context.attemptSeq }),
+  },
+];
 
 /** The attempt id of attempt number `seq` in turn `turnId` (pure, so the machine can derive it). */
 export const attemptIdOf = (turnId: string, seq: number) => `${turnId}.a${seq}`;
@@ -317,6 +362,7 @@ export const turnMachine = setup({
     compact: effect<{ mode: CompactionMode }>(),
     abortCompaction: effect(),
     pollInbox: effect(),
+    recordAttempt: effect<{ attempt: number; step: number }>(),
     startAttempt: effect<{ attempt: number; step: number }>(),
     abortAttempt: effect<{ attempt: number }>(),
     pollAtEnd: effect(),
@@ -331,15 +377,22 @@ export const turnMachine = setup({
     cancelAcknowledged: effect<{ reason: string }>(),
     executionStopped: effect(),
     finalize: effect<FinalizeParams>(),
-    ended: effect<{ status: TurnStatus; reason: string | undefined }>(),
+    ended: effect<TurnOutput>(),
     markCancelled: assign(({ context, event }) => {
       assertEvent(event, "turn.interrupt");
       return {
         cancelRequested: true,
         status: event.status ?? "cancelled",
         reason: event.reason,
+        code: event.code,
         stopDeadlineMs: context.stopDeadlineMs,
       };
+    }),
+    /** The finalizer could not make the turn's end durable: that, not the planned end, is the outcome. */
+    failUnwritten: assign(({ event }) => {
+      assertEvent(event, "finalize.done");
+      const { code, reason } = event.failure!;
+      return { status: "failed" as TurnStatus, code, reason };
     }),
     countStep: assign(({ context, event }) => {
       assertEvent(event, "attempt.done");
@@ -444,6 +497,10 @@ export const turnMachine = setup({
     tokensExhausted: ({ context }) =>
       context.limits.maxSpendTokens > 0 && context.tokens >= context.limits.maxSpendTokens,
     hasDeadline: ({ context }) => context.limits.deadlineMs > 0,
+    finalizeFailed: ({ event }) => {
+      assertEvent(event, "finalize.done");
+      return event.failure !== undefined;
+    },
   },
   delays: {
     retryDelay: ({ context }) => context.retryDelayMs,
@@ -568,29 +625,27 @@ export const turnMachine = setup({
           entry: [
             assign({ attemptSeq: ({ context }) => context.attemptSeq + 1 }),
             {
-              type: "startAttempt",
+              type: "recordAttempt",
               params: ({ context }) => ({ attempt: context.attemptSeq, step: context.step }),
             },
           ],
-          initial: "streaming",
+          initial: "recording",
           states: {
-            streaming: {
+            // Write-ahead: the request goes out only once the attempt's start, and everything the
+            // turn wrote before it, is durable. A refused write (a fenced runner) ends the turn
+            // here, before any request (invariants 13, 15).
+            recording: {
               on: {
-                "turn.interrupt": {
-                  target: "stopping",
-                  actions: [
-                    "markCancelled",
-                    {
-                      type: "cancelAcknowledged",
-                      params: ({ event }) => ({ reason: event.reason }),
-                    },
-                    {
-                      type: "abortAttempt",
-                      params: ({ context }) => ({ attempt: context.attemptSeq }),
-                    },
-                  ],
-                },
+                "attempt.recorded": { guard: "isCurrentAttempt", target: "streaming" },
+                "turn.interrupt": { target: "stopping", actions: interruptAttempt },
               },
+            },
+            streaming: {
+              entry: {
+                type: "startAttempt",
+                params: ({ context }) => ({ attempt: context.attemptSeq, step: context.step }),
+              },
+              on: { "turn.interrupt": { target: "stopping", actions: interruptAttempt } },
             },
             // Cancel acknowledged; waiting for the aborted attempt to report.
             stopping: { on: { "turn.interrupt": {} } },
@@ -762,26 +817,33 @@ export const turnMachine = setup({
           status: context.status,
           reason: context.reason,
           cancelled: context.cancelRequested,
+          code: context.code,
         }),
       },
-      on: { "finalize.done": "done" },
+      on: {
+        "finalize.done": [
+          { guard: "finalizeFailed", target: "done", actions: "failUnwritten" },
+          { target: "done" },
+        ],
+      },
       after: {
+        // The store did not answer in time: the turn's end is not known to be in the log, so
+        // the turn does not say it completed (invariant 15).
         finalizeDeadline: {
           target: "done",
           actions: assign({
+            status: "failed" as TurnStatus,
+            code: "STORE_FAILED" as TurnFailureCode,
             reason: ({ context }) =>
-              `${context.reason ? `${context.reason}; ` : ""}finalizer deadline passed before the log was flushed`,
+              `${context.reason ? `${context.reason}; ` : ""}finalizer deadline (finalizeDeadlineMs ${context.finalizeDeadlineMs}) passed before the session store confirmed the turn's end; it may not be in the log`,
           }),
         },
       },
     },
     done: {
       type: "final",
-      entry: {
-        type: "ended",
-        params: ({ context }) => ({ status: context.status, reason: context.reason }),
-      },
+      entry: { type: "ended", params: ({ context }) => outputOf(context) },
     },
   },
-  output: ({ context }) => ({ status: context.status, reason: context.reason }),
+  output: ({ context }) => outputOf(context),
 });

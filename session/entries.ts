@@ -13,6 +13,7 @@ import type {
   CallOutcome,
   InboxLane,
   InboxSource,
+  TurnFailureCode,
   TurnStatus,
 } from "../contracts/status.ts";
 import type { ToolResult } from "../contracts/tool-result.ts";
@@ -132,7 +133,13 @@ export interface EntryPayloads {
     parts?: UserPart[];
   };
   inbox_consumed: { inboxId: string };
-  turn_end: { turnId: string; status: TurnStatus; reason?: string };
+  /**
+   * A turn's end. A turn has one, except when the store refused the write of its end: then a
+   * second `turn_end` (failed, `code` STORE_FAILED or LEASE_LOST) follows it once the store takes
+   * writes again, saying what the turn's caller was told. The LAST `turn_end` of a turn is its
+   * end (`session/turn-result.ts`).
+   */
+  turn_end: { turnId: string; status: TurnStatus; reason?: string; code?: TurnFailureCode };
   /** Where a cut turn stopped; the next turn's context carries it as a note to the model. */
   turn_aborted: { turnId: string; where: string };
   /** The active leaf moved (fork, rollback, switch). */

@@ -71,6 +71,7 @@ export class SessionLog {
   private checkpointSeq = 0;
   /** The inbox folded from every entry so far; null: not known yet (an old checkpoint). */
   private inboxState: Inbox | null = emptyInbox();
+  private refusals = new Set<(error: unknown) => void>();
 
   private constructor(options: SessionLogOptions) {
     this.sessionId = options.sessionId;
@@ -99,6 +100,7 @@ export class SessionLog {
     const projection = checkpoint ? Projection.restore(checkpoint.projection) : null;
     if (!load || !checkpoint || !projection) {
       log.replay(await store.load(sessionId));
+      log.queue.startAt(log.seq);
       return log;
     }
     log.projection = projection;
@@ -113,6 +115,7 @@ export class SessionLog {
       await log.loadHistory();
     for (const e of load.tail) log.place(Object.freeze(e));
     if (log.dirty) await log.loadHistory();
+    log.queue.startAt(log.seq);
     return log;
   }
 
@@ -223,7 +226,12 @@ export class SessionLog {
    * failed checkpoint does not fail the flush (the entries are durable; open replays more).
    */
   async flush(): Promise<void> {
-    await this.queue.flush();
+    try {
+      await this.queue.flush();
+    } catch (error) {
+      for (const listener of this.refusals) listener(error);
+      throw error;
+    }
     if (this.policy && checkpointDue(this.policy, this.seq, this.checkpointSeq)) {
       await this.checkpoint().catch(() => {});
     }
@@ -274,13 +282,31 @@ export class SessionLog {
 
   /** Flushes, then writes a checkpoint so the next open is fast. The store stays open. */
   async close(): Promise<void> {
-    await this.queue.flush();
+    await this.flush();
     await this.checkpoint();
   }
 
   /** How many appended entries are not yet durable. */
   pendingCount(): number {
     return this.queue.size;
+  }
+
+  /**
+   * The seq of the last entry known to be durable: every entry up to it is in the store (the
+   * store held them at open, or a flush wrote them). Entries after it are queued.
+   */
+  get durableSeq(): number {
+    return this.queue.durableSeq;
+  }
+
+  /**
+   * Calls `listener` with the store's error each time a flush is refused (before the flush's
+   * promise rejects), whoever called it. Returns the unsubscribe function.
+   * Contract: the listener must not throw.
+   */
+  onRefused(listener: (error: unknown) => void): () => void {
+    this.refusals.add(listener);
+    return () => this.refusals.delete(listener);
   }
 
   /**

@@ -70,6 +70,11 @@ export function memoryStore(): SessionStore & CheckpointStore {
       ensureOpen();
       return (sessions.get(sessionId)?.entries ?? []).map((e) => JSON.parse(e) as LogEntry);
     },
+    async loadAfter(sessionId, afterSeq) {
+      ensureOpen();
+      const session = sessions.get(sessionId);
+      return session ? decode(session, upTo(session, afterSeq), session.entries.length) : [];
+    },
     async saveCheckpoint(sessionId, seq, body) {
       ensureOpen();
       const current = checkpoints.get(sessionId);

@@ -271,6 +271,11 @@ export async function postgresStore(
         ),
       );
     },
+    async loadAfter(sessionId, afterSeq) {
+      return guard("load (the log's tail)", () =>
+        loadRange(sessionId, afterSeq, Number.MAX_SAFE_INTEGER),
+      );
+    },
     async saveCheckpoint(sessionId, seq, body) {
       await guard("saveCheckpoint", () =>
         pool.query(

@@ -347,6 +347,13 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
     async load(sessionId) {
       return guard("load", () => load.all(sessionId).map((body) => JSON.parse(body) as LogEntry));
     },
+    async loadAfter(sessionId, afterSeq) {
+      return guard("load (the log's tail)", () =>
+        loadRange
+          .all(sessionId, afterSeq, Number.MAX_SAFE_INTEGER)
+          .map((body) => JSON.parse(body) as LogEntry),
+      );
+    },
     async saveCheckpoint(sessionId, seq, body) {
       guard("saveCheckpoint", () => saveCheckpoint.run(sessionId, seq, body));
     },

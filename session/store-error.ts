@@ -1,3 +1,4 @@
+import type { TurnFailureCode } from "../contracts/status.ts";
 import type { LogEntry } from "./entries.ts";
 
 /** Why a store refused an operation. */
@@ -60,4 +61,16 @@ export function fenced(sessionId: string, store: string, token: number | undefin
       ? `${store}: session ${sessionId} is owned by a runner holding its lease; an append without that lease is refused (send inputs with postInput, or take the lease when it is released or expires)`
       : `${store}: session ${sessionId}: lease token ${token} is no longer the session's live lease (it expired or another runner took the session over); this runner must stop writing and reopen the session`,
   );
+}
+
+/**
+ * What a refused write means for the runner that made it: `LEASE_LOST` when another runner
+ * writes the session now (the store fenced the write, or another writer's entries came first:
+ * this runner's log is stale and it must stop), `STORE_FAILED` for anything else (the store
+ * could not write: the entries stay queued for the next flush). This is a pure function.
+ */
+export function refusalCode(error: unknown): TurnFailureCode {
+  return error instanceof StoreError && (error.code === "FENCED" || error.code === "SEQ_CONFLICT")
+    ? "LEASE_LOST"
+    : "STORE_FAILED";
 }

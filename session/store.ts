@@ -35,6 +35,11 @@ export interface SessionStore {
   append(sessionId: string, entries: readonly LogEntry[], options?: AppendOptions): Promise<void>;
   /** Contract: every entry of the session in `seq` order; [] for an unknown session. */
   load(sessionId: string): Promise<LogEntry[]>;
+  /**
+   * Optional: the entries with seq greater than `afterSeq`, in `seq` order (a follower reads
+   * its owner's log as a tail). Without it, readers filter `load`.
+   */
+  loadAfter?(sessionId: string, afterSeq: number): Promise<LogEntry[]>;
   /** Every session it holds. */
   list(): Promise<SessionSummary[]>;
   /** Releases the store; no call may follow. */

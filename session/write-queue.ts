@@ -10,6 +10,7 @@ export class WriteQueue {
   private queue: LogEntry[] = [];
   private inflight: Promise<void> | null = null;
   private next: Promise<void> | null = null;
+  private durable = 0;
 
   /** Contract: writes the batch all-or-nothing; resolves once durable, rejects having written nothing. */
   constructor(private readonly write: (batch: readonly LogEntry[]) => Promise<void>) {}
@@ -20,6 +21,16 @@ export class WriteQueue {
 
   get size(): number {
     return this.queue.length;
+  }
+
+  /** The seq of the last entry a write made durable (0: none yet); set by `startAt` on open. */
+  get durableSeq(): number {
+    return this.durable;
+  }
+
+  /** Entries up to `seq` are durable already (the log was opened from the store at `seq`). */
+  startAt(seq: number): void {
+    this.durable = Math.max(this.durable, seq);
   }
 
   flush(): Promise<void> {
@@ -42,6 +53,7 @@ export class WriteQueue {
       () => {
         this.queue = this.queue.slice(batch.length);
         this.inflight = null;
+        this.durable = Math.max(this.durable, batch[batch.length - 1].seq);
       },
       (error: unknown) => {
         this.inflight = null;

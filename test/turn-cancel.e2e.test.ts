@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
 import type { AgentEvent } from "../contracts/events.ts";
+import type { Model } from "../contracts/model.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { defineTool } from "../tools/define-tool.ts";
@@ -66,16 +67,19 @@ describe("the length gate", () => {
 describe("interrupt", () => {
   it("while sampling: the turn is cancelled and the next turn's context says where it was cut", async () => {
     const model = scriptedModel([{ hang: true }, { text: "hello again" }]);
-    const session = createAgent({ model }).session();
+    // The interrupt comes once the first request is in flight (the model has it).
+    const sampling: Model = {
+      name: model.name,
+      stream: (request) => {
+        if (model.requests.length === 0)
+          queueMicrotask(() => session.interrupt("user pressed stop"));
+        return model.stream(request);
+      },
+    };
+    const session = createAgent({ model: sampling }).session();
     const events: AgentEvent[] = [];
     session.subscribe((e) => {
       events.push(e);
-      if (
-        e.type === "attempt.started" &&
-        events.filter((x) => x.type === "attempt.started").length === 1
-      ) {
-        queueMicrotask(() => session.interrupt("user pressed stop"));
-      }
     });
     const out = await session.prompt("first");
     expect(out.status).toBe("cancelled");

@@ -97,9 +97,14 @@ class Turn {
     };
   }
 
-  /** preparing → sampling (no compaction due). */
+  /** preparing → sampling (no compaction due), and the attempt's start made durable. */
   sample(): this {
-    return this.send({ type: "step.prepared", compact: false });
+    return this.send({ type: "step.prepared", compact: false }).record();
+  }
+
+  /** The current attempt's start is durable: its request may go out. */
+  record(): this {
+    return this.send({ type: "attempt.recorded", attempt: this.ctx.attemptSeq });
   }
 
   done(over: Partial<Extract<TurnEvent, { type: "attempt.done" }>> = {}): this {
@@ -445,11 +450,15 @@ describe("turn chart: retries and overflow", () => {
       { raise: { type: "xstate.after.retryDelay.turn.running.waiting" }, delay: 70 },
     ]);
     t.fire("retryDelay");
-    expect(t.value).toEqual({ running: { sampling: "streaming" } });
+    // A new attempt: its start is written and made durable before its request goes out.
+    expect(t.value).toEqual({ running: { sampling: "recording" } });
     expect(t.fx).toEqual([
       { cancel: "xstate.after.retryDelay.turn.running.waiting" },
-      { startAttempt: { attempt: 2, step: 0 } },
+      { recordAttempt: { attempt: 2, step: 0 } },
     ]);
+    t.record();
+    expect(t.value).toEqual({ running: { sampling: "streaming" } });
+    expect(t.fx).toEqual([{ startAttempt: { attempt: 2, step: 0 } }]);
     // The retried attempt's answer counts as the first step.
     t.done({ finishReason: "stop", callCount: 0, calls: [] });
     expect(t.ctx.step).toBe(1);
@@ -468,8 +477,8 @@ describe("turn chart: retries and overflow", () => {
     expect(t.ctx.overflowRecoveries).toBe(1);
     expect(t.fx).toEqual([{ compact: { mode: "overflow" } }]);
     t.send({ type: "compaction.done", ok: true });
-    expect(t.value).toEqual({ running: { sampling: "streaming" } });
-    expect(t.fx).toEqual(["pollInbox", { startAttempt: { attempt: 2, step: 0 } }]);
+    expect(t.value).toEqual({ running: { sampling: "recording" } });
+    expect(t.fx).toEqual(["pollInbox", { recordAttempt: { attempt: 2, step: 0 } }]);
     // The budget (1) is spent: the next overflow ends the turn with the provider's error.
     t.failed({ overflow: true, reason: "context too long" });
     expect(t.value).toBe("finalizing");
@@ -484,15 +493,15 @@ describe("turn chart: retries and overflow", () => {
     expect(t.fx).toEqual(leaving(finalizeFx("failed", "no legal cut", false)));
     const auto = new Turn().send({ type: "step.prepared", compact: true });
     auto.send({ type: "compaction.done", ok: false, reason: "no legal cut" });
-    expect(auto.value).toEqual({ running: { sampling: "streaming" } });
+    expect(auto.value).toEqual({ running: { sampling: "recording" } });
     expect(auto.ctx.status).toBe("completed");
     // After an overflow recovery, the next automatic compaction is automatic again.
     const again = new Turn().sample().failed({ overflow: true });
-    again.send({ type: "compaction.done", ok: true }).done().send({ type: "batch.done" });
+    again.send({ type: "compaction.done", ok: true }).record().done().send({ type: "batch.done" });
     again.send({ type: "step.prepared", compact: true });
     expect(again.fx).toEqual([{ compact: { mode: "auto" } }]);
     again.send({ type: "compaction.done", ok: false, reason: "no legal cut" });
-    expect(again.value).toEqual({ running: { sampling: "streaming" } });
+    expect(again.value).toEqual({ running: { sampling: "recording" } });
   });
 
   it("no overflow budget: an overflow is a plain failure", () => {
@@ -568,24 +577,67 @@ describe("turn chart: the loop guard", () => {
   });
 });
 
+describe("turn chart: the attempt's write-ahead", () => {
+  it("a request goes out only after its attempt's start is durable; a stale recorded changes nothing", () => {
+    const t = new Turn().send({ type: "step.prepared", compact: false });
+    expect(t.value).toEqual({ running: { sampling: "recording" } });
+    expect(t.fx).toEqual([{ recordAttempt: { attempt: 1, step: 0 } }]);
+    t.send({ type: "attempt.recorded", attempt: 7 });
+    expect(t.value).toEqual({ running: { sampling: "recording" } });
+    expect(t.fx).toEqual([]);
+    t.record();
+    expect(t.fx).toEqual([{ startAttempt: { attempt: 1, step: 0 } }]);
+  });
+
+  it("a refused write while recording (an interrupt with the store's code) aborts the attempt before any request", () => {
+    const t = new Turn().send({ type: "step.prepared", compact: false });
+    t.send({ type: "turn.interrupt", reason: "fenced", status: "failed", code: "LEASE_LOST" });
+    expect(t.value).toEqual({ running: { sampling: "stopping" } });
+    expect(t.fx).toEqual([
+      { cancelAcknowledged: { reason: "fenced" } },
+      { abortAttempt: { attempt: 1 } },
+    ]);
+    // A late `recorded` does not send the request.
+    t.record();
+    expect(t.fx).toEqual([]);
+    t.failed({ status: "cancelled", reason: "interrupted" });
+    expect(t.value).toBe("finalizing");
+    expect(t.ctx).toMatchObject({ status: "failed", code: "LEASE_LOST", reason: "fenced" });
+  });
+});
+
 describe("turn chart: finalizing", () => {
-  it("a finalizer that misses its deadline still ends the turn, and the reason says so", () => {
+  it("a finalizer that misses its deadline ends the turn failed (STORE_FAILED): its end may not be in the log", () => {
     const t = new Turn().sample().failed({ reason: "HTTP 500" });
     t.fire("finalizeDeadline");
     expect(t.value).toBe("done");
-    expect(t.ctx.reason).toBe("HTTP 500; finalizer deadline passed before the log was flushed");
+    const reason =
+      "HTTP 500; finalizer deadline (finalizeDeadlineMs 200) passed before the session store confirmed the turn's end; it may not be in the log";
+    expect(t.ctx).toMatchObject({ status: "failed", code: "STORE_FAILED", reason });
     expect(t.fx).toEqual([
       { cancel: "xstate.after.finalizeDeadline.turn.finalizing" },
-      {
-        ended: {
-          status: "failed",
-          reason: "HTTP 500; finalizer deadline passed before the log was flushed",
-        },
-      },
+      { ended: { status: "failed", code: "STORE_FAILED", reason } },
     ]);
+    // A turn about to report `completed` does not, when its end was not confirmed.
     const clean = new Turn().sample().done({ finishReason: "stop", callCount: 0, calls: [] });
     clean.send({ type: "end.none" }).fire("finalizeDeadline");
-    expect(clean.ctx.reason).toBe("finalizer deadline passed before the log was flushed");
+    expect(clean.ctx).toMatchObject({ status: "failed", code: "STORE_FAILED" });
+    expect(clean.ctx.reason).toMatch(/^finalizer deadline \(finalizeDeadlineMs 200\) passed/);
+  });
+
+  it("a finalizer whose flush was refused ends the turn failed with the store's code and reason, never completed", () => {
+    for (const code of ["STORE_FAILED", "LEASE_LOST"] as const) {
+      const t = new Turn().sample().done({ finishReason: "stop", callCount: 0, calls: [] });
+      t.send({ type: "end.none" });
+      expect(t.value).toBe("finalizing");
+      t.send({ type: "finalize.done", failure: { code, reason: "disk full" } });
+      expect(t.value).toBe("done");
+      expect(t.ctx).toMatchObject({ status: "failed", code, reason: "disk full" });
+      expect(t.fx.at(-1)).toEqual({ ended: { status: "failed", code, reason: "disk full" } });
+    }
+    const ok = new Turn().sample().done({ finishReason: "stop", callCount: 0, calls: [] });
+    ok.send({ type: "end.none" }).send({ type: "finalize.done" });
+    expect(ok.fx.at(-1)).toEqual({ ended: { status: "completed", reason: undefined } });
   });
 
   it("a batch that throws ends the turn failed through finalizing", () => {

@@ -6,7 +6,9 @@ import {
   compactsMidBatchTurnMachine,
   ignoresLengthTurnMachine,
   ignoresLoopsTurnMachine,
+  ignoresRefusedFinalizeTurnMachine,
   rearmsFinalizerTurnMachine,
+  sendsBeforeRecordedTurnMachine,
 } from "./support/mutants/turn.mutants.ts";
 import { noTimers, stepTimers, type Timers, timerKey } from "./support/timers.ts";
 
@@ -66,7 +68,11 @@ function events(snap: Snap): Snap[] {
     { type: "end.none" },
     { type: "end.steered" },
     { type: "finalize.done" },
+    { type: "finalize.done", failure: { code: "STORE_FAILED", reason: "disk full" } },
+    { type: "attempt.recorded", attempt: a },
+    { type: "attempt.recorded", attempt: a - 1 },
     { type: "turn.interrupt", reason: "stop" },
+    { type: "turn.interrupt", reason: "fenced", status: "failed", code: "LEASE_LOST" },
     { type: "batch.done" },
     { type: "batch.done", repeats: 5, repeatedTool: "tool" },
     { type: "batch.done", repeats: 6, repeatedTool: "tool" },
@@ -194,6 +200,33 @@ function search(machine: AnyStateMachine, depth: number): Found | undefined {
         ) {
           return { trace: t, problem: "an overflow compacted past its budget" };
         }
+        // Invariant 13: a request goes out only for the current attempt once its start is
+        // durable, and never after the turn was stopped (a fenced write stops it).
+        if (actions.some((x: { type: string }) => x.type === "startAttempt")) {
+          const recorded =
+            event.type === "attempt.recorded" &&
+            event.attempt === snap.context.attemptSeq &&
+            JSON.stringify(snap.value).includes("recording");
+          if (!recorded) {
+            return { trace: t, problem: "a request went out before its attempt was recorded" };
+          }
+        }
+        if (
+          snap.context.cancelRequested &&
+          actions.some((x: { type: string }) =>
+            ["recordAttempt", "startAttempt", "compact"].includes(x.type),
+          )
+        ) {
+          return { trace: t, problem: "a stopped turn started more work" };
+        }
+        // Invariant 15, the chart's half: a turn whose end the store refused never ends as if
+        // it had been written.
+        if (event.type === "finalize.done" && event.failure && snap.value === "finalizing") {
+          const { status, code } = after.output ?? {};
+          if (status !== "failed" || code !== event.failure.code) {
+            return { trace: t, problem: `a refused finalizer ended the turn ${status}` };
+          }
+        }
         if (snap.status === "done" && after.status !== "done") {
           return { trace: t, problem: "a finished turn came back to life" };
         }
@@ -223,6 +256,16 @@ function search(machine: AnyStateMachine, depth: number): Found | undefined {
 describe("turn statechart, bounded exhaustive search", () => {
   it("no call of a length-truncated response ever reaches executing, stale attempts change nothing, a compaction starts only between steps and never outlives its state, and a detected loop always ends the turn (depth 10)", () => {
     expect(search(turnMachine, 10)?.trace.join(" → ")).toBeUndefined();
+  });
+
+  it("the search catches a turn that reports its planned end when the store refused it (invariant 15)", () => {
+    const found = search(ignoresRefusedFinalizeTurnMachine, 10);
+    expect(found?.problem).toMatch(/^a refused finalizer ended the turn (completed|cancelled)$/);
+  });
+
+  it("the search catches a turn that sends a request before its attempt is durable (invariant 13)", () => {
+    const found = search(sendsBeforeRecordedTurnMachine, 10);
+    expect(found?.problem).toBe("a request went out before its attempt was recorded");
   });
 
   it("the search catches a turn whose length gate is broken", () => {

@@ -31,6 +31,7 @@ const effects: TurnEffects = {
   compact: none,
   abortCompaction: none,
   pollInbox: none,
+  recordAttempt: (self, { attempt }) => self.send({ type: "attempt.recorded", attempt }),
   startAttempt: none,
   abortAttempt: none,
   pollAtEnd: none,

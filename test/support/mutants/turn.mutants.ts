@@ -108,3 +108,39 @@ export const rearmsFinalizerTurnMachine = (() => {
 export const waitsRetryTwiceTurnMachine = turnMachine.provide({
   delays: { retryDelay: ({ context }) => 2 * context.retryDelayMs },
 });
+
+/**
+ * Broken on purpose (invariants 13, 15): the finalizer's report that its flush was refused is
+ * ignored, so a turn whose end never reached the log still ends `completed`.
+ */
+export const ignoresRefusedFinalizeTurnMachine = turnMachine.provide({
+  guards: { finalizeFailed: () => false },
+});
+
+/**
+ * Broken on purpose (invariant 13): an attempt's request goes out without waiting for its start
+ * to be durable, so a runner whose write was fenced still asks the model.
+ */
+export const sendsBeforeRecordedTurnMachine = (() => {
+  const config: Config = turnMachine.config;
+  const running = config.states.running;
+  const sampling = running.states.sampling;
+  const mutated = {
+    ...config,
+    states: {
+      ...config.states,
+      running: {
+        ...running,
+        states: {
+          ...running.states,
+          sampling: { ...sampling, initial: "streaming" },
+        },
+      },
+    },
+  };
+  return createMachine(
+    mutated,
+    // biome-ignore lint/suspicious/noExplicitAny: implementations of the same machine
+    turnMachine.implementations as any,
+  ) as unknown as typeof turnMachine;
+})();

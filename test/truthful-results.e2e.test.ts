@@ -1,0 +1,307 @@
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { createAgent } from "../actors/agent.ts";
+import type { AgentEvent } from "../contracts/events.ts";
+import { textOf } from "../contracts/messages.ts";
+import { scriptedModel } from "../providers/scripted-model.ts";
+import type { LogEntry } from "../session/entries.ts";
+import { memoryStore } from "../session/memory-store.ts";
+import { postgresStore } from "../session/postgres-store.ts";
+import { sqliteStore } from "../session/sqlite-store.ts";
+import type { LeaseStore, SessionStore } from "../session/store.ts";
+import { StoreError } from "../session/store-error.ts";
+import { defineTool } from "../tools/define-tool.ts";
+import { deferred } from "./support/harness.ts";
+import {
+  ignoresRefusedFinalizeTurnMachine,
+  sendsBeforeRecordedTurnMachine,
+} from "./support/mutants/turn.mutants.ts";
+import { freshSchema } from "./support/postgres-server.ts";
+import { usePostgres } from "./support/use-postgres.ts";
+
+// Invariant 15: nothing is reported that the log does not hold. A store refuses every append
+// from the k-th on (a full disk), for every k a turn reaches; whatever the prompt's result and
+// the turn.ended event say `completed` must be in the store, and once the store takes writes
+// again, the log tells the caller's story. Invariant 13: a runner whose write was fenced asks
+// the model nothing more.
+
+const db = usePostgres();
+
+type Store = SessionStore & Partial<LeaseStore>;
+
+/** `inner`, refusing every `append` from call number `from` (1-based) on, until `heal()`. */
+function refusing(inner: Store, from: number) {
+  let calls = 0;
+  let refusals = 0;
+  let healed = false;
+  const store: Store = Object.assign(Object.create(null), inner, {
+    kind: `${inner.kind}+refusing`,
+    append: (id: string, entries: readonly LogEntry[], options?: unknown) => {
+      calls++;
+      if (!healed && calls >= from) {
+        refusals++;
+        return Promise.reject(new StoreError("IO", "disk full (injected)"));
+      }
+      return (inner.append as (...a: unknown[]) => Promise<void>)(id, entries, options);
+    },
+  });
+  return {
+    store,
+    get refusals() {
+      return refusals;
+    },
+    heal: () => {
+      healed = true;
+    },
+  };
+}
+
+const ping = defineTool({
+  name: "ping",
+  description: "Answers pong.",
+  parameters: z.object({ n: z.number() }),
+  traits: { readOnly: true, concurrencySafe: true, idempotent: true },
+  execute: async ({ n }) => `pong ${n}`,
+});
+
+const scenarios = {
+  "a text-only turn": () => [{ text: "the answer" }],
+  "a turn with one tool call": () => [
+    { toolCalls: [{ id: "a", name: "ping", arguments: '{"n":1}' }] },
+    { text: "the answer" },
+  ],
+  "a turn with two parallel calls": () => [
+    {
+      toolCalls: [
+        { id: "a", name: "ping", arguments: '{"n":1}' },
+        { id: "b", name: "ping", arguments: '{"n":2}' },
+      ],
+    },
+    { text: "the answer" },
+  ],
+} as const;
+
+/** What the durable log says of the turn that consumed input `inboxId`: its last end and answer. */
+function durableTurn(entries: readonly LogEntry[], inboxId: string) {
+  let turnId: string | undefined;
+  for (const e of entries)
+    if (e.type === "user_message" && e.inboxId === inboxId) turnId = e.turnId;
+  if (!turnId) return undefined;
+  let end: { status: string; code?: string } | undefined;
+  let text = "";
+  for (const e of entries) {
+    if (e.type === "turn_end" && e.turnId === turnId) end = { status: e.status, code: e.code };
+    if (e.type === "assistant_message" && e.turnId === turnId) text = textOf(e.content);
+  }
+  return { end, text };
+}
+
+interface RunReport {
+  problems: string[];
+  refused: boolean;
+}
+
+/**
+ * One run: a prompt whose store refuses from append `from` on. Checks what the caller and the
+ * listeners were told against what the inner store holds, then heals the store and checks that
+ * the log ends up telling the same story.
+ */
+async function run(
+  make: () => Promise<Store>,
+  script: () => readonly unknown[],
+  from: number,
+  turnMachine?: typeof ignoresRefusedFinalizeTurnMachine,
+): Promise<RunReport> {
+  const inner = await make();
+  const faulty = refusing(inner, from);
+  const model = scriptedModel([...script(), { text: "after healing" }] as never);
+  const agent = createAgent({
+    model,
+    tools: [ping],
+    store: faulty.store,
+    lease: false,
+    ...(turnMachine ? { turnMachine } : {}),
+  });
+  const problems: string[] = [];
+  const session = await agent.openSession("s");
+  const ended: AgentEvent[] = [];
+  session.subscribe((e) => {
+    if (e.type === "turn.ended") ended.push(e);
+  });
+  const id = `in-${from}`;
+  let result: Awaited<ReturnType<typeof session.prompt>> | undefined;
+  try {
+    result = await session.prompt("the question", { id });
+  } catch (err) {
+    // Not acknowledged: the inbox entry was refused. Nothing was promised.
+    if (!String(err).includes("disk full")) problems.push(`prompt rejected with ${String(err)}`);
+  }
+  const durable = durableTurn(await inner.load("s"), id);
+  const held = durable?.end?.status === "completed" && durable.text === result?.text;
+  if (result?.status === "completed" && !held) {
+    problems.push(
+      `prompt() said completed (${result.text}) but the store holds ${JSON.stringify(durable)}`,
+    );
+  }
+  for (const e of ended) {
+    if (e.type === "turn.ended" && e.status === "completed" && durable?.end?.status !== "completed")
+      problems.push(`turn.ended said completed but the store holds ${JSON.stringify(durable)}`);
+  }
+  if (result && result.status === "failed" && result.code === "STORE_FAILED") {
+    if (!result.reason?.includes("disk full (injected)"))
+      problems.push(`a STORE_FAILED result does not name the store's error: ${result.reason}`);
+  }
+  // The store takes writes again: the next input completes, and the log's end of the first turn
+  // is what its caller was told.
+  faulty.heal();
+  const after = await session.prompt("again");
+  if (after.status !== "completed") problems.push(`after healing: ${JSON.stringify(after)}`);
+  await agent.close();
+  const healed = durableTurn(await inner.load("s"), id);
+  if (
+    result &&
+    healed?.end &&
+    (healed.end.status !== result.status || healed.end.code !== result.code)
+  ) {
+    problems.push(
+      `the log ends the first turn ${JSON.stringify(healed.end)}, its caller was told ${result.status}/${result.code}`,
+    );
+  }
+  await inner.close();
+  return { problems, refused: faulty.refusals > 0 };
+}
+
+/** Every refusal point: k = 1, 2, … until a run in which the store refused nothing. */
+async function search(
+  make: () => Promise<Store>,
+  turnMachine?: typeof ignoresRefusedFinalizeTurnMachine,
+): Promise<string[]> {
+  const found: string[] = [];
+  for (const [name, script] of Object.entries(scenarios)) {
+    for (let from = 1; from < 40; from++) {
+      const report = await run(make, script, from, turnMachine);
+      for (const p of report.problems) found.push(`${name}, refused from append ${from}: ${p}`);
+      if (!report.refused) break;
+    }
+  }
+  return found;
+}
+
+const sqlite = async () =>
+  sqliteStore(join(mkdtempSync(join(tmpdir(), "keel-truth-")), "s.db")) as Store;
+
+describe("invariant 15: nothing is reported that the log does not hold", () => {
+  it("memory: at every append a store starts refusing, no result or turn.ended says completed for an answer the store lacks", async () => {
+    expect(await search(async () => memoryStore())).toEqual([]);
+  });
+
+  it("SQLite: at every append a store starts refusing, no result or turn.ended says completed for an answer the store lacks", async () => {
+    expect(await search(sqlite)).toEqual([]);
+  }, 60_000);
+
+  it.skipIf(!db.mode.run)(
+    "PostgreSQL: at every append a store starts refusing, no result or turn.ended says completed for an answer the store lacks",
+    async () => {
+      const pg = async () => {
+        const store = await postgresStore(db.url(), { schema: freshSchema("truth"), max: 2 });
+        return store as Store;
+      };
+      expect(await search(pg)).toEqual([]);
+    },
+    120_000,
+  );
+
+  it("the search catches a turn that reports its planned end when the store refused it", async () => {
+    const found = await search(async () => memoryStore(), ignoresRefusedFinalizeTurnMachine);
+    expect(found.some((p) => p.includes("prompt() said completed"))).toBe(true);
+  });
+});
+
+/**
+ * A session owned by this runner on a store with leases; its one tool call runs while another
+ * runner takes the session over (the lease's token moves on), then completes.
+ */
+async function fencedRun(
+  store: Store & LeaseStore,
+  turnMachine?: typeof sendsBeforeRecordedTurnMachine,
+) {
+  const started = deferred();
+  const finish = deferred();
+  const slow = defineTool({
+    name: "slow",
+    description: "Waits.",
+    parameters: z.object({}),
+    traits: { readOnly: true, concurrencySafe: true },
+    execute: async () => {
+      started.resolve();
+      await finish.promise;
+      return "done";
+    },
+  });
+  const model = scriptedModel([
+    { toolCalls: [{ id: "a", name: "slow", arguments: "{}" }] },
+    { text: "an answer no log holds" },
+  ]);
+  const agent = createAgent({
+    model,
+    tools: [slow],
+    store,
+    lease: { owner: "runner-a:1", ttlMs: 60_000, pollMs: 60_000 },
+    ...(turnMachine ? { turnMachine } : {}),
+  });
+  const session = await agent.openSession("fenced");
+  expect(session.role).toBe("owner");
+  const ended: AgentEvent[] = [];
+  session.subscribe((e) => {
+    if (e.type === "turn.ended") ended.push(e);
+  });
+  const prompt = session.prompt("go");
+  await started.promise;
+  // Another runner takes the session over: compare-and-set on the live lease's token.
+  const lease = await store.readLease("fenced");
+  const taken = await store.acquireLease("fenced", "runner-b:2", 60_000, { ifToken: lease!.token });
+  expect(taken).not.toBeNull();
+  finish.resolve();
+  const result = await prompt;
+  const entries = await store.load("fenced");
+  await agent.close();
+  return { result, requests: model.requests.length, role: session.role, ended, entries };
+}
+
+describe("invariant 13: a runner whose write was fenced stops at once", () => {
+  const check = (r: Awaited<ReturnType<typeof fencedRun>>) => {
+    expect(r.requests).toBe(1); // no request after the fence
+    expect(r.result).toMatchObject({ status: "failed", code: "LEASE_LOST" });
+    expect(r.result.text).not.toBe("an answer no log holds");
+    expect(r.result.reason).toMatch(/lease lost/);
+    expect(r.ended).toEqual([
+      expect.objectContaining({ type: "turn.ended", status: "failed", code: "LEASE_LOST" }),
+    ]);
+    expect(r.entries.some((e) => e.type === "call_result")).toBe(false); // fencing held
+  };
+
+  it("SQLite: the call's result is refused, no further model request is sent, prompt() says LEASE_LOST and the session follows", async () => {
+    const r = await fencedRun((await sqlite()) as Store & LeaseStore);
+    check(r);
+  });
+
+  it.skipIf(!db.mode.run)(
+    "PostgreSQL: the call's result is refused, no further model request is sent, prompt() says LEASE_LOST and the session follows",
+    async () => {
+      const store = await postgresStore(db.url(), { schema: freshSchema("fenced"), max: 4 });
+      db.stores.push(store);
+      check(await fencedRun(store));
+    },
+  );
+
+  it("the check catches a runner that sends its request before the attempt is durable", async () => {
+    const r = await fencedRun(
+      (await sqlite()) as Store & LeaseStore,
+      sendsBeforeRecordedTurnMachine,
+    );
+    expect(r.requests).toBe(2);
+  });
+});
