@@ -10,8 +10,9 @@ import type {
   PermissionRule,
   Risk,
 } from "./permission.ts";
-import type { TurnStatus } from "./status.ts";
+import type { AcceptanceStatus, Evidence } from "./acceptance.ts";
 import type { ToolResult } from "./tool-result.ts";
+import type { TurnResult as LibraryTurnResult } from "./turn-result.ts";
 
 /**
  * `major.minor`. A peer accepts any minor of its own major (unknown fields and capabilities are
@@ -77,10 +78,15 @@ export interface SessionPermissions {
   onTimeout?: "deny" | "deny_with_feedback";
 }
 
-/** What a prompt resolves to (the library's `PromptResult`). */
-export interface TurnResult {
-  status: TurnStatus;
-  reason?: string;
+/**
+ * What a prompt resolves to (the library's `PromptResult`): how the turn ended as its log holds
+ * it (`code` on a turn the runtime failed: `STORE_FAILED`, `LEASE_LOST`), its final text, summed
+ * usage and model requests; with an acceptance spec, also the acceptance fields.
+ */
+export interface TurnResult extends LibraryTurnResult {
+  acceptance?: AcceptanceStatus;
+  evidence?: Evidence;
+  rounds?: number;
 }
 
 /** One stored session, as `sessions.list` reports it. */
