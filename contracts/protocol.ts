@@ -1,6 +1,7 @@
 // The control protocol of `keel serve --stdio` (DESIGN §8, docs/protocol.md): the frames both
 // sides write, one JSON object per line. Shared by the server (cli/serve/) and keel/client.
 
+import type { AcceptanceStatus, Evidence } from "./acceptance.ts";
 import type { ChatMessage } from "./chat.ts";
 import type { AgentEvent, AgentEventType } from "./events.ts";
 import type {
@@ -10,7 +11,6 @@ import type {
   PermissionRule,
   Risk,
 } from "./permission.ts";
-import type { AcceptanceStatus, Evidence } from "./acceptance.ts";
 import type { ToolResult } from "./tool-result.ts";
 import type { TurnResult as LibraryTurnResult } from "./turn-result.ts";
 
