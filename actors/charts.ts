@@ -1,6 +1,11 @@
 import type { ActorSystem, AnyActorRef, AnyStateMachine } from "xstate";
 import { type AcceptanceEffects, acceptanceMachine } from "../machines/acceptance.machine.ts";
 import { type BatchEffects, batchMachine } from "../machines/batch.machine.ts";
+import {
+  type CoordinatorEffects,
+  type CoordinatorMachine,
+  coordinatorMachine,
+} from "../machines/coordinator.machine.ts";
 import { isEffect } from "../machines/effect.ts";
 import { type ToolCallEffects, toolCallMachine } from "../machines/tool-call.machine.ts";
 import { type TurnEffects, turnMachine } from "../machines/turn.machine.ts";
@@ -22,9 +27,11 @@ export function bindEffects(system: System, effects: TurnEffects): void;
 export function bindEffects(system: System, effects: BatchEffects & ToolCallEffects): void;
 /** A session's acceptance chart: its host's effects (`actors/acceptance.ts`). */
 export function bindEffects(system: System, effects: AcceptanceEffects): void;
+/** A session's coordinator (its doorbell): its host's effects (`actors/coordinator.ts`). */
+export function bindEffects(system: System, effects: CoordinatorEffects): void;
 export function bindEffects(
   system: System,
-  effects: (BatchEffects & ToolCallEffects) | AcceptanceEffects,
+  effects: (BatchEffects & ToolCallEffects) | AcceptanceEffects | CoordinatorEffects,
 ): void {
   runs.set(system, effects as unknown as AnyEffects);
 }
@@ -97,6 +104,23 @@ export function hostedAcceptanceMachine(
   if (!machine) {
     machine = variant.provide({ actions: effectsOf(variant) });
     hostedAcceptance.set(variant, machine);
+  }
+  return machine;
+}
+
+const hostedCoordinators = new WeakMap<CoordinatorMachine, CoordinatorMachine>();
+
+/**
+ * The coordinator chart (`coordinatorMachine`, or a test's variant) with its effects bound
+ * through {@link bindEffects} to the session's coordinator host. Built once per variant.
+ */
+export function hostedCoordinatorMachine(
+  variant: CoordinatorMachine = coordinatorMachine,
+): CoordinatorMachine {
+  let machine = hostedCoordinators.get(variant);
+  if (!machine) {
+    machine = variant.provide({ actions: effectsOf(variant) }) as CoordinatorMachine;
+    hostedCoordinators.set(variant, machine);
   }
   return machine;
 }

@@ -1,20 +1,18 @@
-import { createActor, type InspectionEvent, type SnapshotFrom } from "xstate";
-import {
-  type CoordinatorMachine,
-  type CoordinatorStateValue,
-  coordinatorMachine,
-  type PendingWake,
-  type RunOutcome,
-  type WakeScope,
+import { type AnyActorRef, createActor, type InspectionEvent, type SnapshotFrom } from "xstate";
+import type {
+  CoordinatorEffects,
+  CoordinatorMachine,
+  CoordinatorStateValue,
+  PendingWake,
+  RunOutcome,
 } from "../machines/coordinator.machine.ts";
+import { bindEffects, hostedCoordinatorMachine } from "./charts.ts";
 
 /** A read-only view of the coordinator, for callers and the inspector. */
 export interface CoordinatorState {
   value: CoordinatorStateValue;
   /** Id of the current (or last) execution; 0 before the first. */
   execution: number;
-  /** The scope the current execution was started for. */
-  scope: WakeScope | null;
   pendingWake: PendingWake | null;
   lastOutcome: RunOutcome | null;
   lastError: string | null;
@@ -22,11 +20,11 @@ export interface CoordinatorState {
 
 export interface CoordinatorOptions {
   /**
-   * One execution: drain the session's work for `scope`, then resolve.
+   * One execution: drain the session's work, then resolve.
    * Contract: should not throw or reject; a throw or rejection is recorded as `run.failed` and
    * still goes through cleanup and the handover. Must settle soon after `signal` aborts.
    */
-  run: (scope: WakeScope, signal: AbortSignal) => Promise<void>;
+  run: (signal: AbortSignal) => Promise<void>;
   /**
    * Runs after every execution, before the handover; may await.
    * Contract: should not reject; a rejection is recorded as `lastError` and the handover still
@@ -35,10 +33,10 @@ export interface CoordinatorOptions {
   cleanup?: () => Promise<void>;
   /**
    * Re-checks queued work at the handover, synchronously (e.g. "is the inbox non-empty?").
-   * A non-null result starts a successor even if no wake rang the doorbell, so a run that failed
-   * before draining never strands its inputs. Contract: synchronous, must not throw.
+   * `true` starts a successor even if no wake rang the doorbell, so a run that failed before
+   * draining never strands its inputs. Contract: synchronous, must not throw.
    */
-  pending?: () => WakeScope | null;
+  pending?: () => boolean;
   /** Called after every state change. Contract: must not throw; must not await. */
   onStateChange?: (state: CoordinatorState) => void;
   /** Passed to `createActor(machine, { inspect })`. Contract: must return quickly, must not throw. */
@@ -49,7 +47,7 @@ export interface CoordinatorOptions {
 
 export interface Coordinator {
   /** Starts a runner, or rings the doorbell of the active one. Returns the wake's seq. */
-  wake(scope: WakeScope): number;
+  wake(): number;
   /**
    * Aborts the current run (if any) and clears the wakes submitted before this call; a wake
    * submitted after it is kept. Acknowledged synchronously. Returns the interrupt's seq.
@@ -92,35 +90,9 @@ function describe(error: unknown): string {
 }
 
 function view(snapshot: SnapshotFrom<CoordinatorMachine>): CoordinatorState {
-  const { execution, scope, pendingWake, lastOutcome, lastError } = snapshot.context;
+  const { execution, pendingWake, lastOutcome, lastError } = snapshot.context;
   const value = snapshot.value as CoordinatorStateValue;
-  return { value, execution, scope, pendingWake, lastOutcome, lastError };
-}
-
-/** The effects one coordinator host performs, found through its actor's system. */
-interface HostEffects {
-  startRun(execution: number, scope: WakeScope): void;
-  abortRun(): void;
-  startCleanup(execution: number): void;
-}
-const hosts = new WeakMap<object, HostEffects>();
-const providedMachines = new WeakMap<CoordinatorMachine, CoordinatorMachine>();
-
-/** The machine with its effects bound, built once per variant: building one per session costs more than the session. */
-function provided(variant: CoordinatorMachine): CoordinatorMachine {
-  let machine = providedMachines.get(variant);
-  if (!machine) {
-    machine = variant.provide({
-      actions: {
-        startRun: ({ context, system }) =>
-          hosts.get(system)!.startRun(context.execution, context.scope ?? "input"),
-        abortRun: ({ system }) => hosts.get(system)!.abortRun(),
-        startCleanup: ({ context, system }) => hosts.get(system)!.startCleanup(context.execution),
-      },
-    }) as CoordinatorMachine;
-    providedMachines.set(variant, machine);
-  }
-  return machine;
+  return { value, execution, pendingWake, lastOutcome, lastError };
 }
 
 /**
@@ -140,49 +112,49 @@ export function createCoordinator(options: CoordinatorOptions): Coordinator {
   let settleWaiters: Waiter[] = [];
   let idleWaiters: Waiter[] = [];
 
-  const launchRun = (execution: number, scope: WakeScope) => {
-    const ac = new AbortController();
-    controller = ac;
-    let promise: Promise<void>;
-    try {
-      promise = Promise.resolve(run(scope, ac.signal));
-    } catch (error) {
-      promise = Promise.reject(error);
-    }
-    promise.then(
-      () => actor.send({ type: "run.done", execution }),
-      (error: unknown) => actor.send({ type: "run.failed", execution, error: describe(error) }),
-    );
+  const effects: CoordinatorEffects = {
+    startRun(self: AnyActorRef, { execution }) {
+      const ac = new AbortController();
+      controller = ac;
+      let promise: Promise<void>;
+      try {
+        promise = Promise.resolve(run(ac.signal));
+      } catch (error) {
+        promise = Promise.reject(error);
+      }
+      promise.then(
+        () => self.send({ type: "run.done", execution }),
+        (error: unknown) => self.send({ type: "run.failed", execution, error: describe(error) }),
+      );
+    },
+    abortRun() {
+      controller?.abort(new RunInterruptedError());
+    },
+    startCleanup(self: AnyActorRef, { execution }) {
+      controller = null;
+      const finish = (error?: string) =>
+        self.send({ type: "cleanup.done", execution, work: pending?.() ?? false, error });
+      if (!cleanup) {
+        finish();
+        return;
+      }
+      let promise: Promise<void>;
+      try {
+        promise = Promise.resolve(cleanup());
+      } catch (error) {
+        promise = Promise.reject(error);
+      }
+      promise.then(
+        () => finish(),
+        (error: unknown) => finish(describe(error)),
+      );
+    },
   };
 
-  const launchCleanup = (execution: number) => {
-    controller = null;
-    const finish = (error?: string) =>
-      actor.send({ type: "cleanup.done", execution, work: pending?.() ?? null, error });
-    if (!cleanup) {
-      finish();
-      return;
-    }
-    let promise: Promise<void>;
-    try {
-      promise = Promise.resolve(cleanup());
-    } catch (error) {
-      promise = Promise.reject(error);
-    }
-    promise.then(
-      () => finish(),
-      (error: unknown) => finish(describe(error)),
-    );
-  };
-
-  const actor = createActor(provided(options.machine ?? coordinatorMachine), {
+  const actor = createActor(hostedCoordinatorMachine(options.machine), {
     inspect: options.inspect,
   });
-  hosts.set(actor.system, {
-    startRun: (execution, scope) => launchRun(execution, scope),
-    abortRun: () => controller?.abort(new RunInterruptedError()),
-    startCleanup: (execution) => launchCleanup(execution),
-  });
+  bindEffects(actor.system, effects);
 
   actor.subscribe((snapshot) => {
     const state = view(snapshot);
@@ -208,9 +180,9 @@ export function createCoordinator(options: CoordinatorOptions): Coordinator {
   };
 
   return {
-    wake(scope) {
+    wake() {
       seq += 1;
-      actor.send({ type: "wake", scope, seq });
+      actor.send({ type: "wake", seq });
       return seq;
     },
     interrupt() {

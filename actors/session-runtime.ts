@@ -9,7 +9,6 @@ import type { Model } from "../contracts/model.ts";
 import type { PermissionReply, PermissionRequest } from "../contracts/permission.ts";
 import { type Refusal, refuse } from "../contracts/refusal.ts";
 import type { InboxLane, InboxSource, TurnStatus } from "../contracts/status.ts";
-import type { WakeScope } from "../machines/coordinator.machine.ts";
 import {
   clear,
   type DrainMode,
@@ -459,7 +458,7 @@ export class Session {
         this.repull = false;
         const posted = await store.postedInputs(this.id);
         if (posted.length === 0) continue;
-        let scope: "input" | "steer" | null = null;
+        let woke = false;
         for (const input of posted) {
           if (input.lane === "interrupt") {
             await this.interrupt(input.body, { id: input.id, source: input.source });
@@ -482,8 +481,7 @@ export class Session {
             lane: input.lane,
             source: input.source,
           });
-          if (input.lane === "next-turn") scope = "input";
-          else scope ??= "steer";
+          woke = true;
         }
         await this.log.flush();
         await store.markTaken(
@@ -491,7 +489,7 @@ export class Session {
           posted.map((p) => p.id),
         );
         // Released meanwhile (release() waits for this pull): the inputs stay queued, pending.
-        if (scope && this.roleValue === "owner") this.coordinator.wake(scope);
+        if (woke && this.roleValue === "owner") this.coordinator.wake();
       } while (this.repull && this.roleValue === "owner");
     })()
       .catch((err) => this.options.logger.warn({ err }, "pulling posted inputs failed"))
@@ -634,7 +632,7 @@ export class Session {
   resume(): void {
     this.interruptedAt = -1;
     this.heldAt = -1;
-    if (this.hasRunnable()) this.coordinator.wake("input");
+    if (this.hasRunnable()) this.coordinator.wake();
   }
 
   /**
@@ -1103,9 +1101,9 @@ export class Session {
   /** The session's runner host, created at the first input (an idle session holds no actor). */
   private get coordinator(): Coordinator {
     this.coordinatorRef ??= createCoordinator({
-      run: (scope, signal) => this.run(scope, signal),
+      run: (signal) => this.run(signal),
       cleanup: () => this.log.flush().catch(() => {}),
-      pending: () => (this.hasRunnable() ? "input" : null),
+      pending: () => this.hasRunnable(),
       inspect: this.options.inspect,
     });
     return this.coordinatorRef;
@@ -1201,7 +1199,7 @@ export class Session {
       onId?.(id);
       // A follower's input went to the owner's inbox: its doorbell, not ours.
       if (this.roleValue !== "follower")
-        this.coordinator.wake(lane === "next-step" ? "steer" : "input");
+        this.coordinator.wake();
       return id;
     });
     this.submitting.add(pending);
@@ -1344,7 +1342,7 @@ export class Session {
   }
 
   /** One execution of the coordinator: run turns while runnable inputs are queued. */
-  private async run(_scope: WakeScope, signal: AbortSignal): Promise<void> {
+  private async run(signal: AbortSignal): Promise<void> {
     await this.ready;
     try {
       this.syncInstructions();

@@ -146,6 +146,7 @@ function wakeOf(snapshot: { context?: unknown }): string | null | undefined {
   const wake = (context as { pendingWake: unknown }).pendingWake;
   if (wake === null || wake === undefined) return null;
   if (typeof wake === "object" && "scope" in wake) return String(wake.scope);
+  if (typeof wake === "object" && "seq" in wake) return "rung";
   return brief(wake, 60);
 }
 

@@ -1,11 +1,8 @@
-import { assertEvent, assign, setup } from "xstate";
+import { type AnyActorRef, assertEvent, assign, setup } from "xstate";
+import { effect } from "./effect.ts";
 
-/** Why a runner is woken. INPUT (a prompt or follow-up) outranks STEER (a next-step message). */
-export type WakeScope = "input" | "steer";
-
-/** The doorbell: a wake that arrived while a runner was active. `seq` is that of the latest wake merged in. */
+/** The doorbell: a wake that arrived while a runner was active. `seq` is the latest wake's. */
 export interface PendingWake {
-  scope: WakeScope;
   seq: number;
 }
 
@@ -15,12 +12,8 @@ export type RunOutcome = "done" | "failed" | "interrupted";
 export interface CoordinatorContext {
   /** Id of the current (or last) execution; 0 before the first. Each start, first or successor, adds 1. */
   execution: number;
-  /** The scope the current execution was started for. */
-  scope: WakeScope | null;
   /** The doorbell. Set by a wake while running/stopping/cleaning; consumed by the handover. */
   pendingWake: PendingWake | null;
-  /** Seq of the last interrupt; -1 if none. */
-  interruptedAt: number;
   lastOutcome: RunOutcome | null;
   lastError: string | null;
 }
@@ -29,35 +22,45 @@ export interface CoordinatorContext {
  * The coordinator's events. `seq` is a host-assigned submission number, increasing in the order
  * callers submitted wakes and interrupts. `execution` names the execution a completion belongs
  * to; a completion of any other execution is ignored. `work` on `cleanup.done` is the host's
- * synchronous re-check of queued work at the handover (null or absent: nothing queued).
+ * synchronous re-check of queued work at the handover (absent: nothing queued).
  */
 export type CoordinatorEvent =
-  | { type: "wake"; scope: WakeScope; seq: number }
+  | { type: "wake"; seq: number }
   | { type: "interrupt"; seq: number }
   | { type: "run.done"; execution: number }
   | { type: "run.failed"; execution: number; error: string }
-  | { type: "cleanup.done"; execution: number; work?: WakeScope | null; error?: string };
+  | { type: "cleanup.done"; execution: number; work?: boolean; error?: string };
 
-/** INPUT outranks STEER; null means "no wake". */
-export function mergeScope(a: WakeScope | null, b: WakeScope | null | undefined): WakeScope | null {
-  if (a === "input" || b === "input") return "input";
-  return a ?? b ?? null;
+/**
+ * The effects the coordinator chart names, implemented by its host (`actors/coordinator.ts`)
+ * and bound by `actors/charts.ts` like every other chart's. Contract for all: must not throw.
+ */
+export interface CoordinatorEffects {
+  /** Start execution `execution`; answer `run.done` or `run.failed` with its number. */
+  startRun(self: AnyActorRef, params: { execution: number }): void;
+  /** Signal the current run's AbortSignal (it still answers `run.done` or `run.failed`). */
+  abortRun(self: AnyActorRef): void;
+  /** Run cleanup for `execution`, then answer `cleanup.done` with the host's re-check of work. */
+  startCleanup(self: AnyActorRef, params: { execution: number }): void;
 }
 
 /**
- * The doorbell: one runner per session key (DESIGN §3.4).
+ * The doorbell: one runner per session key (DESIGN §3.4; docs/architecture.md).
  *
  * Lifecycle: `idle → running → cleaning → running (successor) | idle`; an interrupt while
  * running goes through `stopping` (abort signalled, run still ending). A wake while a runner is
- * active rings the doorbell (`pendingWake`, INPUT outranks STEER) instead of starting a second
- * runner. After the run ends, cleanup runs (a state: the host may await there); `cleanup.done`
- * then decides in ONE transition, with nothing awaited in between, between a successor (doorbell
- * set, or the host still sees queued work) and `idle`. An interrupt clears the wakes submitted
- * before it (doorbell seq < interrupt seq), never one submitted after it.
+ * active rings the doorbell (`pendingWake`) instead of starting a second runner. After the run
+ * ends, cleanup runs (a state: the host may await there); `cleanup.done` then decides in ONE
+ * transition, with nothing awaited in between, between a successor (doorbell set, or the host
+ * still sees queued work) and `idle`. An interrupt clears the wakes submitted before it
+ * (doorbell seq < interrupt seq), never one submitted after it.
  *
- * Invariant (no lost wake-up, §10.6): a wake accepted at any point leads to a run that starts
- * after it. Effects are the named actions `startRun`, `abortRun` and `startCleanup`, no-ops
- * here, provided by the host (`actors/coordinator.ts`) with `machine.provide({ actions })`.
+ * A wake carries no scope: what a run takes is the inbox's to say (`lanesToDrain`, read by the
+ * run), so the doorbell records only that a wake came, and when.
+ *
+ * Invariant (no lost wake-up, 6): a wake accepted at any point leads to a run that starts after
+ * it. Effects are declared with `effect()` ({@link CoordinatorEffects}) and bound by the runtime
+ * (`actors/charts.ts`), as for the other charts.
  */
 export const coordinatorMachine = setup({
   types: {
@@ -71,34 +74,23 @@ export const coordinatorMachine = setup({
       assertEvent(event, "cleanup.done");
       return (
         event.execution === context.execution &&
-        mergeScope(context.pendingWake?.scope ?? null, event.work) !== null
+        (context.pendingWake !== null || event.work === true)
       );
     },
   },
   actions: {
-    /** Effect: start the run for `context.scope` as execution `context.execution`. */
-    startRun: () => {},
-    /** Effect: signal the current run's AbortSignal. */
-    abortRun: () => {},
-    /** Effect: run cleanup for `context.execution`, then send `cleanup.done`. */
-    startCleanup: () => {},
-    begin: assign(({ context, event }) => {
-      assertEvent(event, "wake");
-      return { execution: context.execution + 1, scope: event.scope, pendingWake: null };
-    }),
+    startRun: effect<{ execution: number }>(),
+    abortRun: effect(),
+    startCleanup: effect<{ execution: number }>(),
+    begin: assign(({ context }) => ({ execution: context.execution + 1, pendingWake: null })),
     ringDoorbell: assign(({ context, event }) => {
       assertEvent(event, "wake");
-      const scope = mergeScope(context.pendingWake?.scope ?? null, event.scope) ?? event.scope;
-      const seq = Math.max(context.pendingWake?.seq ?? -1, event.seq);
-      return { pendingWake: { scope, seq } };
+      return { pendingWake: { seq: Math.max(context.pendingWake?.seq ?? -1, event.seq) } };
     }),
     recordInterrupt: assign(({ context, event }) => {
       assertEvent(event, "interrupt");
       const keep = context.pendingWake !== null && context.pendingWake.seq > event.seq;
-      return {
-        interruptedAt: Math.max(context.interruptedAt, event.seq),
-        pendingWake: keep ? context.pendingWake : null,
-      };
+      return { pendingWake: keep ? context.pendingWake : null };
     }),
     recordDone: assign({ lastOutcome: "done", lastError: null }),
     recordInterrupted: assign({ lastOutcome: "interrupted", lastError: null }),
@@ -110,23 +102,14 @@ export const coordinatorMachine = setup({
       assertEvent(event, "cleanup.done");
       return { lastError: event.error ?? context.lastError };
     }),
-    handOver: assign(({ context, event }) => {
-      assertEvent(event, "cleanup.done");
-      return {
-        execution: context.execution + 1,
-        scope: mergeScope(context.pendingWake?.scope ?? null, event.work),
-        pendingWake: null,
-      };
-    }),
+    handOver: assign(({ context }) => ({ execution: context.execution + 1, pendingWake: null })),
   },
 }).createMachine({
   id: "coordinator",
   initial: "idle",
   context: {
     execution: 0,
-    scope: null,
     pendingWake: null,
-    interruptedAt: -1,
     lastOutcome: null,
     lastError: null,
   },
@@ -140,7 +123,7 @@ export const coordinatorMachine = setup({
     },
     // Exactly one run in flight; a wake here only rings the doorbell.
     running: {
-      entry: "startRun",
+      entry: { type: "startRun", params: ({ context }) => ({ execution: context.execution }) },
       on: {
         wake: { actions: "ringDoorbell" },
         interrupt: { target: "stopping", actions: ["recordInterrupt", "abortRun"] },
@@ -163,7 +146,7 @@ export const coordinatorMachine = setup({
     },
     // The run has ended; cleanup may await. The handover below is a single transition.
     cleaning: {
-      entry: "startCleanup",
+      entry: { type: "startCleanup", params: ({ context }) => ({ execution: context.execution }) },
       on: {
         wake: { actions: "ringDoorbell" },
         interrupt: { actions: "recordInterrupt" },

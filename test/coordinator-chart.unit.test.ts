@@ -1,13 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { type AnyMachineSnapshot, initialTransition, transition } from "xstate";
-import {
-  type CoordinatorEvent,
-  coordinatorMachine,
-  mergeScope,
-} from "../machines/coordinator.machine.ts";
+import { type CoordinatorEvent, coordinatorMachine } from "../machines/coordinator.machine.ts";
 
 // The coordinator chart's bookkeeping stated on the chart itself (pure `transition()`): the
-// doorbell's scope and seq, what an interrupt clears, the outcome and error it records, and which
+// doorbell's seq, what an interrupt clears, the outcome and error it records, and which
 // completions it ignores. The searches check the no-lost-wake-up invariant; these state the data.
 
 class Coordinator {
@@ -35,20 +31,14 @@ class Coordinator {
   get ctx() {
     return this.s.context as {
       execution: number;
-      scope: string | null;
-      pendingWake: { scope: string; seq: number } | null;
-      interruptedAt: number;
+      pendingWake: { seq: number } | null;
       lastOutcome: string | null;
       lastError: string | null;
     };
   }
 }
 
-const wake = (seq: number, scope: "input" | "steer" = "input"): CoordinatorEvent => ({
-  type: "wake",
-  scope,
-  seq,
-});
+const wake = (seq: number): CoordinatorEvent => ({ type: "wake", seq });
 
 describe("coordinator chart: its id", () => {
   it("is coordinator: the inspector tells actor kinds apart by machine id", () => {
@@ -56,28 +46,16 @@ describe("coordinator chart: its id", () => {
   });
 });
 
-describe("mergeScope", () => {
-  it("input outranks steer, either way round; null means no wake", () => {
-    expect(mergeScope(null, null)).toBeNull();
-    expect(mergeScope(null, undefined)).toBeNull();
-    expect(mergeScope("steer", null)).toBe("steer");
-    expect(mergeScope(null, "steer")).toBe("steer");
-    expect(mergeScope("steer", "input")).toBe("input");
-    expect(mergeScope("input", "steer")).toBe("input");
-    expect(mergeScope("steer", "steer")).toBe("steer");
-  });
-});
-
 describe("coordinator chart: the doorbell", () => {
-  it("a wake while running rings it with the wake's seq (also seq 0) and the stronger scope", () => {
-    const c = new Coordinator().send(wake(0, "steer"));
+  it("a wake while running rings it with the latest wake's seq (also seq 0)", () => {
+    const c = new Coordinator().send(wake(0));
     expect(c.value).toBe("running");
     expect(c.effects).toEqual(["startRun"]);
-    expect(c.ctx).toMatchObject({ execution: 1, scope: "steer", pendingWake: null });
-    c.send(wake(0, "steer"));
-    expect(c.ctx.pendingWake).toEqual({ scope: "steer", seq: 0 });
-    c.send(wake(4, "input"), wake(2, "steer"));
-    expect(c.ctx.pendingWake).toEqual({ scope: "input", seq: 4 });
+    expect(c.ctx).toMatchObject({ execution: 1, pendingWake: null });
+    c.send(wake(0));
+    expect(c.ctx.pendingWake).toEqual({ seq: 0 });
+    c.send(wake(4), wake(2));
+    expect(c.ctx.pendingWake).toEqual({ seq: 4 });
   });
 
   it("an interrupt clears the wakes submitted before it or with its seq, never one after it", () => {
@@ -86,34 +64,35 @@ describe("coordinator chart: the doorbell", () => {
     expect(before.effects).toEqual(["abortRun"]);
     expect(before.ctx.pendingWake).toBeNull();
     const after = new Coordinator().send(wake(1), wake(5), { type: "interrupt", seq: 3 });
-    expect(after.ctx.pendingWake).toEqual({ scope: "input", seq: 5 });
+    expect(after.ctx.pendingWake).toEqual({ seq: 5 });
   });
 
-  it("remembers the latest interrupt's seq, whatever order interrupts arrive in", () => {
+  it("an interrupt while idle or cleaning clears a doorbell rung before it, keeps a later one", () => {
     const c = new Coordinator().send({ type: "interrupt", seq: 5 }, { type: "interrupt", seq: 3 });
     expect(c.value).toBe("idle");
-    expect(c.ctx.interruptedAt).toBe(5);
-    c.send(wake(6), { type: "interrupt", seq: 7 }, { type: "interrupt", seq: 2 });
-    expect(c.ctx.interruptedAt).toBe(7);
+    expect(c.ctx.pendingWake).toBeNull();
+    c.send(wake(6), { type: "run.done", execution: 1 }, wake(7));
+    expect(c.value).toBe("cleaning");
+    c.send({ type: "interrupt", seq: 2 });
+    expect(c.ctx.pendingWake).toEqual({ seq: 7 });
+    c.send({ type: "interrupt", seq: 8 });
+    expect(c.ctx.pendingWake).toBeNull();
   });
 
   it("the handover starts a successor for the rung doorbell in the same transition as cleanup's end", () => {
-    const c = new Coordinator().send(wake(1, "steer"), wake(2, "input"));
+    const c = new Coordinator().send(wake(1), wake(2));
     c.send({ type: "run.done", execution: 1 });
     expect(c.value).toBe("cleaning");
     expect(c.effects).toEqual(["startCleanup"]);
     c.send({ type: "cleanup.done", execution: 1 });
     expect(c.value).toBe("running");
     expect(c.effects).toEqual(["startRun"]);
-    expect(c.ctx).toMatchObject({ execution: 2, scope: "input", pendingWake: null });
-    // Queued work the host still sees starts a successor too, with its scope.
-    c.send(
-      { type: "run.done", execution: 2 },
-      { type: "cleanup.done", execution: 2, work: "steer" },
-    );
+    expect(c.ctx).toMatchObject({ execution: 2, pendingWake: null });
+    // Queued work the host still sees starts a successor too, with no wake rung.
+    c.send({ type: "run.done", execution: 2 }, { type: "cleanup.done", execution: 2, work: true });
     expect(c.value).toBe("running");
-    expect(c.ctx).toMatchObject({ execution: 3, scope: "steer" });
-    c.send({ type: "run.done", execution: 3 }, { type: "cleanup.done", execution: 3, work: null });
+    expect(c.ctx).toMatchObject({ execution: 3 });
+    c.send({ type: "run.done", execution: 3 }, { type: "cleanup.done", execution: 3, work: false });
     expect(c.value).toBe("idle");
   });
 });

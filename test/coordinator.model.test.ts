@@ -4,7 +4,6 @@ import {
   type CoordinatorEvent,
   type CoordinatorMachine,
   coordinatorMachine,
-  type WakeScope,
 } from "../machines/coordinator.machine.ts";
 import { coordinatorDropsWake } from "./support/mutants/coordinator-drops-wake.ts";
 import { coordinatorIdleAfterCleanup } from "./support/mutants/coordinator-idle-after-cleanup.ts";
@@ -16,7 +15,8 @@ type Snap = SnapshotFrom<CoordinatorMachine>;
 /** The oracle: wakes accepted but not yet covered by a run that started after them. */
 interface Node {
   snap: Snap;
-  uncovered: ReadonlySet<WakeScope>;
+  /** Whether some accepted wake is not yet covered. */
+  uncovered: boolean;
   seq: number;
   path: string[];
   /** Timers the chart armed (none today): their remaining times are part of every key. */
@@ -30,46 +30,39 @@ function eventsFor(snap: Snap, seq: number, core = false): CoordinatorEvent[] {
   const current = snap.context.execution;
   if (core) {
     return [
-      { type: "wake", scope: "input", seq },
-      { type: "wake", scope: "steer", seq },
+      { type: "wake", seq },
       { type: "interrupt", seq },
       { type: "run.done", execution: current },
       { type: "run.failed", execution: current, error: "boom" },
-      { type: "cleanup.done", execution: current, work: null },
+      { type: "cleanup.done", execution: current },
     ];
   }
   return [
-    { type: "wake", scope: "input", seq },
-    { type: "wake", scope: "steer", seq },
+    { type: "wake", seq },
     { type: "interrupt", seq },
     { type: "run.done", execution: current },
     { type: "run.failed", execution: current, error: "boom" },
     { type: "run.done", execution: current - 1 },
-    { type: "cleanup.done", execution: current, work: null },
-    { type: "cleanup.done", execution: current, work: "steer" },
-    { type: "cleanup.done", execution: current - 1, work: null },
+    { type: "cleanup.done", execution: current },
+    { type: "cleanup.done", execution: current, work: true },
+    { type: "cleanup.done", execution: current - 1 },
   ];
 }
 
 const label = (e: CoordinatorEvent, current: number): string =>
-  e.type === "wake"
-    ? `wake(${e.scope})`
-    : "execution" in e
-      ? `${e.type}${e.execution === current ? "" : "(stale)"}${"work" in e && e.work ? `+${e.work}` : ""}`
-      : e.type;
+  "execution" in e
+    ? `${e.type}${e.execution === current ? "" : "(stale)"}${"work" in e && e.work ? "+work" : ""}`
+    : e.type;
 
 const startsRun = (actions: { type: string }[]) => actions.some((a) => a.type === "startRun");
 
 /** What must hold in every reachable state; returns a description of the violation or null. */
 function violation(node: Node): string | null {
   const { value, context } = node.snap;
-  if (node.uncovered.size === 0) return null;
-  if (value === "idle") return `idle with an uncovered wake (${[...node.uncovered]})`;
+  if (!node.uncovered) return null;
+  if (value === "idle") return "idle with an uncovered wake";
   if (context.pendingWake === null)
     return `${String(value)} with an uncovered wake but no doorbell`;
-  if (node.uncovered.has("input") && context.pendingWake.scope !== "input") {
-    return "an uncovered INPUT wake was downgraded to STEER";
-  }
   return null;
 }
 
@@ -77,8 +70,8 @@ function key(node: Node): string {
   const { value, context } = node.snap;
   return JSON.stringify([
     value,
-    context.pendingWake?.scope ?? null,
-    [...node.uncovered].sort(),
+    context.pendingWake !== null,
+    node.uncovered,
     timerKey(node.timers),
   ]);
 }
@@ -92,9 +85,7 @@ function key(node: Node): string {
  */
 function search(machine: AnyStateMachine, depth: number, merge = true) {
   const [initial] = initialTransition(machine as CoordinatorMachine);
-  let frontier: Node[] = [
-    { snap: initial, uncovered: new Set(), seq: 1, path: [], timers: noTimers },
-  ];
+  let frontier: Node[] = [{ snap: initial, uncovered: false, seq: 1, path: [], timers: noTimers }];
   const visited = new Set(frontier.map(key));
   const values = new Set<string>(["idle"]);
   let transitions = 0;
@@ -114,16 +105,11 @@ function search(machine: AnyStateMachine, depth: number, merge = true) {
       for (const event of eventsFor(node.snap, node.seq, !merge)) {
         const [snap, actions] = transition(machine as CoordinatorMachine, node.snap, event);
         transitions += 1;
-        let uncovered = new Set(node.uncovered);
-        if (event.type === "interrupt") uncovered = new Set();
-        if (event.type === "wake") uncovered.add(event.scope);
+        let uncovered = node.uncovered;
+        if (event.type === "interrupt") uncovered = false;
+        if (event.type === "wake") uncovered = true;
         const path = [...node.path, label(event, node.snap.context.execution)];
-        if (startsRun(actions)) {
-          if (uncovered.has("input") && snap.context.scope !== "input") {
-            return result([...path, "→ started for STEER"]);
-          }
-          uncovered = new Set();
-        }
+        if (startsRun(actions)) uncovered = false;
         const timed = stepTimers(node.timers, event.type, actions);
         if (timed.rearmed.length > 0) return result([...path, `→ ${timed.rearmed[0].id} re-armed`]);
         const child: Node = { snap, uncovered, seq: node.seq + 1, path, timers: timed.timers };
@@ -136,7 +122,7 @@ function search(machine: AnyStateMachine, depth: number, merge = true) {
           const concrete = JSON.stringify([
             snap.value,
             snap.context,
-            [...uncovered].sort(),
+            uncovered,
             timerKey(child.timers),
           ]);
           const same =
@@ -144,7 +130,7 @@ function search(machine: AnyStateMachine, depth: number, merge = true) {
             JSON.stringify([
               node.snap.value,
               node.snap.context,
-              [...node.uncovered].sort(),
+              node.uncovered,
               timerKey(node.timers),
             ]);
           const ways = node.ways ?? 1;
@@ -172,10 +158,10 @@ function search(machine: AnyStateMachine, depth: number, merge = true) {
 }
 
 describe("coordinator bounded exhaustive search", () => {
-  it("no wake-up is ever lost: after EVERY sequence of up to 10 wake/interrupt/run/cleanup events, each accepted wake is covered by a running run or by the doorbell", () => {
-    const result = search(coordinatorMachine, 10, false);
+  it("no wake-up is ever lost: after EVERY sequence of up to 12 wake/interrupt/run/cleanup events, each accepted wake is covered by a running run or by the doorbell", () => {
+    const result = search(coordinatorMachine, 12, false);
     expect(result.counterexample).toBeNull();
-    expect(result.sequences).toBeGreaterThan(7_000_000); // ≈ 20 k transition() calls
+    expect(result.sequences).toBeGreaterThan(25_000_000); // ≈ 1 900 transition() calls
   });
 
   it("no wake-up is ever lost, to depth 12 with stale completions and the host's re-check, merging states with the same future", () => {
@@ -189,19 +175,19 @@ describe("coordinator bounded exhaustive search", () => {
     expect(new Set(reachable.map((n) => n.snap.value)).size).toBe(4);
     for (const start of reachable) {
       let { snap } = start;
-      let uncovered = start.uncovered.size;
+      let uncovered = start.uncovered;
       for (let step = 0; step < 8 && snap.value !== "idle"; step++) {
         const current = snap.context.execution;
         const event: CoordinatorEvent =
           snap.value === "cleaning"
-            ? { type: "cleanup.done", execution: current, work: null }
+            ? { type: "cleanup.done", execution: current }
             : { type: "run.done", execution: current };
         const [after, actions] = transition(coordinatorMachine, snap, event);
-        if (startsRun(actions)) uncovered = 0;
+        if (startsRun(actions)) uncovered = false;
         snap = after;
       }
       expect(snap.value).toBe("idle");
-      expect(uncovered).toBe(0);
+      expect(uncovered).toBe(false);
     }
   });
 
@@ -209,29 +195,29 @@ describe("coordinator bounded exhaustive search", () => {
     const send = (snap: Snap, event: CoordinatorEvent) =>
       transition(coordinatorMachine, snap, event)[0];
     let snap = initialTransition(coordinatorMachine)[0];
-    snap = send(snap, { type: "wake", scope: "input", seq: 1 });
-    snap = send(snap, { type: "wake", scope: "steer", seq: 2 });
+    snap = send(snap, { type: "wake", seq: 1 });
+    snap = send(snap, { type: "wake", seq: 2 });
     snap = send(snap, { type: "interrupt", seq: 3 });
     expect(snap.value).toBe("stopping");
     expect(snap.context.pendingWake).toBeNull();
-    snap = send(snap, { type: "wake", scope: "steer", seq: 5 });
+    snap = send(snap, { type: "wake", seq: 5 });
     snap = send(snap, { type: "interrupt", seq: 4 });
-    expect(snap.context.pendingWake).toEqual({ scope: "steer", seq: 5 });
+    expect(snap.context.pendingWake).toEqual({ seq: 5 });
     snap = send(snap, { type: "run.done", execution: 1 });
     const [handedOver, actions] = transition(coordinatorMachine, snap, {
       type: "cleanup.done",
       execution: 1,
     });
     expect(handedOver.value).toBe("running");
-    expect(handedOver.context).toMatchObject({ execution: 2, scope: "steer", pendingWake: null });
+    expect(handedOver.context).toMatchObject({ execution: 2, pendingWake: null });
     expect(startsRun(actions)).toBe(true);
   });
 
   it("the search FAILS on a mutant that drops a wake while running (a self-loop)", () => {
     expect(search(coordinatorDropsWake, 10, false).counterexample).not.toBeNull();
     expect(search(coordinatorDropsWake, 12).counterexample).toEqual([
-      "wake(input)",
-      "wake(input)",
+      "wake",
+      "wake",
       "→ running with an uncovered wake but no doorbell",
     ]);
   });

@@ -14,13 +14,12 @@ type Snap = SnapshotFrom<CoordinatorMachine>;
 function events(snap: Snap): CoordinatorEvent[] {
   const execution = snap.context.execution;
   return [
-    { type: "wake", scope: "input", seq: 1 },
-    { type: "wake", scope: "steer", seq: 1 },
+    { type: "wake", seq: 1 },
     { type: "interrupt", seq: 2 },
     { type: "run.done", execution },
     { type: "run.failed", execution, error: "boom" },
-    { type: "cleanup.done", execution, work: null },
-    { type: "cleanup.done", execution, work: "input" },
+    { type: "cleanup.done", execution },
+    { type: "cleanup.done", execution, work: true },
   ];
 }
 
@@ -29,7 +28,7 @@ function events(snap: Snap): CoordinatorEvent[] {
  * execution counter, so the traversal terminates.
  */
 const serializeState = (snap: Snap) =>
-  JSON.stringify([snap.value, snap.context.pendingWake?.scope ?? null, snap.context.execution > 1]);
+  JSON.stringify([snap.value, snap.context.pendingWake !== null, snap.context.execution > 1]);
 
 function shortestPaths(machine: AnyStateMachine) {
   return getShortestPaths(machine as CoordinatorMachine, { events, serializeState });
@@ -39,33 +38,32 @@ describe("coordinator state coverage", () => {
   it("shortest paths reach every state, with and without a rung doorbell", () => {
     const paths = shortestPaths(coordinatorMachine);
     const reached = new Set(
-      paths.map((p) => JSON.stringify([p.state.value, p.state.context.pendingWake?.scope ?? null])),
+      paths.map((p) => JSON.stringify([p.state.value, p.state.context.pendingWake !== null])),
     );
     for (const value of ["running", "stopping", "cleaning"]) {
-      for (const bell of ["null", '"input"', '"steer"'])
-        expect(reached).toContain(`["${value}",${bell}]`);
+      for (const bell of ["false", "true"]) expect(reached).toContain(`["${value}",${bell}]`);
     }
-    expect(reached).toContain('["idle",null]');
-    expect(reached.size).toBe(10);
+    expect(reached).toContain('["idle",false]');
+    expect(reached.size).toBe(7);
   });
 
   it("the handover from cleaning to running is reachable in one transition after cleanup", () => {
     const paths = shortestPaths(coordinatorMachine);
-    const handover = paths.find((p) => serializeState(p.state) === '["running",null,true]');
+    const handover = paths.find((p) => serializeState(p.state) === '["running",false,true]');
     expect(handover?.steps.map((s) => s.event.type)).toEqual([
       "xstate.init",
       "wake",
       "run.done",
       "cleanup.done",
     ]);
-    expect(handover?.steps.at(-1)?.event).toMatchObject({ work: "input" });
+    expect(handover?.steps.at(-1)?.event).toMatchObject({ work: true });
     // Replay the path's events: the graph's representative snapshot may come from another path.
     let snap = initialTransition(coordinatorMachine)[0];
     for (const step of handover?.steps.slice(1) ?? []) {
       snap = transition(coordinatorMachine, snap, step.event)[0];
     }
     expect(snap.value).toBe("running");
-    expect(snap.context).toMatchObject({ execution: 2, scope: "input", pendingWake: null });
+    expect(snap.context).toMatchObject({ execution: 2, pendingWake: null });
   });
 
   it("path coverage alone cannot see a wake dropped while running: the mutant still reaches every state value", () => {

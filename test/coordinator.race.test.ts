@@ -6,7 +6,7 @@ import {
   createCoordinator,
 } from "../actors/coordinator.ts";
 import type { InboxLane } from "../contracts/status.ts";
-import type { CoordinatorMachine, WakeScope } from "../machines/coordinator.machine.ts";
+import type { CoordinatorMachine } from "../machines/coordinator.machine.ts";
 import {
   clear,
   drain,
@@ -36,14 +36,14 @@ function deferred() {
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** A coordinator whose every run and cleanup is a barrier the test releases by hand. */
-function harness(options: { machine?: CoordinatorMachine; pending?: () => WakeScope | null } = {}) {
-  const runs: (ReturnType<typeof deferred> & { scope: WakeScope; signal: AbortSignal })[] = [];
+function harness(options: { machine?: CoordinatorMachine; pending?: () => boolean } = {}) {
+  const runs: (ReturnType<typeof deferred> & { signal: AbortSignal })[] = [];
   const cleanups: ReturnType<typeof deferred>[] = [];
   const states: CoordinatorState["value"][] = [];
   const coordinator = createCoordinator({
     ...options,
-    run: (scope, signal) => {
-      const barrier = { ...deferred(), scope, signal };
+    run: (signal) => {
+      const barrier = { ...deferred(), signal };
       runs.push(barrier);
       return barrier.promise;
     },
@@ -67,14 +67,14 @@ function harness(options: { machine?: CoordinatorMachine; pending?: () => WakeSc
 describe("coordinator: each window where a wake-up can be lost", () => {
   it("an input that arrives during the runner's last drain starts a successor for it", async () => {
     const { runs, coordinator, finish } = harness();
-    coordinator.wake("input");
-    coordinator.wake("input"); // the runner has drained and is deciding to exit
+    coordinator.wake();
+    coordinator.wake(); // the runner has drained and is deciding to exit
     expect(coordinator.state()).toMatchObject({
       value: "running",
-      pendingWake: { scope: "input" },
+      pendingWake: { seq: 2 },
     });
     await finish();
-    expect(runs.map((r) => r.scope)).toEqual(["input", "input"]);
+    expect(runs).toHaveLength(2);
     expect(coordinator.state()).toMatchObject({
       value: "running",
       execution: 2,
@@ -86,39 +86,39 @@ describe("coordinator: each window where a wake-up can be lost", () => {
 
   it("an input that arrives after the drain but before idle (during cleanup) is handed to a successor", async () => {
     const { runs, cleanups, coordinator } = harness();
-    coordinator.wake("input");
+    coordinator.wake();
     runs[0].resolve();
     await flush();
     expect(coordinator.state().value).toBe("cleaning");
-    coordinator.wake("steer");
+    coordinator.wake();
     cleanups[0].resolve();
     await flush();
-    expect(runs.map((r) => r.scope)).toEqual(["input", "steer"]);
+    expect(runs).toHaveLength(2);
   });
 
-  it("a wake during interrupt cleanup is kept and INPUT outranks STEER in the doorbell", async () => {
+  it("a wake during interrupt cleanup is kept: the doorbell holds the latest wake", async () => {
     const { runs, cleanups, coordinator } = harness();
-    coordinator.wake("input");
+    coordinator.wake();
     coordinator.interrupt();
     expect(runs[0].signal.aborted).toBe(true);
     expect(coordinator.state().value).toBe("stopping");
-    coordinator.wake("steer"); // submitted after the interrupt: must survive it
+    coordinator.wake(); // submitted after the interrupt: must survive it
     runs[0].resolve();
     await flush();
-    coordinator.wake("input");
-    coordinator.wake("steer");
-    expect(coordinator.state().pendingWake?.scope).toBe("input");
+    coordinator.wake();
+    coordinator.wake();
+    expect(coordinator.state().pendingWake?.seq).toBe(5);
     cleanups[0].resolve();
     await flush();
-    expect(runs.map((r) => r.scope)).toEqual(["input", "input"]);
+    expect(runs).toHaveLength(2);
     expect(runs[1].signal.aborted).toBe(false);
     expect(coordinator.state().lastOutcome).toBe("interrupted");
   });
 
   it("an interrupt clears the wakes submitted before it: no successor runs for them", async () => {
     const { runs, coordinator, finish } = harness();
-    coordinator.wake("input");
-    coordinator.wake("input");
+    coordinator.wake();
+    coordinator.wake();
     coordinator.interrupt();
     expect(coordinator.state().pendingWake).toBeNull();
     await finish();
@@ -128,9 +128,9 @@ describe("coordinator: each window where a wake-up can be lost", () => {
 
   it("a wake that races a failing run still gets a successor, after cleanup, and the failure is recorded", async () => {
     const { runs, cleanups, coordinator } = harness();
-    coordinator.wake("input");
+    coordinator.wake();
     runs[0].reject(new Error("model exploded"));
-    coordinator.wake("input"); // same tick: the rejection has not been observed yet
+    coordinator.wake(); // same tick: the rejection has not been observed yet
     await flush();
     expect(coordinator.state()).toMatchObject({ value: "cleaning", lastOutcome: "failed" });
     expect(coordinator.state().lastError).toContain("model exploded");
@@ -151,9 +151,9 @@ describe("coordinator: each window where a wake-up can be lost", () => {
       cleanup: async () => {
         cleaned += 1;
       },
-      pending: () => (calls === 1 ? "input" : null),
+      pending: () => calls === 1,
     });
-    coordinator.wake("steer");
+    coordinator.wake();
     await coordinator.awaitIdle();
     expect({ calls, cleaned, state: coordinator.state().value }).toEqual({
       calls: 2,
@@ -163,14 +163,14 @@ describe("coordinator: each window where a wake-up can be lost", () => {
   });
 
   it("the host's re-check at the handover starts a successor when a failed run left work queued", async () => {
-    let queuedWork: WakeScope | null = "input";
+    let queuedWork = true;
     const { runs, coordinator, finish } = harness({ pending: () => queuedWork });
-    coordinator.wake("input");
+    coordinator.wake();
     runs[0].reject(new Error("crashed before draining"));
     await flush();
     await finish();
     expect(runs).toHaveLength(2);
-    queuedWork = null;
+    queuedWork = false;
     await finish();
     expect(coordinator.state().value).toBe("idle");
   });
@@ -179,8 +179,8 @@ describe("coordinator: each window where a wake-up can be lost", () => {
     const { coordinator, runs, cleanups } = harness();
     await coordinator.awaitSettlement(); // idle: at once
     await coordinator.awaitIdle();
-    coordinator.wake("input");
-    coordinator.wake("steer");
+    coordinator.wake();
+    coordinator.wake();
     const seen: string[] = [];
     coordinator.awaitSettlement().then(() => seen.push("settled"));
     coordinator.awaitIdle().then(() => seen.push("idle"));
@@ -200,7 +200,7 @@ describe("coordinator: each window where a wake-up can be lost", () => {
 
   it("stop aborts the run and rejects pending awaits with CoordinatorStoppedError", async () => {
     const { coordinator, runs } = harness();
-    coordinator.wake("input");
+    coordinator.wake();
     const idle = coordinator.awaitIdle();
     coordinator.stop();
     expect(runs[0].signal.aborted).toBe(true);
@@ -211,8 +211,8 @@ describe("coordinator: each window where a wake-up can be lost", () => {
   it("the exit-window scenarios lose the wake on the mutants (the barrier tests can fail)", async () => {
     for (const machine of [coordinatorDropsWake, coordinatorIdleAfterCleanup]) {
       const { runs, coordinator, finish } = harness({ machine });
-      coordinator.wake("input");
-      coordinator.wake("input");
+      coordinator.wake();
+      coordinator.wake();
       await finish();
       expect(runs).toHaveLength(1);
       expect(coordinator.state().value).toBe("idle");
@@ -253,7 +253,7 @@ async function simulate(
   let runCount = 0;
   const coordinator = createCoordinator({
     machine: options.machine,
-    run: async (_scope, signal) => {
+    run: async (signal) => {
       const me = runCount++;
       const fails = plan.failures[me] ?? false;
       for (;;) {
@@ -270,7 +270,7 @@ async function simulate(
       if (fails) throw new Error(`run ${me} failed while exiting`);
     },
     cleanup: () => s.schedule(Promise.resolve("cleanup")).then(() => undefined),
-    pending: options.recheck ? () => (queued(inbox).length > 0 ? "input" : null) : undefined,
+    pending: options.recheck ? () => queued(inbox).length > 0 : undefined,
   });
   const arrive = s.scheduleFunction(async (label: string) => label);
   plan.producers.forEach((p, i) => {
@@ -278,7 +278,7 @@ async function simulate(
     const deliver = () => {
       const result = receive(inbox, event);
       inbox = result.inbox;
-      if (result.type === "accepted") coordinator.wake(p.lane === "next-turn" ? "input" : "steer");
+      if (result.type === "accepted") coordinator.wake();
     };
     arrive(`produce e${i}`).then(deliver);
     if (p.replay) arrive(`replay e${i}`).then(deliver);
