@@ -1198,8 +1198,7 @@ export class Session {
     const pending = this.receive(method, lane, normalized, options).then((id) => {
       onId?.(id);
       // A follower's input went to the owner's inbox: its doorbell, not ours.
-      if (this.roleValue !== "follower")
-        this.coordinator.wake();
+      if (this.roleValue !== "follower") this.coordinator.wake();
       return id;
     });
     this.submitting.add(pending);
