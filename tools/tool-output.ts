@@ -224,3 +224,32 @@ function preview(value: unknown): string {
   }
   return text.length > 200 ? `${text.slice(0, 200)}…` : text;
 }
+
+/** The longest repair note a result carries (UTF-8 bytes): one line, however many repairs. */
+export const MAX_REPAIR_NOTE_BYTES = 600;
+
+/**
+ * The one line that tells the model how its call was read differently from how it sent it
+ * (`PreparedCall.repairs`), so what the model believes ran is what ran. Empty when there was
+ * no repair. At most `MAX_REPAIR_NOTE_BYTES`, with no line break. Pure.
+ */
+export function repairNote(repairs: readonly string[]): string {
+  if (repairs.length === 0) return "";
+  const what = repairs.join("; ").replace(/\s*[\r\n]+\s*/g, " ");
+  const open = "[Keel repaired this call before running it: ";
+  const close = ". Use the declared tool name, parameter names and types next time.]";
+  const room = MAX_REPAIR_NOTE_BYTES - utf8Length(open) - utf8Length(close);
+  const cut = truncateUtf8(what, room - 3);
+  return `${open}${cut.cut ? `${cut.text}…` : what}${close}`;
+}
+
+/**
+ * `result` with the repair note (see {@link repairNote}) as its last line: after a success's
+ * content, or a failure's message. Unchanged when there was no repair. Pure.
+ */
+export function withRepairNote(result: ToolResult, repairs: readonly string[]): ToolResult {
+  const note = repairNote(repairs);
+  if (note === "") return result;
+  if (result.ok) return { ...result, content: `${result.content}\n${note}` };
+  return { ...result, message: `${result.message}\n${note}` };
+}
