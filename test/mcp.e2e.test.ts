@@ -65,7 +65,7 @@ async function httpServer(
 const resultsOf = (entries: readonly LogEntry[]) =>
   entries.filter((e) => e.type === "call_result") as Extract<LogEntry, { type: "call_result" }>[];
 
-describe("an MCP server's tools (stdio)", () => {
+describe("an MCP server's tools (stdio)", { timeout: 60_000 }, () => {
   it("are listed with their schemas, and their annotations become traits conservatively", async () => {
     const set = await stdioServer();
     const byName = new Map(set.tools().map((t) => [t.name, t]));
@@ -235,7 +235,7 @@ describe("an MCP server's tools (stdio)", () => {
   });
 });
 
-describe("a list change", () => {
+describe("a list change", { timeout: 60_000 }, () => {
   it("lands between turns, never mid-batch: the turn keeps the set it started with", async () => {
     const set = await stdioServer();
     const tools = createToolSet({ base: createRegistry(), sources: [set] });
@@ -255,7 +255,7 @@ describe("a list change", () => {
   });
 });
 
-describe("a hostile MCP server", () => {
+describe("a hostile MCP server", { timeout: 60_000 }, () => {
   it("cannot take a built-in's name or an alias, its bad schema is left out and said once, and a huge result is cut to the budget", async () => {
     const problems: string[] = [];
     const set = await stdioServer({ MCP_HOSTILE: "1" }, problems);
@@ -302,7 +302,7 @@ describe("a hostile MCP server", () => {
   });
 });
 
-describe("an MCP server over Streamable HTTP", () => {
+describe("an MCP server over Streamable HTTP", { timeout: 60_000 }, () => {
   it("is reached with auth headers: list, call, progress and cancel", async () => {
     const events = eventsFile();
     const { url } = await httpServer({ MCP_TOKEN: "s3cret", MCP_EVENTS: events });
@@ -384,3 +384,56 @@ function ctx() {
     log: undefined as never,
   };
 }
+
+describe("a session's tool set", () => {
+  const tool = (name: string) =>
+    defineTool({
+      name,
+      description: `Tool ${name}.`,
+      parameters: z.object({}),
+      execute: () => name,
+    });
+
+  it("agent.session(id, { tools }) adds to the agent's tools, or narrows them, for that session only", async () => {
+    const model = scriptedModel([{ text: "a" }, { text: "b" }, { text: "c" }, { text: "d" }]);
+    const agent = createAgent({
+      model,
+      tools: [tool("alpha"), tool("beta"), tool("gamma")],
+      context: { readResultTool: true },
+    });
+    const offered = () => model.requests.at(-1)!.tools!.map((t) => t.function.name);
+    await agent.session("plain").prompt("x");
+    expect(offered()).toEqual(["alpha", "beta", "gamma", "read_result"]);
+    await agent.session("more", { tools: [tool("delta")] }).prompt("x");
+    expect(offered()).toEqual(["delta", "alpha", "beta", "gamma", "read_result"]);
+    // Narrowed: only alpha of the agent's, and read_result (which cleared results need) stays.
+    await agent.session("less", { tools: { only: ["alpha"] } }).prompt("x");
+    expect(offered()).toEqual(["alpha", "read_result"]);
+    await agent
+      .session("fewer", { tools: { exclude: ["beta"], add: [tool("omega")] } })
+      .prompt("x");
+    expect(offered()).toEqual(["omega", "alpha", "gamma", "read_result"]);
+    expect(agent.registry.names()).toEqual(["alpha", "beta", "gamma", "read_result"]);
+  });
+
+  it("a narrowed session cannot call a tool it was not given", async () => {
+    const model = scriptedModel([
+      { toolCalls: [{ id: "c1", name: "beta", arguments: "{}" }] },
+      { text: "done" },
+    ]);
+    const agent = createAgent({ model, tools: [tool("alpha"), tool("beta")] });
+    const session = agent.session("s", { tools: { only: ["alpha"] } });
+    await session.prompt("x");
+    expect(resultsOf(session.entries())[0].result).toMatchObject({
+      ok: false,
+      code: "UNKNOWN_TOOL",
+    });
+  });
+
+  it("bad options are refused naming the option", () => {
+    const agent = createAgent({ model: scriptedModel([]), tools: [tool("alpha")] });
+    expect(() => agent.session("s", { tools: { only: "alpha" as never } })).toThrow(
+      /tools.only must be an array of tool names/,
+    );
+  });
+});
