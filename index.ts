@@ -89,6 +89,7 @@ export type {
   CallOutcome,
   InboxLane,
   InboxSource,
+  TurnFailureCode,
   TurnStatus,
 } from "./contracts/status.ts";
 export { estimateTextTokens, requestTokens } from "./contracts/tokens.ts";
@@ -96,6 +97,7 @@ export type {
   Continuation,
   ToolErrorCode,
   ToolFailure,
+  ToolImage,
   ToolResult,
   ToolSuccess,
 } from "./contracts/tool-result.ts";
@@ -143,7 +145,29 @@ export {
 export type { SessionStore, SessionSummary } from "./session/store.ts";
 export { builtinTools } from "./tools/builtin/index.ts";
 export { defineTool, type Tool, ToolDefinitionError } from "./tools/define-tool.ts";
+export { jsonSchemaParameters } from "./tools/json-schema-parameters.ts";
+export type { McpToolAnnotations } from "./tools/mcp/annotations.ts";
+export {
+  type McpHttpServer,
+  type McpServer,
+  type McpStdioServer,
+  mcpServersFromConfig,
+} from "./tools/mcp/mcp-server.ts";
+export {
+  McpConnectError,
+  McpToolSet,
+  type McpToolsOptions,
+  mcpTools,
+} from "./tools/mcp/mcp-tools.ts";
 export { createRegistry, type Registry } from "./tools/registry.ts";
+export {
+  createToolSet,
+  isToolSource,
+  type ToolSet,
+  type ToolSetOptions,
+  type ToolSetSnapshot,
+  type ToolSource,
+} from "./tools/tool-set.ts";
 export type {
   OutputBudget,
   ToolContext,

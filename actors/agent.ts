@@ -12,12 +12,13 @@ import { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";
 import { hasLeases, type SessionStore, type SessionSummary } from "../session/store.ts";
 import { createRegistry, type Registry } from "../tools/registry.ts";
+import { createToolSet, isToolSource, type ToolSource } from "../tools/tool-set.ts";
 import type { ToolDefinition } from "../tools/types.ts";
 import { AcceptanceHost, type AcceptanceOptions, checkAcceptanceOptions } from "./acceptance.ts";
 import type { InspectSink } from "./events.ts";
 import { createIds } from "./ids.ts";
 import { PermissionBroker, type PermissionOptions } from "./permissions.ts";
-import { readResultTool } from "./read-result-tool.ts";
+import { READ_RESULT_TOOL, readResultTool } from "./read-result-tool.ts";
 import { recoverCalls } from "./recover-calls.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import { type ContextOptions, checkContextOptions, SessionContext } from "./session-context.ts";
@@ -31,8 +32,11 @@ const isInstructions = (v: unknown) => typeof v === "string" || typeof v === "fu
 export interface AgentOptions {
   /** The model every session talks to (`openaiModel`, `scriptedModel`, or your own `Model`). */
   model: Model;
-  /** Tools the model may call, or a registry to share and change at runtime. */
-  tools?: readonly ToolDefinition[] | Registry;
+  /**
+   * Tools the model may call, and tool sources (an MCP server's tools: `await mcpTools(…)`), or
+   * a registry to share and change at runtime.
+   */
+  tools?: readonly (ToolDefinition | ToolSource)[] | Registry;
   /** Where session logs live. Default: in memory (lost on exit). */
   store?: SessionStore;
   /**
@@ -140,6 +144,19 @@ export interface SessionOpenOptions {
    * checks it verified are run again and the model is told what no longer holds.
    */
   handoff?: HandoffRecord;
+  /**
+   * This session's tools, beside the agent's: a list adds tools and tool sources (MCP servers);
+   * `only` / `exclude` narrow the agent's tools (its `read_result` built-in stays). The session's
+   * sources are refreshed between turns (`ToolSet.refresh`).
+   */
+  tools?: readonly (ToolDefinition | ToolSource)[] | SessionTools;
+}
+
+/** A session's tools: `add` to the agent's, keep `only` some of the agent's, or `exclude` some. */
+export interface SessionTools {
+  add?: readonly (ToolDefinition | ToolSource)[];
+  only?: readonly string[];
+  exclude?: readonly string[];
 }
 
 /** Sessions over one model, tool set and store. Made by `createAgent`. */
@@ -191,6 +208,29 @@ function defaultLogger(): Logger {
 }
 
 /**
+ * The registry a session's turns read: the agent's own when neither the agent nor the session
+ * has tool sources or session tools (nothing to refresh), else a per-session `ToolSet`.
+ */
+function sessionTools(
+  registry: Registry,
+  sources: readonly ToolSource[],
+  tools: SessionOpenOptions["tools"],
+  logger: Logger,
+): Registry {
+  if (sources.length === 0 && tools === undefined) return registry;
+  const own: SessionTools = Array.isArray(tools) ? { add: tools } : ((tools as SessionTools) ?? {});
+  return createToolSet({
+    base: registry,
+    sources,
+    add: own.add,
+    only: own.only,
+    exclude: own.exclude,
+    keep: [READ_RESULT_TOOL],
+    onWarning: (message) => logger.warn(message),
+  });
+}
+
+/**
  * Creates an agent: the model, the tools and the store shared by its sessions.
  * Bad options throw a `TypeError` saying which option and what is expected.
  */
@@ -219,10 +259,13 @@ export function createAgent(options: AgentOptions): Agent {
       `createAgent: \`dataDir\` must be a non-empty path, got ${JSON.stringify(options.dataDir)}`,
     );
   }
-  const registry =
-    options.tools && "resolve" in options.tools
-      ? (options.tools as Registry)
-      : createRegistry((options.tools as ToolDefinition[] | undefined) ?? []);
+  const given = options.tools && "resolve" in options.tools ? undefined : (options.tools ?? []);
+  const sources = (given ?? []).filter(isToolSource);
+  const registry = given
+    ? createRegistry(
+        (given as readonly unknown[]).filter((t) => !isToolSource(t)) as ToolDefinition[],
+      )
+    : (options.tools as Registry);
   const store = options.store ?? memoryStore();
   const clock = options.clock ?? systemClock;
   const ids = options.ids ?? createIds();
@@ -283,6 +326,7 @@ export function createAgent(options: AgentOptions): Agent {
         );
       }
       const sessionLogger = logger.child({ sessionId });
+      const tools = sessionTools(registry, sources, sessionOptions.tools, sessionLogger);
       const session: Session = new Session({
         sessionId,
         logger: sessionLogger,
@@ -303,7 +347,7 @@ export function createAgent(options: AgentOptions): Agent {
         onClosed: () => {
           if (sessions.get(sessionId) === session) sessions.delete(sessionId);
         },
-        recover: (log) => recoverCalls({ log, registry, logger: sessionLogger }),
+        recover: (log) => recoverCalls({ log, registry: tools, logger: sessionLogger }),
         lease: shared
           ? {
               store: shared,
@@ -335,7 +379,7 @@ export function createAgent(options: AgentOptions): Agent {
           sessionId,
           log,
           model: options.model,
-          registry,
+          registry: tools,
           clock,
           ids,
           logger: sessionLogger,
@@ -347,7 +391,7 @@ export function createAgent(options: AgentOptions): Agent {
           context: new SessionContext({
             log,
             model: options.model,
-            registry,
+            registry: tools,
             ids,
             emit,
             options: contextOptions,

@@ -54,7 +54,7 @@ export async function recoverCalls(options: {
       });
       continue;
     }
-    const { tool, traits, args } = prepared.call;
+    const { tool, traits, args, repairs } = prepared.call;
     const report = await runTool(
       tool,
       args,
@@ -66,7 +66,7 @@ export async function recoverCalls(options: {
         onUpdate: () => {},
         log: logger.child({ callId: call.callId, tool: call.name, recovery: true }),
       },
-      { name: call.name, budget: traits.outputBudget },
+      { name: call.name, budget: traits.outputBudget, repairs },
     );
     // Nothing aborts a recovery retry, so the report always carries a result.
     const result = report.type === "call.aborted" ? neverStarted : report.result;

@@ -4,6 +4,7 @@ import {
   boundFailure,
   errorToResult,
   toToolResult,
+  withRepairNote,
 } from "../tools/tool-output.ts";
 import type { OutputBudget, ToolContext, ToolDefinition } from "../tools/types.ts";
 
@@ -15,7 +16,8 @@ export type ToolReport =
 /**
  * Runs a tool once with its context: the output becomes a `ToolResult` within the output budget
  * (failures too); a throw becomes `EXECUTION_FAILED` within the same budget, or `call.aborted` when the call's signal was aborted (the
- * tool honoured the cancel). Never throws; resolves exactly once.
+ * tool honoured the cancel). The call's `repairs` (how preparation read the model's input) end
+ * the result in one line (`withRepairNote`). Never throws; resolves exactly once.
  */
 export async function runTool(
   tool: ToolDefinition,
@@ -26,6 +28,8 @@ export async function runTool(
     budget: OutputBudget;
     /** Writes an output over an `overflow: "spill"` budget to a file (see `createSpill`). */
     spill?: (content: string, callId: string) => Promise<{ path: string; sha256: string }>;
+    /** `PreparedCall.repairs`: stated in the result so the model knows what ran. */
+    repairs?: readonly string[];
   },
 ): Promise<ToolReport> {
   try {
@@ -36,9 +40,11 @@ export async function runTool(
       args,
       spill: spill && ((content) => spill(content, ctx.callId)),
     });
-    return { type: result.ok ? "call.complete" : "call.fail", result };
+    const noted = withRepairNote(result, options.repairs ?? []);
+    return { type: result.ok ? "call.complete" : "call.fail", result: noted };
   } catch (err) {
     if (ctx.signal.aborted) return { type: "call.aborted" };
-    return { type: "call.fail", result: boundFailure(errorToResult(err), options.budget.maxBytes) };
+    const failure = boundFailure(errorToResult(err), options.budget.maxBytes);
+    return { type: "call.fail", result: withRepairNote(failure, options.repairs ?? []) };
   }
 }

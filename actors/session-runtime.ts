@@ -36,6 +36,7 @@ import type { SessionLog } from "../session/log.ts";
 import type { Lease, LeaseStore, SessionStore } from "../session/store.ts";
 import { refusalCode } from "../session/store-error.ts";
 import { TurnResults } from "../session/turn-result.ts";
+import type { ToolSet } from "../tools/tool-set.ts";
 import type { AcceptanceHost } from "./acceptance.ts";
 import type { AcceptanceSpec } from "./acceptance-spec.ts";
 import { type Coordinator, createCoordinator } from "./coordinator.ts";
@@ -973,7 +974,7 @@ export class Session {
    * actor's action is XState's misuse), and not at all when `cancelled()` by then.
    */
   private async runLoopTurn(text: string, cancelled: () => boolean): Promise<TurnResult> {
-    await Promise.resolve();
+    await this.refreshTools(); // also: after the chart's action that asked for this turn returned
     if (cancelled()) {
       const skipped = notRun("cancelled", "interrupted before the follow-up turn started");
       this.loopTurns.push(skipped);
@@ -1340,6 +1341,12 @@ export class Session {
     if (text !== this.log.settings().instructions) this.recordInstructions(text);
   }
 
+  /** Applies the tool set's pending changes (a set never rejects its refresh). */
+  private async refreshTools(): Promise<void> {
+    const set = this.deps.registry as Partial<ToolSet>;
+    if (set.refresh) await set.refresh();
+  }
+
   /** One execution of the coordinator: run turns while runnable inputs are queued. */
   private async run(signal: AbortSignal): Promise<void> {
     await this.ready;
@@ -1353,6 +1360,10 @@ export class Session {
     }
     if (this.pendingHandoff && !signal.aborted) await this.regressionCheck(this.pendingHandoff);
     while (!signal.aborted && this.hasRunnable()) {
+      // A session's tool set changes between turns only (an MCP server's list change, a
+      // reconnection): never under a running turn.
+      await this.refreshTools();
+      if (signal.aborted) break;
       const { inbox, interrupts, events } = this.takeAt(IDLE);
       this.inbox = inbox;
       for (const event of interrupts) this.consume(event, false);

@@ -56,6 +56,7 @@ import { TurnTally } from "../session/turn-result.ts";
 import { truncatedCallResult } from "../tools/prepare/truncated-call.ts";
 import { prepareCall } from "../tools/prepare-call.ts";
 import type { Registry } from "../tools/registry.ts";
+import type { ToolSet } from "../tools/tool-set.ts";
 import type { PreparedCall, PrepareOutcome, ToolContext } from "../tools/types.ts";
 import { bindEffects, hostedTurnMachine } from "./charts.ts";
 import { decideAll, type PermissionBroker } from "./permissions.ts";
@@ -234,7 +235,14 @@ export class TurnRun implements TurnEffects {
   ): Promise<TurnResult> {
     const { log, emit } = this.deps;
     this.deps.logger.info({ inputs: inputs.length }, "turn started");
-    log.append({ type: "turn_start", turnId: this.turnId });
+    // The tools this turn is offered, when the session has a tool set (it refreshed it just
+    // before): the log's record of what the turn saw.
+    const tools = (this.deps.registry as Partial<ToolSet>).snapshot?.();
+    log.append(
+      tools
+        ? { type: "turn_start", turnId: this.turnId, tools }
+        : { type: "turn_start", turnId: this.turnId },
+    );
     for (const { text, parts, inboxId } of inputs) {
       log.append(
         parts
@@ -960,6 +968,7 @@ export class TurnRun implements TurnEffects {
       name: call.name,
       budget: call.traits.outputBudget,
       spill: this.deps.spill,
+      repairs: call.repairs,
     }).then(
       watched
         ? (event) => {

@@ -1,5 +1,6 @@
 import { Command, CommanderError, InvalidArgumentError } from "commander";
 import { CliError, EXIT, EXIT_CODES_HELP, type ExitCode, oneLine } from "./errors.ts";
+import type { McpOptions } from "./mcp.ts";
 import { outputClosed } from "./output.ts";
 
 const VERSION = "0.1.0";
@@ -33,6 +34,26 @@ export function buildProgram(result: { code: ExitCode }): Command {
   const provider = [
     "--provider <name>",
     "openai-compatible (default) | openai | anthropic | google; docs/providers.md lists the environment each reads",
+  ] as const;
+  const collect = (value: string, previous: string[] = []) => [...previous, value];
+  const mcpCommand = [
+    "--mcp <command>",
+    'an MCP server to start and use over stdio, e.g. "npx -y @modelcontextprotocol/server-everything" (repeatable)',
+    collect,
+  ] as const;
+  const mcpUrl = [
+    "--mcp-url <url>",
+    "an MCP server to use over Streamable HTTP (repeatable)",
+    collect,
+  ] as const;
+  const mcpHeader = [
+    "--mcp-header <header>",
+    'a header sent to every --mcp-url server, e.g. "Authorization: Bearer $TOKEN" (repeatable)',
+    collect,
+  ] as const;
+  const mcpConfig = [
+    "--mcp-config <file>",
+    'MCP servers from a JSON file in the shape other clients use: {"mcpServers": {"<name>": {"command", "args"} | {"url", "headers"}}}',
   ] as const;
 
   program
@@ -73,6 +94,10 @@ export function buildProgram(result: { code: ExitCode }): Command {
       positiveInt("--max-steps", 10_000),
     )
     .option(...store)
+    .option(...mcpCommand)
+    .option(...mcpUrl)
+    .option(...mcpHeader)
+    .option(...mcpConfig)
     .action(
       async (
         prompt: string[],
@@ -83,7 +108,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
           maxSteps?: number;
           store?: string;
           provider?: string;
-        },
+        } & McpOptions,
       ) => {
         const { runPrompt } = await import("./run.ts");
         result.code = await runPrompt(prompt.join(" "), opts);
@@ -100,6 +125,10 @@ export function buildProgram(result: { code: ExitCode }): Command {
     .option("--inspect", "serve the inspector while the turn runs")
     .option(...provider)
     .option(...store)
+    .option(...mcpCommand)
+    .option(...mcpUrl)
+    .option(...mcpHeader)
+    .option(...mcpConfig)
     .action(
       async (
         id: string,
@@ -110,7 +139,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
           inspect?: boolean;
           store?: string;
           provider?: string;
-        },
+        } & McpOptions,
       ) => {
         const { runPrompt } = await import("./run.ts");
         result.code = await runPrompt(prompt.join(" "), { ...opts, resume: id });

@@ -2,13 +2,14 @@ import { builtinTools, createAgent, memoryStore, startInspector } from "../index
 import { terminalAsk, withApproval } from "./approval.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
 import { workspaceInstructions } from "./instructions.ts";
+import { connectMcp, type McpOptions, mcpServersOf } from "./mcp.ts";
 import { outputClosed } from "./output.ts";
 import { modelFor, providerName } from "./provider.ts";
 import { loadSession } from "./sessions.ts";
 import { MEMORY_STORE, openStore, storePath } from "./store.ts";
 import { createTrace } from "./trace.ts";
 
-export interface RunOptions {
+export interface RunOptions extends McpOptions {
   json?: boolean;
   /** Allow high-risk tools without asking. */
   yes?: boolean;
@@ -28,7 +29,8 @@ export function modelFromEnv(env: NodeJS.ProcessEnv = process.env, provider?: st
 
 /**
  * `keel run "<prompt>"` and `keel resume <id> "<prompt>"`: one turn with the built-in tools on
- * the current directory, logged to the project's store. High-risk tools ask y/n on the
+ * the current directory, and the tools of the MCP servers the options name, logged to the
+ * project's store. High-risk tools ask y/n on the
  * terminal; without one they are denied unless `--yes`. Ctrl-C interrupts the turn (a second
  * Ctrl-C exits at once).
  */
@@ -36,6 +38,7 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
   if (!prompt.trim()) throw new CliError('the prompt is empty: keel run "what to do"', EXIT.usage);
   if (options.resume) await loadSession(options.resume, options.store);
   const model = modelFromEnv(process.env, options.provider);
+  const servers = mcpServersOf(options);
   const kept = options.store !== MEMORY_STORE;
   const file = storePath(options.store);
   const store = kept ? openStore(file, true)! : memoryStore();
@@ -45,7 +48,12 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
   // The store is out of the tools' reach wherever it is: .keel/ always, a --store file and
   // its SQLite companions by name.
   const protect = kept ? ["", "-wal", "-shm", "-journal"].map((suffix) => file + suffix) : [];
-  const tools = withApproval(builtinTools({ root: process.cwd(), protect }), {
+  const builtins = builtinTools({ root: process.cwd(), protect });
+  // MCP servers start before the turn; their tools go through the same approval as the built-ins.
+  const mcp = await connectMcp(servers, builtins, (message) =>
+    process.stderr.write(`keel: ${message}\n`),
+  );
+  const tools = withApproval([...builtins, ...mcp.tools], {
     yes: options.yes,
     ...(interactive
       ? {
@@ -104,6 +112,7 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
     outputClosed.signal.removeEventListener("abort", onOutputClosed);
     process.off("SIGINT", onSigint);
     await agent.close();
+    await Promise.all(mcp.sets.map((s) => s.close()));
     await store.close();
     await inspector?.close();
     if (inspector && !options.json) process.stderr.write("inspector closed\n");

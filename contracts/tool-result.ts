@@ -1,5 +1,7 @@
 // What a tool call ends with: the one result shape every layer reads.
 
+import type { JsonValue } from "./messages.ts";
+
 /** Stable machine-readable codes of failed tool results. */
 export type ToolErrorCode =
   | "UNKNOWN_TOOL"
@@ -25,12 +27,24 @@ export interface Continuation {
   sha256?: string;
 }
 
-/** A call that produced output (possibly truncated, with how to fetch the rest). */
+/** An image a tool returned (an MCP tool's image content), as base64 with its media type. */
+export interface ToolImage {
+  mediaType: string;
+  base64: string;
+}
+
+/**
+ * A call that produced output (possibly truncated, with how to fetch the rest). The model reads
+ * `content`; `structured` (a tool's JSON result, e.g. an MCP tool's `structuredContent`) and
+ * `images` are kept beside it, in the log and on `call.settled`, for the embedder.
+ */
 export interface ToolSuccess {
   ok: true;
   content: string;
   truncated?: boolean;
   continuation?: Continuation;
+  structured?: JsonValue;
+  images?: ToolImage[];
 }
 
 /** A call that failed: a stable code, a message for the model, and whether a retry may help. */

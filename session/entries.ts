@@ -63,7 +63,14 @@ export interface EntryPayloads {
    * the user sent more than text (an image), in order, text parts included.
    */
   user_message: { text: string; parts?: UserPart[]; turnId?: string; inboxId?: string };
-  turn_start: { turnId: string };
+  turn_start: {
+    turnId: string;
+    /**
+     * The tools the turn was offered, when its session has a tool set (`ToolSet.snapshot()`):
+     * names, the set's version and each source's (an MCP server's list) version.
+     */
+    tools?: { version: number; tools: string[]; sources: { name: string; version: number }[] };
+  };
   attempt_start: {
     turnId: string;
     attemptId: string;

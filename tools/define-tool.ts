@@ -11,6 +11,8 @@ export type Tool<Args = any> = ToolDefinition<Args> & {
   /** JSON Schema of the parameters (input side), without `$schema`, computed once. */
   readonly jsonSchema: Record<string, unknown>;
   readonly resolvedTraits: ResolvedTraits;
+  /** The description the model is sent: `description`, then the examples unless opted out. */
+  readonly modelDescription: string;
 };
 
 /** Thrown by `defineTool` for a definition that cannot work (a programmer error). */
@@ -39,7 +41,7 @@ export function defineTool(def: ToolDefinition): Tool;
 export function defineTool(def: ToolDefinition): Tool {
   if (isDefinedTool(def)) return def;
   if (typeof def !== "object" || def === null) fail("the definition must be an object");
-  const { name, description, parameters, execute, examples } = def;
+  const { name, description, parameters, execute, examples, showExamples } = def;
   if (typeof name !== "string" || !TOOL_NAME_PATTERN.test(name)) {
     fail(
       `name ${JSON.stringify(name)} is invalid: use 1–64 characters from a-z, A-Z, 0-9, "_" and "-" (e.g. "read_file")`,
@@ -66,6 +68,9 @@ export function defineTool(def: ToolDefinition): Tool {
       `tool "${name}": parameters cannot be expressed as JSON Schema (${(err as Error).message}); use JSON-representable zod types`,
     );
   }
+  if (showExamples !== undefined && typeof showExamples !== "boolean") {
+    fail(`tool "${name}": showExamples must be true or false, got ${JSON.stringify(showExamples)}`);
+  }
   for (const [i, example] of (examples ?? []).entries()) {
     const result = parameters.safeParse(example?.args);
     if (!result.success) {
@@ -78,9 +83,26 @@ export function defineTool(def: ToolDefinition): Tool {
     ...def,
     jsonSchema,
     resolvedTraits: resolveTraits(def.traits),
+    modelDescription: modelDescription(def),
   });
   defined.add(tool);
   return tool;
+}
+
+/**
+ * The tool's description as the model reads it: `description`, then, unless `showExamples` is
+ * false, one line per example: its arguments as compact JSON, then ` — ` and the example's
+ * own description when it has one. Pure.
+ */
+export function modelDescription(
+  def: Pick<ToolDefinition, "description" | "examples" | "showExamples">,
+): string {
+  const examples = def.showExamples === false ? [] : (def.examples ?? []);
+  if (examples.length === 0) return def.description;
+  const lines = examples.map(
+    (e) => `${JSON.stringify(e.args)}${e.description ? ` — ${e.description}` : ""}`,
+  );
+  return `${def.description}\nExamples:\n${lines.join("\n")}`;
 }
 
 function fail(message: string): never {

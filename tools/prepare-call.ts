@@ -8,8 +8,9 @@ import {
   receivedSnippet,
   syntaxHint,
 } from "./prepare/messages.ts";
-import { type ReadArguments, readArguments } from "./prepare/read-arguments.ts";
+import { BOM_WARNING, type ReadArguments, readArguments } from "./prepare/read-arguments.ts";
 import { remapKeys } from "./prepare/remap-keys.ts";
+import { repairFields } from "./prepare/repair-fields.ts";
 import { type ArgIssue, validateArgs } from "./prepare/validate-args.ts";
 import type { Registry } from "./registry.ts";
 import type { PreparedCall, PrepareOutcome, RawToolCall } from "./types.ts";
@@ -18,13 +19,17 @@ import type { PreparedCall, PrepareOutcome, RawToolCall } from "./types.ts";
  * Turns a raw model tool call into a validated call or an error result for the model.
  * Order: resolve the tool name (exact, alias, case/`-`/`_` variant), then the arguments text:
  * BOM dropped; empty → `{}`; strict parse; `{..}{..}` → the first complete object that passes
- * the schema (warning); double-encoded JSON unwrapped; non-object → error naming the expected
- * shape; unparseable → `{ raw }` is validated only to name the missing fields, and the call
- * is always rejected; misspelled / differently-cased parameter names remapped when
- * unambiguous; zod validation last. Repair never completes truncated text: no strict
- * non-empty prefix of a valid JSON object is accepted. Errors (`UNKNOWN_TOOL`,
- * `INVALID_ARGS`) say where, what was received (first 2000 bytes) and how to fix.
- * Linear in the arguments length. Pure apart from calling the tool's `resourceKey`; never
+ * the schema runs, and the repair says which others did not (quoting them, so the model can
+ * send each as its own call); double-encoded JSON unwrapped; non-object → error naming the
+ * expected shape; unparseable → `{ raw }` is validated only to name the missing fields, and
+ * the call is always rejected; misspelled / differently-cased parameter names remapped when
+ * unambiguous; zod validation, and when it fails, fields repaired where the schema says
+ * (a JSON string where an array or object is expected, one object where an array is) and
+ * validated again. Every repair that changed how the model's input was read is listed in
+ * `call.repairs` (and `call.warnings`), for the call's result to state. Repair never completes
+ * truncated text: no strict non-empty prefix of a valid JSON object is accepted. Errors
+ * (`UNKNOWN_TOOL`, `INVALID_ARGS`) say where, what was received (first 2000 bytes) and how to
+ * fix. Linear in the arguments length. Pure apart from calling the tool's `resourceKey`; never
  * throws, for any input.
  */
 export function prepareCall(call: RawToolCall, registry: Registry): PrepareOutcome {
@@ -73,8 +78,9 @@ function prepare(id: string, name: string, text: string, registry: Registry): Pr
   }
   const tool = resolved.tool;
   const warnings: string[] = [];
+  const repairs: string[] = [];
   if (resolved.via !== "exact")
-    warnings.push(`tool name "${clip(name)}" resolved to "${tool.name}"`);
+    repairs.push(`tool name "${clip(name)}" resolved to "${tool.name}"`);
   if (text.length > MAX_ARGUMENTS_CHARS) {
     return failure(
       id,
@@ -90,7 +96,7 @@ function prepare(id: string, name: string, text: string, registry: Registry): Pr
     );
   }
   const read = readArguments(text);
-  warnings.push(...read.warnings);
+  for (const w of read.warnings) (w === BOM_WARNING ? warnings : repairs).push(w);
   if (read.kind !== "objects")
     return failure(id, name, text, "INVALID_ARGS", unreadableMessage(tool, text, read));
   for (const candidate of read.candidates) {
@@ -113,23 +119,22 @@ function prepare(id: string, name: string, text: string, registry: Registry): Pr
   const failures: { issues: ArgIssue[]; unknown: string[] }[] = [];
   for (const [index, candidate] of read.candidates.entries()) {
     const remap = remapKeys(candidate, tool.parameters);
-    const result = validateArgs(tool.parameters, remap.value);
-    if (!result.ok) {
-      failures.push({ issues: result.issues, unknown: remap.unknown });
+    const checked = validateRepairing(tool, remap.value);
+    if (!checked.ok) {
+      failures.push({ issues: checked.issues, unknown: remap.unknown });
       continue;
     }
-    if (read.candidates.length > 1) {
-      warnings.push(
-        `received ${read.candidates.length} concatenated JSON objects; used object ${index + 1}, the first that passes the schema, and ignored the others`,
-      );
-    }
-    if (remap.remapped.length > 0)
-      warnings.push(`renamed parameters: ${remap.remapped.join(", ")}`);
+    if (read.candidates.length > 1) repairs.push(concatenationNote(read.candidates, index));
+    if (remap.remapped.length > 0) repairs.push(`renamed parameters: ${remap.remapped.join(", ")}`);
     if (remap.unknown.length > 0)
-      warnings.push(
+      repairs.push(
         `ignored unknown parameters: ${remap.unknown.map((k) => `"${clip(k)}"`).join(", ")}`,
       );
-    return { ok: true, call: preparedCall(id, name, text, tool, result.data, warnings) };
+    repairs.push(...checked.repairs);
+    return {
+      ok: true,
+      call: preparedCall(id, name, text, tool, checked.data, [...repairs, ...warnings], repairs),
+    };
   }
   // No candidate passed: the first one's problems are the ones to report.
   const [first] = failures;
@@ -149,6 +154,7 @@ function preparedCall(
   tool: Tool,
   args: unknown,
   warnings: string[],
+  repairs: string[],
 ): PreparedCall {
   let traits = tool.resolvedTraits;
   let resourceKey: string | undefined;
@@ -171,7 +177,59 @@ function preparedCall(
     traits,
     resourceKey,
     warnings,
+    repairs,
   };
+}
+
+/**
+ * Zod validation; when it fails, the fields the schema says have the wrong shape are repaired
+ * (a JSON string for an array or object, one object for an array) and validated again. The
+ * original problems are reported when the repair does not make the arguments pass.
+ */
+function validateRepairing(
+  tool: Tool,
+  value: Record<string, unknown>,
+): { ok: true; data: unknown; repairs: string[] } | { ok: false; issues: ArgIssue[] } {
+  const result = validateArgs(tool.parameters, value);
+  if (result.ok) return { ok: true, data: result.data, repairs: [] };
+  const fixed = repairFields(tool.parameters, value);
+  if (!fixed || jsonProblem(fixed.value, "arguments", MAX_JSON_DEPTH) !== undefined) return result;
+  const again = validateArgs(tool.parameters, fixed.value);
+  return again.ok ? { ok: true, data: again.data, repairs: fixed.repairs } : result;
+}
+
+/**
+ * What became of each of several concatenated objects: the one used, and the others, which
+ * did not run (an identical copy is said to be one; a different object is quoted, so the
+ * model can send it as its own call).
+ */
+function concatenationNote(candidates: Record<string, unknown>[], used: number): string {
+  const texts = candidates.map((c) => JSON.stringify(c));
+  const copies: number[] = [];
+  const others: string[] = [];
+  texts.forEach((t, i) => {
+    if (i === used) return;
+    if (t === texts[used]) copies.push(i + 1);
+    else others.push(`object ${i + 1} ${clip(t, 120)}`);
+  });
+  const parts = [
+    `received ${candidates.length} concatenated JSON objects; used object ${used + 1}, the first that passes the schema`,
+  ];
+  if (copies.length > 0) {
+    parts.push(
+      `${plural(copies, "object")} ${copies.join(", ")} ${copies.length === 1 ? "was an identical copy" : "were identical copies"} and did not run again`,
+    );
+  }
+  if (others.length > 0) {
+    parts.push(
+      `${others.join(", ")} did NOT run: send ${others.length === 1 ? "it" : "each"} as its own tool call if you meant it`,
+    );
+  }
+  return parts.join("; ");
+}
+
+function plural(items: readonly unknown[], word: string): string {
+  return items.length === 1 ? word : `${word}s`;
 }
 
 function unreadableMessage(
@@ -251,8 +309,8 @@ function failure(
   };
 }
 
-function clip(s: string): string {
-  return s.length > 200 ? `${s.slice(0, 200)}…` : s;
+function clip(s: string, max = 200): string {
+  return s.length > max ? `${s.slice(0, max)}…` : s;
 }
 
 /** `value` as text: "" for null or undefined, or when it cannot be turned into a string. */

@@ -94,7 +94,11 @@ export function createRegistry(tools: Iterable<ToolDefinition | Tool> = []): Reg
       specs ??= Object.freeze(
         [...byName.values()].map((tool) => ({
           type: "function" as const,
-          function: { name: tool.name, description: tool.description, parameters: tool.jsonSchema },
+          function: {
+            name: tool.name,
+            description: tool.modelDescription,
+            parameters: tool.jsonSchema,
+          },
         })),
       ) as ModelToolSpec[];
       return specs;

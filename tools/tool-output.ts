@@ -4,6 +4,7 @@ import type {
   ToolErrorCode,
   ToolFailure,
   ToolResult,
+  ToolSuccess,
 } from "../contracts/tool-result.ts";
 import type { OutputBudget } from "./types.ts";
 import { truncateUtf8, utf8Length } from "./utf8.ts";
@@ -34,6 +35,7 @@ export function toToolResult(output: unknown, toolName = "tool"): ToolResult {
   if (problem === undefined) {
     const r = output as ToolResult;
     if (!r.ok) return { ok: false, code: r.code, message: r.message, retryable: r.retryable };
+    const kept = keptData(r);
     // The log stores the continuation: one it cannot encode is dropped, and the model is told.
     const unstorable =
       r.continuation !== undefined ? jsonProblem(r.continuation, "continuation") : undefined;
@@ -42,6 +44,7 @@ export function toToolResult(output: unknown, toolName = "tool"): ToolResult {
         ok: true,
         content: `${r.content}\n[${toolName}'s continuation was dropped: ${unstorable}; continuation args must be plain JSON.]`,
         ...(r.truncated !== undefined && { truncated: r.truncated }),
+        ...kept,
       };
     }
     return {
@@ -49,6 +52,7 @@ export function toToolResult(output: unknown, toolName = "tool"): ToolResult {
       content: r.content,
       ...(r.truncated !== undefined && { truncated: r.truncated }),
       ...(r.continuation !== undefined && { continuation: r.continuation }),
+      ...kept,
     };
   }
   return {
@@ -57,6 +61,29 @@ export function toToolResult(output: unknown, toolName = "tool"): ToolResult {
     retryable: false,
     message: `${toolName} returned an invalid result (${problem}); expected a string, { ok: true, content: string, truncated?: boolean, continuation?: { tool, args } } or { ok: false, code, message: string, retryable: boolean }. Received: ${preview(output)}`,
   };
+}
+
+/**
+ * A success's `structured` and `images`, when the log can store them: `structured` must be
+ * plain JSON, each image `{ mediaType, base64 }` strings. What cannot be stored is dropped.
+ */
+function keptData(r: ToolSuccess): Pick<ToolSuccess, "structured" | "images"> {
+  const out: Pick<ToolSuccess, "structured" | "images"> = {};
+  if (r.structured !== undefined && jsonProblem(r.structured, "structured") === undefined) {
+    out.structured = r.structured;
+  }
+  const images = Array.isArray(r.images)
+    ? r.images.filter(
+        (i) =>
+          typeof i === "object" &&
+          i !== null &&
+          typeof i.mediaType === "string" &&
+          typeof i.base64 === "string",
+      )
+    : [];
+  if (images.length > 0)
+    out.images = images.map((i) => ({ mediaType: i.mediaType, base64: i.base64 }));
+  return out;
 }
 
 function shapeProblem(value: unknown): string | undefined {
@@ -172,6 +199,7 @@ export async function applyOutputBudget(
         content: head.text + note,
         truncated: true,
         continuation: { tool: "read_file", args: { path, offset: nextLine }, path, sha256 },
+        ...keptData(result),
       };
     } catch (err) {
       spillError = ` (saving the full output failed: ${err instanceof Error ? err.message : String(err)})`;
@@ -192,7 +220,13 @@ export async function applyOutputBudget(
   const continuation =
     result.continuation ?? options.continuation?.({ shownBytes: head.bytes, totalBytes });
   const content = truncateUtf8(head.text + note(head.bytes, continuation), budget.maxBytes).text;
-  return { ok: true, content, truncated: true, ...(continuation && { continuation }) };
+  return {
+    ok: true,
+    content,
+    truncated: true,
+    ...(continuation && { continuation }),
+    ...keptData(result),
+  };
 }
 
 /** A failure whose message fits `maxBytes` (UTF-8), with a note of what was cut. Pure. */
@@ -223,4 +257,33 @@ function preview(value: unknown): string {
     text = Object.prototype.toString.call(value);
   }
   return text.length > 200 ? `${text.slice(0, 200)}…` : text;
+}
+
+/** The longest repair note a result carries (UTF-8 bytes): one line, however many repairs. */
+export const MAX_REPAIR_NOTE_BYTES = 600;
+
+/**
+ * The one line that tells the model how its call was read differently from how it sent it
+ * (`PreparedCall.repairs`), so what the model believes ran is what ran. Empty when there was
+ * no repair. At most `MAX_REPAIR_NOTE_BYTES`, with no line break. Pure.
+ */
+export function repairNote(repairs: readonly string[]): string {
+  if (repairs.length === 0) return "";
+  const what = repairs.join("; ").replace(/\s*[\r\n]+\s*/g, " ");
+  const open = "[Keel repaired this call before running it: ";
+  const close = ". Use the declared tool name, parameter names and types next time.]";
+  const room = MAX_REPAIR_NOTE_BYTES - utf8Length(open) - utf8Length(close);
+  const cut = truncateUtf8(what, room - 3);
+  return `${open}${cut.cut ? `${cut.text}…` : what}${close}`;
+}
+
+/**
+ * `result` with the repair note (see {@link repairNote}) as its last line: after a success's
+ * content, or a failure's message. Unchanged when there was no repair. Pure.
+ */
+export function withRepairNote(result: ToolResult, repairs: readonly string[]): ToolResult {
+  const note = repairNote(repairs);
+  if (note === "") return result;
+  if (result.ok) return { ...result, content: `${result.content}\n${note}` };
+  return { ...result, message: `${result.message}\n${note}` };
 }

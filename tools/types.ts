@@ -77,7 +77,16 @@ export interface ToolDefinition<Args = any> {
   name: string;
   description: string;
   parameters: z.ZodType<Args>;
+  /**
+   * Example calls: checked against `parameters` by `defineTool`, sent to the model after the
+   * description (one compact line each, see `modelDescription`), and quoted in argument errors.
+   */
   examples?: ToolExample[];
+  /**
+   * `false` keeps `examples` out of what the model is sent with every request (they cost
+   * tokens on each one); argument errors still quote the first. Default true.
+   */
+  showExamples?: boolean;
   traits?: ToolTraits<Args>;
   /**
    * Contract: may throw or reject; a throw becomes an `EXECUTION_FAILED` result with the
@@ -106,8 +115,14 @@ export interface PreparedCall {
   traits: ResolvedTraits;
   /** `traits.resourceKey(args)`, computed once at preparation. */
   resourceKey?: string;
-  /** Repairs applied (e.g. "took the first of 2 concatenated objects"). */
+  /** What preparation noticed, for the log: every repair, and problems of the tool itself. */
   warnings: string[];
+  /**
+   * How the model's input was read differently from how it was sent (a resolved tool name,
+   * renamed or ignored parameters, unwrapped or re-shaped fields, concatenated objects that did
+   * not run): each a short phrase that the call's result states (see `withRepairNote`).
+   */
+  repairs: string[];
 }
 
 export type PrepareOutcome =

@@ -1,6 +1,12 @@
-import { z } from "zod";
+import type { z } from "zod";
 import type { ClientToolSpec } from "../../contracts/protocol.ts";
-import { defineTool, type Tool, type ToolResult, type ToolTraits } from "../../index.ts";
+import {
+  defineTool,
+  jsonSchemaParameters,
+  type Tool,
+  type ToolResult,
+  type ToolTraits,
+} from "../../index.ts";
 import { ControlFailure } from "./control.ts";
 import { ProtocolError } from "./protocol-error.ts";
 
@@ -26,7 +32,7 @@ const RISKS = new Set(["low", "medium", "high"]);
 const BOOLEAN_TRAITS = ["readOnly", "concurrencySafe", "idempotent", "cancellable"] as const;
 
 /**
- * A tool the client runs: its JSON Schema becomes a zod schema (`z.fromJSONSchema`), so the
+ * A tool the client runs: its JSON Schema becomes a zod schema (`jsonSchemaParameters`, as for MCP tools), so the
  * model's arguments go through the same preparation and validation as any tool's, and its
  * execution is a `tool.execute` control request. Its result goes through the same output
  * budget and write-ahead records. Throws `ProtocolError` (`INVALID_TOOL`) naming what is wrong
@@ -42,26 +48,11 @@ export function clientTool(spec: unknown, index: number, deps: ClientToolDeps): 
   if (typeof s.name !== "string") bad('needs a string "name"');
   if (typeof s.description !== "string") bad(`("${s.name}") needs a string "description"`);
   const label = `${where} ("${s.name}")`;
-  if (typeof s.parameters !== "object" || s.parameters === null || Array.isArray(s.parameters)) {
-    throw new ProtocolError(
-      "INVALID_TOOL",
-      `${label}: "parameters" must be a JSON Schema object, e.g. {"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`,
-    );
-  }
-  let parameters: z.ZodType;
+  let parameters: z.ZodObject;
   try {
-    parameters = z.fromJSONSchema(s.parameters as Parameters<typeof z.fromJSONSchema>[0]);
+    parameters = jsonSchemaParameters(s.parameters);
   } catch (err) {
-    throw new ProtocolError(
-      "INVALID_TOOL",
-      `${label}: "parameters" is not a JSON Schema Keel can use (${(err as Error).message})`,
-    );
-  }
-  if (!(parameters instanceof z.ZodObject)) {
-    throw new ProtocolError(
-      "INVALID_TOOL",
-      `${label}: "parameters" must describe an object ("type": "object"); tool arguments are always an object`,
-    );
+    throw new ProtocolError("INVALID_TOOL", `${label}: ${(err as Error).message}`);
   }
   const traits = checkTraits(s.traits, label);
   const timeoutMs = s.timeoutMs ?? deps.defaultTimeoutMs;

@@ -14,6 +14,9 @@ export type ReadArguments =
   /** Valid JSON but not an object (number, array, string, null, boolean). */
   | { kind: "not-object"; received: string; warnings: string[] };
 
+/** The warning for a dropped byte-order mark: an encoding artifact, not a repair of what the model meant. */
+export const BOM_WARNING = "dropped a leading byte-order mark (U+FEFF)";
+
 /**
  * Steps 1–5 of preparation, in order: a leading byte-order mark is dropped; empty or
  * whitespace-only text means `{}`; strict parse; on failure, two or more complete concatenated
@@ -25,7 +28,7 @@ export function readArguments(argumentsText: string): ReadArguments {
   let text = argumentsText;
   if (text.charCodeAt(0) === 0xfeff) {
     text = text.slice(1);
-    warnings.push("dropped a leading byte-order mark (U+FEFF)");
+    warnings.push(BOM_WARNING);
   }
   if (skipWs(text, 0) === text.length) return { kind: "objects", candidates: [{}], warnings };
   const parsed = parseJson(text);
