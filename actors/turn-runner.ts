@@ -19,10 +19,9 @@ import type { PollPoint } from "../machines/policies/inbox.ts";
 import {
   failureSignature,
   type LoopGuardOptions,
-  type LoopState,
+  type LoopWarning,
   loopNote,
-  NO_LOOP,
-  observeResult,
+  type ObservedResult,
 } from "../machines/policies/loop-guard.ts";
 import { classifyModelError } from "../machines/policies/retry-classify.ts";
 import {
@@ -201,12 +200,8 @@ export class TurnRun implements TurnEffects {
   private lastCalls: ToolCallPart[] = [];
   private prepared = new Map<string, PrepareOutcome>();
   private records = new Map<string, CallRecord>();
-  /** Calls of the current message whose start record was written (they may have run). */
-  private recorded = new Set<string>();
   private callCtl = new Map<string, AbortController>();
   private phase = "before the first model request";
-  /** The loop guard's streak over every result of this turn, in the order they settled. */
-  private loop: LoopState = NO_LOOP;
   /** Whether a model request was prepared yet (the first `prepare` is the turn's start). */
   private sampled = false;
   /** Whether the poll before this request took an input (then none is read after a compaction). */
@@ -264,6 +259,7 @@ export class TurnRun implements TurnEffects {
         stopDeadlineMs: this.deps.stopDeadlineMs,
         finalizeDeadlineMs: this.deps.finalizeDeadlineMs,
         loopFailAfter: this.deps.loopGuard ? this.deps.loopGuard.failAfter : 0,
+        loopRepeats: this.deps.loopGuard ? this.deps.loopGuard.repeats : 0,
         maxOverflowRecoveries: this.deps.maxOverflowRecoveries,
       },
       clock: this.deps.clock,
@@ -329,7 +325,6 @@ export class TurnRun implements TurnEffects {
     const outcome = this.prepared.get(callId);
     if (!outcome?.ok) return;
     const { call } = outcome;
-    this.recorded.add(callId);
     this.deps.log.append({
       type: "call_started",
       callId,
@@ -365,14 +360,14 @@ export class TurnRun implements TurnEffects {
     this.deps.poll(CALL_RESULT);
   }
 
-  // The batch (a child of the turn) ended its round: the turn may leave `executing`.
-  // With the loop guard's streak after the round's results: the chart decides whether it ends the turn.
-  roundDone(_self: AnyActorRef, _output: BatchOutput): void {
-    this.actor.send({
-      type: "batch.done",
-      repeats: this.loop.count,
-      repeatedTool: this.loop.tool,
-    });
+  // The batch (a child of the turn) ended its round: the turn may leave `executing`, with the
+  // round's results as the loop guard reads them (in the order they settled).
+  roundDone(_self: AnyActorRef, { results }: BatchOutput): void {
+    this.actor.send(
+      this.deps.loopGuard
+        ? { type: "batch.done", results: results.map((r) => this.observed(r.callId, r.name, r.result)) }
+        : { type: "batch.done" },
+    );
   }
 
   // Before every model request: the first is the turn's start, every later one follows a step.
@@ -485,9 +480,7 @@ export class TurnRun implements TurnEffects {
     { corrected }: { corrected: { callId: string; feedback: string }[] },
   ): void {
     for (const { callId, feedback } of corrected) {
-      const p = this.prepared.get(callId);
-      const name = p?.ok ? p.call.name : (p?.name ?? "");
-      this.settle(callId, name, "not_executed", notExecuted("DENIED", feedback));
+      this.settle(callId, this.nameOf(callId), "not_executed", notExecuted("DENIED", feedback));
     }
   }
 
@@ -505,16 +498,44 @@ export class TurnRun implements TurnEffects {
     }
   }
 
-  commitBatch(_self: AnyActorRef): void {
-    this.deps.emit({
-      type: "batch.committed",
-      turnId: this.turnId,
-      calls: this.lastCalls.map((c) => {
-        const r = this.records.get(c.id)!;
-        return { callId: c.id, name: c.name, outcome: r.outcome, result: r.result };
-      }),
+  commitBatch(self: AnyActorRef): void {
+    // `batch.committed` says the results are written: it follows the flush that writes them.
+    const calls = this.lastCalls.map((c) => {
+      const r = this.records.get(c.id)!;
+      return { callId: c.id, name: c.name, outcome: r.outcome, result: r.result };
     });
-    this.phase = "after the tool results were committed";
+    this.flushSoon().then(
+      () => {
+        this.phase = "after the tool results were committed";
+        this.deps.emit({ type: "batch.committed", turnId: this.turnId, calls });
+        if (self.getSnapshot().status === "active") self.send({ type: "results.durable" });
+      },
+      (err) => this.storeFailed(err),
+    );
+  }
+
+  loopWarned(_self: AnyActorRef, { warnings }: { warnings: LoopWarning[] }): void {
+    const guard = this.deps.loopGuard;
+    if (!guard) return;
+    for (const { callId, tool, repeats } of warnings) {
+      const stop = repeats >= guard.failAfter;
+      // The model is told in its view, right after the results: a note, not a result rewritten.
+      this.deps.log.append({
+        type: "note",
+        text: loopNote(tool, repeats, stop ? "stop" : "warn"),
+        audience: "model",
+      });
+      if (!stop) {
+        this.deps.emit({
+          type: "loop.detected",
+          turnId: this.turnId,
+          tool,
+          repeats,
+          action: "warned",
+          callId,
+        });
+      }
+    }
   }
 
   loopStopped(_self: AnyActorRef, { repeats, tool }: { repeats: number; tool: string }): void {
@@ -723,7 +744,6 @@ export class TurnRun implements TurnEffects {
     this.lastCalls = toolCalls;
     this.prepared.clear();
     this.records.clear();
-    this.recorded.clear();
     const specs: TurnCallSpec[] = [];
     for (const c of message.toolCalls) {
       let outcome = prepareCall(
@@ -755,22 +775,25 @@ export class TurnRun implements TurnEffects {
     }
     const usage = message.usage;
     const broker = this.deps.permissions;
-    // A message whose calls all failed preparation commits only their error results: the loop
-    // streak they will make is known now, and the chart reads it from the event.
-    let loop: LoopState | undefined;
-    if (specs.length === 0 && this.deps.loopGuard && message.finishReason !== "length") {
-      loop = this.loop;
-      for (const outcome of this.prepared.values()) {
-        if (outcome.ok) continue;
-        const raw = this.rawArguments(outcome.id);
-        const signature = failureSignature(outcome.name, raw, outcome.error);
-        loop = observeResult(loop, outcome.name, signature, this.deps.loopGuard).state;
+    // The results this message's refused calls get (for length, or for failing preparation),
+    // as the loop guard reads them: the chart folds whichever its path settles.
+    const guard = this.deps.loopGuard;
+    const invalid: ObservedResult[] = [];
+    const truncated: ObservedResult[] = [];
+    if (guard && toolCalls.length > 0) {
+      for (const c of message.toolCalls) {
+        const outcome = this.prepared.get(c.id)!;
+        if (!outcome.ok) invalid.push(this.observed(c.id, c.name, outcome.error));
+        if (message.finishReason === "length") {
+          const result = truncatedCallResult({ id: c.id, name: c.name, argumentsText: c.argumentsText });
+          truncated.push(this.observed(c.id, c.name, result));
+        }
       }
     }
     self.send({
       type: "attempt.done",
-      repeats: loop?.count,
-      repeatedTool: loop?.tool,
+      ...(invalid.length > 0 ? { invalid } : {}),
+      ...(truncated.length > 0 ? { truncated } : {}),
       attempt,
       finishReason: message.finishReason!,
       callCount: toolCalls.length,
@@ -1027,7 +1050,23 @@ export class TurnRun implements TurnEffects {
         corrected.push({ callId: call.id, feedback: decision.feedback });
       else allowed.push(specOf(call));
     }
-    self.send({ type: "gate.allowed", calls: allowed, corrected });
+    // The corrections' results (`correctCalls` gives them), as the loop guard reads them.
+    const observed = this.deps.loopGuard
+      ? corrected.map(({ callId, feedback }) =>
+          this.observed(callId, this.nameOf(callId), notExecuted("DENIED", feedback)),
+        )
+      : undefined;
+    self.send(
+      observed
+        ? { type: "gate.allowed", calls: allowed, corrected, observed }
+        : { type: "gate.allowed", calls: allowed, corrected },
+    );
+  }
+
+  /** The tool name of call `callId` of the current message, as prepared ("" if unknown). */
+  private nameOf(callId: string): string {
+    const p = this.prepared.get(callId);
+    return p?.ok ? p.call.name : (p?.name ?? "");
   }
 
   /** The model's arguments text of call `callId` of the current message ("" if unknown). */
@@ -1035,36 +1074,14 @@ export class TurnRun implements TurnEffects {
     return this.lastCalls.find((c) => c.id === callId)?.arguments ?? "";
   }
 
-  /**
-   * Feeds one result to the loop guard. From `repeats` identical failures in a row the result
-   * the model sees says so and asks for another approach (`loop.detected`, warned); the turn
-   * chart ends the turn at `failAfter` (`loopStopped`).
-   */
-  private guardLoop(callId: string, name: string, result: ToolResult): ToolResult {
-    const guard = this.deps.loopGuard;
-    if (!guard) return result;
-    const signature = result.ok
-      ? undefined
-      : failureSignature(name, this.rawArguments(callId), result);
-    const { state, verdict } = observeResult(this.loop, name, signature, guard);
-    this.loop = state;
-    if (verdict === "none" || result.ok) return result;
-    if (verdict === "warn") {
-      this.deps.emit({
-        type: "loop.detected",
-        turnId: this.turnId,
-        tool: name,
-        repeats: state.count,
-        action: "warned",
-        callId,
-      });
-    }
-    return { ...result, message: `${result.message}\n${loopNote(name, state.count, verdict)}` };
+  /** A result as the loop guard reads it: the call, its tool and its failure signature. */
+  private observed(callId: string, name: string, result: ToolResult): ObservedResult {
+    const signature = result.ok ? undefined : failureSignature(name, this.rawArguments(callId), result);
+    return signature === undefined ? { callId, tool: name } : { callId, tool: name, signature };
   }
 
-  private settle(callId: string, name: string, outcome: CallOutcome, given: ToolResult): void {
+  private settle(callId: string, name: string, outcome: CallOutcome, result: ToolResult): void {
     if (this.records.has(callId)) return;
-    const result = this.guardLoop(callId, name, given);
     this.records.set(callId, { outcome, result });
     this.deps.log.append({ type: "call_result", callId, name, outcome, result });
     // Durable as soon as known (coalesced per tick): a crash later in the batch cannot lose it.
@@ -1094,9 +1111,11 @@ export class TurnRun implements TurnEffects {
     this.deps.permissions?.cancelAll("the turn ended before a reply");
     // Every call of the last response gets exactly one result, even if it never started. Only a
     // runtime bug leaves a started call here: its outcome is unknown, never "not executed".
+    // A call with a start record in the log (and no result) may have run: the log decides.
+    const started = new Set(log.openWork().calls.map((c) => c.callId));
     for (const call of this.lastCalls) {
       if (this.records.has(call.id)) continue;
-      if (this.recorded.has(call.id)) {
+      if (started.has(call.id)) {
         this.settle(call.id, call.name, "unknown", {
           ok: false,
           code: "OUTCOME_UNKNOWN",

@@ -5,7 +5,6 @@ import {
   type DoneActorEvent,
   type ErrorActorEvent,
   enqueueActions,
-  sendTo,
   setup,
   stopChild,
 } from "xstate";
@@ -21,7 +20,6 @@ import {
 } from "./policies/batch-schedule.ts";
 import {
   cancelledBeforeStart,
-  type ToolCallEvent,
   type ToolCallInput,
   type ToolCallOutput,
   toolCallMachine,
@@ -47,18 +45,22 @@ export interface BatchCallResult {
   result: ToolResult;
 }
 
-/** What `roundDone` reports: every call's result of the round, in CALL order. */
+/**
+ * What `roundDone` reports: every call's result of the round, once each, in the order they
+ * SETTLED (the order `callSettled` ran). The commit order is not the batch's to decide: results
+ * are written to the log as they settle (durable at once), and the model's view pairs each with
+ * its call in call order (invariant 4 lives there: session/projection.ts).
+ */
 export interface BatchOutput {
   results: BatchCallResult[];
 }
 
-/** Events the batch accepts; `call.*` are forwarded to the running call with that id. */
+/**
+ * Events the batch accepts. A call's own events (`call.recorded`, `call.complete`, …) go to
+ * that call's actor, not through the batch: the effect that asks for them runs in that actor.
+ */
 export type BatchEvent =
   | { type: "batch.run"; calls: BatchCallSpec[] }
-  | { type: "call.recorded"; callId: string }
-  | { type: "call.complete"; callId: string; result: ToolResult }
-  | { type: "call.fail"; callId: string; result: ToolResult }
-  | { type: "call.aborted"; callId: string }
   | { type: "batch.cancel"; reason: string };
 
 type ChildEvent = DoneActorEvent<ToolCallOutput> | ErrorActorEvent;
@@ -78,8 +80,6 @@ export interface BatchContext {
   sequential: boolean;
   stopDeadlineMs: number;
   cancelled: boolean;
-  /** The last finished round's results in commit order (what `roundDone` reported). */
-  committed: BatchCallResult[] | undefined;
 }
 
 /**
@@ -90,18 +90,16 @@ export interface BatchEffects {
   /** Tell observers a call settled; runs in completion order. Contract: must not throw. */
   callSettled(self: AnyActorRef, result: BatchCallResult): void;
   /**
-   * The round is over, every call has its one result (`results`, commit order): tell the owner
-   * (`self` is the batch; the turn answers with `batch.done`). Runs once per round.
+   * The round is over, every call has its one result (`results`, in settle order): tell the
+   * owner (`self` is the batch; the turn answers with `batch.done`). Runs once per round.
    * Contract: must not throw.
    */
   roundDone(self: AnyActorRef, output: BatchOutput): void;
 }
 
-/** Pluggable pure policies; the defaults implement DESIGN §3.2. */
+/** Pluggable pure policies; the defaults implement DESIGN §3.2 (docs/architecture.md). */
 export interface BatchPolicy {
   schedule: Scheduler;
-  /** Call indexes in the order results are committed (default: call order). */
-  commitOrder: (context: BatchContext) => number[];
   /** Child actor ids for the calls about to start (default: {@link freeSlots}). */
   childIds: (context: BatchContext, start: readonly number[]) => string[];
 }
@@ -150,7 +148,7 @@ export function settleAll(
  * that the invariant checks catch a broken policy.
  */
 export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
-  const { schedule, commitOrder, childIds } = batchPolicy(policy);
+  const { schedule, childIds } = batchPolicy(policy);
   return setup({
     types: {
       context: {} as BatchContext,
@@ -162,7 +160,7 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
       /** Contract: emit `call.settled` for the call; runs in completion order. Must not throw. */
       callSettled: effect<BatchCallResult>(),
       /**
-       * Contract: the round is over, every call has its one result (`results`, commit order);
+       * Contract: the round is over, every call has its one result (`results`, settle order);
        * tell the owner (the turn answers `batch.done`). Runs once per round. Must not throw.
        */
       roundDone: effect<BatchOutput>(),
@@ -170,7 +168,6 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
         assertEvent(event, "batch.run");
         return checkedRound(event.calls, context.maxParallel);
       }),
-      endRound: assign(({ context }) => ({ committed: committedResults(context) })),
       /** Settles the call whose actor sent this done event (guarded by `isRunningChild`). */
       settleChild: assign(({ context, event }) => {
         assertEvent(event, "xstate.done.actor.*");
@@ -178,12 +175,6 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
         return settleAll(context, [{ index: context.index[callId], outcome, result }]);
       }),
       stopSettledChild: stopChild(({ event }) => (event as DoneActorEvent).actorId),
-      /** Passes a call's event on to that call's actor (guarded by `isRunning`). */
-      forward: sendTo(
-        ({ context, event }) =>
-          context.actorIds[context.index[(event as { callId: string }).callId]]!,
-        ({ event }) => event as ToolCallEvent,
-      ),
       childErrored: enqueueActions(({ enqueue, context, event }) => {
         assertEvent(event, "xstate.error.actor.*");
         const index = runningIndexOf(context, event.actorId);
@@ -221,8 +212,6 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
     },
     guards: {
       hasCalls: ({ context }) => context.calls.length > 0,
-      isRunning: ({ context, event }) =>
-        "callId" in event && context.phases[context.index[event.callId]] === "running",
       allSettled: ({ context }) => context.phases.every((p) => p === "settled"),
       /** A done event from the actor of a call that is running (not late, not a stranger). */
       isRunningChild: ({ context, event }) => runningChildIndex(context, event) >= 0,
@@ -241,7 +230,7 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
         input.calls === undefined
           ? roundContext([], maxParallel)
           : checkedRound(input.calls, maxParallel);
-      return Object.assign(round, { stopDeadlineMs: input.stopDeadlineMs, committed: undefined });
+      return Object.assign(round, { stopDeadlineMs: input.stopDeadlineMs });
     },
     initial: "starting",
     states: {
@@ -255,23 +244,16 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
       },
       running: {
         entry: "schedule",
-        // Every call has exactly one result: report the round (in commit order) and rest.
+        // Every call has exactly one result: report the round (in settle order) and rest.
         always: {
           guard: "allSettled",
           target: "idle",
-          actions: [
-            "endRound",
-            {
-              type: "roundDone",
-              params: ({ context }) => ({ results: committedResults(context) }),
-            },
-          ],
+          actions: {
+            type: "roundDone",
+            params: ({ context }) => ({ results: settledResults(context) }),
+          },
         },
         on: {
-          "call.recorded": { guard: "isRunning", actions: "forward" },
-          "call.complete": { guard: "isRunning", actions: "forward" },
-          "call.fail": { guard: "isRunning", actions: "forward" },
-          "call.aborted": { guard: "isRunning", actions: "forward" },
           // A call's actor finished: settle it (plain actions, not enqueueActions, which builds
           // a dozen closures: this runs once per call). The last one ends the round in the same
           // microstep; any other starts what may start now.
@@ -283,10 +265,9 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
                 "settleChild",
                 "stopSettledChild",
                 { type: "callSettled", params: settledParams },
-                "endRound",
                 {
                   type: "roundDone",
-                  params: ({ context }) => ({ results: committedResults(context) }),
+                  params: ({ context }) => ({ results: settledResults(context) }),
                 },
               ],
             },
@@ -315,10 +296,6 @@ export function createBatchMachine(policy: Partial<BatchPolicy> = {}) {
       },
     },
   });
-
-  function committedResults(context: BatchContext): BatchCallResult[] {
-    return roundResults(context, commitOrder);
-  }
 }
 
 /** What one `schedule` decides: the new phases and slots, and the calls that start. */
@@ -366,17 +343,13 @@ export function planRound(
 export function batchPolicy(policy: Partial<BatchPolicy> = {}): BatchPolicy {
   return {
     schedule: policy.schedule ?? scheduleBatch,
-    commitOrder: policy.commitOrder ?? ((c: BatchContext) => c.calls.map((_, i) => i)),
     childIds: policy.childIds ?? ((c: BatchContext, start) => freeSlots(c, start.length)),
   };
 }
 
-/** The round's results in commit order (every call has one when this is called). */
-export function roundResults(
-  context: BatchContext,
-  commitOrder: BatchPolicy["commitOrder"],
-): BatchCallResult[] {
-  return commitOrder(context).map((i) => ({
+/** The round's results in the order they settled (every call has one when this is called). */
+export function settledResults(context: BatchContext): BatchCallResult[] {
+  return context.completionOrder.map((i) => ({
     callId: context.calls[i].callId,
     name: context.calls[i].name,
     outcome: context.outcomes[i]!,
@@ -466,14 +439,12 @@ function runningIndexOf(context: BatchContext, actorId: string): number {
  * inspector's chart use the same definition.
  *
  * Lifecycle: one actor per turn. `idle` ⇄ `running`: `batch.run {calls}` starts a round
- * (schedule, forward, collect); when every call has its result the round ends with
- * `roundDone {results}` (call order; also kept as `context.committed`) and the batch is `idle`
- * again. One long-lived actor instead of one per step: creating an actor costs more than a
- * whole round of events. Each started call is a spawned `toolCall` actor with a slot id (`slot0`,
- * …; see {@link freeSlots}; its input carries the callId). Call events sent to the batch
- * (`call.recorded/complete/fail/aborted {callId}`) are forwarded to that call's actor, and
- * dropped for a call that is not running (late, or unknown id); the runtime may also send them
- * to the call's actor directly. `batch.cancel {reason}` cancels the round.
+ * (schedule, collect); when every call has its result the round ends with
+ * `roundDone {results}` (in settle order) and the batch is `idle` again. One long-lived actor
+ * instead of one per step: creating an actor costs more than a whole round of events. Each
+ * started call is a spawned `toolCall` actor with a slot id (`slot0`, …; see
+ * {@link freeSlots}; its input carries the callId); the runtime sends a call's events to its
+ * actor (the effects that ask for them run there). `batch.cancel {reason}` cancels the round.
  *
  * Per-call phases (`pending → running → settled`) live in context and are the only thing the
  * scheduler reads; a call becomes `settled` when its actor reaches a final state (done event),
@@ -483,7 +454,9 @@ function runningIndexOf(context: BatchContext, actorId: string): number {
  * Invariants (DESIGN §10):
  * - 1: every call settles exactly once, also after `batch.cancel` at any point; a child
  *   that errors (a provided action threw) settles as `unknown`, never silently;
- * - 4: `callSettled` fires in completion order; `roundDone` lists results in call order;
+ * - 4 (the batch's half): `callSettled` fires in completion order, and `roundDone` lists each
+ *   result once, in that order; the call order of the model's view is the projection's
+ *   (session/projection.ts, searched in test/projection-order.model.test.ts);
  * - 5: the scheduling rules of `scheduleBatch`;
  * - after `batch.cancel` no call starts; every running call receives `call.cancel`.
  */

@@ -12,6 +12,13 @@ import type { TurnFailureCode, TurnStatus } from "../contracts/status.ts";
 import { type BatchEffects, batchMachine } from "./batch.machine.ts";
 import { effect } from "./effect.ts";
 import type { BatchCallSpec } from "./policies/batch-schedule.ts";
+import {
+  foldResults,
+  type LoopState,
+  type LoopWarning,
+  NO_LOOP,
+  type ObservedResult,
+} from "./policies/loop-guard.ts";
 import type { ToolCallEffects } from "./tool-call.machine.ts";
 
 /** What the batch needs to know about one valid call: the batch's own call spec. */
@@ -38,23 +45,25 @@ export interface TurnInput {
    * this many times in a row ends the turn `failed` (`loop_detected`). 0 or absent: off.
    */
   loopFailAfter?: number;
+  /** The loop guard's `repeats`: from this many in a row the model is told (`loopWarned`). */
+  loopRepeats?: number;
   /** Harder compactions after a context-overflow error, per turn (separate from retries). */
   maxOverflowRecoveries: number;
 }
 
-/** What the runner reports with a step's results: the loop guard's streak after them. */
-export interface LoopReport {
-  /** The same call (tool and normalised arguments) failed the same way this many times in a row. */
-  repeats?: number;
-  /** That call's tool. */
-  repeatedTool?: string;
-}
+export type { ObservedResult };
 
 /** Why the turn compacts: the budget crossed its threshold, or the provider refused the size. */
 export type CompactionMode = "auto" | "overflow";
 
 export interface TurnContext extends TurnInput {
   loopFailAfter: number;
+  loopRepeats: number;
+  /**
+   * The loop guard's streak over every result of this turn, in the order they settled: it
+   * decides whether a step ends the turn (`loopDetected`), so it lives here, not in the host.
+   */
+  loop: LoopState;
   /** Model responses committed so far. */
   step: number;
   /** Attempts started so far; attempt k's id is `${turnId}.a${k}`. Stale attempt events are ignored. */
@@ -84,7 +93,11 @@ export type TurnEvent =
       /** Some valid call needs a permission decision before it may run. */
       needsPermission?: boolean;
       tokens: number;
-    } & LoopReport)
+      /** The results the calls that failed preparation get (`rejectInvalid`), in call order. */
+      invalid?: ObservedResult[];
+      /** The results every call gets if the answer was cut by length (`refuseCalls`). */
+      truncated?: ObservedResult[];
+    })
   | {
       type: "attempt.failed";
       attempt: number;
@@ -101,11 +114,16 @@ export type TurnEvent =
       calls: TurnCallSpec[];
       /** Calls denied with feedback: the feedback becomes their result; the turn goes on. */
       corrected: { callId: string; feedback: string }[];
+      /** The corrected calls' results, as the loop guard reads them. */
+      observed?: ObservedResult[];
     }
   | { type: "gate.declined"; reason: string }
   /** The attempt's start is durable: its request may go out. */
   | { type: "attempt.recorded"; attempt: number }
-  | ({ type: "batch.done" } & LoopReport)
+  /** The round ended: every call's result, in the order they settled. */
+  | { type: "batch.done"; results?: ObservedResult[] }
+  /** The step's results are durable (`commitBatch` wrote them): the turn decides what is next. */
+  | { type: "results.durable" }
   /** Steering drained and the budget measured: `compact` when it crossed the threshold. */
   | { type: "step.prepared"; compact: boolean }
   /** The compaction ended: `ok` when a new baseline replaced the old one. */
@@ -185,8 +203,16 @@ export interface TurnEffects extends ToolCallEffects, BatchEffects {
   declineCalls(self: AnyActorRef, params: { reason: string }): void;
   /** Give every call that failed preparation its error result (synchronous). */
   rejectInvalid(self: AnyActorRef): void;
-  /** Emit `batch.committed` in call order (synchronous). */
+  /**
+   * Make the step's results durable, then emit `batch.committed` (call order). Answers
+   * `results.durable`; a refused write answers `turn.interrupt` (failed, with its code).
+   */
   commitBatch(self: AnyActorRef): void;
+  /**
+   * Results made streaks of `repeats` (≥ the guard's `repeats`) or more: tell the model, once
+   * each (synchronous; `warnings` may be empty).
+   */
+  loopWarned(self: AnyActorRef, params: { warnings: LoopWarning[] }): void;
   /** The loop guard ended the turn: emit `loop.detected` (synchronous). */
   loopStopped(self: AnyActorRef, params: { repeats: number; tool: string }): void;
   /** Emit `retry.scheduled`. */
@@ -210,7 +236,7 @@ export interface TurnEffects extends ToolCallEffects, BatchEffects {
  * transitions, not transient states: a chain of eventless states (committing → deciding →
  * preparing) is invisible in every snapshot yet cost one microstep each, every step.
  */
-const decideNext = (before: readonly ("commitBatch" | "refuseCalls" | "rejectInvalid")[]) => [
+const decideNext = (before: readonly "executionStopped"[] = []) => [
   {
     guard: "stepsExhausted" as const,
     target: "#turn.finalizing",
@@ -249,6 +275,8 @@ export function initialTurnContext(input: TurnInput): TurnContext {
     stopDeadlineMs: input.stopDeadlineMs,
     finalizeDeadlineMs: input.finalizeDeadlineMs,
     loopFailAfter: input.loopFailAfter ?? 0,
+    loopRepeats: input.loopRepeats ?? 0,
+    loop: NO_LOOP,
     step: 0,
     attemptSeq: 0,
     tokens: 0,
@@ -264,34 +292,62 @@ export function initialTurnContext(input: TurnInput): TurnContext {
   };
 }
 
+/** The results an event reports, as the loop guard reads them. */
+const truncatedOf = (e: TurnEvent) => (e.type === "attempt.done" ? e.truncated : undefined);
+const invalidOf = (e: TurnEvent) => (e.type === "attempt.done" ? e.invalid : undefined);
+const observedOf = (e: TurnEvent) => (e.type === "gate.allowed" ? e.observed : undefined);
+const resultsOf = (e: TurnEvent) => (e.type === "batch.done" ? e.results : undefined);
+
 /** The corrected calls of a `gate.allowed` event. */
 const correctedOf = ({ event }: { event: TurnEvent }) => ({
   corrected: (event as Extract<TurnEvent, { type: "gate.allowed" }>).corrected,
 });
 
-/** The loop report of the event that ended a step (`batch.done`, `attempt.done`). */
-const loopOf = ({ event }: { event: TurnEvent }) => ({
-  repeats: (event as LoopReport).repeats ?? 0,
-  tool: (event as LoopReport).repeatedTool ?? "",
-});
-
 /**
- * The way out when the step's results show a loop: commit them, then end the turn `failed`
- * (`loop_detected`). `before` settles what the step still owes (e.g. `rejectInvalid`).
+ * Folds results into the loop guard's streak (`foldResults`, pure), in the order given, and
+ * tells the model about each that made a streak of `loopRepeats` or more (`loopWarned`).
  */
-const endOnLoop = (
-  before: readonly ("takeResponse" | "rejectInvalid")[],
-  guard: "loopDetected" | "invalidCallsLoop" = "loopDetected",
-) => ({
-  guard,
+const observe = (pick: (event: TurnEvent) => readonly ObservedResult[] | undefined) => [
+  {
+    type: "loopWarned" as const,
+    params: ({ context, event }: { context: TurnContext; event: TurnEvent }) => ({
+      warnings: foldLoop(context, pick(event) ?? NO_RESULTS).warned,
+    }),
+  },
+  {
+    type: "observeResults" as const,
+    params: ({ event }: { event: TurnEvent }) => ({ results: pick(event) ?? NO_RESULTS }),
+  },
+];
+const NO_RESULTS: readonly ObservedResult[] = Object.freeze([]);
+
+/** The streak after `results` and the warnings they make (`foldResults`). This is a pure function. */
+export function foldLoop(
+  context: TurnContext,
+  results: readonly ObservedResult[],
+): { state: LoopState; warned: LoopWarning[] } {
+  if (results.length === 0 || context.loopFailAfter === 0) return { state: context.loop, warned: [] };
+  return foldResults(context.loop, results, {
+    repeats: context.loopRepeats || context.loopFailAfter,
+    failAfter: context.loopFailAfter,
+  });
+}
+
+/** The way out when the step's results make a loop: end the turn `failed` (`loop_detected`). */
+const endOnLoop = {
+  guard: "loopDetected" as const,
   target: "#turn.finalizing",
   actions: [
-    ...before,
-    "commitBatch" as const,
     "failOnLoop" as const,
-    { type: "loopStopped" as const, params: loopOf },
+    {
+      type: "loopStopped" as const,
+      params: ({ context }: { context: TurnContext }) => ({
+        repeats: context.loop.count,
+        tool: context.loop.tool ?? "",
+      }),
+    },
   ],
-});
+};
 
 /** The turn's output: status and reason, and the failure code when there is one. This is a pure function. */
 export function outputOf(context: TurnContext): TurnOutput {
@@ -372,6 +428,11 @@ export const turnMachine = setup({
     declineCalls: effect<{ reason: string }>(),
     rejectInvalid: effect(),
     commitBatch: effect(),
+    loopWarned: effect<{ warnings: LoopWarning[] }>(),
+    /** The loop guard: folds results into the streak (the warnings were emitted just before). */
+    observeResults: assign(({ context }, params: { results: readonly ObservedResult[] }) => ({
+      loop: foldLoop(context, params.results).state,
+    })),
     retryScheduled: effect<{ delayMs: number; attempt: number }>(),
     loopStopped: effect<{ repeats: number; tool: string }>(),
     cancelAcknowledged: effect<{ reason: string }>(),
@@ -421,8 +482,8 @@ export const turnMachine = setup({
       assertEvent(event, "attempt.failed");
       return { status: event.status, reason: event.reason };
     }),
-    failOnLoop: assign(({ context, event }) => {
-      const { repeats, tool } = loopOf({ event });
+    failOnLoop: assign(({ context }) => {
+      const { count: repeats, tool } = context.loop;
       return {
         status: "failed" as TurnStatus,
         reason: `loop_detected: ${tool} failed the same way ${repeats} times in a row with the same arguments (loopGuard.failAfter ${context.loopFailAfter})`,
@@ -481,18 +542,9 @@ export const turnMachine = setup({
       assertEvent(event, "attempt.failed");
       return event.retry !== undefined;
     },
-    /** The step's results leave one call failing the same way `loopFailAfter` times in a row. */
-    loopDetected: ({ context, event }) =>
-      context.loopFailAfter > 0 && ((event as LoopReport).repeats ?? 0) >= context.loopFailAfter,
-    /** A response whose calls all failed preparation, and whose error results make a loop. */
-    invalidCallsLoop: ({ context, event }) => {
-      assertEvent(event, "attempt.done");
-      return (
-        event.calls.length === 0 &&
-        context.loopFailAfter > 0 &&
-        (event.repeats ?? 0) >= context.loopFailAfter
-      );
-    },
+    /** The turn's results leave one call failing the same way `loopFailAfter` times in a row. */
+    loopDetected: ({ context }) =>
+      context.loopFailAfter > 0 && context.loop.count >= context.loopFailAfter,
     stepsExhausted: ({ context }) => context.step >= context.limits.maxSteps,
     tokensExhausted: ({ context }) =>
       context.limits.maxSpendTokens > 0 && context.tokens >= context.limits.maxSpendTokens,
@@ -658,17 +710,24 @@ export const turnMachine = setup({
                 target: "#turn.finalizing",
                 actions: ["countStep", "executionStopped"],
               },
-              { guard: "lengthWithCalls", target: "refusing", actions: "countStep" },
+              {
+                guard: "lengthWithCalls",
+                target: "refusing",
+                actions: ["countStep", ...observe(truncatedOf)],
+              },
               { guard: "noCalls", target: "ending", actions: "endResponse" },
               // Every call failed preparation: their error results are the whole batch.
-              endOnLoop(["takeResponse", "rejectInvalid"], "invalidCallsLoop"),
               {
                 guard: "noValidCalls",
                 target: "committing",
-                actions: ["takeResponse", "rejectInvalid"],
+                actions: ["takeResponse", "rejectInvalid", ...observe(invalidOf)],
               },
-              { guard: "needsPermission", target: "gating", actions: "takeResponse" },
-              { target: "executing", actions: "takeResponse" },
+              {
+                guard: "needsPermission",
+                target: "gating",
+                actions: ["takeResponse", ...observe(invalidOf)],
+              },
+              { target: "executing", actions: ["takeResponse", ...observe(invalidOf)] },
             ],
             "attempt.failed": [
               { guard: not("isCurrentAttempt") },
@@ -712,7 +771,7 @@ export const turnMachine = setup({
         ending: {
           entry: "pollAtEnd",
           on: {
-            "end.steered": decideNext([]),
+            "end.steered": decideNext(),
             "end.none": { target: "#turn.finalizing", actions: "completeNaturally" },
           },
         },
@@ -728,12 +787,13 @@ export const turnMachine = setup({
               {
                 guard: "noneAllowed",
                 target: "committing",
-                actions: { type: "correctCalls", params: correctedOf },
+                actions: [{ type: "correctCalls", params: correctedOf }, ...observe(observedOf)],
               },
               {
                 target: "executing",
                 actions: [
                   { type: "correctCalls", params: correctedOf },
+                  ...observe(observedOf),
                   assign(({ event }) => {
                     assertEvent(event, "gate.allowed");
                     return { calls: event.calls };
@@ -775,8 +835,7 @@ export const turnMachine = setup({
                 target: "#turn.finalizing",
                 actions: "executionStopped",
               },
-              endOnLoop([]),
-              ...decideNext(["commitBatch"]),
+              { target: "committing", actions: observe(resultsOf) },
             ],
           },
           initial: "running",
@@ -804,8 +863,12 @@ export const turnMachine = setup({
           },
         },
         // The step's results are all in (rare paths: no valid call, none allowed, refused).
+        // The step's results are all in: write them (the model's next request answers them),
+        // then stop on a loop or a spent budget, or go on. An interrupt here finalizes at once
+        // (the finalizer writes the same entries).
         committing: {
-          always: decideNext(["commitBatch"]),
+          entry: "commitBatch",
+          on: { "results.durable": [endOnLoop, ...decideNext()] },
         },
       },
     },

@@ -12,6 +12,7 @@ import {
   settleAll,
 } from "../machines/batch.machine.ts";
 import { type BatchCallSpec, scheduleBatch } from "../machines/policies/batch-schedule.ts";
+import { toCall } from "./support/harness.ts";
 
 // The batch chart's guards against events it must not act on (a done or error event from an
 // actor that is not the running call's, or for a call that is not running), and the pure
@@ -53,8 +54,8 @@ function running() {
   batchRef = batch;
   batch.subscribe({ error: (e) => errors.push(e) });
   batch.start();
-  batch.send({ type: "call.recorded", callId: "a" });
-  batch.send({ type: "call.recorded", callId: "b" });
+  toCall(batch, { type: "call.recorded", callId: "a" });
+  toCall(batch, { type: "call.recorded", callId: "b" });
   return { batch, settled, rounds, errors, microsteps };
 }
 
@@ -88,7 +89,7 @@ describe("batch: done and error events that are not the running call's own are i
 
   it("a second done event for a call that already settled is dropped", () => {
     const { batch, settled, errors } = running();
-    batch.send({ type: "call.complete", callId: "a", result: ok("first") });
+    toCall(batch, { type: "call.complete", callId: "a", result: ok("first") });
     forge(batch, forgedDone("slot0", { callId: "a", outcome: "completed", result: ok("late") }));
     expect(errors).toEqual([]);
     expect(settled.map((s) => [s.callId, s.result])).toEqual([["a", ok("first")]]);
@@ -125,21 +126,21 @@ function stepsFromDone(microsteps: InspectedMicrostepEvent[]): unknown[] {
 describe("batch: the last call's done event ends the round in that same microstep", () => {
   it("call 0 finishing last: one microstep settles it, reports the round and rests in idle", () => {
     const { batch, settled, rounds, microsteps } = running();
-    batch.send({ type: "call.complete", callId: "b", result: ok("B") });
+    toCall(batch, { type: "call.complete", callId: "b", result: ok("B") });
     expect(rounds).toEqual([]);
     microsteps.length = 0;
-    batch.send({ type: "call.complete", callId: "a", result: ok("A") });
+    toCall(batch, { type: "call.complete", callId: "a", result: ok("A") });
     expect(settled.map((s) => s.callId)).toEqual(["b", "a"]);
-    expect(rounds.map((r) => r.map((x) => x.callId))).toEqual([["a", "b"]]);
+    expect(rounds.map((r) => r.map((x) => x.callId))).toEqual([["b", "a"]]); // settle order
     expect(stepsFromDone(microsteps)).toEqual(["idle"]);
     expect(batch.getSnapshot().value).toBe("idle");
   });
 
   it("call 1 finishing last does the same", () => {
     const { batch, rounds, microsteps } = running();
-    batch.send({ type: "call.complete", callId: "a", result: ok("A") });
+    toCall(batch, { type: "call.complete", callId: "a", result: ok("A") });
     microsteps.length = 0;
-    batch.send({ type: "call.complete", callId: "b", result: ok("B") });
+    toCall(batch, { type: "call.complete", callId: "b", result: ok("B") });
     expect(rounds).toHaveLength(1);
     expect(stepsFromDone(microsteps)).toEqual(["idle"]);
   });
@@ -163,7 +164,6 @@ describe("batch helpers", () => {
     const ctx: BatchContext = {
       ...roundContext(calls, 8),
       stopDeadlineMs: 1,
-      committed: undefined,
     };
     const first = settleAll(ctx, [{ index: 2, outcome: "completed", result: ok("c") }]);
     const next = { ...ctx, ...first };
@@ -179,7 +179,6 @@ describe("batch helpers", () => {
     const base: BatchContext = {
       ...roundContext(calls, 1),
       stopDeadlineMs: 1,
-      committed: undefined,
     };
     const ids = (c: BatchContext, start: readonly number[]) => freeSlots(c, start.length);
     const first = planRound(base, scheduleBatch, ids);
@@ -199,7 +198,6 @@ describe("batch helpers", () => {
     const ctx: BatchContext = {
       ...roundContext(calls, 8),
       stopDeadlineMs: 1,
-      committed: undefined,
     };
     ctx.phases = ["running", "settled", "pending"];
     ctx.actorIds = ["slot1", "slot0", undefined];

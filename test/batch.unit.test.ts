@@ -13,6 +13,7 @@ import {
   cancelledWhileRunning,
   toolCallMachine,
 } from "../machines/tool-call.machine.ts";
+import { toCall } from "./support/harness.ts";
 
 function call(callId: string, traits: Partial<BatchCallSpec> = {}): BatchCallSpec {
   return {
@@ -174,24 +175,26 @@ describe("batch machine edge cases", () => {
       actions: { callSettled: (_, p) => settled.push(`${p.callId}:${p.outcome}`) },
     });
     const batch = createActor(logic, { input }).start();
-    batch.send({ type: "call.recorded", callId: "a" });
-    batch.send({ type: "call.recorded", callId: "b" });
+    toCall(batch, { type: "call.recorded", callId: "a" });
+    toCall(batch, { type: "call.recorded", callId: "b" });
     const snap = batch.getSnapshot();
     expect(settled).toEqual(["a:unknown", "b:unknown"]);
     expect(snap.value).toBe("idle");
-    expect(snap.context.committed?.[0].result).toMatchObject({
+    expect(snap.context.results[0]).toMatchObject({
       code: "OUTCOME_UNKNOWN",
       message: expect.stringMatching(/runtime bug/),
     });
   });
 
-  it("events for unknown or already settled call ids are dropped", () => {
+  it("a call's event after it settled changes nothing: its actor has stopped", () => {
     const batch = createActor(batchMachine, { input }).start();
     const result = { ok: true as const, content: "x" };
-    batch.send({ type: "call.complete", callId: "nope", result });
-    batch.send({ type: "call.recorded", callId: "a" });
-    batch.send({ type: "call.complete", callId: "a", result });
-    batch.send({ type: "call.complete", callId: "a", result: { ok: true, content: "late" } });
+    const slot = batch.getSnapshot().context.actorIds[0]!;
+    const actor = batch.getSnapshot().children[slot]!;
+    actor.send({ type: "call.recorded" });
+    actor.send({ type: "call.complete", result });
+    expect(batch.getSnapshot().context.phases[0]).toBe("settled");
+    actor.send({ type: "call.complete", result: { ok: true, content: "late" } });
     expect(batch.getSnapshot().context.results[0]).toEqual(result);
     expect(batch.getSnapshot().value).toBe("running");
   });
@@ -199,8 +202,8 @@ describe("batch machine edge cases", () => {
   it("a cancel before anything was recorded settles every call as not executed", () => {
     const batch = createActor(batchMachine, { input }).start();
     batch.send({ type: "batch.cancel", reason: "user" });
-    const out = batch.getSnapshot().context.committed!;
-    expect(out.map((r) => [r.callId, r.outcome, r.result])).toEqual([
+    const { calls, outcomes, results } = batch.getSnapshot().context;
+    expect(calls.map((c, i) => [c.callId, outcomes[i], results[i]])).toEqual([
       ["a", "not_executed", cancelledBeforeStart],
       ["b", "not_executed", cancelledBeforeStart],
     ]);

@@ -52,13 +52,20 @@ describe("loop guard, end to end", () => {
     expect(out.reason).toMatch(/^loop_detected: deploy failed the same way 6 times in a row/);
     expect(model.requests).toHaveLength(6);
     expect(runs.n).toBe(6);
+    // The results stay the tools' own; the loop guard speaks in notes after them (the chart
+    // decides, from the streak in its context; the runner writes the note).
     const messages = results(session.entries()).map((r) => (r.result.ok ? "" : r.result.message));
-    expect(messages.slice(0, 2).join()).not.toMatch(/loop guard/);
-    for (const m of messages.slice(2, 5)) expect(m).toMatch(/loop guard.*change approach/);
-    expect(messages[5]).toMatch(/loop_detected/);
-    // The model saw the warning in its next request.
-    const lastTool = model.requests[3].messages.filter((m) => m.role === "tool").at(-1);
-    expect(lastTool?.role === "tool" && lastTool.content).toMatch(/3 times in a row/);
+    expect(messages.join()).not.toMatch(/loop guard/);
+    const notes = session.entries().flatMap((e) => (e.type === "note" ? [e] : []));
+    expect(notes.map((n) => n.audience)).toEqual(["model", "model", "model", "model"]);
+    for (const n of notes.slice(0, 3)) expect(n.text).toMatch(/loop guard.*change approach/);
+    expect(notes[0].text).toMatch(/3 times in a row/);
+    expect(notes[3].text).toMatch(/loop_detected/);
+    // The model saw the warning in its next request, right after the result it is about.
+    const next = model.requests[3].messages;
+    const lastTool = next.findLastIndex((m) => m.role === "tool");
+    expect(next[lastTool + 1]).toMatchObject({ role: "user" });
+    expect(JSON.stringify(next[lastTool + 1])).toMatch(/loop guard.*3 times in a row/);
     const loops = events.filter((e) => e.type === "loop.detected");
     expect(loops.map((e) => [e.action, e.repeats])).toEqual([
       ["warned", 3],

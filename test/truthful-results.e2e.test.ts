@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
+import { faultyModel } from "../actors/fault-injection.ts";
 import type { AgentEvent } from "../contracts/events.ts";
 import { textOf } from "../contracts/messages.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
@@ -271,6 +272,41 @@ async function fencedRun(
   return { result, requests: model.requests.length, role: session.role, ended, entries };
 }
 
+/**
+ * The first model request fails with a 503; during the retry's wait another runner takes the
+ * session over. The retry's attempt must not go out.
+ */
+async function fencedDuringRetry(
+  store: Store & LeaseStore,
+  turnMachine?: typeof sendsBeforeRecordedTurnMachine,
+) {
+  const inner = scriptedModel([{ text: "an answer no log holds" }]);
+  const waiting = deferred();
+  const model = faultyModel(inner, (_req, i) =>
+    i === 0 ? { type: "http", status: 503 } : undefined,
+  );
+  const agent = createAgent({
+    model,
+    store,
+    retry: { baseDelayMs: 200, jitter: 0 },
+    lease: { owner: "runner-a:1", ttlMs: 60_000, pollMs: 60_000 },
+    ...(turnMachine ? { turnMachine } : {}),
+  });
+  const session = await agent.openSession("fenced-retry");
+  session.subscribe((e) => {
+    if (e.type === "retry.scheduled") waiting.resolve();
+  });
+  const prompt = session.prompt("go");
+  await waiting.promise;
+  const lease = await store.readLease("fenced-retry");
+  expect(
+    await store.acquireLease("fenced-retry", "runner-b:2", 60_000, { ifToken: lease!.token }),
+  ).not.toBeNull();
+  const result = await prompt;
+  await agent.close();
+  return { result, requests: model.requests };
+}
+
 describe("invariant 13: a runner whose write was fenced stops at once", () => {
   const check = (r: Awaited<ReturnType<typeof fencedRun>>) => {
     expect(r.requests).toBe(1); // no request after the fence
@@ -297,8 +333,14 @@ describe("invariant 13: a runner whose write was fenced stops at once", () => {
     },
   );
 
+  it("SQLite: a runner taken over during a retry wait sends no retry: the attempt's start is refused first", async () => {
+    const r = await fencedDuringRetry((await sqlite()) as Store & LeaseStore);
+    expect(r.requests).toBe(1);
+    expect(r.result).toMatchObject({ status: "failed", code: "LEASE_LOST" });
+  });
+
   it("the check catches a runner that sends its request before the attempt is durable", async () => {
-    const r = await fencedRun(
+    const r = await fencedDuringRetry(
       (await sqlite()) as Store & LeaseStore,
       sendsBeforeRecordedTurnMachine,
     );

@@ -29,6 +29,7 @@ const baseInput: TurnInput = {
   stopDeadlineMs: 100,
   finalizeDeadlineMs: 200,
   loopFailAfter: 3,
+  loopRepeats: 2,
   maxOverflowRecoveries: 1,
 };
 
@@ -92,6 +93,7 @@ class Turn {
       reason: string | undefined;
       cancelRequested: boolean;
       calls: unknown[];
+      loop: { count: number; tool?: string; signature?: string };
       overflowRecoveries: number;
       retryDelayMs: number;
     };
@@ -130,6 +132,12 @@ class Turn {
     });
   }
 }
+
+/** A result as the loop guard reads it: a failure of call `callId` with `signature`. */
+const fail = (callId: string, signature = "same", tool = "grep") => ({ callId, tool, signature });
+const ok = (callId: string) => ({ callId, tool: "grep" });
+/** The loop guard's effect for results that made no long streak (it runs wherever results fold). */
+const W0 = { loopWarned: { warnings: [] } };
 
 const interrupt = (reason: string, status?: "budget_exhausted"): TurnEvent =>
   status ? { type: "turn.interrupt", reason, status } : { type: "turn.interrupt", reason };
@@ -242,7 +250,11 @@ describe("turn chart: interrupts", () => {
   it("while executing: the batch is cancelled and the round settles before finalizing", () => {
     const t = new Turn().sample().done();
     expect(t.value).toEqual({ running: { executing: "running" } });
-    expect(t.fx).toEqual(["rejectInvalid", { sendTo: { type: "batch.run", calls: [spec("c1")] } }]);
+    expect(t.fx).toEqual([
+      W0,
+      "rejectInvalid",
+      { sendTo: { type: "batch.run", calls: [spec("c1")] } },
+    ]);
     t.send(interrupt("stop"));
     expect(t.value).toEqual({ running: { executing: "stopping" } });
     expect(t.fx).toEqual([
@@ -253,8 +265,8 @@ describe("turn chart: interrupts", () => {
     expect(t.value).toEqual({ running: { executing: "stopping" } });
     expect(t.fx).toEqual([]);
     expect(t.ctx.reason).toBe("stop");
-    // Even a loop report does not turn a cancelled round into a loop failure.
-    t.send({ type: "batch.done", repeats: 5, repeatedTool: "grep" });
+    // Even results that make a loop do not turn a cancelled round into a loop failure.
+    t.send({ type: "batch.done", results: [fail("c1"), fail("c1"), fail("c1")] });
     expect(t.value).toBe("finalizing");
     expect(t.ctx).toMatchObject({ status: "cancelled", reason: "stop" });
     expect(t.fx).toEqual(leaving("executionStopped", finalizeFx("cancelled", "stop", true)));
@@ -346,19 +358,23 @@ describe("turn chart: responses", () => {
 
   it("calls of an answer cut by length are refused, never run (invariant 3)", () => {
     const t = new Turn().sample().done({ finishReason: "length", callCount: 2, tokens: 6 });
-    expect(t.value).toEqual({ running: "preparing" });
+    expect(t.value).toEqual({ running: "committing" });
     expect(t.ctx).toMatchObject({ step: 1, tokens: 6 });
-    expect(t.fx).toEqual(["refuseCalls", "commitBatch", "prepare"]);
+    expect(t.fx).toEqual([W0, "refuseCalls", "commitBatch"]);
+    t.send({ type: "results.durable" });
+    expect(t.value).toEqual({ running: "preparing" });
     // Even when every call failed preparation.
     const u = new Turn().sample().done({ finishReason: "length", callCount: 1, calls: [] });
-    expect(u.fx).toEqual(["refuseCalls", "commitBatch", "prepare"]);
+    expect(u.fx).toEqual([W0, "refuseCalls", "commitBatch"]);
   });
 
   it("calls that all failed preparation are the whole batch: rejected and committed", () => {
     const t = new Turn().sample().done({ callCount: 2, calls: [], tokens: 5 });
-    expect(t.value).toEqual({ running: "preparing" });
+    expect(t.value).toEqual({ running: "committing" });
     expect(t.ctx).toMatchObject({ step: 1, tokens: 5, calls: [] });
-    expect(t.fx).toEqual(["rejectInvalid", "commitBatch", "prepare"]);
+    expect(t.fx).toEqual(["rejectInvalid", W0, "commitBatch"]);
+    t.send({ type: "results.durable" });
+    expect(t.fx).toEqual(["prepare"]);
   });
 
   it("valid calls run in the batch and commit when it is done", () => {
@@ -366,10 +382,14 @@ describe("turn chart: responses", () => {
     const t = new Turn().sample().done({ callCount: 3, calls, tokens: 8 });
     expect(t.value).toEqual({ running: { executing: "running" } });
     expect(t.ctx).toMatchObject({ step: 1, tokens: 8, calls });
-    expect(t.fx).toEqual(["rejectInvalid", { sendTo: { type: "batch.run", calls } }]);
+    expect(t.fx).toEqual([W0, "rejectInvalid", { sendTo: { type: "batch.run", calls } }]);
     t.send({ type: "batch.done" });
+    // The results are written before the turn decides what is next (batch.committed follows it).
+    expect(t.value).toEqual({ running: "committing" });
+    expect(t.fx).toEqual([W0, "commitBatch"]);
+    t.send({ type: "results.durable" });
     expect(t.value).toEqual({ running: "preparing" });
-    expect(t.fx).toEqual(["commitBatch", "prepare"]);
+    expect(t.fx).toEqual(["prepare"]);
   });
 
   it("reports of an older attempt are ignored", () => {
@@ -398,7 +418,7 @@ describe("turn chart: permissions", () => {
   it("calls that need a decision go through the gate first", () => {
     const t = gated();
     expect(t.value).toEqual({ running: "gating" });
-    expect(t.fx).toEqual(["rejectInvalid", "checkPermissions"]);
+    expect(t.fx).toEqual([W0, "rejectInvalid", "checkPermissions"]);
   });
 
   it("the allowed calls run; the corrected ones get their feedback", () => {
@@ -408,6 +428,7 @@ describe("turn chart: permissions", () => {
     expect(t.ctx.calls).toEqual([calls[0]]);
     expect(t.fx).toEqual([
       { correctCalls: { corrected } },
+      W0,
       "rejectInvalid",
       { sendTo: { type: "batch.run", calls: [calls[0]] } },
     ]);
@@ -416,8 +437,10 @@ describe("turn chart: permissions", () => {
   it("none allowed: the corrections are the results, and the turn goes on", () => {
     const corrected = [{ callId: "a", feedback: "no" }];
     const t = gated().send({ type: "gate.allowed", calls: [], corrected });
-    expect(t.value).toEqual({ running: "preparing" });
-    expect(t.fx).toEqual([{ correctCalls: { corrected } }, "commitBatch", "prepare"]);
+    expect(t.value).toEqual({ running: "committing" });
+    expect(t.fx).toEqual([{ correctCalls: { corrected } }, W0, "commitBatch"]);
+    t.send({ type: "results.durable" });
+    expect(t.fx).toEqual(["prepare"]);
   });
 
   it("a decline without feedback ends the turn cancelled (invariant 12)", () => {
@@ -498,6 +521,7 @@ describe("turn chart: retries and overflow", () => {
     // After an overflow recovery, the next automatic compaction is automatic again.
     const again = new Turn().sample().failed({ overflow: true });
     again.send({ type: "compaction.done", ok: true }).record().done().send({ type: "batch.done" });
+    again.send({ type: "results.durable" });
     again.send({ type: "step.prepared", compact: true });
     expect(again.fx).toEqual([{ compact: { mode: "auto" } }]);
     again.send({ type: "compaction.done", ok: false, reason: "no legal cut" });
@@ -512,68 +536,93 @@ describe("turn chart: retries and overflow", () => {
 });
 
 describe("turn chart: the loop guard", () => {
-  it("a streak below failAfter goes on; reaching it commits the step and fails the turn", () => {
+  it("the streak lives in the chart: below failAfter the step goes on (warned from repeats), at failAfter the turn fails", () => {
+    // loopFailAfter 3, loopRepeats 2 (baseInput).
     const t = new Turn().sample().done();
-    t.send({ type: "batch.done", repeats: 2, repeatedTool: "grep" });
+    t.send({ type: "batch.done", results: [fail("c1")] });
+    expect(t.value).toEqual({ running: "committing" });
+    expect(t.fx).toEqual([{ loopWarned: { warnings: [] } }, "commitBatch"]);
+    expect(t.ctx.loop).toMatchObject({ count: 1, tool: "grep" });
+    t.send({ type: "results.durable" });
     expect(t.value).toEqual({ running: "preparing" });
-    expect(t.fx).toEqual(["commitBatch", "prepare"]);
-    t.sample().done().send({ type: "batch.done", repeats: 3, repeatedTool: "grep" });
+    expect(t.fx).toEqual(["prepare"]);
+    t.sample()
+      .done()
+      .send({ type: "batch.done", results: [fail("c1")] });
+    expect(t.fx[0]).toEqual({
+      loopWarned: { warnings: [{ callId: "c1", tool: "grep", repeats: 2 }] },
+    });
+    t.send({ type: "results.durable" }).sample().done();
+    t.send({ type: "batch.done", results: [fail("c1")] }).send({ type: "results.durable" });
     expect(t.value).toBe("finalizing");
     const reason =
       "loop_detected: grep failed the same way 3 times in a row with the same arguments (loopGuard.failAfter 3)";
     expect(t.ctx).toMatchObject({ status: "failed", reason });
     expect(t.fx).toEqual(
-      leaving(
-        "commitBatch",
-        { loopStopped: { repeats: 3, tool: "grep" } },
-        finalizeFx("failed", reason, false),
-      ),
+      leaving({ loopStopped: { repeats: 3, tool: "grep" } }, finalizeFx("failed", reason, false)),
     );
+  });
+
+  it("results fold in the order they settled: a success or another failure restarts the streak", () => {
+    const t = new Turn().sample().done();
+    t.send({ type: "batch.done", results: [fail("c1"), fail("c1"), ok("c2"), fail("c1")] });
+    expect(t.ctx.loop.count).toBe(1);
+    const other = new Turn().sample().done();
+    other.send({ type: "batch.done", results: [fail("c1"), fail("c1"), fail("c1", "other")] });
+    expect(other.ctx.loop).toMatchObject({ count: 1, signature: "other" });
   });
 
   it("a longer streak also ends it, and the loop wins over a spent step budget", () => {
     const t = new Turn({ limits: { maxSteps: 1, maxSpendTokens: 0, deadlineMs: 0 } });
-    t.sample().done().send({ type: "batch.done", repeats: 4, repeatedTool: "grep" });
+    t.sample().done();
+    t.send({ type: "batch.done", results: [fail("c1"), fail("c1"), fail("c1"), fail("c1")] });
+    t.send({ type: "results.durable" });
     expect(t.ctx.status).toBe("failed");
     expect(t.ctx.reason).toMatch(/^loop_detected: grep failed the same way 4 times/);
   });
 
-  it("a report without a streak or without a tool", () => {
-    const none = new Turn().sample().done().send({ type: "batch.done" });
-    expect(none.value).toEqual({ running: "preparing" });
-    const noTool = new Turn().sample().done().send({ type: "batch.done", repeats: 3 });
-    expect(noTool.fx).toContainEqual({ loopStopped: { repeats: 3, tool: "" } });
-    expect(noTool.ctx.reason).toMatch(/^loop_detected: {2}failed the same way 3 times/);
-  });
-
-  it("failAfter 0 (or absent) turns the guard off", () => {
+  it("failAfter 0 (or absent) turns the guard off: no streak, no warnings", () => {
     for (const loopFailAfter of [0, undefined]) {
       const t = new Turn({ loopFailAfter }).sample().done();
-      t.send({ type: "batch.done", repeats: 50, repeatedTool: "grep" });
+      t.send({ type: "batch.done", results: Array.from({ length: 50 }, () => fail("c1")) });
+      expect(t.ctx.loop.count).toBe(0);
+      expect(t.fx).toEqual([{ loopWarned: { warnings: [] } }, "commitBatch"]);
+      t.send({ type: "results.durable" });
       expect(t.value).toEqual({ running: "preparing" });
-      const bad = new Turn({ loopFailAfter }).sample().done({ calls: [], repeats: 50 });
-      expect(bad.value).toEqual({ running: "preparing" });
     }
   });
 
-  it("calls that all failed preparation the same way end the turn on the answer itself", () => {
-    const t = new Turn().sample().done({ calls: [], repeats: 3, repeatedTool: "edit", tokens: 9 });
+  it("calls that all failed preparation the same way end the turn once their results are written", () => {
+    const invalid = [
+      fail("c1", "bad", "edit"),
+      fail("c1", "bad", "edit"),
+      fail("c1", "bad", "edit"),
+    ];
+    const t = new Turn().sample().done({ calls: [], invalid, tokens: 9 });
+    expect(t.value).toEqual({ running: "committing" });
+    expect(t.ctx).toMatchObject({ step: 1, tokens: 9 });
+    t.send({ type: "results.durable" });
     expect(t.value).toBe("finalizing");
-    expect(t.ctx).toMatchObject({ step: 1, tokens: 9, status: "failed" });
     expect(t.ctx.reason).toMatch(/^loop_detected: edit failed the same way 3 times/);
-    expect(t.fx).toEqual(
-      leaving(
-        "rejectInvalid",
-        "commitBatch",
-        { loopStopped: { repeats: 3, tool: "edit" } },
-        finalizeFx("failed", t.ctx.reason, false),
-      ),
-    );
-    const below = new Turn().sample().done({ calls: [], repeats: 2, repeatedTool: "edit" });
-    expect(below.value).toEqual({ running: "preparing" });
-    // With a valid call the streak is judged after the batch, not on the answer.
-    const valid = new Turn().sample().done({ repeats: 3, repeatedTool: "edit" });
+    // Valid calls beside them: the streak is judged after the batch, not on the answer.
+    const valid = new Turn().sample().done({ invalid });
     expect(valid.value).toEqual({ running: { executing: "running" } });
+    expect(valid.ctx.loop.count).toBe(3);
+    // An answer cut by length folds the refusals its calls get.
+    const cut = new Turn().sample().done({ finishReason: "length", truncated: [fail("c1")] });
+    expect(cut.value).toEqual({ running: "committing" });
+    expect(cut.ctx.loop.count).toBe(1);
+  });
+
+  it("corrections from the gate fold too", () => {
+    const t = new Turn().sample().done({ needsPermission: true });
+    t.send({
+      type: "gate.allowed",
+      calls: [],
+      corrected: [{ callId: "c1", feedback: "no" }],
+      observed: [fail("c1", "DENIED no")],
+    });
+    expect(t.ctx.loop.count).toBe(1);
   });
 });
 

@@ -35,6 +35,7 @@ function toolSteps(limits: { maxSteps: number; maxSpendTokens: number }, steps: 
   const views: TurnView[] = [];
   for (let i = 0; i < steps && s.matches({ running: "preparing" }); i++) {
     [s] = transition(turnMachine, s, { type: "step.prepared", compact: false });
+    [s] = transition(turnMachine, s, { type: "attempt.recorded", attempt: s.context.attemptSeq });
     [s] = transition(turnMachine, s, {
       type: "attempt.done",
       attempt: s.context.attemptSeq,
@@ -45,6 +46,7 @@ function toolSteps(limits: { maxSteps: number; maxSpendTokens: number }, steps: 
       needsPermission: false,
     });
     [s] = transition(turnMachine, s, { type: "batch.done" });
+    [s] = transition(turnMachine, s, { type: "results.durable" });
     const { step, tokens, status, reason } = s.context;
     views.push({ value: s.value, step, tokens, status, reason });
   }

@@ -21,7 +21,8 @@ const input = {
   maxParallelToolCalls: 8,
   stopDeadlineMs: 100,
   finalizeDeadlineMs: 100,
-  loopFailAfter: 6,
+  loopFailAfter: 3,
+  loopRepeats: 2,
   maxOverflowRecoveries: 1,
 };
 const spec = {
@@ -31,6 +32,9 @@ const spec = {
   cancellable: true,
   executionMode: "parallel" as const,
 };
+
+/** A result as the loop guard reads it: the same call failing the same way each time. */
+const same = { callId: "c", tool: "tool", signature: "the same failure" };
 
 /** Every event the turn can receive at `snap`: runner answers (current and stale), timers, interrupts. */
 function events(snap: Snap): Snap[] {
@@ -74,10 +78,11 @@ function events(snap: Snap): Snap[] {
     { type: "turn.interrupt", reason: "stop" },
     { type: "turn.interrupt", reason: "fenced", status: "failed", code: "LEASE_LOST" },
     { type: "batch.done" },
-    { type: "batch.done", repeats: 5, repeatedTool: "tool" },
-    { type: "batch.done", repeats: 6, repeatedTool: "tool" },
-    // A message whose only call failed preparation, its error the 6th identical one in a row.
-    { ...done(a, "tool_calls", 1), calls: [], repeats: 6, repeatedTool: "tool" },
+    { type: "batch.done", results: [same] },
+    { type: "batch.done", results: [same, same, same] },
+    { type: "results.durable" },
+    // A message whose only call failed preparation, the same way as before.
+    { ...done(a, "tool_calls", 1), calls: [], invalid: [same] },
     { type: "xstate.after.retryDelay.turn.running.waiting" },
     { type: "xstate.after.finalizeDeadline.turn.finalizing" },
   ];
@@ -91,6 +96,7 @@ const key = (s: Snap) =>
     s.context.step,
     s.context.cancelRequested,
     s.context.overflowRecoveries,
+    Math.min(s.context.loop.count, input.loopFailAfter), // decides a transition: in the key
   ]);
 
 interface Found {
@@ -143,14 +149,13 @@ function search(machine: AnyStateMachine, depth: number): Found | undefined {
             return { trace: t, problem: "a declined permission did not end the turn" };
           }
         }
+        // The loop guard's streak is the chart's: once the written results of a step make a
+        // streak of failAfter, the turn ends loop_detected there, and never on a shorter one.
         const looped =
-          (event.repeats ?? 0) >= input.loopFailAfter &&
+          event.type === "results.durable" &&
           !snap.context.cancelRequested &&
-          ((event.type === "batch.done" && wasExecuting) ||
-            (event.type === "attempt.done" &&
-              event.attempt === snap.context.attemptSeq &&
-              event.finishReason === "tool_calls" &&
-              JSON.stringify(snap.value).includes("sampling")));
+          JSON.stringify(snap.value).includes("committing") &&
+          snap.context.loop.count >= input.loopFailAfter;
         if (looped) {
           if (after.value !== "finalizing" || after.context.status !== "failed") {
             return { trace: t, problem: "a detected loop did not end the turn" };
@@ -163,7 +168,7 @@ function search(machine: AnyStateMachine, depth: number): Found | undefined {
           }
         }
         if (
-          (event.repeats ?? 0) < input.loopFailAfter &&
+          snap.context.loop.count < input.loopFailAfter &&
           !String(snap.context.reason).startsWith("loop_detected") &&
           String(after.context.reason).startsWith("loop_detected")
         ) {
@@ -256,7 +261,7 @@ function search(machine: AnyStateMachine, depth: number): Found | undefined {
 describe("turn statechart, bounded exhaustive search", () => {
   it("no call of a length-truncated response ever reaches executing, stale attempts change nothing, a compaction starts only between steps and never outlives its state, and a detected loop always ends the turn (depth 10)", () => {
     expect(search(turnMachine, 10)?.trace.join(" → ")).toBeUndefined();
-  });
+  }, 60_000);
 
   it("the search catches a turn that reports its planned end when the store refused it (invariant 15)", () => {
     const found = search(ignoresRefusedFinalizeTurnMachine, 10);
@@ -295,17 +300,18 @@ describe("turn statechart, bounded exhaustive search", () => {
       calls: [spec],
       tokens: 1,
     });
-    const [after, actions] = transition(turnMachine, s, {
+    const [committing, commit] = transition(turnMachine, s, {
       type: "batch.done",
-      repeats: 6,
-      repeatedTool: "tool",
+      results: [same, same, same],
     });
+    expect(commit.map((a) => a.type)).toContain("commitBatch");
+    const [after, actions] = transition(turnMachine, committing, { type: "results.durable" });
     expect(after.value).toBe("finalizing");
     expect(after.context.status).toBe("failed");
-    expect(after.context.reason).toMatch(/^loop_detected: tool failed the same way 6 times/);
+    expect(after.context.reason).toMatch(/^loop_detected: tool failed the same way 3 times/);
     const types = actions.map((a) => a.type);
-    expect(types).toContain("commitBatch");
     expect(types).toContain("loopStopped");
+    expect(types).not.toContain("recordAttempt");
     expect(types).not.toContain("startAttempt");
   });
 

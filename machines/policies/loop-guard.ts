@@ -1,9 +1,9 @@
 /**
  * The loop guard (issue 17; seed: "每次失败都原样重试 … 重复同一个错误"): the same call — tool
  * and normalised arguments — failing the same way several times in a row is a loop. At
- * `repeats` in a row the result tells the model to change approach; at `failAfter` the turn
- * chart ends the turn `failed` with reason `loop_detected`. Pure: the runner feeds it every
- * result in the order they settle and keeps the state.
+ * `repeats` in a row the model is told to change approach; at `failAfter` the turn chart ends
+ * the turn `failed` with reason `loop_detected`. Pure: the turn chart keeps the streak in its
+ * context and folds every result into it in the order they settle (`foldResults`).
  */
 import type { ToolResult } from "../../contracts/tool-result.ts";
 
@@ -123,4 +123,41 @@ export function observeResult(
 export function loopNote(tool: string, count: number, verdict: "warn" | "stop"): string {
   const base = `[loop guard: this exact call (${tool} with the same arguments) has now failed the same way ${count} times in a row. Repeating it will not help: change approach — different arguments, another tool, or ask the user.`;
   return verdict === "stop" ? `${base} The turn is ended (loop_detected).]` : `${base}]`;
+}
+
+/** One settled result as the loop guard reads it: its call, tool and failure signature. */
+export interface ObservedResult {
+  callId: string;
+  tool: string;
+  /** {@link failureSignature} of the result; undefined for a success. */
+  signature?: string;
+}
+
+/** A result the model is told about: the streak it made reached `repeats` (warn) or more. */
+export interface LoopWarning {
+  callId: string;
+  tool: string;
+  repeats: number;
+}
+
+/**
+ * Adds results to the streak in the order given (the order they settled), with
+ * {@link observeResult}: the streak after them, and a warning for each result whose verdict was
+ * `warn` or `stop`. This is a pure function.
+ */
+export function foldResults(
+  state: LoopState,
+  results: readonly ObservedResult[],
+  options: LoopGuardOptions,
+): { state: LoopState; warned: LoopWarning[] } {
+  let next = state;
+  const warned: LoopWarning[] = [];
+  for (const r of results) {
+    const observed = observeResult(next, r.tool, r.signature, options);
+    next = observed.state;
+    if (observed.verdict !== "none") {
+      warned.push({ callId: r.callId, tool: r.tool, repeats: next.count });
+    }
+  }
+  return { state: next, warned };
 }

@@ -49,8 +49,6 @@ export const batchMutantPolicies = {
   unsafeRunsBesideOthers: { schedule: unsafeRunsBesideOthers },
   ignoresSequential: { schedule: ignoresSequential },
   ignoresMaxParallel: { schedule: ignoresMaxParallel },
-  /** Outputs results in completion order instead of call order. */
-  commitsInCompletionOrder: { commitOrder: (c) => [...c.completionOrder] },
 } satisfies Record<string, Partial<BatchPolicy>>;
 
 /** Batches built with one broken policy each; every invariant check must catch its mutant. */
@@ -59,7 +57,6 @@ export const batchMutants = {
   unsafeRunsBesideOthers: createBatchMachine(batchMutantPolicies.unsafeRunsBesideOthers),
   ignoresSequential: createBatchMachine(batchMutantPolicies.ignoresSequential),
   ignoresMaxParallel: createBatchMachine(batchMutantPolicies.ignoresMaxParallel),
-  commitsInCompletionOrder: createBatchMachine(batchMutantPolicies.commitsInCompletionOrder),
   keepsCancelAcrossRounds,
   /**
    * Names each call's actor after its call id: every call then has its own

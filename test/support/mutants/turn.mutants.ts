@@ -11,7 +11,7 @@ export const ignoresLengthTurnMachine = turnMachine.provide({
  * forever keeps the turn sampling (until maxSteps) instead of ending it `loop_detected`.
  */
 export const ignoresLoopsTurnMachine = turnMachine.provide({
-  guards: { loopDetected: () => false, invalidCallsLoop: () => false },
+  guards: { loopDetected: () => false },
 });
 
 /** Broken on purpose: events of an older attempt are taken as the current one's. */
