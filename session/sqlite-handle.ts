@@ -5,19 +5,19 @@ import type { SqliteSessionStore } from "./sqlite-store.ts";
  * Runs `fn` now, and again from a timer while another process holds the file's lock, until the
  * store's busy timeout (see `LOCK_SPIN_MS` in session/sqlite-store.ts). `what` names it in errors.
  */
-export type SqliteWrite = <T>(what: string, fn: () => T) => Promise<T>;
+export type RetryBusy = <T>(what: string, fn: () => T) => Promise<T>;
 
 // Kept out of sqlite-store.ts so that no declaration an embedder compiles against names
 // `better-sqlite3`'s types (a package whose types Keel does not ship).
-const handles = new WeakMap<SqliteSessionStore, { db: Database.Database; write: SqliteWrite }>();
+const handles = new WeakMap<SqliteSessionStore, { db: Database.Database; retryBusy: RetryBusy }>();
 
-/** Called once by `sqliteStore` with the store it returns, its connection and its write retry. */
+/** Called once by `sqliteStore` with the store it returns, its connection and its busy retry. */
 export function rememberDatabase(
   store: SqliteSessionStore,
   db: Database.Database,
-  write: SqliteWrite,
+  retryBusy: RetryBusy,
 ): void {
-  handles.set(store, { db, write });
+  handles.set(store, { db, retryBusy });
 }
 
 function handle(store: SqliteSessionStore) {
@@ -37,8 +37,8 @@ export function sqliteDatabase(store: SqliteSessionStore): Database.Database {
  * loop: the asynchronous form of `store.transaction` (the ledger's writes use it).
  */
 export function sqliteTransaction<T>(store: SqliteSessionStore, fn: () => T): Promise<T> {
-  const { db, write } = handle(store);
-  return write("transaction", () =>
+  const { db, retryBusy } = handle(store);
+  return retryBusy("transaction", () =>
     db.inTransaction ? db.transaction(fn)() : db.transaction(fn).immediate(),
   );
 }

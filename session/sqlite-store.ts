@@ -316,10 +316,12 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
     }
   };
   /**
-   * A write: `fn` runs at once; while another process holds the file's lock it is retried from a
-   * timer (nothing of a failed try was written) until `busyTimeoutMs`, then fails with `BUSY`.
+   * Runs `fn` at once; while another process holds a lock it needs (SQLITE_BUSY: nothing of the
+   * try was written) it is retried from a timer until `busyTimeoutMs`, then fails with `BUSY`.
+   * Every asynchronous operation of the store goes through it; reads rarely need it (WAL readers
+   * wait only while a file is being recovered or its log reset).
    */
-  const write = async <T>(what: string, fn: () => T): Promise<T> => {
+  const retryBusy = async <T>(what: string, fn: () => T): Promise<T> => {
     const deadline = performance.now() + busyTimeoutMs;
     for (let attempt = 0; ; attempt++) {
       if (closed && what !== "append") throw refuseClosed(what);
@@ -336,7 +338,7 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
   const committer = new GroupCommit<AppendRequest>({
     start: "immediate",
     key: (req) => req.sessionId,
-    commit: (group) => write("append", () => appendGroup.immediate(group)),
+    commit: (group) => retryBusy("append", () => appendGroup.immediate(group)),
   });
   const store: SqliteSessionStore = {
     kind: "sqlite",
@@ -359,23 +361,23 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
       return committer.submit({ sessionId, entries, options: opts });
     },
     async acquireLease(sessionId, owner, ttlMs, opts = {}) {
-      return write("acquireLease", () =>
+      return retryBusy("acquireLease", () =>
         acquire.immediate(sessionId, owner, ttlMs, opts.ifToken ?? -1),
       );
     },
     async renewLease(lease, ttlMs) {
-      return write("renewLease", () => {
+      return retryBusy("renewLease", () => {
         const t = now();
         return renew.run(t + ttlMs, lease.sessionId, lease.token, t).changes === 1;
       });
     },
     async releaseLease(lease, opts = {}) {
-      await write("releaseLease", () =>
+      await retryBusy("releaseLease", () =>
         release.run(opts.pending ? 1 : 0, lease.sessionId, lease.token, now()),
       );
     },
     async readLease(sessionId): Promise<LeaseInfo | null> {
-      return guard("readLease", () => {
+      return retryBusy("readLease", () => {
         const row = leaseRow.get(sessionId);
         if (!row) return null;
         return {
@@ -389,15 +391,15 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
       });
     },
     async postInput(sessionId, input) {
-      await write("postInput", () =>
+      await retryBusy("postInput", () =>
         post.run(sessionId, input.id, input.lane, input.source, input.body),
       );
     },
     async postedInputs(sessionId) {
-      return guard("postedInputs", () => posted.all(sessionId));
+      return retryBusy("postedInputs", () => posted.all(sessionId));
     },
     async markTaken(sessionId, ids) {
-      await write("markTaken", () =>
+      await retryBusy("markTaken", () =>
         db
           .transaction(() => {
             for (const id of ids) take.run(sessionId, id);
@@ -423,19 +425,21 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
       };
     },
     async sessionsNeedingRunner(limit) {
-      return guard("sessionsNeedingRunner", () => {
+      return retryBusy("sessionsNeedingRunner", () => {
         const t = now();
         return needing.all({ now: t, limit });
       });
     },
     async load(sessionId) {
-      return guard("load", () => load.all(sessionId).map((body) => JSON.parse(body) as LogEntry));
+      return retryBusy("load", () =>
+        load.all(sessionId).map((body) => JSON.parse(body) as LogEntry),
+      );
     },
     async saveCheckpoint(sessionId, seq, body) {
-      await write("saveCheckpoint", () => saveCheckpoint.run(sessionId, seq, body));
+      await retryBusy("saveCheckpoint", () => saveCheckpoint.run(sessionId, seq, body));
     },
     async loadFromCheckpoint(sessionId) {
-      return guard("loadFromCheckpoint", () => {
+      return retryBusy("loadFromCheckpoint", () => {
         const checkpoint = loadCheckpoint.get(sessionId);
         if (!checkpoint) return null;
         const decode = (from: number, to: number) =>
@@ -444,15 +448,15 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
           seq: checkpoint.seq,
           body: checkpoint.body,
           tail: decode(checkpoint.seq, Number.MAX_SAFE_INTEGER),
-          loadPrefix: async () =>
-            guard("load (history before the checkpoint)", () => decode(0, checkpoint.seq)),
+          loadPrefix: () =>
+            retryBusy("load (history before the checkpoint)", () => decode(0, checkpoint.seq)),
           loadPrefixSync: () =>
             guard("load (history before the checkpoint)", () => decode(0, checkpoint.seq)),
         };
       });
     },
     async loadUpTo(sessionId, seq) {
-      return guard("load (history up to a checkpoint)", () =>
+      return retryBusy("load (history up to a checkpoint)", () =>
         loadRange.all(sessionId, 0, seq).map((body) => JSON.parse(body) as LogEntry),
       );
     },
@@ -462,7 +466,7 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
       );
     },
     async list(): Promise<SessionSummary[]> {
-      return guard("list", () =>
+      return retryBusy("list", () =>
         list.all().map((r) => ({
           sessionId: r.session_id,
           entries: r.entries,
@@ -479,7 +483,7 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
       db.close();
     },
   };
-  rememberDatabase(store, db, write);
+  rememberDatabase(store, db, retryBusy);
   rememberGroupCommit(store, committer);
   return store;
 }
