@@ -266,6 +266,47 @@ describe.each(harnesses)("group commit: $name", (harness) => {
   });
 });
 
+describe.skipIf(!db.mode.run)("postgres group commit across processes", () => {
+  it("two processes' groups racing one unleased session's seq: the statement that loses fails whole, then each of its appends is retried alone, so only the conflicting one fails", async () => {
+    const schema = freshSchema("race");
+    const a = await postgresStore(db.url(), { schema, max: 4 });
+    const b = await postgresStore(db.url(), { schema, max: 4 });
+    db.stores.push(a, b);
+    // A third connection inserts x's seq 1 and holds it uncommitted: both groups pass their
+    // checks (they cannot see it), then wait on it at their insert; when it rolls back, one group
+    // inserts x's seq 1 and the other meets a unique violation after its checks passed.
+    const blocker = new pg.Client({ connectionString: db.url() });
+    await blocker.connect();
+    await blocker.query("BEGIN");
+    await blocker.query(
+      `INSERT INTO ${a.schema}.entries (session_id, seq, id, parent_id, type, at, body) VALUES ('x', 1, 'held', NULL, 'user_message', 0, '{}')`,
+    );
+    const settled = Promise.allSettled([
+      a.append("x", [entry("x", 1, "from-a")]),
+      a.append("only-a", [entry("only-a", 1)]),
+      b.append("x", [entry("x", 1, "from-b")]),
+      b.append("only-b", [entry("only-b", 1)]),
+    ]);
+    await sleep(300);
+    const before = [groupCommitStats(a)!.largest, groupCommitStats(b)!.largest];
+    await blocker.query("ROLLBACK");
+    await blocker.end();
+    const [xa, onlyA, xb, onlyB] = await settled;
+    expect(before).toEqual([2, 2]); // each process sent its two appends as one group
+    expect(onlyA.status).toBe("fulfilled");
+    expect(onlyB.status).toBe("fulfilled");
+    const x = [xa, xb];
+    expect(x.filter((r) => r.status === "fulfilled")).toHaveLength(1);
+    const lost = x.find((r) => r.status === "rejected") as PromiseRejectedResult;
+    expect(lost.reason).toMatchObject({ code: "SEQ_CONFLICT" });
+    expect((await a.load("only-a")).length).toBe(1);
+    expect((await a.load("only-b")).length).toBe(1);
+    expect((await a.load("x")).map((e) => e.id)).toEqual([
+      xa.status === "fulfilled" ? "from-a" : "from-b",
+    ]);
+  });
+});
+
 describe("sqlite store: many writing processes on one file", () => {
   it("an append waiting for another process's lock leaves the event loop running: a timer on the same loop releases the lock, then the append commits", async () => {
     const path = join(tmp(), "keel.db");
