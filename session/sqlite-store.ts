@@ -250,6 +250,18 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
     }
     return outcomes;
   });
+  // A lone append needs no savepoint: its refusal rolls back its own transaction.
+  const commitGroup = (group: readonly AppendRequest[]): CommitOutcome[] => {
+    if (group.length > 1) return appendGroup.immediate(group);
+    try {
+      appendOne.immediate(group[0]);
+      return [undefined];
+    } catch (error) {
+      const refusal = asStoreError(error, path, "append");
+      if (!isRefusal(refusal)) throw error; // retryBusy retries a lock, maps the rest
+      return [refusal as StoreError];
+    }
+  };
   const takeLease = db.prepare<
     [{ sessionId: string; owner: string; expiresAt: number; now: number; ifToken: number }],
     { token: number }
@@ -338,7 +350,7 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
   const committer = new GroupCommit<AppendRequest>({
     start: "immediate",
     key: (req) => req.sessionId,
-    commit: (group) => retryBusy("append", () => appendGroup.immediate(group)),
+    commit: (group) => retryBusy("append", () => commitGroup(group)),
   });
   const store: SqliteSessionStore = {
     kind: "sqlite",
