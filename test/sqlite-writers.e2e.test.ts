@@ -40,13 +40,13 @@ function writer(args: string[]): Promise<Out> {
 describe("sqlite store shared by writing processes", () => {
   it("three processes writing one file with durability power: every turn completes, no lease lapses, and every step is in the file", async () => {
     const path = join(dir, "keel.db");
-    sqliteStore(path).close(); // the schema, before three processes race to create it
+    await sqliteStore(path).close(); // the schema, before three processes race to create it
     const SESSIONS = 8;
     const STEPS = 12;
-    // A 1.5 s lease is renewed every 0.5 s: a process that stops its loop for over a second
-    // loses its sessions' leases.
+    // A 3 s lease is renewed every second: a process that stops its loop for 2 s loses its
+    // sessions' leases (the store before this test waited up to busyTimeoutMs, 5 s, and did).
     const outs = await Promise.all(
-      ["p0", "p1", "p2"].map((tag) => writer([path, tag, String(SESSIONS), String(STEPS), "1500"])),
+      ["p0", "p1", "p2"].map((tag) => writer([path, tag, String(SESSIONS), String(STEPS), "3000"])),
     );
     for (const o of outs) {
       expect(o.failure).toBeUndefined();
