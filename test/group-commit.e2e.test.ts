@@ -13,7 +13,7 @@ import { storeAcksEarly } from "./support/mutants/store-acks-early.ts";
 import { freshSchema } from "./support/postgres-server.ts";
 import { usePostgres } from "./support/use-postgres.ts";
 
-// Group commit (DESIGN §11, docs/stores.md): appends of many sessions share one transaction,
+// Group commit (docs/stores.md): appends of many sessions share one transaction,
 // each caller acknowledged only once its own entries are durable, a refused caller failing
 // alone. Every store that groups is run here against a real engine: SQLite files and a real
 // PostgreSQL server; a second connection stands for "another process" (it blocks commits by
