@@ -1,6 +1,7 @@
 import pg from "pg";
 import type { CheckpointStore } from "./checkpoint.ts";
 import type { LogEntry } from "./entries.ts";
+import { type CommitOutcome, GroupCommit, rememberGroupCommit } from "./group-commit.ts";
 import type {
   AppendOptions,
   LeaseInfo,
@@ -33,8 +34,9 @@ export interface PostgresSessionStore extends SessionStore, CheckpointStore, Lea
  * The version of Keel's tables in the schema, kept in `<schema>.keel_meta` like SQLite's.
  * 1: sessions, entries, checkpoints, inbox, leases, ledger, retry_budget.
  * 2: `append_entries`, an append in one statement (fencing, seq check, inserts).
+ * 3: `append_group`, the appends of many sessions in one statement (group commit).
  */
-export const POSTGRES_SCHEMA_VERSION = 2;
+export const POSTGRES_SCHEMA_VERSION = 3;
 
 /** SQLSTATEs `append_entries` raises (not PostgreSQL's: class K is free). */
 const FENCED_STATE = "KF001";
@@ -134,8 +136,66 @@ BEGIN
 END $fn$;
 `;
 
+/**
+ * Version 3: the appends of a group (one per session) in one statement, so one round trip and
+ * one commit for the group. Every session's checks are those of `append_entries` (its lease row
+ * locked FOR SHARE, the fencing token, the expected seq) plus ids already stored, all made before
+ * anything is written: a refused append writes nothing and the others are inserted. Returns one
+ * verdict per append: NULL (written), 'fenced', 'seq:<stored last seq>' or 'dup:<id>'. Entries
+ * come flattened, `p_of` naming each one's append (1-based); `p_start` is each append's first
+ * entry. No subtransaction per append: a group of more than 64 would overflow the server's
+ * subtransaction cache and slow every other session's snapshots.
+ */
+const groupFunctionSql = (s: string) => `
+CREATE OR REPLACE FUNCTION ${s}.append_group(
+  p_session text[], p_fenced boolean[], p_token bigint[], p_start int[],
+  p_of int[], p_seq bigint[], p_id text[], p_parent text[], p_type text[], p_at float8[], p_body text[]
+) RETURNS text[] LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_dup_of int[];
+  v_dup_id text[];
+  v_out text[];
+BEGIN
+  PERFORM 1 FROM ${s}.leases WHERE session_id = ANY(p_session) ORDER BY session_id FOR SHARE;
+  SELECT array_agg(d.o), array_agg(d.id) INTO v_dup_of, v_dup_id FROM (
+    SELECT x.o, min(x.id) AS id FROM unnest(p_of, p_id) AS x(o, id)
+    JOIN ${s}.entries e ON e.session_id = p_session[x.o] AND e.id = x.id GROUP BY x.o
+  ) d;
+  SELECT array_agg(CASE
+      WHEN (c.fenced AND (l.token IS NULL OR l.released OR l.expires_at <= clock_timestamp()
+              OR l.token <> c.token))
+        OR (NOT c.fenced AND l.token IS NOT NULL AND NOT l.released
+              AND l.expires_at > clock_timestamp()) THEN 'fenced'
+      WHEN p_seq[c.start] <= m.last THEN 'seq:' || m.last
+      WHEN c.i = ANY(v_dup_of) THEN 'dup:' || v_dup_id[array_position(v_dup_of, c.i::int)]
+    END ORDER BY c.i) INTO v_out
+  FROM unnest(p_session, p_fenced, p_token, p_start) WITH ORDINALITY AS c(sid, fenced, token, start, i)
+  LEFT JOIN ${s}.leases l ON l.session_id = c.sid
+  CROSS JOIN LATERAL (
+    SELECT coalesce(max(e.seq), 0) AS last FROM ${s}.entries e WHERE e.session_id = c.sid
+  ) m;
+  INSERT INTO ${s}.sessions (session_id, created_at)
+    SELECT c.sid, p_at[c.start] FROM unnest(p_session, p_start) WITH ORDINALITY AS c(sid, start, i)
+    WHERE v_out[c.i] IS NULL
+    ON CONFLICT (session_id) DO NOTHING;
+  INSERT INTO ${s}.entries (session_id, seq, id, parent_id, type, at, body)
+    SELECT p_session[x.o], x.seq, x.id, x.parent, x.type, x.at, x.body
+    FROM unnest(p_of, p_seq, p_id, p_parent, p_type, p_at, p_body)
+      AS x(o, seq, id, parent, type, at, body)
+    WHERE v_out[x.o] IS NULL;
+  RETURN v_out;
+END $fn$;
+`;
+
 /** What takes a schema of each version to the next: index v migrates version v to v + 1. */
-const migrations = [schemaSql, appendFunctionSql];
+const migrations = [schemaSql, appendFunctionSql, groupFunctionSql];
+
+/** One `append` call waiting for its group. */
+interface AppendRequest {
+  sessionId: string;
+  entries: readonly LogEntry[];
+  options: AppendOptions;
+}
 
 /** `name` as a quoted SQL identifier; throws a TypeError naming the rule when it is not a plain name. */
 export function quoteSchema(name: string): string {
@@ -150,10 +210,15 @@ export function quoteSchema(name: string): string {
 /**
  * Opens a PostgreSQL session store on `urlOrPool` (a `postgres://` URL, or a `pg.Pool` the
  * caller owns and closes). Creates or migrates Keel's tables in their own schema (default
- * `keel`) under an advisory lock, so processes starting together migrate once. Each append is
- * one statement (all or nothing, one round trip): a function of the schema checks the lease
- * (fencing) and the seq and inserts the rows. Durability is the server's: `synchronous_commit`
- * decides whether a resolved append survives a server crash.
+ * `keel`) under an advisory lock, so processes starting together migrate once.
+ *
+ * Group commit: an append sent while none is in flight goes at once, in one statement (a function
+ * of the schema checks the lease's fencing token and the expected seq and inserts the rows); the
+ * appends of other sessions that arrive while it is in flight go together in the next one
+ * (`append_group`: one round trip and one commit for the group, each session's token, seq and
+ * ids still checked on its own). A refused append fails alone, having written nothing; each
+ * resolves once the statement that holds it has committed. Durability is the server's:
+ * `synchronous_commit` decides whether a resolved append survives a server crash.
  * Throws a `StoreError` (`IO`) naming the server and the fix when it cannot connect or a newer
  * Keel created the schema.
  */
@@ -184,12 +249,10 @@ export async function postgresStore(
   let closed = false;
   const listeners = new Set<pg.Client>();
 
+  const refuseClosed = (what: string) =>
+    new StoreError("CLOSED", `postgres store ${where}: ${what} after close(); open a new store`);
   const guard = async <T>(what: string, fn: () => Promise<T>): Promise<T> => {
-    if (closed)
-      throw new StoreError(
-        "CLOSED",
-        `postgres store ${where}: ${what} after close(); open a new store`,
-      );
+    if (closed) throw refuseClosed(what);
     try {
       return await fn();
     } catch (error) {
@@ -210,6 +273,118 @@ export async function postgresStore(
       client.release();
     }
   };
+  /** One append in one statement (`append_entries`); rejects with what refused it. */
+  const appendOne = async ({ sessionId, entries, options: opts }: AppendRequest) => {
+    try {
+      await pool.query({
+        name: `keel_append_${name}`,
+        text: `SELECT ${s}.append_entries($1, $2, $3, $4::bigint[], $5::text[], $6::text[], $7::text[], $8::float8[], $9::text[])`,
+        values: [
+          sessionId,
+          opts.lease !== undefined,
+          opts.lease?.token ?? 0,
+          entries.map((e) => e.seq),
+          entries.map((e) => e.id),
+          entries.map((e) => e.parentId),
+          entries.map((e) => e.type),
+          entries.map((e) => e.at),
+          entries.map((e) => JSON.stringify(e)),
+        ],
+      });
+    } catch (error) {
+      const code = (error as { code?: string }).code;
+      if (code === FENCED_STATE)
+        throw fenced(sessionId, `postgres store ${where}`, opts.lease?.token);
+      if (code === SEQ_STATE) {
+        const last = Number((error as { message?: string }).message);
+        throw checkBatch(sessionId, last, entries) ?? error;
+      }
+      throw asStoreError(error, where, "append");
+    }
+  };
+  /** Several sessions' appends in one statement (`append_group`): one verdict each. */
+  const appendGroup = async (group: readonly AppendRequest[]): Promise<CommitOutcome[]> => {
+    const start: number[] = [];
+    const of: number[] = [];
+    const cols = { seq: [] as number[], id: [] as string[], parent: [] as (string | null)[] };
+    const more = { type: [] as string[], at: [] as number[], body: [] as string[] };
+    group.forEach((req, i) => {
+      start.push(of.length + 1);
+      for (const e of req.entries) {
+        of.push(i + 1);
+        cols.seq.push(e.seq);
+        cols.id.push(e.id);
+        cols.parent.push(e.parentId);
+        more.type.push(e.type);
+        more.at.push(e.at);
+        more.body.push(JSON.stringify(e));
+      }
+    });
+    const r = await pool.query<{ verdicts: (string | null)[] }>({
+      name: `keel_append_group_${name}`,
+      text: `SELECT ${s}.append_group($1::text[], $2::boolean[], $3::bigint[], $4::int[], $5::int[], $6::bigint[], $7::text[], $8::text[], $9::text[], $10::float8[], $11::text[]) AS verdicts`,
+      values: [
+        group.map((req) => req.sessionId),
+        group.map((req) => req.options.lease !== undefined),
+        group.map((req) => req.options.lease?.token ?? 0),
+        start,
+        of,
+        cols.seq,
+        cols.id,
+        cols.parent,
+        more.type,
+        more.at,
+        more.body,
+      ],
+    });
+    const verdicts = r.rows[0].verdicts;
+    return group.map((req, i) => refusal(req, verdicts[i]));
+  };
+  const refusal = (req: AppendRequest, verdict: string | null): CommitOutcome => {
+    if (verdict === null) return undefined;
+    const { sessionId, entries } = req;
+    if (verdict === "fenced")
+      return fenced(sessionId, `postgres store ${where}`, req.options.lease?.token);
+    if (verdict.startsWith("seq:")) {
+      const last = Number(verdict.slice(4));
+      return (
+        checkBatch(sessionId, last, entries) ??
+        new StoreError("SEQ_CONFLICT", `session ${sessionId}: stored seq ${last} (${verdict})`)
+      );
+    }
+    return new StoreError(
+      "DUPLICATE_ID",
+      `postgres store ${where}: append: session ${sessionId}: an entry with id ${verdict.slice(4)} is already stored`,
+    );
+  };
+  /**
+   * Commits a group. Alone: `append_entries`, as a lone append always went. Together: one
+   * `append_group`; should the statement fail as a whole (a unique violation or deadlock raced
+   * with another process's writer of the same unleased session, after its checks passed), the
+   * group wrote nothing and each append is retried alone, so only the one that conflicts fails.
+   */
+  const commitGroup = async (group: readonly AppendRequest[]): Promise<CommitOutcome[]> => {
+    const alone = (req: AppendRequest) =>
+      appendOne(req).then(
+        () => undefined,
+        (error: unknown) => error as Error,
+      );
+    if (group.length === 1) return [await alone(group[0])];
+    try {
+      return await appendGroup(group);
+    } catch (error) {
+      const code = (error as { code?: string }).code;
+      if (code !== "23505" && code !== "40P01") throw asStoreError(error, where, "append");
+      const outcomes: CommitOutcome[] = [];
+      for (const req of group) outcomes.push(await alone(req));
+      return outcomes;
+    }
+  };
+  const committer = new GroupCommit<AppendRequest>({
+    start: "microtask",
+    key: (req) => req.sessionId,
+    commit: commitGroup,
+  });
   const decode = (rows: { body: string }[]) => rows.map((r) => JSON.parse(r.body) as LogEntry);
   const loadRange = async (sessionId: string, from: number, to: number) =>
     decode(
@@ -221,44 +396,18 @@ export async function postgresStore(
       ).rows,
     );
 
-  return {
+  const store: PostgresSessionStore = {
     kind: "postgres",
     pool,
     schema: s,
     channel,
     async append(sessionId, entries, opts: AppendOptions = {}) {
+      if (closed) throw refuseClosed("append");
       if (entries.length === 0) return;
       // What the batch alone decides (seqs increasing, ids unique) needs no round trip.
       const local = checkBatch(sessionId, 0, entries);
       if (local) throw local;
-      await guard("append", async () => {
-        try {
-          await pool.query({
-            name: `keel_append_${name}`,
-            text: `SELECT ${s}.append_entries($1, $2, $3, $4::bigint[], $5::text[], $6::text[], $7::text[], $8::float8[], $9::text[])`,
-            values: [
-              sessionId,
-              opts.lease !== undefined,
-              opts.lease?.token ?? 0,
-              entries.map((e) => e.seq),
-              entries.map((e) => e.id),
-              entries.map((e) => e.parentId),
-              entries.map((e) => e.type),
-              entries.map((e) => e.at),
-              entries.map((e) => JSON.stringify(e)),
-            ],
-          });
-        } catch (error) {
-          const code = (error as { code?: string }).code;
-          if (code === FENCED_STATE)
-            throw fenced(sessionId, `postgres store ${where}`, opts.lease?.token);
-          if (code === SEQ_STATE) {
-            const last = Number((error as { message?: string }).message);
-            throw checkBatch(sessionId, last, entries) ?? error;
-          }
-          throw error;
-        }
-      });
+      return committer.submit({ sessionId, entries, options: opts });
     },
     async load(sessionId) {
       return guard("load", async () =>
@@ -459,11 +608,14 @@ export async function postgresStore(
     async close() {
       if (closed) return;
       closed = true;
+      await committer.idle(); // appends already called are written before the pool ends
       for (const client of listeners) await client.end().catch(() => {});
       listeners.clear();
       if (ownsPool) await pool.end();
     },
   };
+  rememberGroupCommit(store, committer);
+  return store;
 }
 
 /**

@@ -8,7 +8,7 @@ import {
   type LedgerRecord,
   type LedgerRow,
 } from "./ledger.ts";
-import { sqliteDatabase } from "./sqlite-handle.ts";
+import { sqliteDatabase, sqliteTransaction } from "./sqlite-handle.ts";
 import type { SqliteSessionStore } from "./sqlite-store.ts";
 
 const SCHEMA = `
@@ -70,22 +70,22 @@ export function sqliteLedger(store: SqliteSessionStore, options: LedgerOptions):
   return createLedger(
     {
       async claim(row, liveAfter) {
-        return store.transaction(() => claimOrGet(row, liveAfter));
+        return sqliteTransaction(store, () => claimOrGet(row, liveAfter));
       },
       async finish(row) {
-        store.transaction(() => finish.run(encode(row)));
+        await sqliteTransaction(store, () => finish.run(encode(row)));
       },
       async read(caller, key) {
         const r = read.get(caller, key);
         return r ? decodeLedgerRow(r) : undefined;
       },
-      purgeBefore: async (at) => purge.run(at).changes,
+      purgeBefore: (at) => sqliteTransaction(store, () => purge.run(at).changes),
       async atomic<R>(
         row: LedgerRecord,
         liveAfter: number,
         effect: (handle: unknown) => R | Promise<R>,
       ): Promise<AtomicClaim<R>> {
-        return store.transaction(() => {
+        return sqliteTransaction(store, () => {
           const existing = claimOrGet(row, liveAfter);
           if (existing) return { claimed: false, row: existing };
           const result = effect(db);

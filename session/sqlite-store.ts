@@ -3,6 +3,7 @@ import { dirname, join, resolve } from "node:path";
 import Database from "better-sqlite3";
 import type { CheckpointStore } from "./checkpoint.ts";
 import { LOG_SCHEMA_VERSION, type LogEntry } from "./entries.ts";
+import { type CommitOutcome, GroupCommit, rememberGroupCommit } from "./group-commit.ts";
 import { rememberDatabase } from "./sqlite-handle.ts";
 import type {
   AppendOptions,
@@ -25,7 +26,10 @@ export type Durability = "process" | "power";
 /** `sqliteStore` options. */
 export interface SqliteStoreOptions {
   durability?: Durability;
-  /** How long a writer waits for another process's lock before failing (default 5000 ms). */
+  /**
+   * How long a write waits for another process's lock before failing with `BUSY` (default
+   * 5000 ms). The wait is asynchronous: the event loop runs meanwhile (see {@link LOCK_SPIN_MS}).
+   */
   busyTimeoutMs?: number;
   /**
    * The clock lease expiry is measured on. Contract: wall-clock ms, the same for every process
@@ -43,8 +47,26 @@ export interface SqliteSessionStore extends SessionStore, CheckpointStore, Lease
   readonly kind: "sqlite";
   readonly path: string;
   readonly durability: Durability;
-  /** Runs `fn` in one IMMEDIATE transaction (nested calls join the outer one). */
+  /**
+   * Runs `fn` in one IMMEDIATE transaction (nested calls join the outer one). Synchronous: while
+   * another process holds the file's write lock it waits for it on this thread (up to
+   * `busyTimeoutMs`), the event loop stopped. Keel's own writes wait asynchronously.
+   */
   transaction<T>(fn: () => T): T;
+}
+
+/**
+ * How long a write may wait synchronously, inside SQLite, for another process's lock before it
+ * yields: it then retries from a timer (1, 2, 4 … 16 ms apart, jittered) until `busyTimeoutMs`,
+ * so a process whose writes queue on the file lock never stops its event loop longer than this.
+ */
+export const LOCK_SPIN_MS = 2;
+
+/** One `append` call waiting for its group. */
+interface AppendRequest {
+  sessionId: string;
+  entries: readonly LogEntry[];
+  options: AppendOptions;
 }
 
 /** `<cwd>/.keel/keel.db`: where a project's sessions live by default. */
@@ -116,23 +138,32 @@ CREATE TABLE IF NOT EXISTS inbox (
 `;
 
 /**
- * Opens (creating it and its directory if needed) a SQLite session store: WAL journal, one
- * IMMEDIATE transaction per `append` batch (all or nothing), entries stored as JSON with
- * `session_id, seq, id, parent_id, type, at` columns, a `sessions` table of when each began
- * (schema version 2; an older file is migrated when opened). Several processes may share the
- * file (writes serialise on SQLite's lock; `busyTimeoutMs`).
+ * Opens (creating it and its directory if needed) a SQLite session store: WAL journal, entries
+ * stored as JSON with `session_id, seq, id, parent_id, type, at` columns, a `sessions` table of
+ * when each began (an older file is migrated when opened).
+ *
+ * Group commit: the appends of every session of this store issued before the event loop's next
+ * check phase (`setImmediate`) are written in one IMMEDIATE transaction, each call's batch in a
+ * savepoint of its own: a call refused (fenced, seq conflict, duplicate id) writes nothing and
+ * fails alone, the others commit. Each `append` resolves once the transaction holding its batch
+ * has committed (durable to `durability`).
+ *
+ * Several processes may share the file: writes serialise on SQLite's lock. A write waits at most
+ * {@link LOCK_SPIN_MS} inside SQLite, then retries from a timer until `busyTimeoutMs` and fails
+ * with `BUSY` (nothing written), so waiting never stops the event loop (docs/many-processes.md).
  * Throws a `StoreError` naming the path and the fix when it cannot open it (`NOT_WRITABLE`) or a
  * newer Keel wrote it (`IO`).
  */
 export function sqliteStore(path: string, options: SqliteStoreOptions = {}): SqliteSessionStore {
   const durability = options.durability ?? "process";
+  const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
   const db = openDatabase(path);
   try {
     // Before anything changes the file (its journal mode included): refuse a newer Keel's.
     const version = schemaVersion(db, path);
     db.pragma("journal_mode = WAL");
     db.pragma(`synchronous = ${durability === "power" ? "FULL" : "NORMAL"}`);
-    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
+    db.pragma(`busy_timeout = ${Math.min(LOCK_SPIN_MS, busyTimeoutMs)}`);
     // A current file takes no write lock to open (a reader must open while another process
     // holds a long write transaction); CREATE … IF NOT EXISTS changes nothing there.
     if (version < SCHEMA_VERSION) migrate(db, path);
@@ -184,24 +215,53 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
     [string],
     { owner: string; token: number; expires_at: number; released: number; pending: number }
   >("SELECT owner, token, expires_at, released, pending FROM leases WHERE session_id = ?");
-  const appendBatch = db.transaction(
-    (sessionId: string, entries: readonly LogEntry[], opts: AppendOptions) => {
-      const lease = leaseRow.get(sessionId);
-      const live = lease !== undefined && !lease.released && lease.expires_at > now();
-      if (opts.lease) {
-        if (!live || lease.token !== opts.lease.token)
-          throw fenced(sessionId, `sqlite store ${path}`, opts.lease.token);
-      } else if (live) {
-        throw fenced(sessionId, `sqlite store ${path}`, undefined);
+  // One call's batch. Called inside the group's transaction, so better-sqlite3 wraps it in a
+  // savepoint: a refusal rolls back only this batch.
+  const appendOne = db.transaction((req: AppendRequest) => {
+    const { sessionId, entries, options: opts } = req;
+    const lease = leaseRow.get(sessionId);
+    const live = lease !== undefined && !lease.released && lease.expires_at > now();
+    if (opts.lease) {
+      if (!live || lease.token !== opts.lease.token)
+        throw fenced(sessionId, `sqlite store ${path}`, opts.lease.token);
+    } else if (live) {
+      throw fenced(sessionId, `sqlite store ${path}`, undefined);
+    }
+    const last = lastSeq.get(sessionId) ?? 0;
+    const error = checkBatch(sessionId, last, entries);
+    if (error) throw error;
+    begin.run(sessionId, entries[0].at);
+    for (const e of entries)
+      insert.run(sessionId, e.seq, e.id, e.parentId, e.type, e.at, JSON.stringify(e));
+  });
+  const appendGroup = db.transaction((group: readonly AppendRequest[]): CommitOutcome[] => {
+    const outcomes: CommitOutcome[] = [];
+    for (const req of group) {
+      try {
+        appendOne(req);
+        outcomes.push(undefined);
+      } catch (error) {
+        const refusal = asStoreError(error, path, "append");
+        // Anything but a refusal of this batch (an I/O error, a full disk) fails the group; so
+        // does an error after which SQLite rolled the whole transaction back.
+        if (!isRefusal(refusal) || !db.inTransaction) throw refusal;
+        outcomes.push(refusal as StoreError);
       }
-      const last = lastSeq.get(sessionId) ?? 0;
-      const error = checkBatch(sessionId, last, entries);
-      if (error) throw error;
-      begin.run(sessionId, entries[0].at);
-      for (const e of entries)
-        insert.run(sessionId, e.seq, e.id, e.parentId, e.type, e.at, JSON.stringify(e));
-    },
-  );
+    }
+    return outcomes;
+  });
+  // A lone append needs no savepoint: its refusal rolls back its own transaction.
+  const commitGroup = (group: readonly AppendRequest[]): CommitOutcome[] => {
+    if (group.length > 1) return appendGroup.immediate(group);
+    try {
+      appendOne.immediate(group[0]);
+      return [undefined];
+    } catch (error) {
+      const refusal = asStoreError(error, path, "append");
+      if (!isRefusal(refusal)) throw error; // retryBusy retries a lock, maps the rest
+      return [refusal as StoreError];
+    }
+  };
   const takeLease = db.prepare<
     [{ sessionId: string; owner: string; expiresAt: number; now: number; ifToken: number }],
     { token: number }
@@ -257,45 +317,79 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
     .pluck();
   const watchers = new Set<ReturnType<typeof setInterval>>();
   let closed = false;
+  const refuseClosed = (what: string) =>
+    new StoreError("CLOSED", `sqlite store ${path}: ${what} after close(); open a new store`);
   const guard = <T>(what: string, fn: () => T): T => {
-    if (closed)
-      throw new StoreError(
-        "CLOSED",
-        `sqlite store ${path}: ${what} after close(); open a new store`,
-      );
+    if (closed) throw refuseClosed(what);
     try {
       return fn();
     } catch (error) {
       throw asStoreError(error, path, what);
     }
   };
+  /**
+   * Runs `fn` at once; while another process holds a lock it needs (SQLITE_BUSY: nothing of the
+   * try was written) it is retried from a timer until `busyTimeoutMs`, then fails with `BUSY`.
+   * Every asynchronous operation of the store goes through it; reads rarely need it (WAL readers
+   * wait only while a file is being recovered or its log reset).
+   */
+  const retryBusy = async <T>(what: string, fn: () => T): Promise<T> => {
+    const deadline = performance.now() + busyTimeoutMs;
+    for (let attempt = 0; ; attempt++) {
+      if (closed && what !== "append") throw refuseClosed(what);
+      try {
+        return fn();
+      } catch (error) {
+        if (!isBusy(error)) throw asStoreError(error, path, what);
+        const left = deadline - performance.now();
+        if (left <= 0) throw busy(path, what, busyTimeoutMs, error);
+        await sleep(Math.min(left, backoff(attempt)));
+      }
+    }
+  };
+  const committer = new GroupCommit<AppendRequest>({
+    start: "immediate",
+    key: (req) => req.sessionId,
+    commit: (group) => retryBusy("append", () => commitGroup(group)),
+  });
   const store: SqliteSessionStore = {
     kind: "sqlite",
     path,
     durability,
-    transaction: (fn) => guard("transaction", () => db.transaction(fn).immediate()),
+    transaction: (fn) =>
+      guard("transaction", () => {
+        if (db.inTransaction) return db.transaction(fn)();
+        // Synchronous by contract: the one write that waits for the lock on this thread.
+        db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+        try {
+          return db.transaction(fn).immediate();
+        } finally {
+          db.pragma(`busy_timeout = ${Math.min(LOCK_SPIN_MS, busyTimeoutMs)}`);
+        }
+      }),
     async append(sessionId, entries, opts = {}) {
+      if (closed) throw refuseClosed("append");
       if (entries.length === 0) return;
-      guard("append", () => appendBatch.immediate(sessionId, entries, opts));
+      return committer.submit({ sessionId, entries, options: opts });
     },
     async acquireLease(sessionId, owner, ttlMs, opts = {}) {
-      return guard("acquireLease", () =>
+      return retryBusy("acquireLease", () =>
         acquire.immediate(sessionId, owner, ttlMs, opts.ifToken ?? -1),
       );
     },
     async renewLease(lease, ttlMs) {
-      return guard("renewLease", () => {
+      return retryBusy("renewLease", () => {
         const t = now();
         return renew.run(t + ttlMs, lease.sessionId, lease.token, t).changes === 1;
       });
     },
     async releaseLease(lease, opts = {}) {
-      guard("releaseLease", () =>
+      await retryBusy("releaseLease", () =>
         release.run(opts.pending ? 1 : 0, lease.sessionId, lease.token, now()),
       );
     },
     async readLease(sessionId): Promise<LeaseInfo | null> {
-      return guard("readLease", () => {
+      return retryBusy("readLease", () => {
         const row = leaseRow.get(sessionId);
         if (!row) return null;
         return {
@@ -309,16 +403,20 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
       });
     },
     async postInput(sessionId, input) {
-      guard("postInput", () => post.run(sessionId, input.id, input.lane, input.source, input.body));
+      await retryBusy("postInput", () =>
+        post.run(sessionId, input.id, input.lane, input.source, input.body),
+      );
     },
     async postedInputs(sessionId) {
-      return guard("postedInputs", () => posted.all(sessionId));
+      return retryBusy("postedInputs", () => posted.all(sessionId));
     },
     async markTaken(sessionId, ids) {
-      guard("markTaken", () =>
-        db.transaction(() => {
-          for (const id of ids) take.run(sessionId, id);
-        })(),
+      await retryBusy("markTaken", () =>
+        db
+          .transaction(() => {
+            for (const id of ids) take.run(sessionId, id);
+          })
+          .immediate(),
       );
     },
     async watchInputs(listener) {
@@ -339,13 +437,15 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
       };
     },
     async sessionsNeedingRunner(limit) {
-      return guard("sessionsNeedingRunner", () => {
+      return retryBusy("sessionsNeedingRunner", () => {
         const t = now();
         return needing.all({ now: t, limit });
       });
     },
     async load(sessionId) {
-      return guard("load", () => load.all(sessionId).map((body) => JSON.parse(body) as LogEntry));
+      return retryBusy("load", () =>
+        load.all(sessionId).map((body) => JSON.parse(body) as LogEntry),
+      );
     },
     async loadAfter(sessionId, afterSeq) {
       return guard("load (the log's tail)", () =>
@@ -355,10 +455,10 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
       );
     },
     async saveCheckpoint(sessionId, seq, body) {
-      guard("saveCheckpoint", () => saveCheckpoint.run(sessionId, seq, body));
+      await retryBusy("saveCheckpoint", () => saveCheckpoint.run(sessionId, seq, body));
     },
     async loadFromCheckpoint(sessionId) {
-      return guard("loadFromCheckpoint", () => {
+      return retryBusy("loadFromCheckpoint", () => {
         const checkpoint = loadCheckpoint.get(sessionId);
         if (!checkpoint) return null;
         const decode = (from: number, to: number) =>
@@ -367,15 +467,15 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
           seq: checkpoint.seq,
           body: checkpoint.body,
           tail: decode(checkpoint.seq, Number.MAX_SAFE_INTEGER),
-          loadPrefix: async () =>
-            guard("load (history before the checkpoint)", () => decode(0, checkpoint.seq)),
+          loadPrefix: () =>
+            retryBusy("load (history before the checkpoint)", () => decode(0, checkpoint.seq)),
           loadPrefixSync: () =>
             guard("load (history before the checkpoint)", () => decode(0, checkpoint.seq)),
         };
       });
     },
     async loadUpTo(sessionId, seq) {
-      return guard("load (history up to a checkpoint)", () =>
+      return retryBusy("load (history up to a checkpoint)", () =>
         loadRange.all(sessionId, 0, seq).map((body) => JSON.parse(body) as LogEntry),
       );
     },
@@ -385,7 +485,7 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
       );
     },
     async list(): Promise<SessionSummary[]> {
-      return guard("list", () =>
+      return retryBusy("list", () =>
         list.all().map((r) => ({
           sessionId: r.session_id,
           entries: r.entries,
@@ -398,10 +498,12 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
       if (closed) return;
       closed = true;
       for (const timer of watchers) clearInterval(timer);
+      await committer.idle(); // appends already called are written, then the file is closed
       db.close();
     },
   };
-  rememberDatabase(store, db);
+  rememberDatabase(store, db, retryBusy);
+  rememberGroupCommit(store, committer);
   return store;
 }
 
@@ -506,6 +608,33 @@ function openDatabase(path: string): Database.Database {
     );
   }
 }
+
+/** A refusal of one call's batch, which fails that call alone (see `appendGroup`). */
+function isRefusal(error: unknown): boolean {
+  if (!(error instanceof StoreError)) return false;
+  return error.code === "FENCED" || error.code === "SEQ_CONFLICT" || error.code === "DUPLICATE_ID";
+}
+
+/** Another connection holds the lock this write needs (nothing of the try was written). */
+function isBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return typeof code === "string" && code.startsWith("SQLITE_BUSY");
+}
+
+function busy(path: string, what: string, ms: number, cause: unknown): StoreError {
+  return new StoreError(
+    "BUSY",
+    `sqlite store ${path}: ${what}: the file stayed locked by other writing processes for ${ms} ms (busyTimeoutMs), so nothing was written. Processes writing one SQLite file take turns on its lock; past a few busy writers use PostgreSQL (postgresStore, docs/many-processes.md), or raise busyTimeoutMs`,
+    { cause },
+  );
+}
+
+/** The wait before retry `attempt` (0-based) of a write that found the file locked: 1 … 16 ms, jittered. */
+function backoff(attempt: number): number {
+  return 2 ** Math.min(attempt, 4) * (0.5 + Math.random());
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 function asStoreError(error: unknown, path: string, what: string): unknown {
   if (error instanceof StoreError) return error;

@@ -8,6 +8,8 @@ export type StoreErrorCode =
   | "CLOSED"
   | "NOT_WRITABLE"
   | "IO"
+  /** The store's file stayed locked by other writing processes past the store's busy timeout. */
+  | "BUSY"
   /** The writer does not hold the session's live lease (it expired, or another runner took it). */
   | "FENCED";
 

@@ -448,7 +448,7 @@ describe.skipIf(!pgMode.run)("postgresStore across pools", () => {
     expect(() => quoteSchema("Bad-Name")).toThrow(/lowercase SQL name/);
   });
 
-  it("a version-1 schema (tables, no append function) is migrated to 2 on open: its log stays and appends continue it in one statement", async () => {
+  it("a version-1 schema (tables, no append function) is migrated to the current version on open: its log stays and appends continue it in one statement", async () => {
     const schema = freshSchema();
     const old = await postgresStore(server().url, { schema });
     await old.append("m", [entry(1, "m1"), entry(2, "m2")]);
@@ -463,7 +463,7 @@ describe.skipIf(!pgMode.run)("postgresStore across pools", () => {
     const v = await store.pool.query(
       `SELECT value FROM ${store.schema}.keel_meta WHERE key = 'schema_version'`,
     );
-    expect(v.rows[0].value).toBe(2);
+    expect(v.rows[0].value).toBe(POSTGRES_SCHEMA_VERSION);
     await store.append("m", [entry(3, "m3")]);
     expect((await store.load("m")).map((e) => e.id)).toEqual(["m1", "m2", "m3"]);
     await expect(store.append("m", [entry(3, "again")])).rejects.toMatchObject({

@@ -293,16 +293,24 @@ async function fencedDuringRetry(
     ...(turnMachine ? { turnMachine } : {}),
   });
   const session = await agent.openSession("fenced-retry");
+  const ended = deferred<AgentEvent>();
   session.subscribe((e) => {
     if (e.type === "retry.scheduled") waiting.resolve();
+    if (e.type === "turn.ended") ended.resolve(e);
   });
   const prompt = session.prompt("go");
   await waiting.promise;
+  // The first attempt's start is in the store (a broken runner writes it after its request).
+  while (!(await store.load("fenced-retry")).some((e) => e.type === "attempt_start")) {
+    await new Promise((r) => setTimeout(r, 5));
+  }
   const lease = await store.readLease("fenced-retry");
   expect(
     await store.acquireLease("fenced-retry", "runner-b:2", 60_000, { ifToken: lease!.token }),
   ).not.toBeNull();
-  const result = await prompt;
+  const end = await ended.promise;
+  // A broken runner may leave its prompt to a new owner that never comes: read the event.
+  const result = turnMachine ? end : await prompt;
   await agent.close();
   return { result, requests: model.requests };
 }

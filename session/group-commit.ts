@@ -1,0 +1,159 @@
+/**
+ * One caller's part of a group: `undefined` when its entries are durable, or the error that
+ * refused it (nothing of it was written).
+ */
+export type CommitOutcome = Error | undefined;
+
+/** How a {@link GroupCommit} writes and when it starts a group. */
+export interface GroupCommitOptions<T> {
+  /**
+   * Writes `group` in one transaction (one round trip for a server). Contract: resolves to one
+   * outcome per item, in order, once the accepted items are durable at the store's setting; an
+   * item refused alone (fenced, seq conflict, duplicate id) wrote nothing. Rejects, or throws,
+   * when nothing of the group was written: every item is then refused with that error.
+   */
+  commit(group: readonly T[]): Promise<readonly CommitOutcome[]> | readonly CommitOutcome[];
+  /**
+   * The item's session. Contract: pure. Items of one key commit in arrival order, at most one
+   * per group, so a group never holds two appends of one session.
+   */
+  key(item: T): string;
+  /**
+   * When a group starts once an item arrives at an idle committer. `"microtask"`: at the end of
+   * the current job (a server's round trip: what arrives while it is in flight forms the next
+   * group). `"immediate"`: at the event loop's next check phase (`setImmediate`), for an engine
+   * whose commit is synchronous and so is never in flight: every append issued before then joins.
+   */
+  start: "microtask" | "immediate";
+}
+
+/** What a committer did so far (tests, benchmarks: the mean group size is `items / groups`). */
+export interface GroupCommitStats {
+  groups: number;
+  items: number;
+  largest: number;
+}
+
+interface Waiting<T> {
+  item: T;
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
+
+/**
+ * Group commit (docs/stores.md): appends from many sessions share one transaction.
+ *
+ * Lifecycle: `submit` queues an item and returns the caller's promise; at most one group is in
+ * flight; when none is, a group starts (see `start`) with everything queued, taking each key's
+ * oldest item only; when it ends, each caller's promise settles with its own outcome and the
+ * next group starts with what queued meanwhile.
+ *
+ * Invariants: a caller's promise resolves only after the commit that holds its item resolved
+ * (its entries are durable); one item's refusal settles only that item; items of one key commit
+ * in submission order.
+ */
+export class GroupCommit<T> {
+  readonly stats: GroupCommitStats = { groups: 0, items: 0, largest: 0 };
+  private queue: Waiting<T>[] = [];
+  /** A group is scheduled or in flight. */
+  private busy = false;
+  private drained: (() => void)[] = [];
+
+  constructor(private readonly options: GroupCommitOptions<T>) {}
+
+  /** Queues `item`; resolves once it is durable, rejects with what refused it. */
+  submit(item: T): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ item, resolve, reject });
+      if (this.busy) return;
+      this.busy = true;
+      if (this.options.start === "immediate") setImmediate(() => this.run());
+      else queueMicrotask(() => this.run());
+    });
+  }
+
+  /** Items queued or in flight. */
+  get pending(): number {
+    return this.queue.length + (this.busy ? 1 : 0);
+  }
+
+  /** Resolves once nothing is queued or in flight (what `close()` waits for before closing). */
+  idle(): Promise<void> {
+    if (!this.busy) return Promise.resolve();
+    return new Promise((resolve) => this.drained.push(resolve));
+  }
+
+  private run(): void {
+    const group = this.take();
+    let outcomes: Promise<readonly CommitOutcome[]>;
+    try {
+      outcomes = Promise.resolve(this.options.commit(group.map((w) => w.item)));
+    } catch (error) {
+      outcomes = Promise.reject(error);
+    }
+    outcomes.then(
+      (results) => {
+        for (let i = 0; i < group.length; i++) {
+          const error = results[i];
+          if (error === undefined) group[i].resolve();
+          else group[i].reject(error);
+        }
+        this.next();
+      },
+      (error: unknown) => {
+        for (const w of group) w.reject(error);
+        this.next();
+      },
+    );
+  }
+
+  /** The next group: the oldest queued item of each key, in queue order; the rest stay queued. */
+  private take(): Waiting<T>[] {
+    const queue = this.queue;
+    let group: Waiting<T>[];
+    if (queue.length === 1) {
+      group = queue;
+      this.queue = [];
+    } else {
+      const keys = new Set<string>();
+      const rest: Waiting<T>[] = [];
+      group = [];
+      for (const w of queue) {
+        const key = this.options.key(w.item);
+        if (keys.has(key)) rest.push(w);
+        else {
+          keys.add(key);
+          group.push(w);
+        }
+      }
+      this.queue = rest;
+    }
+    this.stats.groups++;
+    this.stats.items += group.length;
+    if (group.length > this.stats.largest) this.stats.largest = group.length;
+    return group;
+  }
+
+  private next(): void {
+    if (this.queue.length > 0) {
+      this.run();
+      return;
+    }
+    this.busy = false;
+    const drained = this.drained;
+    this.drained = [];
+    for (const resolve of drained) resolve();
+  }
+}
+
+const committers = new WeakMap<object, GroupCommitStats>();
+
+/** Called once by a store with its committer (see {@link groupCommitStats}). */
+export function rememberGroupCommit<T>(store: object, committer: GroupCommit<T>): void {
+  committers.set(store, committer.stats);
+}
+
+/** The store's group-commit counters, or undefined for a store that commits each append alone. */
+export function groupCommitStats(store: object): Readonly<GroupCommitStats> | undefined {
+  return committers.get(store);
+}
