@@ -24,6 +24,11 @@ export type InspectRecord =
       status: string;
       /** The coordinator's doorbell (`context.pendingWake`), when the snapshot exposes one. */
       wake?: string | null;
+      /**
+       * The event the transition into `state` was taken on, when no `ev` record says it (a
+       * replay reconstructs it from the log); live, the actor's last `ev` record names it.
+       */
+      ev?: string;
     }
   | { k: "ev"; t: number; sid: string; id: string; type: string; from?: string }
   | { k: "agent"; t: number; e: AgentEvent };

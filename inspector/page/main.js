@@ -1,5 +1,6 @@
 // The page: connects to the inspector's WebSocket, keeps every record, folds them into the
 // model up to the scrubber's position and redraws on animation frames.
+import { createChartView } from "./chart.js";
 import { fmtStamp, h, setText } from "./dom.js";
 import { createEventLog } from "./event-log.js";
 import { apply, createModel } from "./model.js";
@@ -30,10 +31,15 @@ let offset = 0; // server clock − local clock
 let dropped = 0;
 let needsFrame = true;
 let storedCount = 0; // stored sessions offered while nothing live has happened
+let socket; // the open WebSocket, for the page's requests (charts)
+let selectedId = ""; // the actor the chart shows (none: the latest turn)
 
+// Clicking an actor or a call selects it: its chart is drawn and the event log filters on it.
 const select = (id) => {
+  selectedId = id;
   log.setActorFilter(id);
   $("actor-filter").focus();
+  needsFrame = true;
 };
 const tree = createTree($("tree"), select);
 const timeline = createTimeline($("timeline"), select);
@@ -48,6 +54,28 @@ const log = createEventLog({
   detail: $("detail"),
 });
 const scrubber = $("scrubber");
+const chart = createChartView($("chart"), {
+  title: $("chart-title"),
+  request: (machine) => {
+    if (socket?.readyState !== WebSocket.OPEN) return false;
+    socket.send(JSON.stringify({ type: "chart", machine }));
+    return true;
+  },
+});
+
+/** The actor whose chart is shown: the selected one, else the latest turn, else any actor. */
+function chartNode() {
+  const key = selectedId ? model.byId.get(selectedId) : undefined;
+  if (key) return model.nodes.get(key);
+  let latest;
+  for (const node of model.nodes.values()) {
+    if (node.kind === "turn" && node.machine && (!latest || node.order > latest.order))
+      latest = node;
+  }
+  if (latest) return latest;
+  for (const node of model.nodes.values()) if (node.machine) return node;
+  return undefined;
+}
 
 function rebuild(upTo) {
   model = createModel();
@@ -73,6 +101,8 @@ function receive(message) {
     setText($("error"), message.error ?? "");
     live = true;
     rebuild(0);
+  } else if (message.type === "chart") {
+    chart.receive(message);
   } else if (message.type === "sessions") {
     showStored(message.sessions);
   } else if (message.type === "batch") {
@@ -115,6 +145,7 @@ function connect(attempt = 0) {
   if (token) url.searchParams.set("token", token); // else the cookie authenticates
   if (replayId) url.searchParams.set("replay", replayId);
   const ws = new WebSocket(url);
+  socket = ws;
   ws.addEventListener("open", () => {
     attempt = 0;
     document.body.dataset.connection = "open";
@@ -135,6 +166,16 @@ scrubber.addEventListener("input", () => {
   else advance(value);
   needsFrame = true;
 });
+for (const [id, cls] of [
+  ["chart-fit", "chart-fitted"],
+  ["chart-wide", "chart-expanded"],
+]) {
+  $(id).addEventListener("click", () => {
+    const on = document.body.classList.toggle(cls);
+    $(id).setAttribute("aria-pressed", String(on));
+    needsFrame = true;
+  });
+}
 $("go-live").addEventListener("click", () => {
   live = true;
   needsFrame = true;
@@ -158,6 +199,7 @@ function frame() {
   const last = cursor > 0 ? records[cursor - 1].t : model.tLast;
   const tEnd = live && open && mode === "live" ? Math.max(model.tLast, serverNow) : last;
   tree.render(model);
+  chart.render(chartNode());
   timeline.render(model, tEnd);
   retries.render(model, live && mode === "live" ? serverNow : last);
   if (model.dirty.panels) inbox.render(model);
