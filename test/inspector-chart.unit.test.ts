@@ -1,12 +1,16 @@
 import { describe, expect, it } from "vitest";
-import { fromPromise, not, setup } from "xstate";
+import { createActor, fromPromise, not, setup } from "xstate";
+import { createAgent } from "../actors/agent.ts";
 import { chartOf, eventLabel, guardLabel } from "../inspector/chart.ts";
 import { layoutChart } from "../inspector/chart-layout.ts";
 import { createChartSource } from "../inspector/chart-source.ts";
+import { createFeed } from "../inspector/feed.ts";
 import { activeStates, takenEdge } from "../inspector/page/chart.js";
 import { apply, createModel } from "../inspector/page/model.js";
+import { replayRecords } from "../inspector/replay.ts";
 import { toolCallMachine } from "../machines/tool-call.machine.ts";
 import { turnMachine } from "../machines/turn.machine.ts";
+import { scriptedModel } from "../providers/scripted-model.ts";
 
 /** A small machine with every kind of transition the chart reads. */
 const sample = (extraState = false) =>
@@ -245,5 +249,36 @@ describe("the page's lit states and marked transition", () => {
       ev: "attempt.failed",
     });
     expect(node.last?.event).toBe("attempt.failed");
+  });
+});
+
+describe("the coordinator's name", () => {
+  it("is `coordinator` live, as in a replay of the same session", async () => {
+    const feed = createFeed();
+    const agent = createAgent({
+      model: scriptedModel([{ text: "hi" }]),
+      tools: [],
+      inspect: { observe: feed.observe, publish: feed.publish },
+    });
+    try {
+      await agent.session("s_coord").prompt("hello");
+      const live = feed.records().filter((r) => r.k === "actor" && r.machine === "coordinator");
+      const entries = await agent.store.load("s_coord");
+      const replayed = replayRecords(entries, "s_coord").filter(
+        (r) => r.k === "actor" && r.machine === "coordinator",
+      );
+      expect(live.map((r) => r.k === "actor" && r.id)).toEqual(["coordinator"]);
+      expect(replayed.map((r) => r.k === "actor" && r.id)).toEqual(["coordinator"]);
+    } finally {
+      await agent.close();
+    }
+  });
+
+  it("keeps an actor's own id when it was given one", () => {
+    const feed = createFeed();
+    const actor = createActor(sample(), { id: "mine", inspect: feed.observe });
+    actor.start();
+    actor.stop();
+    expect(feed.records().find((r) => r.k === "actor")).toMatchObject({ id: "mine" });
   });
 });
