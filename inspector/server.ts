@@ -7,7 +7,7 @@ import type { Clock } from "../contracts/clock.ts";
 import type { InspectSink, LogEntry, SessionStore } from "../index.ts";
 import { createChartSource } from "./chart-source.ts";
 import { createFeed } from "./feed.ts";
-import type { InspectRecord } from "./records.ts";
+import { clip, type InspectRecord } from "./records.ts";
 import { replayRecords } from "./replay.ts";
 
 /** `startInspector` options. */
@@ -219,11 +219,22 @@ export async function startInspector(options: InspectorOptions = {}): Promise<In
     );
   };
 
-  /** The store's most recent sessions, for the page to offer as replays. */
+  /**
+   * The store's most recent sessions, for the page to offer as replays, each with the first
+   * thing its user asked (read from its log) so that a person can tell them apart.
+   */
   const listStored = async () => {
     try {
-      const all = (await options.store?.list()) ?? [];
-      return all.sort((a, b) => b.updatedAt - a.updatedAt).slice(0, 30);
+      const store = options.store;
+      const all = (await store?.list()) ?? [];
+      const recent = all.sort((a, b) => b.updatedAt - a.updatedAt).slice(0, 30);
+      return await Promise.all(
+        recent.map(async (s) => {
+          const entries = await store!.load(s.sessionId).catch(() => []);
+          const first = entries.find((e) => e.type === "user_message");
+          return first?.type === "user_message" ? { ...s, firstPrompt: clip(first.text, 160) } : s;
+        }),
+      );
     } catch {
       return [];
     }

@@ -50,6 +50,7 @@ const log = createEventLog({
   typeSelect: $("type-filter"),
   actorInput: $("actor-filter"),
   textInput: $("text-filter"),
+  snapshotsButton: $("show-snapshots"),
   count: $("log-count"),
   detail: $("detail"),
 });
@@ -116,22 +117,38 @@ function receive(message) {
   needsFrame = true;
 }
 
+/** "5 minutes ago", "yesterday", "3 days ago": how long ago `ms` was, in words. */
+export function ago(ms, now = Date.now()) {
+  const s = Math.max(0, Math.round((now - ms) / 1000));
+  if (s < 60) return "just now";
+  const m = Math.round(s / 60);
+  if (m < 60) return m === 1 ? "a minute ago" : `${m} minutes ago`;
+  const hours = Math.round(m / 60);
+  if (hours < 24) return hours === 1 ? "an hour ago" : `${hours} hours ago`;
+  const days = Math.round(hours / 24);
+  if (days === 1) return "yesterday";
+  return days < 30 ? `${days} days ago` : `on ${new Date(ms).toLocaleDateString()}`;
+}
+
 /** Stored sessions the page can replay (sent when the inspector has a store). */
 function showStored(sessions) {
   const box = $("stored");
   box.replaceChildren(
-    h("div", { class: "stored-head", text: "Stored sessions — open one to replay it" }),
+    h("div", { class: "stored-head", text: "Earlier sessions — click one to replay it" }),
   );
   for (const s of sessions) {
     const url = new URL(location.href);
     url.searchParams.set("replay", s.sessionId);
-    const when = new Date(s.updatedAt).toISOString().replace("T", " ").slice(0, 16);
+    const date = new Date(s.updatedAt);
     box.append(
       h(
         "a",
-        { href: url.href, "data-session-id": s.sessionId },
-        h("b", { text: s.sessionId }),
-        h("span", { class: "muted", text: ` ${s.entries} entries · ${when}` }),
+        { href: url.href, "data-session-id": s.sessionId, title: s.sessionId },
+        h("b", { class: "prompt", text: s.firstPrompt ? `“${s.firstPrompt}”` : "(no prompt yet)" }),
+        h("span", {
+          class: "muted when",
+          text: `last active ${ago(s.updatedAt)} · ${date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" })} · ${s.entries} log entries`,
+        }),
       ),
     );
   }
@@ -227,6 +244,9 @@ for (const id of ["type-filter", "actor-filter", "text-filter"])
   $(id).addEventListener("input", () => {
     needsFrame = true;
   });
+$("show-snapshots").addEventListener("click", () => {
+  needsFrame = true;
+});
 window.addEventListener("resize", () => {
   needsFrame = true;
 });
