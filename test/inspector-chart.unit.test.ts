@@ -151,6 +151,17 @@ describe("the chart's layout (elkjs, on Node)", () => {
     expect(inner.y + inner.height).toBeLessThanOrEqual(busy.y + busy.height);
   }, 60_000);
 
+  it("lays out each of Keel's charts a replay draws: turn, batch, tool call, coordinator, acceptance", async () => {
+    const source = createChartSource();
+    for (const id of ["turn", "batch", "toolCall", "coordinator", "acceptance"]) {
+      const placed = await source.chart(id);
+      expect(placed.id).toBe(id);
+      expect(placed.states.length).toBeGreaterThan(2);
+      for (const s of placed.states) expect(s.width * s.height).toBeGreaterThan(0);
+      for (const e of placed.edges) expect(e.points.length).toBeGreaterThanOrEqual(2);
+    }
+  }, 120_000);
+
   it("prefers the machine a live actor ran over Keel's chart of the same id, and says when none is known", async () => {
     const layouter = { layout: async (g: object) => ({ ...g, x: 0, y: 0, width: 1, height: 1 }) };
     const source = createChartSource(layouter as never);
