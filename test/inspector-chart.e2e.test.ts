@@ -155,6 +155,15 @@ describeInChromium("the live statechart in the inspector", (executablePath) => {
     await page.click("#chart-wide");
     await page.click("#chart-fit");
     await page.setViewportSize({ width: 1600, height: 1000 });
+    // At full size in its panel, the chart scrolls to the lit state.
+    await page.waitForFunction(() => {
+      const el = document.querySelector(
+        '[data-testid="chart"] [data-state-path="running.executing.running"]',
+      );
+      const r = el!.getBoundingClientRect();
+      const c = document.querySelector('[data-testid="chart"]')!.getBoundingClientRect();
+      return r.left >= c.left && r.right <= c.right && r.top >= c.top && r.bottom <= c.bottom;
+    });
     mkdirSync("test-output", { recursive: true });
     await page.screenshot({ path: "test-output/inspector-chart-panel.png" });
   }, 60_000);

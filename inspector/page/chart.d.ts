@@ -15,4 +15,4 @@ export function takenEdge(
 export function createChartView(
   root: HTMLElement,
   options: { request: (machine: string) => boolean; title: HTMLElement },
-): { receive(message: object): void; render(node: object | undefined): void };
+): { refresh(): void; receive(message: object): void; render(node: object | undefined): void };

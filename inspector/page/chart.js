@@ -191,6 +191,11 @@ export function createChartView(root, { request, title }) {
   }
 
   return {
+    /** The panel changed size (fit, expand, window): draw again and bring the lit state into view. */
+    refresh() {
+      sig = "";
+      scrolledTo = "";
+    },
     /** A chart (or an error) arrived from the server. */
     receive(message) {
       charts.set(

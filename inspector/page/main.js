@@ -190,6 +190,7 @@ for (const [id, cls] of [
   $(id).addEventListener("click", () => {
     const on = document.body.classList.toggle(cls);
     $(id).setAttribute("aria-pressed", String(on));
+    chart.refresh();
     needsFrame = true;
   });
 }
@@ -248,6 +249,7 @@ $("show-snapshots").addEventListener("click", () => {
   needsFrame = true;
 });
 window.addEventListener("resize", () => {
+  chart.refresh();
   needsFrame = true;
 });
 connect();
