@@ -1,7 +1,7 @@
 // The live statechart in headless Chromium: a real session (a 503 retried, a tool held open,
 // then an answer) watched live and replayed from its store. At each point the test reads the
 // DOM: which states of the drawn chart are lit, which transition is marked. The screenshot of
-// the turn's chart goes to docs/inspector-chart.png.
+// the turn's chart goes to test-output/inspector-chart.png (docs/inspector-chart.png is a copy).
 import { mkdirSync } from "node:fs";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -146,12 +146,13 @@ describeInChromium("the live statechart in the inspector", (executablePath) => {
         "step.prepared [compactDue]",
       ]),
     );
-    // The picture for the docs: the chart on the whole page, fitted.
-    mkdirSync("docs", { recursive: true });
+    // The picture for the docs (docs/inspector-chart.png is a copy): the chart on the whole
+    // page, fitted.
+    mkdirSync("test-output", { recursive: true });
     await page.setViewportSize({ width: 1920, height: 1400 });
     await page.click("#chart-wide");
     await page.click("#chart-fit");
-    await page.screenshot({ path: "docs/inspector-chart.png" });
+    await page.screenshot({ path: "test-output/inspector-chart.png" });
     await page.click("#chart-wide");
     await page.click("#chart-fit");
     await page.setViewportSize({ width: 1600, height: 1000 });
@@ -164,7 +165,6 @@ describeInChromium("the live statechart in the inspector", (executablePath) => {
       const c = document.querySelector('[data-testid="chart"]')!.getBoundingClientRect();
       return r.left >= c.left && r.right <= c.right && r.top >= c.top && r.bottom <= c.bottom;
     });
-    mkdirSync("test-output", { recursive: true });
     await page.screenshot({ path: "test-output/inspector-chart-panel.png" });
   }, 60_000);
 
