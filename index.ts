@@ -29,6 +29,7 @@ export { postgresRetryBudget } from "./actors/postgres-retry-budget.ts";
 export { type RetryBudget, tokenBucketBudget } from "./actors/retry-budget.ts";
 export type { ContextOptions } from "./actors/session-context.ts";
 export type { InboxOptions, PromptResult, Session } from "./actors/session-runtime.ts";
+export { openTelemetry } from "./actors/telemetry.ts";
 export type { TurnResult } from "./actors/turn-runner.ts";
 export { startWorker } from "./actors/worker.ts";
 export type * from "./contracts/acceptance.ts";

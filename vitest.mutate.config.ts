@@ -20,6 +20,7 @@ export default defineConfig({
       "test/coordinator-chart.unit.test.ts",
       "test/crash.race.test.ts",
       "test/inbox.{unit,race}.test.ts",
+      "test/inspector-chart.unit.test.ts",
       "test/json-scan.unit.test.ts",
       "test/loop-guard.unit.test.ts",
       "test/not-executed.unit.test.ts",

@@ -1,5 +1,6 @@
 import pino, { type Logger } from "pino";
 import { type Clock, systemClock } from "../contracts/clock.ts";
+import type { AgentEvent } from "../contracts/events.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
 import type { Model } from "../contracts/model.ts";
 import type { acceptanceMachine } from "../machines/acceptance.machine.ts";
@@ -24,6 +25,7 @@ import type { RetryBudget } from "./retry-budget.ts";
 import { type ContextOptions, checkContextOptions, SessionContext } from "./session-context.ts";
 import { defaultLeaseOwner, Session, type SessionRole } from "./session-runtime.ts";
 import { createSpill, sessionSpillDir } from "./spill-output.ts";
+import type { Telemetry } from "./telemetry.ts";
 import type { TurnDeps } from "./turn-runner.ts";
 
 const isInstructions = (v: unknown) => typeof v === "string" || typeof v === "function";
@@ -90,6 +92,11 @@ export interface AgentOptions {
   logger?: Logger;
   /** The inspector (or any sink): sees every actor's events and every session event. */
   inspect?: InspectSink;
+  /**
+   * OpenTelemetry traces (`await openTelemetry()`): spans for turns, model requests, tool calls
+   * and compactions, from the session events. Absent: `@opentelemetry/api` is never loaded.
+   */
+  telemetry?: Telemetry;
   /**
    * Permission rules and the embedder's approver. Absent: every call is allowed. Present:
    * rules first, then defaults by risk (high asks); a decline ends the turn, a decline with
@@ -286,6 +293,19 @@ export function createAgent(options: AgentOptions): Agent {
   const retry = resolveRetryPolicy(options.retry ?? {});
   const loopGuard = resolveLoopGuard(options.loopGuard);
   const inspect = options.inspect;
+  const traces = options.telemetry?.forAgent(options.model);
+  // Every session event goes to the inspector's sink and to telemetry, when either is on.
+  const publish =
+    inspect && traces
+      ? (e: AgentEvent) => {
+          inspect.publish(e);
+          traces.publish(e);
+        }
+      : inspect
+        ? (e: AgentEvent) => inspect.publish(e)
+        : traces
+          ? (e: AgentEvent) => traces.publish(e)
+          : undefined;
   const shared = options.lease !== false && hasLeases(store) ? store : undefined;
   const leaseOptions = options.lease || {};
   // One doorbell subscription per agent, dispatched to the sessions by id.
@@ -347,7 +367,13 @@ export function createAgent(options: AgentOptions): Agent {
         onClosed: () => {
           if (sessions.get(sessionId) === session) sessions.delete(sessionId);
         },
-        recover: (log) => recoverCalls({ log, registry: tools, logger: sessionLogger }),
+        recover: (log) =>
+          recoverCalls({
+            log,
+            registry: tools,
+            logger: sessionLogger,
+            ...(traces ? { onSettled: (entry) => traces.recovered(sessionId, entry) } : {}),
+          }),
         lease: shared
           ? {
               store: shared,
@@ -374,7 +400,7 @@ export function createAgent(options: AgentOptions): Agent {
               })
           : undefined,
         inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
-        publish: inspect ? (e) => inspect.publish(e) : undefined,
+        publish,
         deps: (log, emit, poll) => ({
           sessionId,
           log,
@@ -395,6 +421,7 @@ export function createAgent(options: AgentOptions): Agent {
             ids,
             emit,
             options: contextOptions,
+            clock,
           }),
           maxOverflowRecoveries: contextOptions.overflowRecoveries ?? 1,
           maxParallelToolCalls: options.maxParallelToolCalls ?? 8,

@@ -1,6 +1,7 @@
 import type { Logger } from "pino";
 import { toolCallsOf } from "../contracts/messages.ts";
 import { notExecuted, type ToolResult } from "../contracts/tool-result.ts";
+import type { EntryOf } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import { outcomeUnknown, recoverSession } from "../session/recovery.ts";
 import { prepareCall } from "../tools/prepare-call.ts";
@@ -28,8 +29,14 @@ export async function recoverCalls(options: {
   log: SessionLog;
   registry: Registry;
   logger: Logger;
+  /**
+   * Told each result recovery writes (e.g. telemetry's `recovered`), once it is durable.
+   * Contract: must not throw.
+   */
+  onSettled?: (result: EntryOf<"call_result">) => void;
 }): Promise<{ retried: number; unknown: number; notStarted: number }> {
   const { log, registry, logger } = options;
+  const settled: EntryOf<"call_result">[] = [];
   const report = await recoverSession(log, {
     isIdempotent: (name) => {
       const tool = registry.get(name);
@@ -45,13 +52,15 @@ export async function recoverCalls(options: {
         ...outcomeUnknown(call),
         message: `${outcomeUnknown(call).message} (Its arguments no longer pass preparation: ${prepared.error.message})`,
       };
-      log.append({
-        type: "call_result",
-        callId: call.callId,
-        name: call.name,
-        outcome: "unknown",
-        result,
-      });
+      settled.push(
+        log.append({
+          type: "call_result",
+          callId: call.callId,
+          name: call.name,
+          outcome: "unknown",
+          result,
+        }),
+      );
       continue;
     }
     const { tool, traits, args, repairs } = prepared.call;
@@ -70,29 +79,35 @@ export async function recoverCalls(options: {
     );
     // Nothing aborts a recovery retry, so the report always carries a result.
     const result = report.type === "call.aborted" ? neverStarted : report.result;
-    log.append({
-      type: "call_result",
-      callId: call.callId,
-      name: call.name,
-      outcome: result.ok ? "completed" : "failed",
-      result,
-    });
+    settled.push(
+      log.append({
+        type: "call_result",
+        callId: call.callId,
+        name: call.name,
+        outcome: result.ok ? "completed" : "failed",
+        result,
+      }),
+    );
   }
   // Calls of the last response that never started (the crash came first): "not executed" is
   // the truth for them. Kept by the projection, so a long session opens without decoding its
   // history. A call with a start record or a result after that response is never among them.
   let notStarted = 0;
   for (const c of log.unstartedCalls()) {
-    log.append({
-      type: "call_result",
-      callId: c.callId,
-      name: c.name,
-      outcome: "not_executed",
-      result: neverStarted,
-    });
+    settled.push(
+      log.append({
+        type: "call_result",
+        callId: c.callId,
+        name: c.name,
+        outcome: "not_executed",
+        result: neverStarted,
+      }),
+    );
     notStarted++;
   }
   await log.flush();
+  if (options.onSettled)
+    for (const entry of [...report.unknown, ...settled]) options.onSettled(entry);
   return { retried: report.retry.length, unknown: report.unknown.length, notStarted };
 }
 

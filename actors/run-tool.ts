@@ -7,6 +7,7 @@ import {
   withRepairNote,
 } from "../tools/tool-output.ts";
 import type { OutputBudget, ToolContext, ToolDefinition } from "../tools/types.ts";
+import { withCallSpan } from "./call-scope.ts";
 
 /** How one execution ended, as the tool-call statechart's event. */
 export type ToolReport =
@@ -33,7 +34,8 @@ export async function runTool(
   },
 ): Promise<ToolReport> {
   try {
-    const output = await tool.execute(args, ctx);
+    // With telemetry on, the tool runs inside its call's span (its own spans nest under it).
+    const output = await withCallSpan(ctx, (scoped) => tool.execute(args, scoped));
     const spill = options.spill;
     const result = await applyOutputBudget(toToolResult(output, options.name), options.budget, {
       toolName: options.name,

@@ -1,3 +1,4 @@
+import type { Clock } from "../contracts/clock.ts";
 import type { AgentEventBody } from "../contracts/events.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
 import type { Message, Usage } from "../contracts/messages.ts";
@@ -69,6 +70,8 @@ export interface SessionContextDeps {
   /** The session's emit. Contract: must not throw. */
   emit: (event: AgentEventBody) => void;
   options: ContextOptions;
+  /** Times a compaction (`context.compacted`'s `durationMs`); absent: not timed. */
+  clock?: Clock;
 }
 
 /** What a compaction of the turn reports back to the chart. */
@@ -154,7 +157,8 @@ export class SessionContext {
    * `keepRecentTokens(mode)`; every failure leaves the old baseline. Emits `context.compacted`.
    */
   async compact(mode: CompactionMode, signal: AbortSignal): Promise<CompactionReport> {
-    const { log, model, ids, emit } = this.deps;
+    const { log, model, ids, emit, clock } = this.deps;
+    const startedAt = clock?.now();
     const keepRecentTokens = this.keepRecentTokens(mode);
     let result: CompactionResult;
     try {
@@ -169,6 +173,7 @@ export class SessionContext {
       result = { ok: false, code: "SUMMARY_FAILED", message: String(error), attempts: [] };
     }
     const used = this.budget.current?.used ?? 0;
+    const took = startedAt === undefined ? {} : { durationMs: clock!.now() - startedAt };
     if (result.ok) {
       this.quietBelow = 0;
       emit({
@@ -177,6 +182,7 @@ export class SessionContext {
         ok: true,
         tokensBefore: result.tokensBefore,
         tokensAfter: result.tokensAfter,
+        ...took,
       });
       return { ok: true };
     }
@@ -188,6 +194,7 @@ export class SessionContext {
       mode,
       ok: false,
       reason: `${result.code}: ${result.message}`,
+      ...took,
     });
     const reason =
       mode === "overflow"

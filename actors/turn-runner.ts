@@ -10,7 +10,7 @@ import {
   toolCallsOf,
   type UserPart,
 } from "../contracts/messages.ts";
-import type { Model } from "../contracts/model.ts";
+import { type Model, ModelError } from "../contracts/model.ts";
 import type { CallOutcome, TurnFailureCode, TurnStatus } from "../contracts/status.ts";
 import { notExecuted, type ToolFailure, type ToolResult } from "../contracts/tool-result.ts";
 import type { TurnResult } from "../contracts/turn-result.ts";
@@ -365,7 +365,10 @@ export class TurnRun implements TurnEffects {
   roundDone(_self: AnyActorRef, { results }: BatchOutput): void {
     this.actor.send(
       this.deps.loopGuard
-        ? { type: "batch.done", results: results.map((r) => this.observed(r.callId, r.name, r.result)) }
+        ? {
+            type: "batch.done",
+            results: results.map((r) => this.observed(r.callId, r.name, r.result)),
+          }
         : { type: "batch.done" },
     );
   }
@@ -659,7 +662,7 @@ export class TurnRun implements TurnEffects {
       if (ctl.signal.aborted) throw ctl.signal.reason;
       const message = assembler.finish();
       if (message.finishReason === undefined) {
-        throw Object.assign(new Error("the model stream ended without a finish reason"), {
+        throw new ModelError("the model stream ended without a finish reason", {
           kind: "stream_cut",
         });
       }
@@ -732,6 +735,7 @@ export class TurnRun implements TurnEffects {
       text,
       toolCalls,
       usage: message.usage,
+      finishReason: message.finishReason,
     });
     this.messageEntryId = entry.id;
     this.deps.context.measured(message.usage);
@@ -785,7 +789,11 @@ export class TurnRun implements TurnEffects {
         const outcome = this.prepared.get(c.id)!;
         if (!outcome.ok) invalid.push(this.observed(c.id, c.name, outcome.error));
         if (message.finishReason === "length") {
-          const result = truncatedCallResult({ id: c.id, name: c.name, argumentsText: c.argumentsText });
+          const result = truncatedCallResult({
+            id: c.id,
+            name: c.name,
+            argumentsText: c.argumentsText,
+          });
           truncated.push(this.observed(c.id, c.name, result));
         }
       }
@@ -836,6 +844,7 @@ export class TurnRun implements TurnEffects {
       attemptId,
       status: hasOutput || aborted ? "interrupted" : "failed",
       error: message,
+      ...(error instanceof ModelError ? { errorKind: error.kind } : {}),
     });
     if (aborted) {
       if (error instanceof OperationDeadlineError) {
@@ -1076,7 +1085,9 @@ export class TurnRun implements TurnEffects {
 
   /** A result as the loop guard reads it: the call, its tool and its failure signature. */
   private observed(callId: string, name: string, result: ToolResult): ObservedResult {
-    const signature = result.ok ? undefined : failureSignature(name, this.rawArguments(callId), result);
+    const signature = result.ok
+      ? undefined
+      : failureSignature(name, this.rawArguments(callId), result);
     return signature === undefined ? { callId, tool: name } : { callId, tool: name, signature };
   }
 

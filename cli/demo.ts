@@ -4,12 +4,13 @@ import { join } from "node:path";
 import {
   builtinTools,
   createAgent,
+  type Inspector,
   type Model,
   type ScriptStep,
   scriptedModel,
-  startInspector,
 } from "../index.ts";
 import { EXIT, type ExitCode } from "./errors.ts";
+import { openInspector } from "./inspect.ts";
 import { workspaceInstructions } from "./instructions.ts";
 import { outputClosed } from "./output.ts";
 import { modelFromEnv } from "./run.ts";
@@ -27,6 +28,8 @@ export interface DemoOptions {
   inspect?: boolean;
   /** Keep the inspector open until Ctrl-C even off a terminal (`--keep-open`). */
   stayOpen?: boolean;
+  /** The inspector's port (`--port`); absent: a free one. */
+  port?: number;
   /** The session store file (default `./.keel/keel.db`); "memory" keeps nothing. */
   store?: string;
   /** Environment for the model choice (default `process.env`): OPENAI_* selects a real model. */
@@ -127,7 +130,13 @@ export async function runDemo(options: DemoOptions = {}): Promise<ExitCode> {
     mkdirSync(join(root, path, ".."), { recursive: true });
     writeFileSync(join(root, path), text);
   }
-  const inspector = options.inspect === false ? undefined : await startInspector();
+  let inspector: Inspector | undefined;
+  try {
+    inspector = options.inspect === false ? undefined : await openInspector(options.port);
+  } catch (error) {
+    rmSync(root, { recursive: true, force: true });
+    throw error;
+  }
   let closing =
     "inspector closed: the demo ended (keel demo --keep-open keeps it open until Ctrl-C)";
   const trace = createTrace({ out, json: options.json });

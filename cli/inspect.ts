@@ -1,4 +1,4 @@
-import { startInspector } from "../index.ts";
+import { type Inspector, type SessionStore, startInspector } from "../index.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
 import { loadSession } from "./sessions.ts";
 import { MEMORY_STORE, openStore, shown, storePath } from "./store.ts";
@@ -21,21 +21,11 @@ export async function runInspect(options: InspectOptions, out = process.stdout):
   const path = memory ? MEMORY_STORE : storePath(options.store);
   if (options.replay) await loadSession(options.replay, options.store);
   const store = memory ? undefined : openStore(path, false);
-  let inspector: Awaited<ReturnType<typeof startInspector>>;
+  let inspector: Inspector;
   try {
-    inspector = await startInspector({
-      ...(options.port ? { port: options.port } : {}),
-      ...(store ? { store } : {}),
-    });
+    inspector = await openInspector(options.port, store);
   } catch (error) {
     await store?.close();
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === "EADDRINUSE") {
-      throw new CliError(
-        `port ${options.port} is in use: pick another with --port, or omit it for a free one`,
-        EXIT.config,
-      );
-    }
     throw error;
   }
   const url = options.replay
@@ -56,6 +46,24 @@ export async function runInspect(options: InspectOptions, out = process.stdout):
   await inspector.close();
   await store?.close();
   return EXIT.ok;
+}
+
+/**
+ * Starts the inspector on `port` (absent: a free one) for `keel inspect`, `demo`, `run` and
+ * `serve`; a port in use is a config error that says what to do.
+ */
+export async function openInspector(port?: number, store?: SessionStore): Promise<Inspector> {
+  try {
+    return await startInspector({ ...(port ? { port } : {}), ...(store ? { store } : {}) });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "EADDRINUSE") {
+      throw new CliError(
+        `port ${port} is in use: pick another with --port, or omit it for a free one`,
+        EXIT.config,
+      );
+    }
+    throw error;
+  }
 }
 
 function untilSignal(): Promise<void> {

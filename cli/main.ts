@@ -31,6 +31,11 @@ export function buildProgram(result: { code: ExitCode }): Command {
     "--store <file>",
     'session store file (default ./.keel/keel.db; "memory" keeps nothing)',
   ] as const;
+  const port = [
+    "--port <n>",
+    "the inspector's port on 127.0.0.1 (default: a free one)",
+    positiveInt("--port", 65_535),
+  ] as const;
   const provider = [
     "--provider <name>",
     "openai-compatible (default) | openai | anthropic | google; docs/providers.md lists the environment each reads",
@@ -67,15 +72,29 @@ export function buildProgram(result: { code: ExitCode }): Command {
       "--keep-open",
       "keep the inspector open after the demo until Ctrl-C (the default on a terminal)",
     )
+    .option(...port)
     .option(...store)
     .action(
-      async (opts: { json?: boolean; inspect?: boolean; keepOpen?: boolean; store?: string }) => {
+      async (opts: {
+        json?: boolean;
+        inspect?: boolean;
+        keepOpen?: boolean;
+        store?: string;
+        port?: number;
+      }) => {
+        if (opts.port && opts.inspect === false) {
+          throw new CliError(
+            "--port is the inspector's port: drop --no-inspect, or drop --port",
+            EXIT.usage,
+          );
+        }
         const { runDemo } = await import("./demo.ts");
         result.code = await runDemo({
           json: opts.json,
           inspect: opts.inspect,
           stayOpen: opts.keepOpen,
           store: opts.store,
+          ...(opts.port ? { port: opts.port } : {}),
         });
       },
     );
@@ -87,6 +106,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
     .option("--json", "one JSON event per line")
     .option("-y, --yes", "allow high-risk tools (shell) without asking")
     .option("--inspect", "serve the inspector while the turn runs")
+    .option(...port)
     .option(...provider)
     .option(
       "--max-steps <n>",
@@ -108,6 +128,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
           maxSteps?: number;
           store?: string;
           provider?: string;
+          port?: number;
         } & McpOptions,
       ) => {
         const { runPrompt } = await import("./run.ts");
@@ -123,6 +144,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
     .option("--json", "one JSON event per line")
     .option("-y, --yes", "allow high-risk tools (shell) without asking")
     .option("--inspect", "serve the inspector while the turn runs")
+    .option(...port)
     .option(...provider)
     .option(...store)
     .option(...mcpCommand)
@@ -139,6 +161,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
           inspect?: boolean;
           store?: string;
           provider?: string;
+          port?: number;
         } & McpOptions,
       ) => {
         const { runPrompt } = await import("./run.ts");
@@ -184,7 +207,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
     .command("inspect")
     .description("serve the inspector on 127.0.0.1 (with --replay: a stored session)")
     .option("--replay <id>", "open this stored session")
-    .option("--port <n>", "port (default: a free one)", positiveInt("--port", 65_535))
+    .option(...port)
     .option("--json", "print {url, port} as JSON")
     .option(...store)
     .action(async (opts: { replay?: string; port?: number; json?: boolean; store?: string }) => {
@@ -227,6 +250,8 @@ export function buildProgram(result: { code: ExitCode }): Command {
       "serve the control protocol (NDJSON requests and events) to another process; see docs/protocol.md",
     )
     .option("--stdio", "speak on stdin/stdout (logs go to stderr)")
+    .option("--inspect", "serve the inspector for the sessions it runs (its URL goes to stderr)")
+    .option(...port)
     .option("--store <file>", 'session store (default ./.keel/keel.db; "memory" keeps nothing)')
     .option(
       "--provider <name>",
@@ -259,6 +284,8 @@ export function buildProgram(result: { code: ExitCode }): Command {
     .action(
       async (opts: {
         stdio?: boolean;
+        inspect?: boolean;
+        port?: number;
         store?: string;
         provider?: string;
         script?: string;

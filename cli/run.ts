@@ -1,6 +1,7 @@
-import { builtinTools, createAgent, memoryStore, startInspector } from "../index.ts";
+import { builtinTools, createAgent, memoryStore } from "../index.ts";
 import { terminalAsk, withApproval } from "./approval.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
+import { openInspector } from "./inspect.ts";
 import { workspaceInstructions } from "./instructions.ts";
 import { connectMcp, type McpOptions, mcpServersOf } from "./mcp.ts";
 import { outputClosed } from "./output.ts";
@@ -20,6 +21,8 @@ export interface RunOptions extends McpOptions {
   resume?: string;
   /** `--provider`; default `KEEL_PROVIDER`, else openai-compatible. */
   provider?: string;
+  /** The inspector's port (`--port`, implies `--inspect`); absent: a free one. */
+  port?: number;
 }
 
 /** The model from the environment; a config error naming the variable when it is missing. */
@@ -68,7 +71,13 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
         }
       : {}),
   });
-  const inspector = options.inspect ? await startInspector() : undefined;
+  let inspector: Awaited<ReturnType<typeof openInspector>> | undefined;
+  try {
+    inspector = options.inspect || options.port ? await openInspector(options.port) : undefined;
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
   const agent = createAgent({
     model,
     tools,

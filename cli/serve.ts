@@ -1,13 +1,24 @@
 import { readFileSync } from "node:fs";
 import pino from "pino";
-import { type Model, memoryStore, type ScriptStep, scriptedModel } from "../index.ts";
+import {
+  type Inspector,
+  type Model,
+  memoryStore,
+  type ScriptStep,
+  scriptedModel,
+} from "../index.ts";
 import { CliError, EXIT, type ExitCode, oneLine } from "./errors.ts";
+import { openInspector } from "./inspect.ts";
 import { modelFor, PROVIDERS, type ProviderName } from "./provider.ts";
 import { serve } from "./serve/server.ts";
 import { openStore, shown, storePath } from "./store.ts";
 
 export interface ServeOptions {
   stdio?: boolean;
+  /** Serve the inspector for every session (`--inspect`); its URL goes to stderr. */
+  inspect?: boolean;
+  /** The inspector's port (`--port`, implies `--inspect`); absent: a free one. */
+  port?: number;
   /** A SQLite file, or "memory". Default `./.keel/keel.db`. */
   store?: string;
   /**
@@ -100,6 +111,15 @@ export async function runServe(options: ServeOptions): Promise<ExitCode> {
     { level: process.env.KEEL_LOG || "warn", base: undefined },
     pino.destination({ fd: 2, sync: true }),
   );
+  let inspector: Inspector | undefined;
+  try {
+    inspector = options.inspect || options.port ? await openInspector(options.port) : undefined;
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+  // stdout speaks the protocol: the inspector's URL goes to stderr.
+  if (inspector) process.stderr.write(`keel inspector: ${inspector.url}\n`);
   const server = serve({
     input: process.stdin,
     output: process.stdout,
@@ -111,6 +131,7 @@ export async function runServe(options: ServeOptions): Promise<ExitCode> {
     ...(options.maxBufferedBytes ? { maxBufferedBytes: options.maxBufferedBytes } : {}),
     ...(options.controlTimeout ? { controlTimeoutMs: options.controlTimeout } : {}),
     ...(options.permissionTimeout ? { permissionTimeoutMs: options.permissionTimeout } : {}),
+    ...(inspector ? { agent: { inspect: inspector.sink } } : {}),
   });
   const onSignal = (signal: NodeJS.Signals) => void server.shutdown(`${signal} received`);
   process.on("SIGTERM", onSignal);
@@ -122,6 +143,7 @@ export async function runServe(options: ServeOptions): Promise<ExitCode> {
     process.off("SIGTERM", onSignal);
     process.off("SIGINT", onSignal);
     await store.close();
+    await inspector?.close();
   }
   return EXIT.ok;
 }

@@ -2,6 +2,7 @@
 // control protocol's clients (keel/client) all read.
 import type { AcceptanceStatus, CheckKind, Evidence } from "./acceptance.ts";
 import type { ToolCallPart, Usage } from "./messages.ts";
+import type { FinishReason, ModelErrorKind } from "./model.ts";
 import type { DecisionSource, PermissionDecision, PermissionRequest } from "./permission.ts";
 import type {
   AttemptStatus,
@@ -35,7 +36,14 @@ export type AgentEvent = { sessionId: string; at: number } & (
   | { type: "text.streamed"; attemptId: string; text: string }
   /** A best-effort parse of a tool call's arguments so far, for UIs. */
   | { type: "call.previewed"; attemptId: string; index: number; name?: string; preview: unknown }
-  | { type: "attempt.ended"; attemptId: string; status: AttemptStatus; error?: string }
+  | {
+      type: "attempt.ended";
+      attemptId: string;
+      status: AttemptStatus;
+      error?: string;
+      /** The failure's kind when the model adapter classified it (a `ModelError`'s `kind`). */
+      errorKind?: ModelErrorKind;
+    }
   | {
       type: "message.committed";
       turnId: string;
@@ -43,6 +51,8 @@ export type AgentEvent = { sessionId: string; at: number } & (
       text: string;
       toolCalls: ToolCallPart[];
       usage?: Usage;
+      /** Why the response ended, as the model said. */
+      finishReason?: FinishReason;
     }
   | { type: "call.queued"; turnId: string; callId: string; name: string }
   | { type: "call.started"; turnId: string; callId: string; name: string; args: unknown }
@@ -135,6 +145,8 @@ export type AgentEvent = { sessionId: string; at: number } & (
       reason?: string;
       tokensBefore?: number;
       tokensAfter?: number;
+      /** How long it took, summary request included (clock ms). */
+      durationMs?: number;
     }
   /** A round of acceptance checks started (`round` 0: after the turn; k: after follow-up k). */
   | { type: "acceptance.started"; round: number; checks: string[] }

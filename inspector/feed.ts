@@ -2,6 +2,7 @@ import type { InspectionEvent } from "xstate";
 import type { Clock } from "../contracts/clock.ts";
 import { systemClock } from "../contracts/clock.ts";
 import type { AgentEvent, InspectSink } from "../index.ts";
+import { type ChartSource, isMachine } from "./chart-source.ts";
 import { agentRecord, type InspectRecord, inspectionRecord } from "./records.ts";
 
 export interface FeedOptions {
@@ -13,6 +14,8 @@ export interface FeedOptions {
   flushSize?: number;
   /** Stamps XState inspection events (AgentEvents carry their own `at`). Default systemClock. */
   clock?: Clock;
+  /** Told the machine of every actor created (one map lookup each), for the statechart view. */
+  charts?: ChartSource;
 }
 
 /**
@@ -109,6 +112,10 @@ export function createFeed(options: FeedOptions = {}): Feed {
     observe(event: InspectionEvent) {
       if (closed) return;
       try {
+        if (event.type === "@xstate.actor" && options.charts) {
+          const logic = (event.actorRef as { logic?: unknown }).logic;
+          if (isMachine(logic)) options.charts.register(logic);
+        }
         const record = inspectionRecord(event, clock.now(), lastStates);
         if (record) push(record);
       } catch {

@@ -24,6 +24,11 @@ export type InspectRecord =
       status: string;
       /** The coordinator's doorbell (`context.pendingWake`), when the snapshot exposes one. */
       wake?: string | null;
+      /**
+       * The event the transition into `state` was taken on, when no `ev` record says it (a
+       * replay reconstructs it from the log); live, the actor's last `ev` record names it.
+       */
+      ev?: string;
     }
   | { k: "ev"; t: number; sid: string; id: string; type: string; from?: string }
   | { k: "agent"; t: number; e: AgentEvent };
@@ -127,13 +132,18 @@ interface ActorLike {
 /**
  * The id the inspector shows. A tool call's actor is named after its slot in the batch
  * (`slot0`, …: bounded child ids, see `freeSlots` in machines/batch.machine.ts); the inspector
- * names it by the call id in its input, which is what the timeline and agent events use.
+ * names it by the call id in its input, which is what the timeline and agent events use. An
+ * actor created without an id of its own (XState then uses its session id, `x:0`) is named
+ * after its machine: the coordinator is `coordinator`, live as in a replay.
  */
 function readableId(ref: ActorLike, sid: string): string {
   const logicId = ref.logic?.id;
   if (typeof logicId === "string" && /toolcall/i.test(logicId)) {
     const input = ref.options?.input as { callId?: unknown } | undefined;
     if (typeof input?.callId === "string") return input.callId;
+  }
+  if ((ref.id === undefined || ref.id === sid) && typeof logicId === "string" && logicId) {
+    return logicId;
   }
   return ref.id ?? sid;
 }

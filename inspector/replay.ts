@@ -17,6 +17,12 @@ const SETTLED_BY_BATCH = new Set(["CANCELLED"]);
  * - retry waits: a failed attempt followed by another attempt of its turn is a wait from the
  *   failure to that attempt, retry or continue as that attempt's `recovery` says (in a log
  *   from before it was recorded: continue when the failed attempt had produced output);
+ * - each turn's state in its chart (machines/turn.machine.ts), as far as the log shows it:
+ *   preparing at its start, sampling at each attempt, waiting before a retry, executing while
+ *   its batch runs, ending after an answer without calls, compacting at a compaction, stopping
+ *   after an interrupt, then finalizing and done at its end; each snapshot names the event
+ *   the chart took there (`ev`), so the page marks the transition. States the log cannot tell
+ *   apart (the permission gate, eventless steps) are passed over;
  * - inbox lanes and turn ends. Entries with no live counterpart (context edits, compactions,
  *   settings, leaf moves, notes) become `log.written` records.
  * This is a pure function.
@@ -32,6 +38,13 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
     out.push({ k: "actor", t, sid, id, machine, ...(parent ? { parent } : {}) });
   const snap = (t: number, sid: string, id: string, state: string, status = "active") =>
     out.push({ k: "snap", t, sid, id, state, status });
+  // Each turn's chart state, and the move into the next one on the event that takes it there.
+  const turnState = new Map<string, string>();
+  const move = (t: number, id: string, state: string, ev: string, status = "active") => {
+    if (turnState.get(id) === state) return;
+    turnState.set(id, state);
+    out.push({ k: "snap", t, sid: turnSid(id), id, state, status, ev });
+  };
 
   // The coordinator and its doorbell.
   const coordinator = `replay:${sessionId}:coordinator`;
@@ -71,15 +84,26 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
         turnId = entry.turnId;
         failedAt.clear();
         actor(at, turnSid(turnId), turnId, "turn");
-        snap(at, turnSid(turnId), turnId, "running");
+        move(at, turnId, "running.preparing", "xstate.init");
         // One batch actor for the whole turn, as the turn chart invokes it.
         actor(at, batchSid(turnId), "batch", "batch", turnSid(turnId));
         snap(at, batchSid(turnId), "batch", "idle");
         batchRunning.set(turnId, new Set());
         emit(at, { type: "turn.started", turnId, input: ahead.inputs.get(turnId) ?? "" });
         break;
-      case "attempt_start":
+      case "attempt_start": {
         turnId = entry.turnId;
+        const before = turnState.get(turnId) ?? "";
+        move(
+          at,
+          turnId,
+          "running.sampling.streaming",
+          before === "running.waiting"
+            ? "xstate.after.retryDelay.turn.running.waiting"
+            : before.startsWith("running.compacting")
+              ? "compaction.done"
+              : "step.prepared",
+        );
         emit(at, {
           type: "attempt.started",
           turnId,
@@ -87,6 +111,7 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
           step: entry.step,
         });
         break;
+      }
       case "attempt_end": {
         emit(at, {
           type: "attempt.ended",
@@ -96,6 +121,7 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
         });
         const next = entry.status === "failed" ? ahead.nextAttempt.get(index) : undefined;
         if (next) {
+          move(at, next.turnId, "running.waiting", "attempt.failed");
           const retry = (failedAt.get(next.step) ?? 0) + 1;
           failedAt.set(next.step, retry);
           // The next attempt's log entry says how it recovered; an older log does not.
@@ -127,7 +153,19 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
           ...(entry.usage ? { usage: entry.usage } : {}),
         });
         const pending = batchRunning.get(turnId);
-        for (const call of toolCallsOf(entry.content)) {
+        const calls = toolCallsOf(entry.content);
+        // Calls that reach the batch make it execute; refused ones are committed at once.
+        move(
+          at,
+          turnId,
+          calls.length === 0
+            ? "running.ending"
+            : calls.some((c) => ahead.batched.has(c.id))
+              ? "running.executing.running"
+              : "running.preparing",
+          "attempt.done",
+        );
+        for (const call of calls) {
           if (pending && ahead.batched.has(call.id)) {
             if (pending.size === 0) snap(at, batchSid(turnId), "batch", "running");
             pending.add(call.id);
@@ -169,6 +207,9 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
         const pending = batchRunning.get(turnId);
         if (pending?.delete(entry.callId) && pending.size === 0) {
           snap(at, batchSid(turnId), "batch", "idle");
+          if (turnState.get(turnId)?.startsWith("running.executing")) {
+            move(at, turnId, "running.preparing", "batch.done");
+          }
         }
         break;
       }
@@ -190,6 +231,11 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
           lane: entry.lane,
           source: entry.source,
         });
+        if (entry.lane === "interrupt" && turnId && turnState.get(turnId)?.endsWith("running")) {
+          move(at, turnId, "running.executing.stopping", "turn.interrupt");
+        } else if (entry.lane === "interrupt" && turnState.get(turnId)?.endsWith("streaming")) {
+          move(at, turnId, "running.sampling.stopping", "turn.interrupt");
+        }
         if (entry.lane !== "interrupt") {
           unconsumed.add(entry.inboxId);
           // A wake starts a runner when none runs; otherwise it rings the doorbell.
@@ -214,7 +260,20 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
           ...(entry.reason ? { reason: entry.reason } : {}),
         });
         snap(at, batchSid(entry.turnId), "batch", "idle", "stopped");
-        snap(at, turnSid(entry.turnId), entry.turnId, "done", "done");
+        const last = turnState.get(entry.turnId) ?? "";
+        move(
+          at,
+          entry.turnId,
+          "finalizing",
+          last === "running.ending"
+            ? "end.none"
+            : last.startsWith("running.executing")
+              ? "batch.done"
+              : last.startsWith("running.sampling")
+                ? "attempt.failed"
+                : "turn.interrupt",
+        );
+        move(at, entry.turnId, "done", "finalize.done", "done");
         batchRunning.delete(entry.turnId);
         // The runner hands over (the doorbell is answered) or goes idle.
         doorbell = null;
@@ -235,8 +294,17 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
           specVersion: entry.specVersion,
         });
         break;
-      case "context_edit":
       case "compaction":
+        if (turnState.get(turnId)?.startsWith("running")) {
+          move(at, turnId, "running.compacting.summarizing", "step.prepared");
+        }
+        emit(at, {
+          type: "log.written",
+          level: "info",
+          message: `${entry.type}: ${describe(entry)}`,
+        });
+        break;
+      case "context_edit":
       case "settings":
       case "leaf":
       case "note":

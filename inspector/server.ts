@@ -5,8 +5,9 @@ import type { Duplex } from "node:stream";
 import { type WebSocket, WebSocketServer } from "ws";
 import type { Clock } from "../contracts/clock.ts";
 import type { InspectSink, LogEntry, SessionStore } from "../index.ts";
+import { createChartSource } from "./chart-source.ts";
 import { createFeed } from "./feed.ts";
-import type { InspectRecord } from "./records.ts";
+import { clip, type InspectRecord } from "./records.ts";
 import { replayRecords } from "./replay.ts";
 
 /** `startInspector` options. */
@@ -53,6 +54,8 @@ const ASSETS: Record<string, string> = {
   "event-log.js": JS,
   "panels.js": JS,
   "dom.js": JS,
+  "chart.js": JS,
+  "chart.css": CSS,
 };
 /** A client further behind than this many bytes misses batches (counted, shown as dropped). */
 const MAX_BUFFERED = 16 * 1024 * 1024;
@@ -89,7 +92,8 @@ export async function startInspector(options: InspectorOptions = {}): Promise<In
   const files = new Map<string, Buffer>();
   for (const name of Object.keys(ASSETS)) files.set(name, readFileSync(new URL(name, PAGE_DIR)));
   const html = readFileSync(new URL("index.html", PAGE_DIR), "utf8").replaceAll("%TOKEN%", token);
-  const feed = createFeed({ clock: options.clock, capacity: options.capacity });
+  const charts = createChartSource();
+  const feed = createFeed({ clock: options.clock, capacity: options.capacity, charts });
   const now = () =>
     (options.clock ?? { now: () => performance.timeOrigin + performance.now() }).now();
   const expected = Buffer.from(token);
@@ -162,6 +166,7 @@ export async function startInspector(options: InspectorOptions = {}): Promise<In
       return;
     }
     wss.handleUpgrade(req, socket, head, (ws) => {
+      ws.on("message", (data) => answer(ws, data));
       const replayId = url.searchParams.get("replay");
       if (replayId) void serveReplay(ws, replayId);
       else serveLive(ws);
@@ -170,6 +175,32 @@ export async function startInspector(options: InspectorOptions = {}): Promise<In
 
   const send = (ws: WebSocket, message: object) => {
     if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(message));
+  };
+
+  /** The page's requests: `{ type: "chart", machine }` gets the machine's placed statechart. */
+  const answer = (ws: WebSocket, data: unknown) => {
+    let request: { type?: unknown; machine?: unknown };
+    try {
+      request = JSON.parse(String(data));
+    } catch {
+      return send(ws, { type: "error", error: "the inspector takes JSON requests" });
+    }
+    if (request?.type !== "chart" || typeof request.machine !== "string") {
+      return send(ws, {
+        type: "error",
+        error: 'unknown request: expected { type: "chart", machine }',
+      });
+    }
+    const machine = request.machine.slice(0, 200);
+    charts.chart(machine).then(
+      (chart) => send(ws, { type: "chart", machine, chart }),
+      (error: unknown) =>
+        send(ws, {
+          type: "chart",
+          machine,
+          error: error instanceof Error ? error.message : String(error),
+        }),
+    );
   };
 
   const serveLive = (ws: WebSocket) => {
@@ -188,11 +219,22 @@ export async function startInspector(options: InspectorOptions = {}): Promise<In
     );
   };
 
-  /** The store's most recent sessions, for the page to offer as replays. */
+  /**
+   * The store's most recent sessions, for the page to offer as replays, each with the first
+   * thing its user asked (read from its log) so that a person can tell them apart.
+   */
   const listStored = async () => {
     try {
-      const all = (await options.store?.list()) ?? [];
-      return all.sort((a, b) => b.updatedAt - a.updatedAt).slice(0, 30);
+      const store = options.store;
+      const all = (await store?.list()) ?? [];
+      const recent = all.sort((a, b) => b.updatedAt - a.updatedAt).slice(0, 30);
+      return await Promise.all(
+        recent.map(async (s) => {
+          const entries = await store!.load(s.sessionId).catch(() => []);
+          const first = entries.find((e) => e.type === "user_message");
+          return first?.type === "user_message" ? { ...s, firstPrompt: clip(first.text, 160) } : s;
+        }),
+      );
     } catch {
       return [];
     }

@@ -82,7 +82,7 @@ export interface TurnContext extends TurnInput {
 }
 
 export type TurnEvent =
-  | ({
+  | {
       type: "attempt.done";
       attempt: number;
       finishReason: "stop" | "tool_calls" | "length" | "content_filter";
@@ -97,7 +97,7 @@ export type TurnEvent =
       invalid?: ObservedResult[];
       /** The results every call gets if the answer was cut by length (`refuseCalls`). */
       truncated?: ObservedResult[];
-    })
+    }
   | {
       type: "attempt.failed";
       attempt: number;
@@ -326,7 +326,8 @@ export function foldLoop(
   context: TurnContext,
   results: readonly ObservedResult[],
 ): { state: LoopState; warned: LoopWarning[] } {
-  if (results.length === 0 || context.loopFailAfter === 0) return { state: context.loop, warned: [] };
+  if (results.length === 0 || context.loopFailAfter === 0)
+    return { state: context.loop, warned: [] };
   return foldResults(context.loop, results, {
     repeats: context.loopRepeats || context.loopFailAfter,
     failAfter: context.loopFailAfter,

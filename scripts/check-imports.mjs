@@ -23,8 +23,14 @@ export const RULES = [
     packages: null,
   },
   // Consumers: the public API. The inspector may also read `contracts/` directly, because
-  // index.ts re-exports the inspector (a value import of index.ts from here would be a cycle).
-  { folder: "inspector/", keel: ["inspector/", "index.ts", "contracts/"], packages: null },
+  // index.ts re-exports the inspector (a value import of index.ts from here would be a cycle),
+  // and `machines/` (pure charts, no I/O): a replayed session's statecharts are drawn from the
+  // machines' definitions, with no live actor to read them from.
+  {
+    folder: "inspector/",
+    keel: ["inspector/", "index.ts", "contracts/", "machines/"],
+    packages: null,
+  },
   // The command also reads the control protocol's vocabulary (contracts/protocol.ts, ndjson.ts)
   // where keel/client does, so that `keel`'s own entry need not export it.
   { folder: "cli/", keel: ["cli/", "index.ts", "contracts/", "package.json"], packages: null },

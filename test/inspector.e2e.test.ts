@@ -367,7 +367,10 @@ describeInChromium("inspector in headless Chromium", (executablePath) => {
         const [shown, all] = (document.querySelector("#log-count")?.textContent ?? "")
           .split("/")
           .map((x) => Number(x.replace(/\D/g, "")));
-        return shown === all && all >= n;
+        // XState's snapshot records are hidden by default; the button counts them.
+        const label = document.querySelector("#show-snapshots")?.textContent ?? "";
+        const snapshots = Number(/show ([\d,]+)/.exec(label)?.[1].replace(/\D/g, "") ?? 0);
+        return shown + snapshots === all && all >= n;
       },
       total,
       { polling: 50 },

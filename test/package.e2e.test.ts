@@ -249,7 +249,12 @@ describe("the packed package in a fresh project", { timeout: 120_000 }, () => {
     for (const file of ["index.d.ts", "index.d.ts.map", "testing.d.ts", "client/index.d.ts"]) {
       expect(existsSync(join(project, "node_modules", "keel", "dist", file))).toBe(true);
     }
-    expect(pkg.peerDependencies).toEqual({ zod: expect.stringMatching(/^\^4\./) });
+    // zod, and OpenTelemetry's API as an optional peer (loaded only by openTelemetry()).
+    expect(pkg.peerDependencies).toEqual({
+      zod: expect.stringMatching(/^\^4\./),
+      "@opentelemetry/api": expect.any(String),
+    });
+    expect(pkg.peerDependenciesMeta).toEqual({ "@opentelemetry/api": { optional: true } });
     expect(pkg.dependencies.zod).toBeUndefined();
     // One zod in the program: the user's, which Keel's schemas use too.
     expect(existsSync(join(project, "node_modules", "zod"))).toBe(true);

@@ -63,6 +63,23 @@ export interface ToolContext {
   onUpdate: (progress: unknown) => void;
   /** A pino logger bound to the call. */
   log: Logger;
+  /**
+   * With OpenTelemetry on (`createAgent({ telemetry })`): the context of this call's
+   * `execute_tool` span. Pass it as the parent of the tool's own spans
+   * (`tracer.startSpan(name, {}, ctx.traceContext)`); it is also the active context while
+   * `execute` runs. Absent when telemetry is off.
+   */
+  traceContext?: TraceContext;
+}
+
+/**
+ * An OpenTelemetry `Context` (`@opentelemetry/api`), described by its shape so that tools need
+ * not depend on the package: any value of this type is accepted where the API takes a Context.
+ */
+export interface TraceContext {
+  getValue(key: symbol): unknown;
+  setValue(key: symbol, value: unknown): TraceContext;
+  deleteValue(key: symbol): TraceContext;
 }
 
 /** An example call shown to the model in the tool's description. */

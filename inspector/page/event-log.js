@@ -98,7 +98,15 @@ function category(label) {
  * Creates the log in `root` (the scrolling viewport), filter inputs given as elements, and
  * `detail` where a clicked record is shown in full.
  */
-export function createEventLog({ root, typeSelect, actorInput, textInput, count, detail }) {
+export function createEventLog({
+  root,
+  typeSelect,
+  actorInput,
+  textInput,
+  snapshotsButton,
+  count,
+  detail,
+}) {
   const spacer = h("div", { class: "spacer" });
   root.append(spacer);
   const pool = [];
@@ -112,8 +120,14 @@ export function createEventLog({ root, typeSelect, actorInput, textInput, count,
   let dirty = true;
   const types = new Set();
   let filter = { type: "", actor: "", text: "" };
+  // XState's snapshot records are most of the log and say what the actor tree already shows:
+  // hidden unless asked for (this button, or the type filter naming them).
+  let showSnapshots = false;
+  let snapshots = 0; // snapshot records among records[0..scanned)
 
   function passes(r) {
+    if (r.k === "snap" && !showSnapshots && filter.type !== "@snapshot" && filter.type !== "xstate")
+      return false;
     if (filter.type) {
       const label = labelOf(r);
       if (
@@ -140,6 +154,7 @@ export function createEventLog({ root, typeSelect, actorInput, textInput, count,
         types.add(label);
         typeSelect.append(h("option", { value: label, text: label }));
       }
+      if (r.k === "snap") snapshots++;
       if (passes(r)) shown.push(scanned);
     }
   }
@@ -152,11 +167,17 @@ export function createEventLog({ root, typeSelect, actorInput, textInput, count,
     };
     shown = [];
     scanned = 0;
+    snapshots = 0;
     dirty = true;
   }
 
   for (const input of [typeSelect, actorInput, textInput])
     input.addEventListener("input", refilter);
+  snapshotsButton.addEventListener("click", () => {
+    showSnapshots = !showSnapshots;
+    snapshotsButton.setAttribute("aria-pressed", String(showSnapshots));
+    refilter();
+  });
   root.addEventListener("scroll", () => {
     follow = root.scrollTop + root.clientHeight >= root.scrollHeight - ROW * 1.5;
     dirty = true;
@@ -192,6 +213,7 @@ export function createEventLog({ root, typeSelect, actorInput, textInput, count,
         records = nextRecords;
         shown = [];
         scanned = 0;
+        snapshots = 0;
       }
       limit = nextLimit;
       if (scanned < limit) dirty = true;
@@ -205,6 +227,12 @@ export function createEventLog({ root, typeSelect, actorInput, textInput, count,
       dirty = false;
       scan();
       setText(count, `${shown.length.toLocaleString()} / ${limit.toLocaleString()}`);
+      setText(
+        snapshotsButton,
+        showSnapshots
+          ? "hide XState snapshots"
+          : `show ${snapshots.toLocaleString()} XState snapshots`,
+      );
       spacer.style.height = `${shown.length * ROW}px`;
       if (follow) root.scrollTop = root.scrollHeight;
       // The browser may not have clamped scrollTop to the (possibly shrunk) content yet.

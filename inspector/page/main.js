@@ -1,5 +1,6 @@
 // The page: connects to the inspector's WebSocket, keeps every record, folds them into the
 // model up to the scrubber's position and redraws on animation frames.
+import { createChartView } from "./chart.js";
 import { fmtStamp, h, setText } from "./dom.js";
 import { createEventLog } from "./event-log.js";
 import { apply, createModel } from "./model.js";
@@ -30,10 +31,15 @@ let offset = 0; // server clock − local clock
 let dropped = 0;
 let needsFrame = true;
 let storedCount = 0; // stored sessions offered while nothing live has happened
+let socket; // the open WebSocket, for the page's requests (charts)
+let selectedId = ""; // the actor the chart shows (none: the latest turn)
 
+// Clicking an actor or a call selects it: its chart is drawn and the event log filters on it.
 const select = (id) => {
+  selectedId = id;
   log.setActorFilter(id);
   $("actor-filter").focus();
+  needsFrame = true;
 };
 const tree = createTree($("tree"), select);
 const timeline = createTimeline($("timeline"), select);
@@ -44,10 +50,33 @@ const log = createEventLog({
   typeSelect: $("type-filter"),
   actorInput: $("actor-filter"),
   textInput: $("text-filter"),
+  snapshotsButton: $("show-snapshots"),
   count: $("log-count"),
   detail: $("detail"),
 });
 const scrubber = $("scrubber");
+const chart = createChartView($("chart"), {
+  title: $("chart-title"),
+  request: (machine) => {
+    if (socket?.readyState !== WebSocket.OPEN) return false;
+    socket.send(JSON.stringify({ type: "chart", machine }));
+    return true;
+  },
+});
+
+/** The actor whose chart is shown: the selected one, else the latest turn, else any actor. */
+function chartNode() {
+  const key = selectedId ? model.byId.get(selectedId) : undefined;
+  if (key) return model.nodes.get(key);
+  let latest;
+  for (const node of model.nodes.values()) {
+    if (node.kind === "turn" && node.machine && (!latest || node.order > latest.order))
+      latest = node;
+  }
+  if (latest) return latest;
+  for (const node of model.nodes.values()) if (node.machine) return node;
+  return undefined;
+}
 
 function rebuild(upTo) {
   model = createModel();
@@ -73,6 +102,8 @@ function receive(message) {
     setText($("error"), message.error ?? "");
     live = true;
     rebuild(0);
+  } else if (message.type === "chart") {
+    chart.receive(message);
   } else if (message.type === "sessions") {
     showStored(message.sessions);
   } else if (message.type === "batch") {
@@ -86,22 +117,38 @@ function receive(message) {
   needsFrame = true;
 }
 
+/** "5 minutes ago", "yesterday", "3 days ago": how long ago `ms` was, in words. */
+export function ago(ms, now = Date.now()) {
+  const s = Math.max(0, Math.round((now - ms) / 1000));
+  if (s < 60) return "just now";
+  const m = Math.round(s / 60);
+  if (m < 60) return m === 1 ? "a minute ago" : `${m} minutes ago`;
+  const hours = Math.round(m / 60);
+  if (hours < 24) return hours === 1 ? "an hour ago" : `${hours} hours ago`;
+  const days = Math.round(hours / 24);
+  if (days === 1) return "yesterday";
+  return days < 30 ? `${days} days ago` : `on ${new Date(ms).toLocaleDateString()}`;
+}
+
 /** Stored sessions the page can replay (sent when the inspector has a store). */
 function showStored(sessions) {
   const box = $("stored");
   box.replaceChildren(
-    h("div", { class: "stored-head", text: "Stored sessions — open one to replay it" }),
+    h("div", { class: "stored-head", text: "Earlier sessions — click one to replay it" }),
   );
   for (const s of sessions) {
     const url = new URL(location.href);
     url.searchParams.set("replay", s.sessionId);
-    const when = new Date(s.updatedAt).toISOString().replace("T", " ").slice(0, 16);
+    const date = new Date(s.updatedAt);
     box.append(
       h(
         "a",
-        { href: url.href, "data-session-id": s.sessionId },
-        h("b", { text: s.sessionId }),
-        h("span", { class: "muted", text: ` ${s.entries} entries · ${when}` }),
+        { href: url.href, "data-session-id": s.sessionId, title: s.sessionId },
+        h("b", { class: "prompt", text: s.firstPrompt ? `“${s.firstPrompt}”` : "(no prompt yet)" }),
+        h("span", {
+          class: "muted when",
+          text: `last active ${ago(s.updatedAt)} · ${date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" })} · ${s.entries} log entries`,
+        }),
       ),
     );
   }
@@ -115,6 +162,7 @@ function connect(attempt = 0) {
   if (token) url.searchParams.set("token", token); // else the cookie authenticates
   if (replayId) url.searchParams.set("replay", replayId);
   const ws = new WebSocket(url);
+  socket = ws;
   ws.addEventListener("open", () => {
     attempt = 0;
     document.body.dataset.connection = "open";
@@ -135,6 +183,17 @@ scrubber.addEventListener("input", () => {
   else advance(value);
   needsFrame = true;
 });
+for (const [id, cls] of [
+  ["chart-fit", "chart-fitted"],
+  ["chart-wide", "chart-expanded"],
+]) {
+  $(id).addEventListener("click", () => {
+    const on = document.body.classList.toggle(cls);
+    $(id).setAttribute("aria-pressed", String(on));
+    chart.refresh();
+    needsFrame = true;
+  });
+}
 $("go-live").addEventListener("click", () => {
   live = true;
   needsFrame = true;
@@ -158,6 +217,7 @@ function frame() {
   const last = cursor > 0 ? records[cursor - 1].t : model.tLast;
   const tEnd = live && open && mode === "live" ? Math.max(model.tLast, serverNow) : last;
   tree.render(model);
+  chart.render(chartNode());
   timeline.render(model, tEnd);
   retries.render(model, live && mode === "live" ? serverNow : last);
   if (model.dirty.panels) inbox.render(model);
@@ -185,7 +245,11 @@ for (const id of ["type-filter", "actor-filter", "text-filter"])
   $(id).addEventListener("input", () => {
     needsFrame = true;
   });
+$("show-snapshots").addEventListener("click", () => {
+  needsFrame = true;
+});
 window.addEventListener("resize", () => {
+  chart.refresh();
   needsFrame = true;
 });
 connect();

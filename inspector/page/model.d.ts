@@ -18,6 +18,10 @@ export interface PageNode {
   status: string;
   parent?: string;
   sid?: string;
+  /** The XState machine id of a live or replayed actor. */
+  machine?: string;
+  /** The transition the actor took last: from one state string to another, on an event. */
+  last?: { from: string; to: string; event?: string };
 }
 
 export interface PageModel {

@@ -26,7 +26,8 @@ export function createModel() {
   return {
     t0: Number.POSITIVE_INFINITY,
     tLast: Number.NEGATIVE_INFINITY,
-    nodes: new Map(), // key → { key, id, kind, machine, state, status, parent, order }
+    // key → { key, id, kind, machine, state, status, parent, order, last: { from, to, event } }
+    nodes: new Map(),
     bySid: new Map(), // xstate sessionId → node key
     byId: new Map(), // readable id (turnId, callId, attemptId) → node key
     sessions: new Map(), // sessionId → node key
@@ -143,10 +144,21 @@ function applyActor(model, r) {
   if (kind === "call") ensureCall(model, r.id, r.t, true);
 }
 
+/** The event an actor received last: the one its next snapshot's transition was taken on. */
+function applyEv(model, r) {
+  const key = model.bySid.get(r.sid);
+  if (key) model.nodes.get(key).event = r.type;
+}
+
 function applySnap(model, r) {
   const key = model.bySid.get(r.sid);
   if (!key) return;
   const node = model.nodes.get(key);
+  if (node.state !== r.state) {
+    // The transition just taken, for the statechart: a replay names its event on the record.
+    node.last = { from: node.state, to: r.state, event: r.ev ?? node.event };
+  }
+  node.event = undefined;
   node.state = r.state;
   node.status = r.status;
   touchNode(model, node);
@@ -313,6 +325,7 @@ export function apply(model, r) {
   model.dirty.timeline = true;
   if (r.k === "actor") applyActor(model, r);
   else if (r.k === "snap") applySnap(model, r);
+  else if (r.k === "ev") applyEv(model, r);
   else if (r.k === "agent") applyAgent(model, r.e, r.t);
 }
 

@@ -17,7 +17,7 @@ export function createTree(root, onSelect) {
   const els = new Map(); // node key → { wrap, row, label, state, kids, parent }
   const empty = h("div", {
     class: "empty",
-    text: "No actors yet. Start a session with inspect: sink.",
+    text: "Nothing has run here yet: a session appears here, with its turns and tool calls, as soon as it starts.",
   });
   root.append(empty);
 
