@@ -1,5 +1,5 @@
 import pino, { type Logger } from "pino";
-import { type Clock, systemClock } from "../contracts/clock.ts";
+import { type Clock, checkDuration, MAX_TIMER_MS, systemClock } from "../contracts/clock.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
 import type { Model } from "../contracts/model.ts";
 import type { acceptanceMachine } from "../machines/acceptance.machine.ts";
@@ -171,10 +171,17 @@ export interface Agent {
 
 export const DEFAULT_LIMITS: TurnLimits = { maxSteps: 50, maxSpendTokens: 0, deadlineMs: 0 };
 
-/** `limits` with the deprecated `maxTokens` read as `maxSpendTokens` (with a warning, once). */
+/**
+ * `limits` with the deprecated `maxTokens` read as `maxSpendTokens` (with a warning, once), and
+ * `deadlineMs` checked: at most 2^31 − 1 ms, `Infinity` (or 0) for none.
+ */
 function resolveLimits(limits: AgentOptions["limits"], logger: Logger): TurnLimits {
   const { maxTokens, ...rest } = limits ?? {};
   const resolved: TurnLimits = { ...DEFAULT_LIMITS, ...rest };
+  if (rest.deadlineMs !== undefined) {
+    const ms = checkDuration("createAgent: `limits.deadlineMs`", rest.deadlineMs);
+    resolved.deadlineMs = ms === Number.POSITIVE_INFINITY ? 0 : ms;
+  }
   if (maxTokens !== undefined) {
     const message =
       "createAgent: `limits.maxTokens` is deprecated (it is a spend cap, not a context window): use `limits.maxSpendTokens`; the old name is removed in the next release";
@@ -208,8 +215,15 @@ export function createAgent(options: AgentOptions): Agent {
     }
   };
   positive("maxParallelToolCalls", options.maxParallelToolCalls);
-  positive("stopDeadlineMs", options.stopDeadlineMs);
-  positive("finalizeDeadlineMs", options.finalizeDeadlineMs);
+  // Timers: at most 2^31 − 1 ms; Infinity waits the longest a timer can (about 24.8 days).
+  const timer = (name: string, value: number | undefined) =>
+    value === undefined
+      ? undefined
+      : Math.min(checkDuration(`createAgent: \`${name}\``, value, 1), MAX_TIMER_MS);
+  const stopDeadlineMs = timer("stopDeadlineMs", options.stopDeadlineMs);
+  const finalizeDeadlineMs = timer("finalizeDeadlineMs", options.finalizeDeadlineMs);
+  timer("lease.ttlMs", options.lease ? options.lease.ttlMs : undefined);
+  timer("lease.pollMs", options.lease ? options.lease.pollMs : undefined);
   positive("limits.maxSteps", options.limits?.maxSteps);
   if (
     options.dataDir !== undefined &&
@@ -354,8 +368,8 @@ export function createAgent(options: AgentOptions): Agent {
           }),
           maxOverflowRecoveries: contextOptions.overflowRecoveries ?? 1,
           maxParallelToolCalls: options.maxParallelToolCalls ?? 8,
-          stopDeadlineMs: options.stopDeadlineMs ?? 5000,
-          finalizeDeadlineMs: options.finalizeDeadlineMs ?? 10_000,
+          stopDeadlineMs: stopDeadlineMs ?? 5000,
+          finalizeDeadlineMs: finalizeDeadlineMs ?? 10_000,
           inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
           poll,
           spill: createSpill(sessionSpillDir(dataDir, sessionId)),

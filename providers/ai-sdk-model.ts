@@ -11,7 +11,7 @@ import {
   type SharedV3ProviderOptions,
 } from "@ai-sdk/provider";
 import type { Clock } from "../contracts/clock.ts";
-import { systemClock } from "../contracts/clock.ts";
+import { checkDuration, systemClock } from "../contracts/clock.ts";
 import type { Message, ProviderMetadata, Usage } from "../contracts/messages.ts";
 import type {
   FinishReason,
@@ -238,7 +238,7 @@ function positive(name: string, value: number): number {
     throw new RangeError(
       `aiSdkModel: ${name} must be > 0 ms (or Infinity to disable), got ${value}`,
     );
-  return value;
+  return checkDuration(`aiSdkModel: ${name}`, value, 1);
 }
 
 /**

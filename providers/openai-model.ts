@@ -1,7 +1,7 @@
 import OpenAI from "openai";
 import type { ChatCompletionChunk } from "openai/resources/chat/completions";
 import type { Clock } from "../contracts/clock.ts";
-import { systemClock } from "../contracts/clock.ts";
+import { checkDuration, systemClock } from "../contracts/clock.ts";
 import type { Model, ModelErrorKind, ModelEvent, ModelRequest } from "../contracts/model.ts";
 import { ModelError } from "../contracts/model.ts";
 import { chunkMapper } from "./openai-chunks.ts";
@@ -206,7 +206,7 @@ function positive(name: string, value: number): number {
     throw new RangeError(
       `openaiModel: ${name} must be > 0 ms (or Infinity to disable), got ${value}`,
     );
-  return value;
+  return checkDuration(`openaiModel: ${name}`, value, 1);
 }
 
 function createClient(options: OpenAIModelOptions): OpenAI {
