@@ -48,17 +48,6 @@ export const DEFAULT_RETRY_POLICY: Readonly<RetryPolicy> = Object.freeze({
  */
 export function resolveRetryPolicy(options: Partial<RetryPolicy> = {}): RetryPolicy {
   const p: RetryPolicy = { ...DEFAULT_RETRY_POLICY, ...options };
-  const duration = (name: "baseDelayMs" | "maxDelayMs" | "maxRetryAfterMs") => {
-    if (options[name] === undefined) return;
-    p[name] = Math.min(checkDuration(`retry policy: ${name}`, p[name]), MAX_TIMER_MS);
-  };
-  duration("baseDelayMs");
-  duration("maxDelayMs");
-  duration("maxRetryAfterMs");
-  if (p.operationDeadlineMs !== undefined) {
-    const d = checkDuration("retry policy: operationDeadlineMs", p.operationDeadlineMs, 1);
-    if (d === Number.POSITIVE_INFINITY) delete p.operationDeadlineMs;
-  }
   const check = (name: keyof RetryPolicy, ok: boolean, want: string) => {
     if (!ok) throw new RangeError(`retry policy: ${name} must be ${want}, got ${String(p[name])}`);
   };
@@ -71,6 +60,17 @@ export function resolveRetryPolicy(options: Partial<RetryPolicy> = {}): RetryPol
   check("maxRetryAfterMs", p.maxRetryAfterMs >= 0, "≥ 0");
   const d = p.operationDeadlineMs;
   check("operationDeadlineMs", d === undefined || d > 0, "> 0 or undefined");
+  const duration = (name: "baseDelayMs" | "maxDelayMs" | "maxRetryAfterMs") => {
+    if (options[name] === undefined) return;
+    p[name] = Math.min(checkDuration(`retry policy: ${name}`, p[name]), MAX_TIMER_MS);
+  };
+  duration("baseDelayMs");
+  duration("maxDelayMs");
+  duration("maxRetryAfterMs");
+  if (p.operationDeadlineMs !== undefined) {
+    const ms = checkDuration("retry policy: operationDeadlineMs", p.operationDeadlineMs, 1);
+    if (ms === Number.POSITIVE_INFINITY) delete p.operationDeadlineMs;
+  }
   return p;
 }
 
