@@ -11,7 +11,9 @@ import type { HandoffRecord } from "../session/entries.ts";
 import { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";
 import { hasLeases, type SessionStore, type SessionSummary } from "../session/store.ts";
+import { withDefaultBudget } from "../tools/define-tool.ts";
 import { createRegistry, type Registry } from "../tools/registry.ts";
+import { windowOutputBudget } from "../tools/traits.ts";
 import type { ToolDefinition } from "../tools/types.ts";
 import { AcceptanceHost, type AcceptanceOptions, checkAcceptanceOptions } from "./acceptance.ts";
 import type { InspectSink } from "./events.ts";
@@ -233,10 +235,16 @@ export function createAgent(options: AgentOptions): Agent {
       `createAgent: \`dataDir\` must be a non-empty path, got ${JSON.stringify(options.dataDir)}`,
     );
   }
+  // A tool that declares no output budget gets one sized from the model's window.
+  const budget = windowOutputBudget(options.model.contextWindow, options.model.maxOutputTokens);
   const registry =
     options.tools && "resolve" in options.tools
       ? (options.tools as Registry)
-      : createRegistry((options.tools as ToolDefinition[] | undefined) ?? []);
+      : createRegistry(
+          ((options.tools as ToolDefinition[] | undefined) ?? []).map((t) =>
+            budget ? withDefaultBudget(t, budget) : t,
+          ),
+        );
   const store = options.store ?? memoryStore();
   const clock = options.clock ?? systemClock;
   const ids = options.ids ?? createIds();
@@ -366,7 +374,8 @@ export function createAgent(options: AgentOptions): Agent {
             emit,
             options: contextOptions,
           }),
-          maxOverflowRecoveries: contextOptions.overflowRecoveries ?? 1,
+          // Each recovery keeps less, then clips (actors/session-context.ts): room for all three.
+          maxOverflowRecoveries: contextOptions.overflowRecoveries ?? 3,
           maxParallelToolCalls: options.maxParallelToolCalls ?? 8,
           stopDeadlineMs: stopDeadlineMs ?? 5000,
           finalizeDeadlineMs: finalizeDeadlineMs ?? 10_000,
