@@ -2,7 +2,12 @@ import type { AgentEventBody } from "../contracts/events.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
 import type { Message, Usage } from "../contracts/messages.ts";
 import type { Model } from "../contracts/model.ts";
-import { estimateTextTokens, messageTokens, type TextCounter } from "../contracts/tokens.ts";
+import {
+  estimateTextTokens,
+  headTokens,
+  messageTokens,
+  type TextCounter,
+} from "../contracts/tokens.ts";
 import type { CompactionMode } from "../machines/turn.machine.ts";
 import { type CompactionResult, compactSession } from "../session/compaction.ts";
 import type { CutRule, TokenEstimator } from "../session/compaction-cuts.ts";
@@ -188,7 +193,15 @@ export class SessionContext {
    * with a note (a `context_edit`; the log keeps the whole text).
    */
   async compact(mode: CompactionMode, signal: AbortSignal): Promise<CompactionReport> {
-    const { log, model, ids, emit } = this.deps;
+    const { log, model, ids, emit, registry } = this.deps;
+    // Instructions and tool specs alone over the window: no compaction of the history can help.
+    const { window: size, reserve } = this.budget;
+    const head = headTokens(this.instructions(), registry.modelTools(), this.count);
+    if (Number.isFinite(size) && head + reserve >= size) {
+      const reason = `the instructions and tool specs alone take ${head} tokens, and with the ${reserve} reserved for the answer that is over the model's context window (${size} tokens): no compaction of the history can make the request fit. Shorten the instructions (session.setInstructions), offer fewer tools, or use a model with a larger context window`;
+      emit({ type: "context.compacted", mode, ok: false, reason });
+      return { ok: false, reason };
+    }
     const level = mode === "overflow" ? this.overflowLevel++ : 0;
     const keepRecentTokens = this.keepRecentTokens(mode, level);
     const run = async (summarize: Summarize): Promise<CompactionResult> => {

@@ -113,3 +113,16 @@ describe("one oversized input never leaves the session failing", () => {
     await agent.close();
   }, 60_000);
 });
+
+describe("instructions larger than the window", () => {
+  it("fail the turn with a reason that names the instructions, not one about compaction", async () => {
+    const model = scriptedModel([{ text: "never" }], { contextWindow: 4000 });
+    const agent = createAgent({ model, instructions: "Follow these rules. ".repeat(1500) });
+    const session = await agent.openSession("instr");
+    const result = await session.prompt("hi");
+    expect(result.status).toBe("failed");
+    expect(result.reason).toMatch(/instructions and tool specs alone take \d+ tokens/);
+    expect(result.reason).toMatch(/Shorten the instructions/);
+    await agent.close();
+  });
+});
