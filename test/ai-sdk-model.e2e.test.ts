@@ -288,7 +288,7 @@ describe("aiSdkModel in the context budget", () => {
     // The next request: instructions, the summary and the new prompt, not the replaced text.
     // The summary is a system note (the harness's, not the user's): Anthropic's `system` holds
     // it after the instructions.
-    expect(next.system[0]).toEqual({ type: "text", text: instructions });
+    expect((next.system as unknown[])[0]).toEqual({ type: "text", text: instructions });
     expect(JSON.stringify(next.system)).toContain(
       "The user asked for a long note; it was written.",
     );
