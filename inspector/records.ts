@@ -59,7 +59,7 @@ const FULL = Symbol("full");
 /**
  * Past this length a string is shown by its length only. Reading any character of a string that
  * is still growing (a live argument preview holds the open string as a V8 rope) copies all of
- * it, so a brief of a preview per streamed delta was quadratic: 2 MB took 36 s. Its `.length`
+ * it, so a brief of a preview per streamed delta was quadratic in the argument. Its `.length`
  * costs nothing.
  */
 export const LONG_STRING = 64 * 1024;

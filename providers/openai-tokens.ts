@@ -91,7 +91,7 @@ export const EXACT_CHARS = 64 * 1024;
 
 /**
  * Counts `text` with `count` in linear time. The BPE tokenizer's cost grows with the square of
- * a piece it cannot split (a long run of one character: 64 KB of "a" took 20 s in one call),
+ * a piece it cannot split (a long run of one character),
  * so the text is counted in pieces of at most {@link PIECE_CHARS}, each cut after a line
  * break or before a word's space when one is near (where the tokenizer splits anyway, so the
  * sum is the same, or within a token a cut); a text longer than {@link EXACT_CHARS} gets the chars-based

@@ -67,7 +67,7 @@ function bound(value: unknown, budget: { left: number }, depth: number): unknown
  * most one every {@link PREVIEW_EVERY_MS}, each bounded by {@link boundedPreview}. Previews in
  * between are dropped (each one replaces the last; `call.started` carries the final arguments),
  * so a megabyte argument streamed in 256-character deltas costs the client a few kilobytes,
- * not the argument once per delta (1 MB sent 133 MB before). Other events pass unchanged.
+ * not the argument once per delta. Other events pass unchanged.
  * `now` is a monotonic clock in ms.
  */
 export function previewThrottle(now: () => number) {
