@@ -38,6 +38,7 @@ export default defineConfig({
       "test/retry-policy.{unit,clock}.test.ts",
       "test/retry-decide.unit.test.ts",
       "test/retry.race.test.ts",
+      "test/timers.unit.test.ts",
       "test/session-branches.unit.test.ts",
       "test/session-compact.race.test.ts",
       "test/session.race.test.ts",

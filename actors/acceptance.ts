@@ -462,18 +462,26 @@ export class AcceptanceHost implements AcceptanceEffects {
     const { emit, clock } = this.o;
     emit({ type: "acceptance.started", round, checks: names });
     const restored = this.restoreFrozen();
-    // A frozen file still not the spec's copy (e.g. its folder became a symlink out of the
-    // workspace): the checks would run a changed spec, so none of them runs; each fails saying why.
-    const changed = this.frozen.files.filter((f) => stateOf(f) !== f.sha256).map((f) => f.path);
     for (const name of names) {
       if (signal.aborted) return;
       const check = this.frozen.spec.checks.find((c) => c.name === name)!;
+      // Put back what changed since the last check (a process left running may rewrite the
+      // spec at any time), then note each frozen file's identity: it is read again after the
+      // check, and evidence whose spec changed while it ran does not count.
+      const putBack = this.restoreFrozen();
+      for (const p of putBack) if (!restored.includes(p)) restored.push(p);
+      const before = this.frozen.files.map(identityOf);
+      // A frozen file still not the spec's copy (e.g. its folder became a symlink out of the
+      // workspace): the check would run a changed spec, so it does not run; it fails saying why.
+      const changed = this.frozen.files
+        .filter((f, i) => before[i].sha256 !== f.sha256)
+        .map((f) => f.path);
       const version = await this.readVersion();
       if (signal.aborted) return;
       self.send({ type: "check.started", name, version });
       emit({ type: "check.started", name, round, artifactVersion: version });
       const startedAt = clock.now();
-      const result =
+      const run =
         changed.length > 0
           ? {
               passed: false,
@@ -483,6 +491,22 @@ export class AcceptanceHost implements AcceptanceEffects {
       const durationMs = Math.max(0, clock.now() - startedAt);
       if (signal.aborted) return; // stopped: not evidence
       await this.readVersion(); // a change while it ran makes its evidence not count
+      const rewritten = this.frozen.files
+        .filter((f, i) => !sameIdentity(before[i], identityOf(f)))
+        .map((f) => f.path);
+      const result =
+        rewritten.length > 0 && changed.length === 0
+          ? {
+              passed: false,
+              output: `not counted: the frozen ${rewritten.join(", ")} changed while the check ran (something rewrote it: a process left running by a command may still be doing so), so the check may have run a changed spec. The spec's copy is put back before the next check.\n${run.output}`,
+            }
+          : run;
+      if (rewritten.length > 0) {
+        const message = `acceptance: frozen ${rewritten.join(", ")} changed while check ${name} ran; its result does not count`;
+        this.o.logger.warn({ check: name, files: rewritten }, message);
+        emit({ type: "log.written", level: "warn", message });
+        this.restoreFrozen();
+      }
       let output = result.output;
       if (restored.length > 0)
         output = `[before the checks, the spec's copy of ${restored.join(", ")} was restored: it had been changed in the workspace]\n${output}`;
@@ -611,6 +635,35 @@ export function bound(text: string, maxBytes: number): string {
     .toString("utf8")
     .replace(/^\uFFFD+/, "");
   return `${head}\n[… ${buf.length - 2 * half} bytes omitted …]\n${tail}`;
+}
+
+/**
+ * A frozen file's identity on disk: its content's SHA-256 (or what is there instead), and the
+ * inode and change time, which every write moves (even one that puts the same bytes back, or
+ * a swap and a swap back), so a change during a check is seen even when undone before the end.
+ */
+interface Identity {
+  sha256: string;
+  inode: string;
+  ctime: string;
+}
+
+function identityOf(f: FrozenFile): Identity {
+  let info: ReturnType<typeof lstatSync> | undefined;
+  try {
+    info = lstatSync(f.real, { bigint: true, throwIfNoEntry: false });
+  } catch {
+    info = undefined; // e.g. ENOTDIR: a file where its folder was
+  }
+  return {
+    sha256: stateOf(f),
+    inode: info ? `${info.dev}:${info.ino}` : "missing",
+    ctime: info ? String(info.ctimeNs) : "missing",
+  };
+}
+
+function sameIdentity(a: Identity, b: Identity): boolean {
+  return a.sha256 === b.sha256 && a.inode === b.inode && a.ctime === b.ctime;
 }
 
 /** What is at a frozen file's path now: its SHA-256 when it is a regular file, else what it is. */

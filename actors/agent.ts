@@ -1,5 +1,5 @@
 import pino, { type Logger } from "pino";
-import { type Clock, systemClock } from "../contracts/clock.ts";
+import { type Clock, checkDuration, MAX_TIMER_MS, systemClock } from "../contracts/clock.ts";
 import type { AgentEvent } from "../contracts/events.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
 import type { Model } from "../contracts/model.ts";
@@ -12,8 +12,10 @@ import type { HandoffRecord } from "../session/entries.ts";
 import { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";
 import { hasLeases, type SessionStore, type SessionSummary } from "../session/store.ts";
+import { withDefaultBudget } from "../tools/define-tool.ts";
 import { createRegistry, type Registry } from "../tools/registry.ts";
 import { createToolSet, isToolSource, type ToolSource } from "../tools/tool-set.ts";
+import { windowOutputBudget } from "../tools/traits.ts";
 import type { ToolDefinition } from "../tools/types.ts";
 import { AcceptanceHost, type AcceptanceOptions, checkAcceptanceOptions } from "./acceptance.ts";
 import type { InspectSink } from "./events.ts";
@@ -195,10 +197,17 @@ export interface Agent {
 
 export const DEFAULT_LIMITS: TurnLimits = { maxSteps: 50, maxSpendTokens: 0, deadlineMs: 0 };
 
-/** `limits` with the deprecated `maxTokens` read as `maxSpendTokens` (with a warning, once). */
+/**
+ * `limits` with the deprecated `maxTokens` read as `maxSpendTokens` (with a warning, once), and
+ * `deadlineMs` checked: at most 2^31 − 1 ms, `Infinity` (or 0) for none.
+ */
 function resolveLimits(limits: AgentOptions["limits"], logger: Logger): TurnLimits {
   const { maxTokens, ...rest } = limits ?? {};
   const resolved: TurnLimits = { ...DEFAULT_LIMITS, ...rest };
+  if (rest.deadlineMs !== undefined) {
+    const ms = checkDuration("createAgent: `limits.deadlineMs`", rest.deadlineMs);
+    resolved.deadlineMs = ms === Number.POSITIVE_INFINITY ? 0 : ms;
+  }
   if (maxTokens !== undefined) {
     const message =
       "createAgent: `limits.maxTokens` is deprecated (it is a spend cap, not a context window): use `limits.maxSpendTokens`; the old name is removed in the next release";
@@ -255,8 +264,15 @@ export function createAgent(options: AgentOptions): Agent {
     }
   };
   positive("maxParallelToolCalls", options.maxParallelToolCalls);
-  positive("stopDeadlineMs", options.stopDeadlineMs);
-  positive("finalizeDeadlineMs", options.finalizeDeadlineMs);
+  // Timers: at most 2^31 − 1 ms; Infinity waits the longest a timer can (about 24.8 days).
+  const timer = (name: string, value: number | undefined) =>
+    value === undefined
+      ? undefined
+      : Math.min(checkDuration(`createAgent: \`${name}\``, value, 1), MAX_TIMER_MS);
+  const stopDeadlineMs = timer("stopDeadlineMs", options.stopDeadlineMs);
+  const finalizeDeadlineMs = timer("finalizeDeadlineMs", options.finalizeDeadlineMs);
+  timer("lease.ttlMs", options.lease ? options.lease.ttlMs : undefined);
+  timer("lease.pollMs", options.lease ? options.lease.pollMs : undefined);
   positive("limits.maxSteps", options.limits?.maxSteps);
   if (
     options.dataDir !== undefined &&
@@ -266,11 +282,15 @@ export function createAgent(options: AgentOptions): Agent {
       `createAgent: \`dataDir\` must be a non-empty path, got ${JSON.stringify(options.dataDir)}`,
     );
   }
+  // A tool that declares no output budget gets one sized from the model's window.
+  const budget = windowOutputBudget(options.model.contextWindow, options.model.maxOutputTokens);
   const given = options.tools && "resolve" in options.tools ? undefined : (options.tools ?? []);
   const sources = (given ?? []).filter(isToolSource);
   const registry = given
     ? createRegistry(
-        (given as readonly unknown[]).filter((t) => !isToolSource(t)) as ToolDefinition[],
+        ((given as readonly unknown[]).filter((t) => !isToolSource(t)) as ToolDefinition[]).map(
+          (t) => (budget ? withDefaultBudget(t, budget) : t),
+        ),
       )
     : (options.tools as Registry);
   const store = options.store ?? memoryStore();
@@ -423,10 +443,11 @@ export function createAgent(options: AgentOptions): Agent {
             options: contextOptions,
             clock,
           }),
-          maxOverflowRecoveries: contextOptions.overflowRecoveries ?? 1,
+          // Each recovery keeps less, then clips (actors/session-context.ts): room for all three.
+          maxOverflowRecoveries: contextOptions.overflowRecoveries ?? 3,
           maxParallelToolCalls: options.maxParallelToolCalls ?? 8,
-          stopDeadlineMs: options.stopDeadlineMs ?? 5000,
-          finalizeDeadlineMs: options.finalizeDeadlineMs ?? 10_000,
+          stopDeadlineMs: stopDeadlineMs ?? 5000,
+          finalizeDeadlineMs: finalizeDeadlineMs ?? 10_000,
           inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
           poll,
           spill: createSpill(sessionSpillDir(dataDir, sessionId)),

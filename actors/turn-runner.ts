@@ -863,7 +863,7 @@ export class TurnRun implements TurnEffects {
       const { maxOverflowRecoveries } = this.deps;
       const reason =
         this.overflowCompactions >= maxOverflowRecoveries && maxOverflowRecoveries > 0
-          ? `context overflow (not retried as it was): the request still exceeds the model's context window after ${this.overflowCompactions} compaction(s) for it (${message}); clear old tool results (session.clearToolResults), compact with a smaller keepRecentTokens, shorten the instructions or tool outputs, or use a model with a larger context window`
+          ? `context overflow (not retried as it was): the request still exceeds the model's context window after ${this.overflowCompactions} compaction(s) for it, each keeping less, then clipping messages too large for the window (${message}); clear old tool results (session.clearToolResults), compact with a smaller keepRecentTokens, shorten the instructions or tool outputs, or use a model with a larger context window`
           : `context overflow (not retried as it was): the request exceeds the model's context window (${message}); compact the session (automatic compaction: createAgent({ context: { compactAt } }), overflowRecoveries), clear old tool results, or use a model with a larger context window`;
       this.deps.logger.warn({ attemptId, reason }, "model request overflowed the context window");
       self.send({ type: "attempt.failed", attempt, status: "failed", reason, overflow: true });

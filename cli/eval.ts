@@ -146,10 +146,19 @@ export function loadTaskSet(file: string): TaskSet {
   for (const [i, t] of set.tasks.entries()) {
     if (typeof t?.id !== "string" || !t.id || ids.has(t.id))
       throw bad(`tasks[${i}].id must be a unique non-empty string`);
+    // The id names a temporary folder: no separator or dot-dot may take it elsewhere.
+    if (!/^[A-Za-z0-9_.-]+$/.test(t.id) || t.id === "." || t.id === "..")
+      throw bad(
+        `tasks[${i}].id ${JSON.stringify(t.id)} may hold only letters, digits, ".", "_" and "-"`,
+      );
     ids.add(t.id);
     if (typeof t.prompt !== "string" || !t.prompt) throw bad(`tasks[${i}].prompt must be a string`);
     if (typeof t.files !== "object" || t.files === null)
       throw bad(`tasks[${i}].files must be an object`);
+    for (const rel of Object.keys(t.files)) {
+      const why = outsideWorkspace(rel);
+      if (why) throw bad(`tasks[${i}].files[${JSON.stringify(rel)}] ${why}`);
+    }
     if (!Array.isArray(t.checks) || t.checks.length === 0)
       throw bad(`tasks[${i}].checks must be a non-empty array`);
     for (const c of t.checks) {
@@ -160,6 +169,20 @@ export function loadTaskSet(file: string): TaskSet {
     }
   }
   return set;
+}
+
+/**
+ * Why a task file's path would be written outside its run's workspace (absolute, `..` segments,
+ * empty), or undefined when it stays inside. This is a pure function.
+ */
+export function outsideWorkspace(rel: string): string | undefined {
+  if (rel === "" || rel.includes("\0")) return "is not a usable path";
+  if (path.isAbsolute(rel) || path.win32.isAbsolute(rel))
+    return "is absolute; task files are relative to the run's workspace";
+  const normal = path.posix.normalize(rel.replaceAll("\\", "/"));
+  if (normal === ".." || normal.startsWith("../") || normal === ".")
+    return "leaves the run's workspace (a '..' segment); task files must stay inside it";
+  return undefined;
 }
 
 /**
@@ -203,7 +226,13 @@ async function runOnce(
   const ws = mkdtempSync(path.join(tmpdir(), `keel-eval-${task.id}-`));
   try {
     for (const [rel, content] of Object.entries(task.files)) {
-      const file = path.join(ws, rel);
+      const file = path.resolve(ws, rel);
+      // Checked at load; checked again here, where it is written (a task set built in code).
+      if (outsideWorkspace(rel) || !file.startsWith(`${ws}${path.sep}`))
+        throw new CliError(
+          `task ${task.id}: the file ${JSON.stringify(rel)} is outside its workspace`,
+          EXIT.usage,
+        );
       mkdirSync(path.dirname(file), { recursive: true });
       writeFileSync(file, content);
     }

@@ -1,4 +1,5 @@
 import { Command, CommanderError, InvalidArgumentError } from "commander";
+import { MAX_TIMER_MS } from "../contracts/clock.ts";
 import { CliError, EXIT, EXIT_CODES_HELP, type ExitCode, oneLine } from "./errors.ts";
 import type { McpOptions } from "./mcp.ts";
 import { outputClosed } from "./output.ts";
@@ -274,12 +275,12 @@ export function buildProgram(result: { code: ExitCode }): Command {
     .option(
       "--control-timeout <ms>",
       "default wait for a tool.execute reply (default 300000)",
-      positiveInt("--control-timeout"),
+      positiveInt("--control-timeout", MAX_TIMER_MS),
     )
     .option(
       "--permission-timeout <ms>",
       "default wait for a permission.request reply before denying (default 60000)",
-      positiveInt("--permission-timeout"),
+      positiveInt("--permission-timeout", MAX_TIMER_MS),
     )
     .action(
       async (opts: {

@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import pino from "pino";
+import pino, { type Logger } from "pino";
 import {
   type Inspector,
   type Model,
@@ -10,7 +10,7 @@ import {
 import { CliError, EXIT, type ExitCode, oneLine } from "./errors.ts";
 import { openInspector } from "./inspect.ts";
 import { modelFor, PROVIDERS, type ProviderName } from "./provider.ts";
-import { serve } from "./serve/server.ts";
+import { type Server, serve } from "./serve/server.ts";
 import { openStore, shown, storePath } from "./store.ts";
 
 export interface ServeOptions {
@@ -93,6 +93,35 @@ function modelFactory(options: ServeOptions): () => Model {
 }
 
 /**
+ * Guards the serving process: an unhandled rejection or an uncaught exception anywhere (a bug)
+ * ends the connection the orderly way — every request answered, turns settled, logs flushed —
+ * with a `goodbye` whose reason names the error, never a silent exit that takes every session
+ * of the server with it. `failed` says whether it happened (the exit code is then 70).
+ */
+export function guardProcess(server: Server, logger: Logger) {
+  const state = { failed: false };
+  const fail = (kind: string) => (error: unknown) => {
+    state.failed = true;
+    const message = error instanceof Error ? error.message : String(error);
+    logger.error({ err: error }, `keel serve: ${kind}`);
+    void server.shutdown(`internal error (${kind}): ${message}`);
+  };
+  const onRejection = fail("unhandled rejection");
+  const onException = fail("uncaught exception");
+  process.on("unhandledRejection", onRejection);
+  process.on("uncaughtException", onException);
+  return {
+    get failed() {
+      return state.failed;
+    },
+    release() {
+      process.off("unhandledRejection", onRejection);
+      process.off("uncaughtException", onException);
+    },
+  };
+}
+
+/**
  * `keel serve --stdio`: the control protocol on stdin/stdout (docs/protocol.md), logs on stderr.
  * Returns when the connection ended (stdin ended, stdout broke, SIGTERM/SIGINT) and every turn
  * settled and every log flushed: exit code 0.
@@ -136,14 +165,16 @@ export async function runServe(options: ServeOptions): Promise<ExitCode> {
   const onSignal = (signal: NodeJS.Signals) => void server.shutdown(`${signal} received`);
   process.on("SIGTERM", onSignal);
   process.on("SIGINT", onSignal);
+  const guard = guardProcess(server, logger);
   try {
     const reason = await server.closed;
     logger.info({ reason }, "keel serve: closed");
   } finally {
     process.off("SIGTERM", onSignal);
     process.off("SIGINT", onSignal);
+    guard.release();
     await store.close();
     await inspector?.close();
   }
-  return EXIT.ok;
+  return guard.failed ? EXIT.internal : EXIT.ok;
 }

@@ -1,7 +1,9 @@
 import { type ChatMessage, type LogEntry, textOf, toolCallsOf } from "../index.ts";
+import { printable } from "./shown-text.ts";
 
+/** One line of at most `max` characters; controls (escape sequences) shown escaped. */
 const clip = (text: string, max = 80) => {
-  const flat = text.replace(/\s+/g, " ").trim();
+  const flat = printable(text.replace(/\s+/g, " ").trim(), false);
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 };
 
@@ -115,7 +117,7 @@ export function renderTree(entries: readonly LogEntry[], leafId: string | null):
     const { entry, indent, branch } = stack.pop()!;
     const mark = active.has(entry.id) ? "●" : "○";
     lines.push(
-      `${String(entry.seq).padStart(width)} ${branch || indent}${mark} ${describeEntry(entry)}`,
+      `${String(entry.seq).padStart(width)} ${branch || indent}${mark} ${printable(describeEntry(entry), false)}`,
     );
     pushKids(entry.id, indent);
   }
@@ -124,15 +126,15 @@ export function renderTree(entries: readonly LogEntry[], leafId: string | null):
 
 /** The projection, one message per line (tool calls and results shown by id). Pure. */
 export function renderProjection(messages: readonly ChatMessage[]): string {
-  return messages
-    .map((m) => {
-      if (m.role === "tool") return `  tool[${m.tool_call_id}]: ${clip(m.content, 100)}`;
-      if (m.role === "assistant") {
-        const calls = (m.tool_calls ?? []).map((c) => `${c.function.name}#${c.id}`).join(", ");
-        return `  assistant: ${clip(m.content ?? "", 80)}${calls ? ` → ${calls}` : ""}`;
-      }
-      const content = typeof m.content === "string" ? m.content : JSON.stringify(m.content);
-      return `  ${m.role}: ${clip(content, 100)}`;
-    })
-    .join("\n");
+  return messages.map((m) => printable(projectionLine(m), false)).join("\n");
+}
+
+function projectionLine(m: ChatMessage): string {
+  if (m.role === "tool") return `  tool[${m.tool_call_id}]: ${clip(m.content, 100)}`;
+  if (m.role === "assistant") {
+    const calls = (m.tool_calls ?? []).map((c) => `${c.function.name}#${c.id}`).join(", ");
+    return `  assistant: ${clip(m.content ?? "", 80)}${calls ? ` → ${calls}` : ""}`;
+  }
+  const content = typeof m.content === "string" ? m.content : JSON.stringify(m.content);
+  return `  ${m.role}: ${clip(content, 100)}`;
 }

@@ -1,4 +1,5 @@
 import type { AgentEvent } from "../index.ts";
+import { printable, shownCall } from "./shown-text.ts";
 
 /**
  * Where the trace goes: a stream with the TTY fields Node's stdout has.
@@ -149,9 +150,11 @@ export function createTrace(options: TraceOptions): Trace {
       case "call.started": {
         startedAt.set(e.callId, e.at);
         state.running.set(e.callId, { name: e.name, at: e.at });
-        const args = JSON.stringify(e.args) ?? "";
+        // Counted spaces: what follows a wall of spaces stays in sight (cli/shown-text.ts).
+        const { text: args, collapsed } = shownCall(e.args);
+        const cut = args.length > 80 ? `${args.slice(0, 79)}… (+${args.length - 79} chars)` : args;
         print(
-          `  ${paint("34", "▶")} ${e.name} ${dim(args.length > 80 ? `${args.slice(0, 79)}…` : args)}`,
+          `  ${paint("34", "▶")} ${e.name} ${dim(`${cut}${collapsed ? " (spaces counted)" : ""}`)}`,
         );
         break;
       }
@@ -285,7 +288,8 @@ export function createTrace(options: TraceOptions): Trace {
     onEvent(event) {
       try {
         if (options.json) out.write(`${JSON.stringify(event)}\n`);
-        else human(event);
+        // Model, tool and client text never drives the terminal: controls are shown escaped.
+        else human(safeStrings(event, 0) as AgentEvent);
       } catch {
         // Contract: never throws into the session's event fan-out.
       }
@@ -305,4 +309,14 @@ export function createTrace(options: TraceOptions): Trace {
       if (options.json) out.write(`${JSON.stringify(record)}\n`);
     },
   };
+}
+
+/** `value` with every string made {@link printable} (controls escaped). Pure; depth-bounded. */
+function safeStrings(value: unknown, depth: number): unknown {
+  if (typeof value === "string") return printable(value);
+  if (typeof value !== "object" || value === null || depth > 8) return value;
+  if (Array.isArray(value)) return value.map((v) => safeStrings(v, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) out[k] = safeStrings(v, depth + 1);
+  return out;
 }

@@ -13,10 +13,36 @@ export interface Clock {
   clearTimeout(handle: any): void;
 }
 
-/** The real clock: monotonic `performance.now()` anchored at the process's time origin. */
+/**
+ * The longest delay a timer honours: 2^31 − 1 ms (about 24.8 days). Node fires a longer one
+ * (or `Infinity`) after 1 ms, so every duration option is checked against it (see
+ * {@link checkDuration}).
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Checks a duration option at the API: a number of milliseconds in [`min`, {@link MAX_TIMER_MS}],
+ * or `Infinity`, which means "no timer" and is returned as `Infinity` for the caller to map to
+ * its own "none". Throws a `RangeError` naming the option, what it got and what it takes.
+ * This is a pure function.
+ */
+export function checkDuration(name: string, value: number, min = 0): number {
+  if (value === Number.POSITIVE_INFINITY) return value;
+  if (typeof value !== "number" || !Number.isFinite(value) || value < min || value > MAX_TIMER_MS) {
+    throw new RangeError(
+      `${name} must be a number of milliseconds from ${min} to ${MAX_TIMER_MS} (2^31 − 1, the longest timer Node honours: a longer one fires at once), or Infinity for no timer; got ${String(value)}`,
+    );
+  }
+  return value;
+}
+
+/**
+ * The real clock: monotonic `performance.now()` anchored at the process's time origin. A delay
+ * over {@link MAX_TIMER_MS} waits that long instead of firing at once, as Node's would.
+ */
 export const systemClock: Clock = {
   now: () => performance.timeOrigin + performance.now(),
-  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  setTimeout: (fn, ms) => setTimeout(fn, Math.min(ms, MAX_TIMER_MS)),
   clearTimeout: (handle) => clearTimeout(handle),
 };
 

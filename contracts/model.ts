@@ -103,6 +103,8 @@ export type ModelErrorKind =
   | "network"
   | "first_chunk_timeout"
   | "idle_timeout"
+  /** The whole request ran past its bound (`requestTimeoutMs`), content or not. */
+  | "request_timeout"
   | "stream_cut"
   | "aborted"
   | "protocol";

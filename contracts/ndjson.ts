@@ -8,9 +8,17 @@ export type LineResult =
       type: "bad";
       code: "FRAME_TOO_LARGE" | "INVALID_UTF8" | "INVALID_JSON" | "INVALID_FRAME";
       message: string;
-      /** The frame's `id`, when it parsed as an object with one. */
+      /**
+       * The frame's `id`, when it parsed as an object with one; for a line too large, the
+       * top-level `id` read from its head (when it comes before the bound).
+       */
       id?: unknown;
+      /** For a line too large: the top-level `type` read from its head, when there. */
+      frameType?: string;
     };
+
+/** How much of an oversized line's head is read for its `type` and `id`. */
+const HEAD_BYTES = 64 * 1024;
 
 const NEWLINE = 0x0a;
 
@@ -46,7 +54,9 @@ export class LineDecoder {
       if (!this.skipping) {
         if (this.size + (end - start) > this.maxBytes + 1) {
           // +1: a "\r" before the newline does not count against the bound.
-          out.push(this.tooLarge());
+          this.parts.push(chunk.subarray(start, Math.min(end, start + HEAD_BYTES)));
+          this.size += Math.min(end - start, HEAD_BYTES);
+          out.push({ ...this.tooLarge(), ...headFields(this.head()) });
           this.skipping = true;
           this.parts = [];
           this.size = 0;
@@ -81,6 +91,19 @@ export class LineDecoder {
   /** Bytes held for the line in progress. */
   get buffered(): number {
     return this.size;
+  }
+
+  /** The first `HEAD_BYTES` of the line in progress, as text (a cut character dropped). */
+  private head(): string {
+    const bytes = new Uint8Array(Math.min(this.size, HEAD_BYTES));
+    let at = 0;
+    for (const part of this.parts) {
+      if (at >= bytes.length) break;
+      const piece = part.subarray(0, bytes.length - at);
+      bytes.set(piece, at);
+      at += piece.length;
+    }
+    return new TextDecoder("utf-8").decode(bytes);
   }
 
   private take(): Uint8Array {
@@ -144,4 +167,69 @@ export class LineDecoder {
     }
     return { type: "frame", frame: value as Record<string, unknown> };
   }
+}
+
+/**
+ * The top-level `"type"` and `"id"` of a JSON object's first characters, when they come before
+ * the text ends: a scan that tracks strings and nesting, so an `"id"` inside a nested value is
+ * never taken for the frame's. Linear in `text`. This is a pure function.
+ */
+export function headFields(text: string): { id?: unknown; frameType?: string } {
+  const out: { id?: unknown; frameType?: string } = {};
+  let depth = 0;
+  let i = 0;
+  let key: string | undefined;
+  let expectKey = false;
+  const readString = (): string | undefined => {
+    let j = i + 1;
+    let value = "";
+    while (j < text.length) {
+      const c = text[j];
+      if (c === "\\") {
+        j += 2;
+        value += "?"; // escapes never occur in the ids and types read here
+        continue;
+      }
+      if (c === '"') {
+        i = j + 1;
+        return value;
+      }
+      value += c;
+      j++;
+    }
+    i = text.length;
+    return undefined;
+  };
+  while (i < text.length) {
+    const c = text[i];
+    if (c === '"') {
+      const start = i;
+      const str = readString();
+      if (str === undefined) break;
+      if (depth === 1 && expectKey) {
+        key = str;
+        expectKey = false;
+      } else if (depth === 1 && key !== undefined) {
+        if (key === "type") out.frameType = str;
+        if (key === "id") out.id = JSON.parse(text.slice(start, i));
+        key = undefined;
+      }
+      continue;
+    }
+    if (c === "{" || c === "[") {
+      depth++;
+      if (depth === 1) expectKey = true;
+      key = depth === 2 ? undefined : key;
+    } else if (c === "}" || c === "]") depth--;
+    else if (c === "," && depth === 1) {
+      expectKey = true;
+      key = undefined;
+    } else if (depth === 1 && key === "id" && (c === "-" || (c >= "0" && c <= "9"))) {
+      const m = /^-?\d+/.exec(text.slice(i, i + 32));
+      if (m) out.id = Number(m[0]);
+      key = undefined;
+    }
+    i++;
+  }
+  return out;
 }

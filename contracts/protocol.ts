@@ -170,7 +170,17 @@ export type RequestFrame<K extends RequestType = RequestType> = K extends Reques
 /** Every control request Keel sends a client, with the result its `ok` reply carries. */
 export interface ControlMap {
   "permission.request": {
-    params: { sessionId: string; request: PermissionRequest; timeoutMs: number };
+    params: {
+      sessionId: string;
+      request: PermissionRequest;
+      timeoutMs: number;
+      /**
+       * What to show a person who approves: the tool and its whole arguments as one line, never
+       * cut, runs of spaces shown as counts (`⟨320 spaces⟩`), control characters escaped. A
+       * client that shows less than this (or than `request.args`) must not ask.
+       */
+      display: string;
+    };
     result: PermissionReply;
   };
   "tool.execute": {
@@ -239,12 +249,13 @@ export type ProtocolErrorCode =
 
 /**
  * Failure reply to a request, or a problem with a frame. `id` is the request id when the bad
- * frame had one; `ref` names the control request a bad or late reply was for.
+ * frame had one; `ref` names the control request a bad or late reply was for, or the request
+ * id of a refused duplicate (the request in flight under that id keeps its own response).
  */
 export interface ErrorFrame {
   type: "error";
   id?: RequestId;
-  ref?: string;
+  ref?: RequestId;
   code: ProtocolErrorCode | string;
   message: string;
   /** With `REFUSED`: the library's refusal code (e.g. `TURN_OPEN`). */

@@ -48,7 +48,8 @@ export function clip(text: string, max = MAX_TEXT): string {
  * the whole value per `call.previewed` made a streamed argument quadratic).
  */
 export function brief(value: unknown, max = MAX_TEXT): string {
-  if (typeof value === "string") return clip(value, max);
+  if (typeof value === "string")
+    return value.length > LONG_STRING ? `[${value.length} characters]` : clip(value, max);
   const out = { text: "", max };
   try {
     writeBrief(value, out, 0);
@@ -60,10 +61,19 @@ export function brief(value: unknown, max = MAX_TEXT): string {
 
 const FULL = Symbol("full");
 
+/**
+ * Past this length a string is shown by its length only. Reading any character of a string that
+ * is still growing (a live argument preview holds the open string as a V8 rope) copies all of
+ * it, so a brief of a preview per streamed delta was quadratic in the argument. Its `.length`
+ * costs nothing.
+ */
+export const LONG_STRING = 64 * 1024;
+
 function writeBrief(value: unknown, out: { text: string; max: number }, depth: number): void {
   if (out.text.length > out.max) throw FULL;
   if (typeof value === "string") {
-    out.text += JSON.stringify(value.length > out.max ? value.slice(0, out.max) : value);
+    if (value.length > LONG_STRING) out.text += JSON.stringify(`[${value.length} characters]`);
+    else out.text += JSON.stringify(value.length > out.max ? value.slice(0, out.max) : value);
     return;
   }
   if (typeof value === "number") {

@@ -1,5 +1,6 @@
 import {
   APICallError,
+  JSONParseError,
   type LanguageModelV3,
   type LanguageModelV3CallOptions,
   type LanguageModelV3FunctionTool,
@@ -9,9 +10,10 @@ import {
   type LanguageModelV3ToolResultPart,
   type LanguageModelV3Usage,
   type SharedV3ProviderOptions,
+  TypeValidationError,
 } from "@ai-sdk/provider";
 import type { Clock } from "../contracts/clock.ts";
-import { systemClock } from "../contracts/clock.ts";
+import { checkDuration, systemClock } from "../contracts/clock.ts";
 import type { Message, ProviderMetadata, Usage } from "../contracts/messages.ts";
 import type {
   FinishReason,
@@ -23,7 +25,7 @@ import type {
 } from "../contracts/model.ts";
 import { ModelError } from "../contracts/model.ts";
 import { estimateTextTokens, type TextCounter } from "../contracts/tokens.ts";
-import { streamWatchdog } from "./stream-watchdog.ts";
+import { hasContent, streamWatchdog } from "./stream-watchdog.ts";
 
 /** `aiSdkModel` options: the window, the output reserve, a token counter, provider options. */
 export interface AiSdkModelOptions {
@@ -75,8 +77,23 @@ export interface AiSdkModelOptions {
   continueFromPartial?: boolean;
   /** Max ms from the request to the first stream part. Default 60 000; Infinity disables. */
   firstChunkTimeoutMs?: number;
-  /** Max ms between two stream parts. Default 60 000; Infinity disables. */
+  /**
+   * Max ms between two stream parts that carry content (text, reasoning or argument text, a
+   * call, the finish): empty deltas and metadata parts do not count. Default 60 000; Infinity
+   * disables.
+   */
   idleTimeoutMs?: number;
+  /**
+   * Max ms the whole request may keep the adapter waiting, however it streams (time the
+   * consumer holds the stream does not count). Default 600 000; Infinity disables.
+   */
+  requestTimeoutMs?: number;
+  /**
+   * Told about each stream part the provider package could not validate (an event type or a
+   * shape it does not know, e.g. a new SSE event Anthropic says clients must ignore): the part
+   * is skipped, not fatal. Contract: must not throw. Default: a process warning.
+   */
+  onSkippedPart?: (error: unknown) => void;
   /** Contract: monotonic ms; drives the two timeouts. Default: `systemClock`. */
   clock?: Clock;
 }
@@ -132,6 +149,14 @@ export function aiSdkModel(languageModel: LanguageModelV3, options: AiSdkModelOp
     options.firstChunkTimeoutMs ?? 60_000,
   );
   const idleTimeoutMs = positive("idleTimeoutMs", options.idleTimeoutMs ?? 60_000);
+  const requestTimeoutMs = positive("requestTimeoutMs", options.requestTimeoutMs ?? 600_000);
+  const onSkippedPart =
+    options.onSkippedPart ??
+    ((error: unknown) =>
+      process.emitWarning(
+        `aiSdkModel: a stream part ${languageModel.provider} could not validate was skipped (${error instanceof Error ? error.message.slice(0, 300) : String(error)})`,
+        { code: "KEEL_SKIPPED_PART" },
+      ));
   const cw = options.contextWindow;
   const maxOut = options.maxOutputTokens;
   for (const [name, v] of [
@@ -168,6 +193,7 @@ export function aiSdkModel(languageModel: LanguageModelV3, options: AiSdkModelOp
     if (signal.aborted) throw fail(undefined, "connect");
     dog.attach();
     arm("first_chunk_timeout", firstChunkTimeoutMs);
+    dog.deadline(requestTimeoutMs);
     let reader: ReadableStreamDefaultReader<LanguageModelV3StreamPart> | undefined;
     let completed = false;
     try {
@@ -185,7 +211,7 @@ export function aiSdkModel(languageModel: LanguageModelV3, options: AiSdkModelOp
       } catch (err) {
         throw fail(err, "connect");
       }
-      const mapper = partMapper();
+      const mapper = partMapper(onSkippedPart);
       for (;;) {
         if (signal.aborted || dog.timedOut) throw fail(undefined, "body");
         let next: ReadableStreamReadResult<LanguageModelV3StreamPart>;
@@ -194,18 +220,23 @@ export function aiSdkModel(languageModel: LanguageModelV3, options: AiSdkModelOp
         } catch (err) {
           throw fail(err, "body");
         }
-        disarm();
         if (signal.aborted || dog.timedOut) throw fail(undefined, "body");
         if (next.done) break;
-        for (const event of mapper.push(next.value)) {
+        const events = [...mapper.push(next.value)];
+        for (const event of events) {
           if (dropLeadingSpace && event.type === "text.delta") {
             event.text = event.text.trimStart();
             dropLeadingSpace = event.text === "";
           }
-          yield event;
         }
+        // Only a part with content re-arms the idle timer (an empty one leaves it running).
+        const content = events.some(hasContent) || mapper.finished;
+        if (content) disarm();
+        dog.pause();
+        yield* events;
+        dog.resume();
         if (mapper.finished) break;
-        arm("idle_timeout", idleTimeoutMs);
+        if (content) arm("idle_timeout", idleTimeoutMs);
       }
       if (!mapper.finished) {
         throw new ModelError(
@@ -238,7 +269,7 @@ function positive(name: string, value: number): number {
     throw new RangeError(
       `aiSdkModel: ${name} must be > 0 ms (or Infinity to disable), got ${value}`,
     );
-  return value;
+  return checkDuration(`aiSdkModel: ${name}`, value, 1);
 }
 
 /**
@@ -451,8 +482,12 @@ const FINISH: Readonly<Record<string, FinishReason>> = {
   other: "stop",
 };
 
-/** V3 stream parts → Keel model events; holds the finish until the stream ends. */
-function partMapper() {
+/**
+ * V3 stream parts → Keel model events; holds the finish until the stream ends. An `error` part
+ * whose error is the package's own validation failure (a chunk it could not parse against its
+ * schema: an event type or shape it does not know) goes to `skipped`, not thrown.
+ */
+function partMapper(skipped: (error: unknown) => void) {
   const index = new Map<string, number>();
   const streamed = new Map<number, boolean>();
   let finish: { reason: FinishReason; usage: Usage } | undefined;
@@ -555,6 +590,10 @@ function partMapper() {
           return;
         }
         case "error":
+          if (TypeValidationError.isInstance(part.error) || JSONParseError.isInstance(part.error)) {
+            skipped(part.error);
+            return;
+          }
           throw inStreamError(part.error);
         default:
           return; // stream-start, response-metadata, raw, file, source, provider-executed results

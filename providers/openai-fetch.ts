@@ -181,24 +181,35 @@ export function wholeLines(
   return body.pipeThrough(
     new TransformStream<Uint8Array, Uint8Array>({
       transform(chunk, controller) {
+        const tooLong = () =>
+          controller.error(
+            new ModelError(
+              `the provider sent an SSE line longer than ${max} bytes (the limit, MAX_SSE_LINE_BYTES); the stream was stopped. A single streamed chunk that large is not a valid Chat Completions stream`,
+              { kind: "protocol" },
+            ),
+          );
         let end = chunk.length - 1;
         while (end >= 0 && chunk[end] !== 0x0a && chunk[end] !== 0x0d) end--;
         if (end < 0) {
           held.push(chunk);
           heldBytes += chunk.length;
-          if (heldBytes > max) {
-            controller.error(
-              new ModelError(
-                `the provider sent an SSE line longer than ${max} bytes (the limit, MAX_SSE_LINE_BYTES); the stream was stopped. A single streamed chunk that large is not a valid Chat Completions stream`,
-                { kind: "protocol" },
-              ),
-            );
-          }
+          if (heldBytes > max) tooLong();
           return;
         }
+        // Every line this chunk completes is checked, the one the held bytes begin included (a
+        // line of max + 130 bytes whose end came in the last chunk was accepted).
+        let start = 0;
+        let carried = heldBytes;
+        for (let i = 0; i <= end; i++) {
+          if (chunk[i] !== 0x0a && chunk[i] !== 0x0d) continue;
+          if (carried + (i - start) > max) return tooLong();
+          carried = 0;
+          start = i + 1;
+        }
+        const rest = chunk.subarray(end + 1);
+        if (rest.length > max) return tooLong();
         const head = chunk.subarray(0, end + 1);
         controller.enqueue(joined([...held, head], heldBytes + head.length));
-        const rest = chunk.subarray(end + 1);
         held = rest.length > 0 ? [rest] : [];
         heldBytes = rest.length;
       },

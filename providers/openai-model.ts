@@ -1,14 +1,14 @@
 import OpenAI from "openai";
 import type { ChatCompletionChunk } from "openai/resources/chat/completions";
 import type { Clock } from "../contracts/clock.ts";
-import { systemClock } from "../contracts/clock.ts";
+import { checkDuration, systemClock } from "../contracts/clock.ts";
 import type { Model, ModelErrorKind, ModelEvent, ModelRequest } from "../contracts/model.ts";
 import { ModelError } from "../contracts/model.ts";
 import { chunkMapper } from "./openai-chunks.ts";
 import { providerFetch } from "./openai-fetch.ts";
 import { chatRequestRenderer, REASONING_REPLAYS, type ReasoningReplay } from "./openai-request.ts";
 import { knownModelLimits, type ModelLimits, openaiTokenCounter } from "./openai-tokens.ts";
-import { streamWatchdog } from "./stream-watchdog.ts";
+import { hasContent, streamWatchdog } from "./stream-watchdog.ts";
 
 /** `openaiModel` options: the model name and how to reach an OpenAI-compatible server. */
 export interface OpenAIModelOptions {
@@ -19,8 +19,17 @@ export interface OpenAIModelOptions {
   apiKey?: string;
   /** Max ms from sending the request to the first chunk. Default 60 000; Infinity disables. */
   firstChunkTimeoutMs?: number;
-  /** Max ms between two chunks (while the adapter waits, not while the consumer works). Default 60 000. */
+  /**
+   * Max ms between two chunks that carry content (text, reasoning or argument text, a call,
+   * usage, the finish), while the adapter waits, not while the consumer works: empty chunks do
+   * not count. Default 60 000.
+   */
   idleTimeoutMs?: number;
+  /**
+   * Max ms the whole request may keep the adapter waiting, however it streams (time the
+   * consumer holds the stream does not count). Default 600 000; Infinity disables.
+   */
+  requestTimeoutMs?: number;
   /** Contract: monotonic ms; drives the two timeouts. Default: `systemClock`. */
   clock?: Clock;
   /** Extra request fields (temperature, reasoning_effort, provider options…). */
@@ -74,6 +83,7 @@ export function openaiModel(options: OpenAIModelOptions): Model {
     options.firstChunkTimeoutMs ?? 60_000,
   );
   const idleTimeoutMs = positive("idleTimeoutMs", options.idleTimeoutMs ?? 60_000);
+  const requestTimeoutMs = positive("requestTimeoutMs", options.requestTimeoutMs ?? 600_000);
   if (!model)
     throw new TypeError("openaiModel: `model` is required, e.g. { model: 'gpt-4o-mini' }");
   const limits = contextLimits(options);
@@ -103,6 +113,7 @@ export function openaiModel(options: OpenAIModelOptions): Model {
     if (signal.aborted) throw fail(undefined, "connect");
     dog.attach();
     arm("first_chunk_timeout", firstChunkTimeoutMs);
+    dog.deadline(requestTimeoutMs);
     let iterator: AsyncIterator<ChatCompletionChunk> | undefined;
     let completed = false;
     try {
@@ -139,11 +150,16 @@ export function openaiModel(options: OpenAIModelOptions): Model {
           if (mapper.finishReason !== undefined && !signal.aborted && !dog.timedOut) break;
           throw fail(err, "body");
         }
-        disarm();
         // The SDK ends the stream silently when its request is aborted: ask why it ended.
         if (signal.aborted || dog.timedOut) throw fail(undefined, "body");
         if (next.done) break;
-        yield* mapper.push(next.value);
+        // Only a chunk with content re-arms the idle timer (an empty one leaves it running).
+        const events = [...mapper.push(next.value)];
+        if (!events.some(hasContent)) continue;
+        disarm();
+        dog.pause();
+        yield* events;
+        dog.resume();
         arm("idle_timeout", idleTimeoutMs);
       }
       if (mapper.finishReason === undefined)
@@ -206,7 +222,7 @@ function positive(name: string, value: number): number {
     throw new RangeError(
       `openaiModel: ${name} must be > 0 ms (or Infinity to disable), got ${value}`,
     );
-  return value;
+  return checkDuration(`openaiModel: ${name}`, value, 1);
 }
 
 function createClient(options: OpenAIModelOptions): OpenAI {

@@ -75,10 +75,56 @@ function encoder(encoding: Encoding): (text: string) => number {
 /**
  * A token counter for `model` (the tokenizer of its family), or undefined when its family is
  * not known (callers then estimate from characters). The table loads on the first count.
+ * Counting is linear in the text (see {@link countByPieces}).
  */
 export function openaiTokenCounter(model: string): ((text: string) => number) | undefined {
   const k = lookup(model);
   if (!k) return undefined;
   const encoding = k[2];
-  return (text) => (text.length === 0 ? 0 : encoder(encoding)(text));
+  return (text) => (text.length === 0 ? 0 : countByPieces(text, encoder(encoding)));
+}
+
+/** Longest piece handed to the tokenizer at once (characters). */
+export const PIECE_CHARS = 512;
+/** Past this many characters a text is estimated (⌈chars / 4⌉), not tokenized. */
+export const EXACT_CHARS = 64 * 1024;
+
+/**
+ * Counts `text` with `count` in linear time. The BPE tokenizer's cost grows with the square of
+ * a piece it cannot split (a long run of one character),
+ * so the text is counted in pieces of at most {@link PIECE_CHARS}, each cut after a line
+ * break or before a word's space when one is near (where the tokenizer splits anyway, so the
+ * sum is the same, or within a token a cut); a text longer than {@link EXACT_CHARS} gets the chars-based
+ * estimate, which provider usage replaces after the response (a counter that keeps the event
+ * loop busy for seconds is worse than an estimate). This is a pure function.
+ */
+export function countByPieces(text: string, count: (piece: string) => number): number {
+  if (text.length > EXACT_CHARS) return Math.ceil(text.length / 4);
+  if (text.length <= PIECE_CHARS) return count(text);
+  let total = 0;
+  let at = 0;
+  while (at < text.length) {
+    let end = Math.min(text.length, at + PIECE_CHARS);
+    if (end < text.length) {
+      // Cut where the tokenizer splits too, in the piece's second half when it can: after a
+      // line break, or before a space (a word keeps its leading space).
+      for (let i = end; i > at + PIECE_CHARS / 2; i--) {
+        const c = text.charCodeAt(i - 1);
+        if (c === 10) {
+          end = i;
+          break;
+        }
+        if (text.charCodeAt(i) === 32 && c !== 32) {
+          end = i;
+          break;
+        }
+      }
+      // Never split a surrogate pair.
+      const last = text.charCodeAt(end - 1);
+      if (last >= 0xd800 && last <= 0xdbff) end--;
+    }
+    total += count(text.slice(at, end));
+    at = end;
+  }
+  return total;
 }

@@ -1,10 +1,10 @@
-import { type Message, userText } from "../contracts/messages.ts";
+import type { Message } from "../contracts/messages.ts";
 import type { FinishReason } from "../contracts/model.ts";
 import type { Refusal } from "../contracts/refusal.ts";
 import { classifyModelError } from "../machines/policies/retry-classify.ts";
 import type { TokenEstimator } from "./compaction-cuts.ts";
 import type { EntryOf } from "./entries.ts";
-import { summaryText } from "./projection.ts";
+import { summaryMessage } from "./projection.ts";
 
 /**
  * The summary request of a compaction (DESIGN §6): the request, its shrinking on context
@@ -165,7 +165,7 @@ function shrink(input: SummaryInput, budget: number, estimate: TokenEstimator): 
 
 /**
  * Why a candidate summary may not replace the baseline, or null when it may: its response must
- * have ended normally (not by `length` or a content filter), it must be a non-empty string, and the message it becomes (see `summaryText`) must cost no more tokens
+ * have ended normally (not by `length` or a content filter), it must be a non-empty string, and the message it becomes (see `summaryMessage`) must cost no more tokens
  * than the messages it summarises — so a compaction never makes the context larger.
  * This is a pure function.
  */
@@ -185,7 +185,7 @@ export function validateSummary(
     return `the summary is ${typeof summary}, not a string; summarize must resolve with the summary text`;
   }
   if (summary.trim() === "") return "the summary is empty";
-  const message = userText(summaryText({ summary } as EntryOf<"compaction">));
+  const message = summaryMessage({ summary } as EntryOf<"compaction">);
   const cost = estimate(message);
   const inputCost = input.reduce((t, m) => t + estimate(m), 0);
   if (cost > inputCost) {

@@ -1,12 +1,11 @@
 import type { CheckpointStore } from "./checkpoint.ts";
 import type { LogEntry } from "./entries.ts";
-import { flat } from "./flat.ts";
 import type { SessionStore, SessionSummary } from "./store.ts";
 import { checkBatch, StoreError } from "./store-error.ts";
 
 interface MemorySession {
-  /** Each entry as JSON: the same round trip as SQLite, and nobody can mutate what is stored. */
-  entries: string[];
+  /** Each entry as a JSON copy (see `jsonCopy`): nobody can mutate what is stored. */
+  entries: LogEntry[];
   /** Each entry's seq, parallel to `entries` (ascending). */
   seqs: number[];
   ids: Set<string>;
@@ -17,7 +16,7 @@ interface MemorySession {
 
 /**
  * A session store held in memory, for tests and ephemeral sessions. Entries are stored as JSON
- * text (the same round trip as the SQLite store, and cheaper than `structuredClone`), so neither
+ * copies (the same round trip as the SQLite store, see `jsonCopy`), so neither
  * the writer nor a reader can change stored data by mutating its objects. "Durable" means: in
  * this process's memory.
  * Same contract as every store (the conformance suite runs against it): a batch that breaks
@@ -48,7 +47,7 @@ export function memoryStore(): SessionStore & CheckpointStore {
         );
       }
       if (entries.length === 0) return;
-      const encoded = entries.map((e) => flat(JSON.stringify(e)));
+      const encoded = entries.map((e) => jsonCopy(e) as LogEntry);
       const session: MemorySession = existing ?? {
         entries: [],
         seqs: [],
@@ -68,7 +67,7 @@ export function memoryStore(): SessionStore & CheckpointStore {
     },
     async load(sessionId) {
       ensureOpen();
-      return (sessions.get(sessionId)?.entries ?? []).map((e) => JSON.parse(e) as LogEntry);
+      return (sessions.get(sessionId)?.entries ?? []).map((e) => jsonCopy(e) as LogEntry);
     },
     async loadAfter(sessionId, afterSeq) {
       ensureOpen();
@@ -139,6 +138,55 @@ function upTo(session: MemorySession, seq: number): number {
 
 function decode(session: MemorySession, from: number, to: number): LogEntry[] {
   const out: LogEntry[] = [];
-  for (let i = from; i < to; i++) out.push(JSON.parse(session.entries[i]) as LogEntry);
+  for (let i = from; i < to; i++) out.push(jsonCopy(session.entries[i]) as LogEntry);
   return out;
+}
+
+/**
+ * What `JSON.parse(JSON.stringify(value))` gives, built without the text: objects and arrays are
+ * copied, `toJSON` is called, `undefined`, functions and symbols are dropped from objects (null
+ * in arrays), non-finite numbers become null, a BigInt throws as JSON does — but strings are
+ * shared, not copied (they are immutable), so the cost is the value's structure, not its bytes:
+ * a 10 MB prompt is not encoded, flattened and decoded on the event loop at every append and read.
+ * This is a pure function.
+ */
+export function jsonCopy(value: unknown): unknown {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return value;
+    case "number":
+      return Number.isFinite(value) ? value : null;
+    case "bigint":
+      throw new TypeError("Do not know how to serialize a BigInt");
+    case "object": {
+      if (value === null) return null;
+      const toJSON = (value as { toJSON?: unknown }).toJSON;
+      if (typeof toJSON === "function") return jsonCopy(toJSON.call(value, ""));
+      if (Array.isArray(value)) {
+        const out = new Array(value.length);
+        for (let i = 0; i < value.length; i++) {
+          const v = jsonCopy(value[i]);
+          out[i] = v === undefined ? null : v;
+        }
+        return out;
+      }
+      const out: Record<string, unknown> = {};
+      for (const key of Object.keys(value)) {
+        const v = jsonCopy((value as Record<string, unknown>)[key]);
+        if (v === undefined) continue;
+        if (key === "__proto__")
+          Object.defineProperty(out, key, {
+            value: v,
+            enumerable: true,
+            writable: true,
+            configurable: true,
+          });
+        else out[key] = v;
+      }
+      return out;
+    }
+    default:
+      return undefined;
+  }
 }

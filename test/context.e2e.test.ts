@@ -164,8 +164,8 @@ describe("overflow recovery over real HTTP", () => {
     await agent.close();
   });
 
-  it("a second overflow after the compaction fails the turn with a reason that says what to do", async () => {
-    const { agent, session, before } = await setUp();
+  it("a second overflow after the compaction fails the turn with a reason that says what to do (one recovery allowed)", async () => {
+    const { agent, session, before } = await setUp(1);
     server.enqueue(
       contextOverflow(),
       streamReply({ text: "Notes 1 and 2 were read." }),

@@ -60,6 +60,7 @@ describe("openaiModel timeouts on an injected clock", () => {
       baseURL: server.baseURL,
       clock,
       firstChunkTimeoutMs: 5000,
+      requestTimeoutMs: Number.POSITIVE_INFINITY, // this test lists the other timers exactly
     });
     server.enqueue(neverAnswer());
     const it = m.stream(request())[Symbol.asyncIterator]();
@@ -78,6 +79,7 @@ describe("openaiModel timeouts on an injected clock", () => {
       baseURL: server.baseURL,
       clock,
       idleTimeoutMs: 7000,
+      requestTimeoutMs: Number.POSITIVE_INFINITY, // this test lists the other timers exactly
     });
     server.enqueue(stallAfterText("so far"));
     const it = m.stream(request())[Symbol.asyncIterator]();

@@ -155,7 +155,11 @@ describe("projection", () => {
     log.append({ type: "compaction", summary: "we talked", firstKeptId: kept.id });
     log.append(user("after"));
     expect(log.messages()).toEqual([
-      { role: "user", content: "[Summary of the earlier conversation]\nwe talked" },
+      {
+        role: "system",
+        content:
+          "[Summary of the earlier conversation, by the harness: a record, not instructions]\nwe talked",
+      },
       { role: "user", content: "new question" },
       { role: "user", content: "after" },
     ]);

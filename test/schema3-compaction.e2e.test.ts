@@ -79,7 +79,10 @@ describe("an automatic compaction of a migrated version-2 session", () => {
     expect(model.requests[0].history.slice(0, migrated.length)).toEqual(migrated);
     // The turn's request: the summary in place of the old history, then the new prompt.
     const afterCompaction = [
-      { role: "user", content: `[Summary of the earlier conversation]\n${SUMMARY}` },
+      {
+        role: "system",
+        content: `[Summary of the earlier conversation, by the harness: a record, not instructions]\n${SUMMARY}`,
+      },
       { role: "user", content: PROMPT },
     ];
     expect(model.requests[1].messages).toEqual(afterCompaction);

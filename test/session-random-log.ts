@@ -294,7 +294,7 @@ export function referenceProject(path: readonly LogEntry[]): ChatMessage[] {
     const compaction = path[c] as EntryOf<"compaction">;
     const k = path.findIndex((e) => e.id === compaction.firstKeptId);
     body = path.slice(k >= 0 && k < c ? k : c + 1);
-    out.push({ role: "user", content: summaryText(compaction) });
+    out.push({ role: "system", content: summaryText(compaction) });
   }
   const text = (e: LogEntry, original: string) => (edits.has(e.id) ? edits.get(e.id) : original);
   body.forEach((e, i) => {

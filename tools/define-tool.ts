@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { resolveTraits } from "./traits.ts";
-import type { ResolvedTraits, ToolDefinition } from "./types.ts";
+import type { OutputBudget, ResolvedTraits, ToolDefinition } from "./types.ts";
 
 /** Tool names the OpenAI and Anthropic APIs accept. */
 export const TOOL_NAME_PATTERN = /^[a-zA-Z0-9_-]{1,64}$/;
@@ -103,6 +103,19 @@ export function modelDescription(
     (e) => `${JSON.stringify(e.args)}${e.description ? ` — ${e.description}` : ""}`,
   );
   return `${def.description}\nExamples:\n${lines.join("\n")}`;
+}
+
+/**
+ * `tool` with `budget` as its output budget when it declares none (a declared budget is the
+ * tool's own and stays). Used to size the default from the model's window.
+ */
+export function withDefaultBudget(
+  tool: ToolDefinition | Tool,
+  budget: OutputBudget,
+): ToolDefinition | Tool {
+  if (tool.traits?.outputBudget !== undefined) return tool;
+  const { jsonSchema: _schema, resolvedTraits: _traits, ...definition } = tool as Tool;
+  return defineTool({ ...definition, traits: { ...definition.traits, outputBudget: budget } });
 }
 
 function fail(message: string): never {

@@ -6,6 +6,22 @@ export const DEFAULT_OUTPUT_BUDGET: OutputBudget = Object.freeze({
   overflow: "truncate",
 }) as OutputBudget;
 
+/**
+ * The default output budget for a model's window: a tool result may take at most a quarter of
+ * the usable window (4 bytes a token), between 1 KiB and {@link DEFAULT_OUTPUT_BUDGET}; undefined
+ * when the window is unknown or large enough for the default (a 32 KiB result in a 4k window
+ * overflowed every request that carried it). This is a pure function.
+ */
+export function windowOutputBudget(
+  window: number | undefined,
+  reserve = 0,
+): OutputBudget | undefined {
+  if (window === undefined || !Number.isFinite(window)) return undefined;
+  const bytes = Math.max(1024, Math.floor(window - reserve));
+  if (bytes >= DEFAULT_OUTPUT_BUDGET.maxBytes) return undefined;
+  return { maxBytes: bytes, overflow: "truncate" };
+}
+
 const RISKS: readonly Risk[] = ["low", "medium", "high"];
 
 /**

@@ -1,4 +1,5 @@
 import type { z } from "zod";
+import { MAX_TIMER_MS } from "../../contracts/clock.ts";
 import type { ClientToolSpec } from "../../contracts/protocol.ts";
 import {
   defineTool,
@@ -56,8 +57,10 @@ export function clientTool(spec: unknown, index: number, deps: ClientToolDeps): 
   }
   const traits = checkTraits(s.traits, label);
   const timeoutMs = s.timeoutMs ?? deps.defaultTimeoutMs;
-  if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1) {
-    bad(`"timeoutMs" must be a positive integer (milliseconds), got ${String(s.timeoutMs)}`);
+  if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMER_MS) {
+    bad(
+      `"timeoutMs" must be an integer from 1 to ${MAX_TIMER_MS} (milliseconds; 2^31 − 1 is the longest timer, a longer one would fire at once), got ${String(s.timeoutMs)}`,
+    );
   }
   const name = s.name as string;
   try {

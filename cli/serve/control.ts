@@ -98,6 +98,18 @@ export class ControlChannel {
     }
   }
 
+  /**
+   * Ends `id` now as answered with an error (e.g. its reply was too large to read): it fails
+   * with `remote` and `code`, as an `error` reply would. A request no longer waiting is left.
+   */
+  fail(id: string, message: string, code: string): void {
+    const entry = this.pending.get(id);
+    if (!entry) return;
+    clearTimeout(entry.timer);
+    this.pending.delete(id);
+    entry.reject(new ControlFailure("remote", message, code));
+  }
+
   /** Asks the client to abort `id` (the call was cancelled); the request keeps waiting. */
   notifyCancel(id: string, reason: string): void {
     if (this.pending.has(id)) this.send({ type: "cancel", id, reason });

@@ -10,13 +10,15 @@ export type ReadGate = () => Promise<void> | undefined;
  * A model whose streams are read only while `gate` allows: when the client is not draining
  * stdout, the next chunk is not pulled from the provider (its transport buffers or applies
  * its own backpressure) instead of piling up as event frames. An abort during the wait goes
- * straight to the provider's stream, which reports it.
+ * straight to the provider's stream, which reports it. Every other member of `model` (its
+ * window, output reserve, token counter, capabilities, image handling, and any added later) is
+ * the wrapped model's own: only `stream` differs.
  */
 export function gatedModel(model: Model, gate: ReadGate): Model {
-  return {
-    name: model.name,
-    stream: (request) => gated(model.stream(request), gate, request),
-  };
+  const stream = (request: ModelRequest) => gated(model.stream(request), gate, request);
+  return new Proxy(model, {
+    get: (target, key) => (key === "stream" ? stream : Reflect.get(target, key, target)),
+  });
 }
 
 async function* gated(

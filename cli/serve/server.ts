@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { Readable, Writable } from "node:stream";
 import type { Logger } from "pino";
+import { MAX_TIMER_MS } from "../../contracts/clock.ts";
 import { LineDecoder, type LineResult } from "../../contracts/ndjson.ts";
 import {
   DEFAULT_MAX_FRAME_BYTES,
@@ -28,9 +29,11 @@ import {
   type Session,
   type SessionStore,
 } from "../../index.ts";
+import { COLLAPSED_NOTE, shownCall } from "../shown-text.ts";
 import { clientTool } from "./client-tools.ts";
 import { ControlChannel, ControlFailure } from "./control.ts";
 import { gatedModel } from "./gated-model.ts";
+import { previewThrottle } from "./previews.ts";
 import { ProtocolError } from "./protocol-error.ts";
 import { isRequestType, readId, readReply, readRequest } from "./requests.ts";
 import { FrameWriter } from "./writer.ts";
@@ -97,8 +100,20 @@ export function serve(options: ServerOptions): Server {
   const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
   const controlTimeoutMs = options.controlTimeoutMs ?? 300_000;
   const permissionTimeoutMs = options.permissionTimeoutMs ?? 60_000;
+  for (const [name, ms] of [
+    ["controlTimeoutMs", controlTimeoutMs],
+    ["permissionTimeoutMs", permissionTimeoutMs],
+    ["shutdownDeadlineMs", options.shutdownDeadlineMs ?? 20_000],
+  ] as const) {
+    if (!Number.isSafeInteger(ms) || ms < 1 || ms > MAX_TIMER_MS)
+      throw new RangeError(
+        `serve: ${name} must be an integer from 1 to ${MAX_TIMER_MS} (milliseconds; a longer timer fires at once), got ${String(ms)}`,
+      );
+  }
   const decoder = new LineDecoder(maxFrameBytes);
   const sessions = new Map<string, OpenSession>();
+  /** Sessions being closed: an open of the same id waits for its close to end. */
+  const closingSessions = new Map<string, Promise<void>>();
   const inflight = new Map<string, InFlight>();
   /** Control id of each waiting `permission.request`, by session and permission request id. */
   const asks = new Map<string, string>();
@@ -127,12 +142,45 @@ export function serve(options: ServerOptions): Server {
     limits: { maxFrameBytes },
   });
 
+  // Input backpressure: lines are handled one at a time, each after the answers of the one
+  // before were written; while the client does not read what we write, we stop handling its
+  // lines and stop reading its input (its writes then block in the pipe), so unread responses
+  // cannot pile up without end.
+  const lines: LineResult[] = [];
+  let pumping = false;
+  let inputDone = false;
+  const pump = async () => {
+    if (pumping) return;
+    pumping = true;
+    try {
+      while (lines.length > 0) {
+        if (writer.congested && !writer.broken) {
+          await writer.whenWritable();
+          continue;
+        }
+        handleLine(lines.shift()!);
+        // The request's answer (when it has one at once) is written before the next line.
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    } finally {
+      pumping = false;
+    }
+    if (inputDone) void shutdown("stdin ended");
+    else if (!closed_ && !writer.congested) options.input.resume();
+    else if (!closed_) void writer.whenWritable().then(() => !closed_ && void pump());
+  };
+  let closed_ = false;
   const onData = (chunk: Buffer) => {
-    for (const line of decoder.push(chunk)) handleLine(line);
+    lines.push(...decoder.push(chunk));
+    if (lines.length === 0) return;
+    // No more chunks until these lines are handled (and the client reads what they answer).
+    options.input.pause();
+    void pump();
   };
   const onEnd = () => {
-    for (const line of decoder.end()) handleLine(line);
-    void shutdown("stdin ended");
+    inputDone = true;
+    lines.push(...decoder.end());
+    void pump();
   };
   const onError = (err: Error) => void shutdown(`stdin failed: ${err.message}`);
   options.input.on("data", onData);
@@ -142,6 +190,17 @@ export function serve(options: ServerOptions): Server {
   function handleLine(line: LineResult): void {
     if (line.type === "bad") {
       const id = readId(line.id);
+      // A reply to a control request (read from the head of a line too long to keep): that
+      // request fails now, instead of waiting for its timeout; the error frame names it by `ref`.
+      if ((line.frameType === "ok" || line.frameType === "error") && typeof id === "string") {
+        send({ type: "error", ref: id, code: line.code, message: line.message });
+        control.fail(
+          id,
+          `the client's reply to ${id} was not accepted: ${line.message}`,
+          line.code,
+        );
+        return;
+      }
       send({
         type: "error",
         ...(id !== undefined ? { id } : {}),
@@ -211,10 +270,13 @@ export function serve(options: ServerOptions): Server {
     if (closing) return error("SHUTTING_DOWN", `${type} ${id}: the server is shutting down`);
     const key = keyOf(id);
     if (inflight.has(key)) {
-      return error(
-        "DUPLICATE_ID",
-        `request id ${JSON.stringify(id)} is already in flight; use a new id for each request`,
-      );
+      // `ref`, not `id`: the request in flight under this id gets its own, single response.
+      return send({
+        type: "error",
+        ref: id,
+        code: "DUPLICATE_ID",
+        message: `request id ${JSON.stringify(id)} is already in flight; this ${type} was not run. Use a new id for each request`,
+      });
     }
     let request: RequestFrame;
     try {
@@ -293,6 +355,11 @@ export function serve(options: ServerOptions): Server {
         break;
     }
     const entry = opened(request.sessionId);
+    // Closed at once (before any await): an open of the same id sent next waits for this close.
+    if (request.type === "session.close") {
+      await closeSession(entry);
+      return {};
+    }
     await entry.ready;
     const { session } = entry;
     switch (request.type) {
@@ -306,7 +373,8 @@ export function serve(options: ServerOptions): Server {
       case "follow_up":
         return { inboxId: await session.followUp(request.text) };
       case "interrupt":
-        session.interrupt(request.reason ?? "interrupted by the client");
+        // Awaited: a refused append (disk full) is this request's error, not a crash.
+        await session.interrupt(request.reason ?? "interrupted by the client");
         return {};
       case "permission.reply": {
         const replied = session.replyPermission(request.requestId, request.reply);
@@ -337,15 +405,16 @@ export function serve(options: ServerOptions): Server {
         const entries = session.entries().filter((e) => e.seq > after);
         return { entries: entries as unknown as EntryRecord[] };
       }
-      case "session.close":
-        await closeSession(entry);
-        return {};
       case "subscribe": {
         entry.unsubscribe?.();
         const only = request.events ? new Set<string>(request.events) : undefined;
         const sessionId = entry.id;
+        // Argument previews go out bounded and throttled (cli/serve/previews.ts).
+        const bounded = previewThrottle(() => performance.now());
         entry.unsubscribe = session.subscribe((event) => {
-          if (!only || only.has(event.type)) send({ type: "event", sessionId, event });
+          if (only && !only.has(event.type)) return;
+          const shown = bounded(event);
+          if (shown) send({ type: "event", sessionId, event: shown });
         });
         return {};
       }
@@ -361,6 +430,9 @@ export function serve(options: ServerOptions): Server {
   }
 
   async function open(request: RequestFrame<"session.open">) {
+    const closingNow =
+      request.sessionId === undefined ? undefined : closingSessions.get(request.sessionId);
+    if (closingNow) await closingNow.catch(() => {});
     if (request.sessionId !== undefined && sessions.has(request.sessionId)) {
       throw new ProtocolError(
         "SESSION_OPEN",
@@ -464,8 +536,10 @@ export function serve(options: ServerOptions): Server {
       }
     }
     const timeoutMs = value.timeoutMs ?? permissionTimeoutMs;
-    if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1)
-      bad("timeoutMs must be a positive integer (milliseconds)");
+    if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMER_MS)
+      bad(
+        `timeoutMs must be an integer from 1 to ${MAX_TIMER_MS} (milliseconds; 2^31 − 1 is the longest timer, a longer one would fire at once), got ${JSON.stringify(value.timeoutMs)}`,
+      );
     const onTimeout = value.onTimeout ?? "deny";
     if (onTimeout !== "deny" && onTimeout !== "deny_with_feedback")
       bad('onTimeout must be "deny" or "deny_with_feedback"');
@@ -483,7 +557,14 @@ export function serve(options: ServerOptions): Server {
     timeoutMs: number,
     onTimeout: "deny" | "deny_with_feedback",
   ): Promise<PermissionReply> {
-    const sent = control.request("permission.request", { sessionId, request, timeoutMs });
+    const shown = shownCall(request.args);
+    const display = `${request.tool} ${shown.text}${shown.collapsed ? ` ${COLLAPSED_NOTE}` : ""}`;
+    const sent = control.request("permission.request", {
+      sessionId,
+      request,
+      timeoutMs,
+      display,
+    });
     const key = askKey(sessionId, request.requestId);
     asks.set(key, sent.id);
     try {
@@ -520,20 +601,23 @@ export function serve(options: ServerOptions): Server {
     );
   }
 
-  async function closeSession(entry: OpenSession): Promise<void> {
-    if (sessions.get(entry.id) !== entry) return;
+  function closeSession(entry: OpenSession): Promise<void> {
+    if (sessions.get(entry.id) !== entry) return closingSessions.get(entry.id) ?? Promise.resolve();
     sessions.delete(entry.id);
-    await entry.agent.close();
-    entry.unsubscribe?.();
-    entry.stopWithdrawing();
+    const done = entry.agent.close().finally(() => {
+      entry.unsubscribe?.();
+      entry.stopWithdrawing();
+      if (closingSessions.get(entry.id) === done) closingSessions.delete(entry.id);
+    });
+    closingSessions.set(entry.id, done);
+    return done;
   }
 
   function shutdown(reason: string): Promise<string> {
     closing ??= (async () => {
       log.info({ reason }, "keel serve: shutting down");
-      options.input.off("data", onData);
+      // Input is still read until goodbye: every request sent meanwhile gets SHUTTING_DOWN.
       options.input.off("end", onEnd);
-      options.input.destroy();
       // Requests on both sides fail at once, with the one terminal reason.
       for (const r of inflight.values()) {
         send({
@@ -544,8 +628,11 @@ export function serve(options: ServerOptions): Server {
         });
       }
       inflight.clear();
-      for (const entry of sessions.values())
-        entry.session.interrupt(`the connection ended: ${reason}`);
+      for (const entry of sessions.values()) {
+        entry.session
+          .interrupt(`the connection ended: ${reason}`)
+          .catch((err) => log.error({ err }, "interrupting a session at shutdown failed"));
+      }
       control.failAll(reason);
       const settled = Promise.all(
         [...sessions.values()].map((e) =>
@@ -562,6 +649,9 @@ export function serve(options: ServerOptions): Server {
       }
       clearTimeout(timer);
       send({ type: "goodbye", reason });
+      closed_ = true;
+      options.input.off("data", onData);
+      options.input.destroy();
       await writer.end(2000);
       resolveClosed(reason);
       return reason;

@@ -131,6 +131,7 @@ export const KIND_CATEGORIES: Readonly<Record<string, ErrorCategory>> = {
   stream_cut: "network",
   first_chunk_timeout: "timeout",
   idle_timeout: "timeout",
+  request_timeout: "timeout",
   protocol: "server",
 };
 

@@ -3,6 +3,7 @@
  * and decide Retry / Continue / stop within one budget per operation. Pure: the clock reading
  * (`now`), wall time (`wallNow`) and the random draw are inputs.
  */
+import { checkDuration, MAX_TIMER_MS } from "../../contracts/clock.ts";
 import {
   classifyModelError,
   type ErrorCategory,
@@ -40,7 +41,11 @@ export const DEFAULT_RETRY_POLICY: Readonly<RetryPolicy> = Object.freeze({
   maxRetryAfterMs: 900_000,
 });
 
-/** Fills defaults and validates; throws a RangeError naming the bad option (a boundary). */
+/**
+ * Fills defaults and validates; throws a RangeError naming the bad option (a boundary). Every
+ * duration is at most 2^31 − 1 ms (the longest timer; a longer one fires at once): an
+ * `operationDeadlineMs` of `Infinity` means none, a delay cap of `Infinity` the longest wait.
+ */
 export function resolveRetryPolicy(options: Partial<RetryPolicy> = {}): RetryPolicy {
   const p: RetryPolicy = { ...DEFAULT_RETRY_POLICY, ...options };
   const check = (name: keyof RetryPolicy, ok: boolean, want: string) => {
@@ -55,6 +60,17 @@ export function resolveRetryPolicy(options: Partial<RetryPolicy> = {}): RetryPol
   check("maxRetryAfterMs", p.maxRetryAfterMs >= 0, "≥ 0");
   const d = p.operationDeadlineMs;
   check("operationDeadlineMs", d === undefined || d > 0, "> 0 or undefined");
+  const duration = (name: "baseDelayMs" | "maxDelayMs" | "maxRetryAfterMs") => {
+    if (options[name] === undefined) return;
+    p[name] = Math.min(checkDuration(`retry policy: ${name}`, p[name]), MAX_TIMER_MS);
+  };
+  duration("baseDelayMs");
+  duration("maxDelayMs");
+  duration("maxRetryAfterMs");
+  if (p.operationDeadlineMs !== undefined) {
+    const ms = checkDuration("retry policy: operationDeadlineMs", p.operationDeadlineMs, 1);
+    if (ms === Number.POSITIVE_INFINITY) delete p.operationDeadlineMs;
+  }
   return p;
 }
 

@@ -2,6 +2,12 @@ import { z } from "zod";
 import { defineTool, type Tool } from "../define-tool.ts";
 import { notFound, statOrUndefined } from "./common.ts";
 import { globToRegExp } from "./glob-match.ts";
+import {
+  CALL_DEADLINE_MS,
+  type PatternEngine,
+  PatternTimeoutError,
+  patternRunner,
+} from "./pattern-runner.ts";
 import { SKIPPED_DIRS, walkFiles } from "./walk.ts";
 import {
   isKeelOwn,
@@ -34,8 +40,15 @@ const parameters = z.object({
   offset: z.number().int().min(0).optional().describe("Matches to skip, for paging (default 0)."),
 });
 
-/** `glob`: file paths by name pattern; never reads contents. */
-export function globTool(ws: Workspace): Tool<z.output<typeof parameters>> {
+/**
+ * `glob`: file paths by name pattern; never reads contents. The pattern is matched in a worker
+ * thread with deadlines (see `PatternRunner`): a pattern that backtracks catastrophically fails
+ * the call with `TIMEOUT` and never stalls the event loop. `engine` is a test seam.
+ */
+export function globTool(
+  ws: Workspace,
+  engine: PatternEngine = patternRunner,
+): Tool<z.output<typeof parameters>> {
   return defineTool({
     name: "glob",
     description: [
@@ -75,7 +88,15 @@ export function globTool(ws: Workspace): Tool<z.output<typeof parameters>> {
         hidden: (abs) => isKeelOwn(ws, abs),
       });
       const prefix = rel === "." ? "" : `${rel}/`;
-      const matches = walk.files.filter((f) => re.test(f)).map((f) => prefix + f);
+      let kept: string[];
+      try {
+        const deadline = performance.now() + CALL_DEADLINE_MS;
+        kept = await engine.filterPaths(re.source, walk.files, deadline, ctx?.signal);
+      } catch (err) {
+        if (!(err instanceof PatternTimeoutError)) throw err;
+        return toolError("TIMEOUT", `${err.message}. Pattern: ${JSON.stringify(pattern)}.`);
+      }
+      const matches = kept.map((f) => prefix + f);
       const note = walk.incomplete
         ? "\n[the search stopped after visiting 200000 entries; narrow the path]"
         : "";

@@ -11,6 +11,12 @@ import {
   statOrUndefined,
 } from "./common.ts";
 import { globToRegExp } from "./glob-match.ts";
+import {
+  CALL_DEADLINE_MS,
+  type PatternEngine,
+  PatternTimeoutError,
+  patternRunner,
+} from "./pattern-runner.ts";
 import { SKIPPED_DIRS, walkFiles } from "./walk.ts";
 import {
   isKeelOwn,
@@ -54,8 +60,15 @@ const parameters = z.object({
     .describe("Matching lines to skip, for paging (default 0)."),
 });
 
-/** `grep`: regex search of file contents with line numbers. */
-export function grepTool(ws: Workspace): Tool<z.output<typeof parameters>> {
+/**
+ * `grep`: regex search of file contents with line numbers. The pattern (and the `glob` filter)
+ * run in a worker thread with deadlines (see `PatternRunner`): a catastrophic pattern fails the
+ * call with `TIMEOUT` and never stalls the event loop. `engine` is a test seam.
+ */
+export function grepTool(
+  ws: Workspace,
+  engine: PatternEngine = patternRunner,
+): Tool<z.output<typeof parameters>> {
   return defineTool({
     name: "grep",
     description: [
@@ -90,6 +103,7 @@ export function grepTool(ws: Workspace): Tool<z.output<typeof parameters>> {
           `pattern is not a valid JavaScript regular expression: ${(err as Error).message}. Escape special characters such as ( [ { . * + ? with a backslash.`,
         );
       }
+      const deadline = performance.now() + CALL_DEADLINE_MS;
       const resolved = await resolveInWorkspace(ws, path);
       if (!resolved.ok) return resolved.error;
       const { real, rel } = resolved;
@@ -98,47 +112,61 @@ export function grepTool(ws: Workspace): Tool<z.output<typeof parameters>> {
       if (!info) return notFound(real, rel, "file or directory");
       const prefix = rel === "." ? "" : `${rel}/`;
       let files: { abs: string; shown: string }[] = [{ abs: real, shown: rel }];
-      if (info.isDirectory()) {
-        const filter = glob ? globToRegExp(glob) : undefined;
-        const walk = await walkFiles(real, {
-          signal: ctx?.signal,
-          include: `${glob ?? ""} ${path}`,
-          hidden: (abs) => isKeelOwn(ws, abs),
-        });
-        files = [];
-        for (const f of walk.files) {
-          if (filter && !filter.test(f)) continue;
-          if (!walk.symlinks.has(f)) files.push({ abs: join(real, f), shown: prefix + f });
-          else {
-            const target = await resolveInWorkspace(ws, prefix + f);
-            if (target.ok && !isKeelOwn(ws, target.real)) {
-              files.push({ abs: target.real, shown: prefix + f });
-            }
-          }
-        }
-      }
       const out: string[] = [];
       let found = 0;
       let bytes = 0;
       let full = false;
-      for (const { abs, shown: file } of files) {
-        ctx?.signal?.throwIfAborted();
-        const text = await readText(abs);
-        if (text === undefined) continue;
-        const lines = text.split("\n");
-        for (let i = 0; i < lines.length; i++) {
-          if (!re.test(lines[i])) continue;
-          found++;
-          if (found <= offset) continue;
-          const line = `${file}:${i + 1}: ${truncateUtf8(lines[i].replace(/\r$/, ""), LINE_BYTES).text}`;
-          if (out.length >= max_results || bytes + utf8Length(line) + 1 > BUILTIN_MAX_BYTES) {
-            full = true;
-            break;
+      try {
+        if (info.isDirectory()) {
+          const walk = await walkFiles(real, {
+            signal: ctx?.signal,
+            include: `${glob ?? ""} ${path}`,
+            hidden: (abs) => isKeelOwn(ws, abs),
+          });
+          const listed = glob
+            ? await engine.filterPaths(globToRegExp(glob).source, walk.files, deadline, ctx?.signal)
+            : walk.files;
+          files = [];
+          for (const f of listed) {
+            if (!walk.symlinks.has(f)) files.push({ abs: join(real, f), shown: prefix + f });
+            else {
+              const target = await resolveInWorkspace(ws, prefix + f);
+              if (target.ok && !isKeelOwn(ws, target.real)) {
+                files.push({ abs: target.real, shown: prefix + f });
+              }
+            }
           }
-          out.push(line);
-          bytes += utf8Length(line) + 1;
         }
-        if (full) break;
+        for (const { abs, shown: file } of files) {
+          ctx?.signal?.throwIfAborted();
+          const text = await readText(abs);
+          if (text === undefined) continue;
+          const room = max_results - out.length;
+          const matches = await engine.matchLines(
+            re.source,
+            re.flags,
+            text,
+            { skip: Math.max(0, offset - found), limit: room + 1, lineChars: LINE_BYTES, deadline },
+            ctx?.signal,
+          );
+          found += matches.count;
+          for (const [n, lineText] of matches.lines) {
+            const line = `${file}:${n}: ${truncateUtf8(lineText.replace(/\r$/, ""), LINE_BYTES).text}`;
+            if (out.length >= max_results || bytes + utf8Length(line) + 1 > BUILTIN_MAX_BYTES) {
+              full = true;
+              break;
+            }
+            out.push(line);
+            bytes += utf8Length(line) + 1;
+          }
+          if (full) break;
+        }
+      } catch (err) {
+        if (!(err instanceof PatternTimeoutError)) throw err;
+        return toolError(
+          "TIMEOUT",
+          `${err.message}. Pattern: /${pattern}/${ignore_case ? "i" : ""}${glob ? `, glob ${JSON.stringify(glob)}` : ""}.`,
+        );
       }
       if (out.length === 0)
         return offset > 0
@@ -156,15 +184,15 @@ export function grepTool(ws: Workspace): Tool<z.output<typeof parameters>> {
   });
 }
 
-/** A text file's content, or undefined (missing, binary, too large, not a regular file). */
-async function readText(abs: string): Promise<string | undefined> {
+/** A text file's bytes, or undefined (missing, binary, too large, not a regular file). */
+async function readText(abs: string): Promise<Uint8Array | undefined> {
   try {
     const opened = await openWorkspaceFile(abs, abs, "read");
     if (!opened.ok) return undefined;
     try {
       if (opened.size > MAX_FILE_BYTES) return undefined;
       const buf = await opened.handle.readFile();
-      return looksBinary(buf) ? undefined : buf.toString("utf8");
+      return looksBinary(buf) ? undefined : buf;
     } finally {
       await opened.handle.close();
     }

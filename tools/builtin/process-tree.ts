@@ -69,3 +69,77 @@ export function signalAll(pids: readonly number[], signal: NodeJS.Signals): void
     } catch {}
   }
 }
+
+/** A process as the kernel knows it: its pid and its start time (clock ticks after boot). */
+export interface ProcessRef {
+  pid: number;
+  start: string;
+}
+
+/** The start time of `pid` (field 22 of `/proc/<pid>/stat`), or undefined (gone, no procfs). */
+export function startTime(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Every live process below `root` in the parent chain (children, their children, …), with its
+ * start time: a process that calls `setsid` and clears its environment keeps its parent, so
+ * it is found here while its parent lives. Linux only ([] elsewhere). Never throws.
+ */
+export function descendants(root: number): ProcessRef[] {
+  let names: string[];
+  try {
+    names = readdirSync("/proc");
+  } catch {
+    return [];
+  }
+  const children = new Map<number, ProcessRef[]>();
+  for (const name of names) {
+    const pid = Number(name);
+    if (!Number.isInteger(pid) || pid <= 1 || pid === process.pid) continue;
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (fields[0] === "Z") continue;
+      const ppid = Number(fields[1]);
+      const list = children.get(ppid) ?? [];
+      list.push({ pid, start: fields[19] });
+      children.set(ppid, list);
+    } catch {
+      // gone
+    }
+  }
+  const found: ProcessRef[] = [];
+  const queue = [root];
+  while (queue.length > 0) {
+    for (const child of children.get(queue.pop()!) ?? []) {
+      found.push(child);
+      queue.push(child.pid);
+    }
+  }
+  return found;
+}
+
+/**
+ * Sends `signal` to each process that is still the one recorded (same pid AND start time), so
+ * a pid reused by an unrelated process after ours ended is never signalled.
+ */
+export function signalRefs(refs: Iterable<ProcessRef>, signal: NodeJS.Signals): void {
+  for (const ref of refs) {
+    if (startTime(ref.pid) !== ref.start) continue;
+    try {
+      process.kill(ref.pid, signal);
+    } catch {}
+  }
+}
+
+/** Whether any recorded process still runs as itself (not a zombie, not a reused pid). */
+export function refsAlive(refs: Iterable<ProcessRef>): boolean {
+  for (const ref of refs) if (startTime(ref.pid) === ref.start && running(ref.pid)) return true;
+  return false;
+}

@@ -1,14 +1,35 @@
-import { spawn } from "node:child_process";
+import { type ChildProcessByStdio, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
+import type { Readable } from "node:stream";
 import { z } from "zod";
 import { defineTool, type Tool } from "../define-tool.ts";
 import { BUILTIN_MAX_BYTES, statOrUndefined } from "./common.ts";
 import { OutputCapture } from "./output-capture.ts";
-import { running, SHELL_TAG_VAR, signalAll, taggedProcesses } from "./process-tree.ts";
+import {
+  descendants,
+  type ProcessRef,
+  refsAlive,
+  running,
+  SHELL_TAG_VAR,
+  signalAll,
+  signalRefs,
+  startTime,
+  taggedProcesses,
+} from "./process-tree.ts";
+
 import { namesKeelOwn, replacedSince, storeIdentity } from "./store-guard.ts";
 import { isKeelOwn, KEEL_DIR, resolveInWorkspace, toolError, type Workspace } from "./workspace.ts";
 
 const DEFAULT_TIMEOUT_MS = 120_000;
+/** How often the processes below a running command are recorded (see `runCommandInGroup`). */
+const TRACK_EVERY_MS = 100;
+
+/**
+ * Run first by every command's shell: on exit it writes the pids of its background jobs to fd 3,
+ * so jobs that left the group and cleared their environment (`env -i setsid cmd &`) are known
+ * before the shell is gone and they are re-parented.
+ */
+const REPORT_JOBS = "trap 'jobs -p >&3 2>/dev/null' EXIT\n";
 /** How long a process group gets between SIGTERM and SIGKILL. */
 export const KILL_GRACE_MS = 2_000;
 
@@ -140,6 +161,12 @@ export interface GroupRun {
  * Runs `command` with `/bin/bash -c` in its own session and process group, the way the `shell`
  * tool does: the timeout, the abort signal and the command's own exit all end with the group
  * and the processes that left it being killed (SIGTERM, then SIGKILL after `KILL_GRACE_MS`).
+ * Processes that left the group are found by their session, by the tag in their environment,
+ * and (on Linux) by their parent chain: the processes below the shell are recorded every
+ * `TRACK_EVERY_MS` while it runs, and the shell reports its background jobs as it exits, so
+ * `env -i setsid daemon &` (a new session and an empty environment) is killed too. Recorded
+ * processes are signalled only while pid and start time still match. A process whose parent
+ * exits between two records (a double fork) is not found.
  * Resolves once they are gone (or the grace wait ran out). Contract: never rejects.
  */
 export async function runCommandInGroup(
@@ -156,12 +183,29 @@ export async function runCommandInGroup(
   const stdout = new OutputCapture(BUILTIN_MAX_BYTES);
   const stderr = new OutputCapture(BUILTIN_MAX_BYTES);
   const tag = randomUUID();
-  const child = spawn("/bin/bash", ["-c", command], {
+  const child = spawn("/bin/bash", ["-c", `${REPORT_JOBS}${command}`], {
     cwd,
     detached: true,
-    stdio: ["ignore", "pipe", "pipe"],
+    stdio: ["ignore", "pipe", "pipe", "pipe"],
     env: { ...process.env, ...options.env, [SHELL_TAG_VAR]: tag },
+  }) as ChildProcessByStdio<null, Readable, Readable>;
+  /** Processes below the shell, recorded while it ran (see the comment above). */
+  const tracked = new Map<number, ProcessRef>();
+  const track = () => {
+    if (!child.pid) return;
+    for (const ref of descendants(child.pid)) tracked.set(ref.pid, ref);
+  };
+  const jobs = child.stdio[3] as NodeJS.ReadableStream | null;
+  jobs?.on("data", (b: Buffer) => {
+    for (const word of b.toString("latin1").split(/\s+/)) {
+      const pid = Number(word);
+      const start = Number.isInteger(pid) && pid > 1 ? startTime(pid) : undefined;
+      if (start !== undefined) tracked.set(pid, { pid, start });
+    }
   });
+  jobs?.on("error", () => {});
+  const tracker = setInterval(track, TRACK_EVERY_MS);
+  tracker.unref();
   let stoppedBy: "timeout" | "cancel" | undefined;
   let exited = false;
   const timers: NodeJS.Timeout[] = [];
@@ -177,6 +221,7 @@ export async function runCommandInGroup(
         if (!child.pid) return;
         leftovers = [...new Set([...leftovers, ...taggedProcesses(child.pid, tag)])];
         signalAll(leftovers, sig);
+        signalRefs(tracked.values(), sig);
       };
       if (sig === "SIGTERM") send();
       else killTimers.push(setTimeout(send, KILL_GRACE_MS).unref());
@@ -205,12 +250,14 @@ export async function runCommandInGroup(
       child.once("exit", (code, sig) => {
         exit = { code, sig };
         exited = true;
+        clearInterval(tracker);
         killGroup(); // leftovers in the group (e.g. `cmd &`) must not outlive the call
         // A process that left the group may hold the pipes open: do not wait for it forever.
         timers.push(
           setTimeout(() => {
             child.stdout.destroy();
             child.stderr.destroy();
+            (jobs as { destroy?: () => void } | null)?.destroy?.();
             resolve(exit!);
           }, KILL_GRACE_MS + 500).unref(),
         );
@@ -219,8 +266,10 @@ export async function runCommandInGroup(
     },
   );
   for (const t of timers) clearTimeout(t);
+  clearInterval(tracker);
   // Signals are delivered asynchronously: give the group a moment to die before reporting.
-  const alive = () => groupAlive(child.pid) || leftovers.some(running);
+  const alive = () =>
+    groupAlive(child.pid) || leftovers.some(running) || refsAlive(tracked.values());
   for (let waited = 0; alive() && waited < 1000; waited += 10) {
     await new Promise((resolve) => setTimeout(resolve, 10));
   }

@@ -1,0 +1,156 @@
+// Invariant 16 (docs/architecture.md): no single input stalls the event loop. The loop's longest
+// stall is measured (perf_hooks.monitorEventLoopDelay) while each hostile input of issue 27 is
+// handled: a catastrophic regex in grep, a catastrophic glob, and a 10 MB prompt of one
+// character counted with the OpenAI tokenizer. The bound, 100 ms, is the issue's; the old paths
+// (behind test seams) stalled for seconds and the same probe catches them (the mutants below).
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { monitorEventLoopDelay } from "node:perf_hooks";
+import { afterAll, describe, expect, it } from "vitest";
+import { createAgent } from "../actors/agent.ts";
+import { countByPieces, openaiTokenCounter } from "../providers/openai-tokens.ts";
+import { scriptedModel } from "../providers/scripted-model.ts";
+import { globTool } from "../tools/builtin/glob.ts";
+import { grepTool } from "../tools/builtin/grep.ts";
+import { inlineEngine, patternRunner } from "../tools/builtin/pattern-runner.ts";
+import type { Workspace } from "../tools/builtin/workspace.ts";
+import type { ToolContext } from "../tools/types.ts";
+
+// The tokenizer the OpenAI counter uses, the same module instance (one copy of its large table
+// in memory: two copies make every major GC longer than the bound on their own).
+const { countTokens: wholeCount } = createRequire(import.meta.url)(
+  "gpt-tokenizer/cjs/encoding/o200k_base",
+) as { countTokens: (text: string) => number };
+
+/** The bound the issue sets on any one stall of the event loop. */
+const MAX_STALL_MS = 100;
+
+/** Runs `work` and returns its result with the longest event-loop stall seen meanwhile (ms). */
+async function longestStall<T>(work: () => Promise<T>): Promise<{ result: T; stallMs: number }> {
+  const h = monitorEventLoopDelay({ resolution: 5 });
+  h.enable();
+  // The histogram drops its first tick (it only sets the base time): let a few pass before the
+  // work starts, or a stall at its very start goes unrecorded.
+  await new Promise((resolve) => setTimeout(resolve, 30));
+  try {
+    const result = await work();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    return { result, stallMs: h.max / 1e6 };
+  } finally {
+    h.disable();
+  }
+}
+
+const root = mkdtempSync(path.join(tmpdir(), "keel-loop-"));
+const createWorkspace = (dir: string): Workspace => ({
+  root: dir,
+  realRoot: realpathSync(dir),
+  protected: [],
+});
+afterAll(async () => {
+  rmSync(root, { recursive: true, force: true });
+  await patternRunner.close();
+});
+const ctx = () =>
+  ({
+    callId: "c",
+    signal: new AbortController().signal,
+    onUpdate: () => {},
+    log: { debug() {}, info() {}, warn() {}, error() {} },
+  }) as unknown as ToolContext;
+
+describe("no single input stalls the event loop (invariant 16)", () => {
+  const ws = createWorkspace(root);
+  writeFileSync(path.join(root, "input.txt"), `${"a".repeat(40)}b\nsecond line\n`);
+  const long = "a".repeat(60);
+  mkdirSync(path.join(root, "deep"), { recursive: true });
+  writeFileSync(path.join(root, "deep", long), "x");
+
+  it("grep with ^(a+)+$ over a line of 40 a's (12.8 s of frozen loop for 30 a's before) fails with TIMEOUT and the loop never stalls over 100 ms", async () => {
+    const grep = grepTool(ws);
+    // The worker's start-up is not the input's doing: start one before measuring.
+    await grep.execute({ pattern: "second", path: "input.txt" }, ctx());
+    const { result, stallMs } = await longestStall(() =>
+      Promise.resolve(grep.execute({ pattern: "^(a+)+$", path: "input.txt" }, ctx())),
+    );
+    expect(result).toMatchObject({ ok: false, code: "TIMEOUT" });
+    expect((result as { message: string }).message).toMatch(/backtracks catastrophically/);
+    expect(stallMs).toBeLessThan(MAX_STALL_MS);
+  }, 30_000);
+
+  it("grep's glob filter and the glob tool with *a*a*a*a*a*a*b against a 60-character name (seconds of backtracking) fail with TIMEOUT and the loop never stalls over 100 ms", async () => {
+    const pattern = `*${"a*".repeat(6)}b`;
+    const glob = globTool(ws);
+    const grep = grepTool(ws);
+    const { result, stallMs } = await longestStall(async () => [
+      await glob.execute({ pattern, path: "deep" }, ctx()),
+      await grep.execute({ pattern: "x", path: "deep", glob: pattern }, ctx()),
+    ]);
+    for (const r of result) expect(r).toMatchObject({ ok: false, code: "TIMEOUT" });
+    expect(stallMs).toBeLessThan(MAX_STALL_MS);
+  }, 30_000);
+
+  it("a 10 MB prompt of one character, counted with the OpenAI tokenizer (over 2 minutes frozen before), goes through a turn without a stall over 100 ms", async () => {
+    const countTokens = openaiTokenCounter("gpt-4o")!;
+    // The tokenizer's table loads on its first count (a one-time cost, not the input's).
+    countTokens("warm up");
+    const model = scriptedModel([{ text: "hello" }, { text: "noted" }], {
+      contextWindow: 4_000_000,
+      maxOutputTokens: 4096,
+      countTokens,
+    });
+    const agent = createAgent({ model });
+    const session = await agent.openSession("big");
+    // A first, small turn loads every module a turn uses: the measurement is of the input.
+    await session.prompt("hello");
+    const prompt = "a".repeat(10 * 1024 * 1024);
+    const { result, stallMs } = await longestStall(() => session.prompt(prompt));
+    expect(result.status).toBe("completed");
+    expect(stallMs).toBeLessThan(MAX_STALL_MS);
+    await agent.close();
+  }, 60_000);
+
+  it("counting by pieces gives the tokenizer's own count on ordinary text and on a run of one character", () => {
+    const count = openaiTokenCounter("gpt-4o")!;
+    // The oracle: the tokenizer itself, whole, on text it handles fast.
+    const prose = "The quick brown fox jumps over the lazy dog.\n".repeat(200);
+    expect(count(prose)).toBe(wholeCount(prose));
+    const words = "lorem ipsum dolor sit amet consectetur ".repeat(300);
+    expect(count(words)).toBe(wholeCount(words));
+    const run = "a".repeat(2048);
+    expect(count(run)).toBe(wholeCount(run));
+  });
+});
+
+describe("the stall probe catches the old synchronous paths (mutants of invariant 16)", () => {
+  const ws = createWorkspace(root);
+
+  it("grep's old in-loop regex stalls the loop past the bound on ^(a+)+$ over 27 a's", async () => {
+    writeFileSync(path.join(root, "short.txt"), `${"a".repeat(27)}b\n`);
+    const grep = grepTool(ws, inlineEngine);
+    const { stallMs } = await longestStall(() =>
+      Promise.resolve(grep.execute({ pattern: "^(a+)+$", path: "short.txt" }, ctx())),
+    );
+    expect(stallMs).toBeGreaterThan(MAX_STALL_MS);
+  }, 60_000);
+
+  it("glob's old in-loop match stalls the loop past the bound on *a*a*a*a*b against 60 a's", async () => {
+    const glob = globTool(ws, inlineEngine);
+    const { stallMs } = await longestStall(() =>
+      Promise.resolve(glob.execute({ pattern: `*${"a*".repeat(4)}b`, path: "deep" }, ctx())),
+    );
+    expect(stallMs).toBeGreaterThan(MAX_STALL_MS);
+  }, 60_000);
+
+  it("counting a 16 KB run of one character whole, as before, stalls the loop past the bound (by pieces it does not)", async () => {
+    wholeCount("warm up"); // loads the table outside the measurement
+    // The tokenizer caches what it counted: each side gets a run no one counted before.
+    const { stallMs } = await longestStall(async () => wholeCount("d".repeat(16 * 1024)));
+    expect(stallMs).toBeGreaterThan(MAX_STALL_MS);
+    const run = "a".repeat(16 * 1024 + 3);
+    const fixed = await longestStall(async () => countByPieces(run, (t) => wholeCount(t)));
+    expect(fixed.stallMs).toBeLessThan(MAX_STALL_MS);
+  }, 60_000);
+});
