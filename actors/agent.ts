@@ -8,6 +8,7 @@ import type { DrainMode, DrainPolicy } from "../machines/policies/inbox.ts";
 import { type LoopGuardOptions, resolveLoopGuard } from "../machines/policies/loop-guard.ts";
 import { type RetryPolicy, resolveRetryPolicy } from "../machines/policies/retry-policy.ts";
 import type { TurnLimits } from "../machines/turn.machine.ts";
+import { READ_RESULT_TOOL } from "../session/clear-results.ts";
 import type { HandoffRecord } from "../session/entries.ts";
 import { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";
@@ -21,14 +22,16 @@ import { AcceptanceHost, type AcceptanceOptions, checkAcceptanceOptions } from "
 import type { InspectSink } from "./events.ts";
 import { createIds } from "./ids.ts";
 import { PermissionBroker, type PermissionOptions } from "./permissions.ts";
-import { READ_RESULT_TOOL, readResultTool } from "./read-result-tool.ts";
+import { readResultTool } from "./read-result-tool.ts";
 import { recoverCalls } from "./recover-calls.ts";
 import type { RetryBudget } from "./retry-budget.ts";
+import { Session } from "./session.ts";
 import { type ContextOptions, checkContextOptions, SessionContext } from "./session-context.ts";
-import { defaultLeaseOwner, Session, type SessionRole } from "./session-runtime.ts";
+import { defaultLeaseOwner } from "./session-lease.ts";
+import type { SessionRole } from "./session-options.ts";
 import { createSpill, sessionSpillDir } from "./spill-output.ts";
 import type { Telemetry } from "./telemetry.ts";
-import type { TurnDeps } from "./turn-runner.ts";
+import type { TurnDeps } from "./turn-scope.ts";
 
 const isInstructions = (v: unknown) => typeof v === "string" || typeof v === "function";
 
@@ -308,7 +311,8 @@ export function createAgent(options: AgentOptions): Agent {
     );
   }
   const sessions = new Map<string, Session>();
-  if (contextOptions.readResultTool) registry.add(readResultTool((id) => sessions.get(id)));
+  if (contextOptions.readResultTool)
+    registry.add(readResultTool((id) => sessions.get(id)?.sessionLog));
   // Checked here, once: a bad policy is a RangeError from createAgent, not a failed turn later.
   const retry = resolveRetryPolicy(options.retry ?? {});
   const loopGuard = resolveLoopGuard(options.loopGuard);

@@ -1,7 +1,8 @@
 import { Logger, type Runner, run, runMigrations } from "graphile-worker";
 import type { PostgresSessionStore } from "../session/postgres-store.ts";
 import { type AgentOptions, createAgent } from "./agent.ts";
-import { defaultLeaseOwner, type Session } from "./session-runtime.ts";
+import type { Session } from "./session.ts";
+import { defaultLeaseOwner } from "./session-lease.ts";
 
 /** The graphile-worker task that runs one session. */
 export const SESSION_TASK = "keel_session";

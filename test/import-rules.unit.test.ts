@@ -43,7 +43,7 @@ describe("the folders' import rules (DESIGN §2), as npm run lint checks them", 
   it("contracts import nothing of Keel's and no package; session and tools never import actors", () => {
     const dir = tree({
       "contracts/x.ts": 'import type { Z } from "../tools/types.ts";\nimport { z } from "zod";',
-      "session/s.ts": 'import { TurnRun } from "../actors/turn-runner.ts";',
+      "session/s.ts": 'import { TurnRun } from "../actors/turn-run.ts";',
       "tools/t.ts": 'import { a } from "../actors/agent.ts";',
       "machines/policies/p.ts": 'import { setup } from "xstate";',
     });

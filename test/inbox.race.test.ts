@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
-import type { Session } from "../actors/session-runtime.ts";
+import type { Session } from "../actors/session.ts";
 import { toolCallsOf } from "../contracts/messages.ts";
 import type { InboxLane } from "../contracts/status.ts";
 import {
