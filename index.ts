@@ -1,7 +1,7 @@
-// The public API of Keel: re-exports only, each name documented in README.md ("API").
+// The public API of Keel: re-exports only, each name documented in docs/embedding.md ("API").
 // Tests import internals from their modules; the few internals the benchmarks measure from the
 // built package (createIds, systemClock, SessionLog, ContextBudget, the token counters) are
-// exported and listed in the README as such. The control protocol's vocabulary is
+// exported and listed in docs/embedding.md as such. The control protocol's vocabulary is
 // keel/client's (client/index.ts).
 
 export type { AcceptanceOptions } from "./actors/acceptance.ts";

@@ -32,7 +32,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
   ] as const;
   const provider = [
     "--provider <name>",
-    "openai-compatible (default) | openai | anthropic | google; see the README for the environment each reads",
+    "openai-compatible (default) | openai | anthropic | google; docs/providers.md lists the environment each reads",
   ] as const;
 
   program

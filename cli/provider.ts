@@ -10,7 +10,7 @@ import {
 } from "../index.ts";
 import { CliError, EXIT } from "./errors.ts";
 
-/** The providers `--provider` names (README "Providers" has the table). */
+/** The providers `--provider` names (docs/providers.md has the table). */
 export const PROVIDERS = ["openai-compatible", "openai", "anthropic", "google"] as const;
 export type ProviderName = (typeof PROVIDERS)[number];
 

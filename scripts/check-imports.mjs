@@ -110,7 +110,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   for (const v of found) console.error(`wrong-way import: ${v}`);
   if (found.length > 0) {
     console.error(
-      `${found.length} wrong-way import(s): see the folder table in DESIGN §2 / README`,
+      `${found.length} wrong-way import(s): see the folder table in docs/architecture.md`,
     );
     process.exit(1);
   }

@@ -1,6 +1,6 @@
 // The package as an embedder gets it: `npm pack` of the repository, installed from the tarball
 // into a fresh project, type-checked by the user's compiler under the user's settings, the
-// README's examples run against it, and the `keel` command installed globally into a
+// examples of the README and of every page under docs/ run against it, and the `keel` command installed globally into a
 // temporary prefix and run from another folder. Slow (≈ 1 min: a build, two installs, three
 // compilations), so everything is done once and each test reads a part of it.
 import { execFile, spawn } from "node:child_process";
@@ -9,6 +9,7 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   realpathSync,
   symlinkSync,
@@ -25,7 +26,7 @@ import {
   startFakeOpenAIServer,
   streamReply,
 } from "./support/fake-openai-server.ts";
-import { fenceInfos, type ReadmeExample, readmeExamples } from "./support/readme-examples.ts";
+import { examplesOf, fenceInfos, type ReadmeExample } from "./support/readme-examples.ts";
 
 const run = promisify(execFile);
 const ROOT = join(import.meta.dirname, "..");
@@ -102,7 +103,22 @@ let work = "";
 let project = "";
 let tarball = "";
 let examples: ReadmeExample[] = [];
-let readme = "";
+/** The README and every page under docs/, as the installed package holds them. */
+let markdown: [file: string, text: string][] = [];
+
+/** `README.md` and every `.md` file under `docs/` of an installed package, relative paths, sorted. */
+function markdownOf(pkg: string): [string, string][] {
+  const files = ["README.md"];
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(join(pkg, dir), { withFileTypes: true })) {
+      const rel = `${dir}/${entry.name}`;
+      if (entry.isDirectory()) walk(rel);
+      else if (entry.name.endsWith(".md")) files.push(rel);
+    }
+  };
+  if (existsSync(join(pkg, "docs"))) walk("docs");
+  return files.sort().map((f) => [f, readFileSync(join(pkg, f), "utf8")]);
+}
 
 interface Exec {
   code: number;
@@ -205,8 +221,8 @@ beforeAll(async () => {
   );
   addSqliteBinary(join(project, "node_modules"));
   ok("tsc --init", await sh(process.execPath, [TSC, "--init"], project));
-  readme = readFileSync(join(project, "node_modules", "keel", "README.md"), "utf8");
-  examples = readmeExamples(readme);
+  markdown = markdownOf(join(project, "node_modules", "keel"));
+  examples = examplesOf(markdown);
   for (const e of examples) writeFileSync(join(project, "examples", `${e.name}.ts`), e.code);
   writeFileSync(join(project, "tsconfig.libcheck.json"), JSON.stringify(LIBCHECK, null, 2));
 }, 300_000);
@@ -240,10 +256,21 @@ describe("the packed package in a fresh project", { timeout: 120_000 }, () => {
     expect(existsSync(join(project, "node_modules", "keel", "node_modules", "zod"))).toBe(false);
   });
 
-  it("the README's TypeScript blocks are all examples or marked fragments, and there are some", () => {
+  it("ships docs/ with the guide pages the README's map links to", () => {
+    const files = markdown.map(([file]) => file);
+    for (const page of ["embedding", "tools", "providers", "protocol", "architecture", "cli"]) {
+      expect(files).toContain(`docs/${page}.md`);
+    }
+  });
+
+  it("the TypeScript blocks of the README and docs/ are all examples or marked fragments, and there are some", () => {
     // `ts fragment <name>`: an excerpt that needs the reader's own code around it (a checks
-    // spec, a property); each is exercised by the test named in the README next to it.
-    const ts = fenceInfos(readme).filter((f) => /^(ts|typescript)\b/.test(f.info));
+    // spec, a property); each is exercised by the test named in the page next to it.
+    const ts = markdown.flatMap(([file, text]) =>
+      fenceInfos(text)
+        .filter((f) => /^(ts|typescript)\b/.test(f.info))
+        .map((f) => ({ file, ...f })),
+    );
     const unmarked = ts.filter((f) => !/^ts (example|fragment) \S+$/.test(f.info));
     expect(unmarked).toEqual([]);
     expect(ts.filter((f) => f.info.startsWith("ts fragment")).length).toBeLessThanOrEqual(2);
@@ -252,7 +279,7 @@ describe("the packed package in a fresh project", { timeout: 120_000 }, () => {
     );
   });
 
-  it("every README example type-checks and compiles under a plain `tsc --init` configuration", async () => {
+  it("every example type-checks and compiles under a plain `tsc --init` configuration", async () => {
     const r = await sh(process.execPath, [TSC, "-p", ".", "--outDir", "build"], project);
     expect(r.stdout + r.stderr).toBe("");
     expect(r.code).toBe(0);
@@ -272,7 +299,7 @@ describe("the packed package in a fresh project", { timeout: 120_000 }, () => {
     expect(errors.length === 0 || r.code !== 0).toBe(true);
   });
 
-  it("every README example runs against the package; a scripted model stands in for openaiModel", async () => {
+  it("every example of the README and docs/ runs against the package; a scripted model stands in for openaiModel", async () => {
     for (const e of examples) {
       const served = Object.hasOwn(SERVED, e.name) ? SERVED[e.name] : undefined;
       const fake = served ? await startFakeOpenAIServer() : undefined;
@@ -287,7 +314,7 @@ describe("the packed package in a fresh project", { timeout: 120_000 }, () => {
             }
           : {},
       ).finally(() => fake?.close());
-      expect(result, `${e.name} (README.md:${e.line})`).toMatchObject({ code: 0 });
+      expect(result, `${e.name} (${e.file}:${e.line})`).toMatchObject({ code: 0 });
       if (served) expect(fake?.requests.length, e.name).toBe(served().length);
       if (SCRIPTS[e.name]) {
         expect(result.report, e.name).toEqual({

@@ -1,6 +1,6 @@
-// The public surface is what the README documents: every name `keel` and `keel/testing`
-// export (values and types) is listed in the README's API section, and every name listed there
-// is exported. Internals stay importable by path for tests and benchmarks, not by users.
+// The public surface is what the docs document: every name `keel` and `keel/testing`
+// export (values and types) is listed in the API section of docs/embedding.md, and every name
+// listed there is exported. Internals stay importable by path for tests and benchmarks, not by users.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import ts from "typescript";
@@ -40,12 +40,12 @@ function exportsOf(entries: string[]): Map<string, Map<string, "value" | "type">
   return result;
 }
 
-/** The backticked identifiers of a README section (up to the next `## ` heading). */
+/** The backticked identifiers of a markdown section (up to the next `## ` heading). */
 function namesIn(section: string): Set<string> {
   return new Set([...section.matchAll(/`([A-Za-z_$][\w$]*)(?:\([^`]*\))?`/g)].map((m) => m[1]));
 }
 
-const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+const readme = readFileSync(join(ROOT, "docs", "embedding.md"), "utf8");
 const apiStart = readme.indexOf("\n## API\n");
 const apiSection = readme.slice(apiStart, readme.indexOf("\n## ", apiStart + 1));
 const [mainPart, rest = ""] = apiSection.split("`keel/testing`:");
@@ -53,13 +53,13 @@ const [testingPart, clientPart] = rest.split("`keel/client`:");
 const exported = exportsOf(["index.ts", "testing.ts", "client/index.ts"]);
 
 describe("the public API", () => {
-  it("has an API section in the README", () => {
+  it("has an API section in docs/embedding.md", () => {
     expect(apiStart).toBeGreaterThan(0);
     expect(testingPart).toBeDefined();
     expect(clientPart).toBeDefined();
   });
 
-  it("every name keel exports is listed in the README's API section, and every name listed there is exported", () => {
+  it("every name keel exports is listed in docs/embedding.md's API section, and every name listed there is exported", () => {
     const names = [...exported.get("index.ts")!.keys()].sort();
     const listed = namesIn(mainPart);
     expect(names.filter((n) => !listed.has(n))).toEqual([]);
@@ -68,12 +68,12 @@ describe("the public API", () => {
     expect([...listed].filter((n) => !names.includes(n) && !others.includes(n))).toEqual([]);
   });
 
-  it("every name keel/testing exports is listed in the README, and no more", () => {
+  it("every name keel/testing exports is listed in docs/embedding.md, and no more", () => {
     const names = [...exported.get("testing.ts")!.keys()].sort();
     expect([...namesIn(testingPart)].sort()).toEqual(names);
   });
 
-  it("every name keel/client exports by name is listed in the README (its protocol, event and permission types by their module)", () => {
+  it("every name keel/client exports by name is listed in docs/embedding.md (its protocol, event and permission types by their module)", () => {
     const program = ts.createSourceFile(
       "client/index.ts",
       readFileSync(join(ROOT, "client", "index.ts"), "utf8"),

@@ -83,7 +83,7 @@ describe("keel/testing's fault injector", () => {
     expect(JSON.stringify(results[0])).toContain("disk on fire");
   });
 
-  it("a kill point after the side effect: the store keeps what was durable, and recovery does not re-run the call (the README's example)", async () => {
+  it("a kill point after the side effect: the store keeps what was durable, and recovery does not re-run the call (the example in docs/testing-your-tools.md)", async () => {
     await fc.assert(
       fc.asyncProperty(fc.scheduler(), async (s) => {
         let runs = 0;
