@@ -105,12 +105,9 @@ export function modelFor(provider: ProviderName, env: NodeJS.ProcessEnv = proces
   switch (provider) {
     case "openai-compatible":
       try {
-        return openaiModel({
-          model,
-          ...(given ? { contextWindow: given } : {}),
-          ...(apiKey ? { apiKey } : {}),
-          ...(baseURL ? { baseURL } : {}),
-        });
+        // The library reads OPENAI_API_KEY and OPENAI_BASE_URL from `env` by its own rule
+        // (openaiEnvironment): the command and an embedder's openaiModel() agree.
+        return openaiModel({ model, env, ...(given ? { contextWindow: given } : {}) });
       } catch (err) {
         // An unknown model's window: say which variable sets it.
         if (err instanceof TypeError && /context window/.test(err.message)) {

@@ -11,6 +11,7 @@ export type ErrorCategory =
   | "quota"
   | "auth"
   | "bad_request"
+  | "wire_mismatch"
   | "rate_limit"
   | "overloaded"
   | "server"
@@ -49,6 +50,11 @@ export const CATEGORY_ADVICE: Readonly<
     retryable: false,
     advice:
       "the provider rejected the request: check the model name, baseURL, messages and tool schemas (not retried)",
+  },
+  wire_mismatch: {
+    retryable: false,
+    advice:
+      "the server does not speak this model's API: check the provider and the base URL (not retried)",
   },
   rate_limit: { retryable: true, advice: "rate limited by the provider" },
   overloaded: { retryable: true, advice: "the provider is overloaded" },
@@ -132,6 +138,7 @@ export const KIND_CATEGORIES: Readonly<Record<string, ErrorCategory>> = {
   first_chunk_timeout: "timeout",
   idle_timeout: "timeout",
   protocol: "server",
+  wire_mismatch: "wire_mismatch",
 };
 
 /** Message fallbacks for errors that carry neither a kind nor a status, checked in order. */
