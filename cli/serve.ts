@@ -96,8 +96,9 @@ export async function runServe(options: ServeOptions): Promise<ExitCode> {
   const model = modelFactory(options);
   const file = options.store === "memory" ? undefined : storePath(options.store);
   const store = file ? openStore(file, true)! : memoryStore();
+  // Quiet by default, as every command (KEEL_LOG=warn, info, debug … for the runtime's logs).
   const logger = pino(
-    { level: process.env.KEEL_LOG || "warn", base: undefined },
+    { level: process.env.KEEL_LOG || "silent", base: undefined },
     pino.destination({ fd: 2, sync: true }),
   );
   const server = serve({
