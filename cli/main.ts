@@ -30,6 +30,10 @@ export function buildProgram(result: { code: ExitCode }): Command {
     "--store <file>",
     'session store file (default ./.keel/keel.db; "memory" keeps nothing)',
   ] as const;
+  const keepOpen = [
+    "--keep-open",
+    "with --inspect: keep the inspector open after the turn until Ctrl-C (the default on a terminal)",
+  ] as const;
   const provider = [
     "--provider <name>",
     "openai-compatible (default) | openai | anthropic | google; docs/providers.md lists the environment each reads",
@@ -46,14 +50,25 @@ export function buildProgram(result: { code: ExitCode }): Command {
       "--keep-open",
       "keep the inspector open after the demo until Ctrl-C (the default on a terminal)",
     )
+    .option(
+      "--scripted",
+      "the scripted model even when OPENAI_API_KEY or OPENAI_BASE_URL is set (also KEEL_DEMO_MODEL=scripted)",
+    )
     .option(...store)
     .action(
-      async (opts: { json?: boolean; inspect?: boolean; keepOpen?: boolean; store?: string }) => {
+      async (opts: {
+        json?: boolean;
+        inspect?: boolean;
+        keepOpen?: boolean;
+        scripted?: boolean;
+        store?: string;
+      }) => {
         const { runDemo } = await import("./demo.ts");
         result.code = await runDemo({
           json: opts.json,
           inspect: opts.inspect,
           stayOpen: opts.keepOpen,
+          scripted: opts.scripted,
           store: opts.store,
         });
       },
@@ -66,6 +81,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
     .option("--json", "one JSON event per line")
     .option("-y, --yes", "allow high-risk tools (shell) without asking")
     .option("--inspect", "serve the inspector while the turn runs")
+    .option(...keepOpen)
     .option(...provider)
     .option(
       "--max-steps <n>",
@@ -80,6 +96,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
           json?: boolean;
           yes?: boolean;
           inspect?: boolean;
+          keepOpen?: boolean;
           maxSteps?: number;
           store?: string;
           provider?: string;
@@ -98,6 +115,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
     .option("--json", "one JSON event per line")
     .option("-y, --yes", "allow high-risk tools (shell) without asking")
     .option("--inspect", "serve the inspector while the turn runs")
+    .option(...keepOpen)
     .option(...provider)
     .option(...store)
     .action(
@@ -108,6 +126,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
           json?: boolean;
           yes?: boolean;
           inspect?: boolean;
+          keepOpen?: boolean;
           store?: string;
           provider?: string;
         },

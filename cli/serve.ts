@@ -4,7 +4,7 @@ import { type Model, memoryStore, type ScriptStep, scriptedModel } from "../inde
 import { CliError, EXIT, type ExitCode, oneLine } from "./errors.ts";
 import { modelFor, PROVIDERS, type ProviderName } from "./provider.ts";
 import { serve } from "./serve/server.ts";
-import { openStore, shown, storePath } from "./store.ts";
+import { openStore, shown, storeChoice } from "./store.ts";
 
 export interface ServeOptions {
   stdio?: boolean;
@@ -94,8 +94,9 @@ export async function runServe(options: ServeOptions): Promise<ExitCode> {
     );
   }
   const model = modelFactory(options);
-  const file = options.store === "memory" ? undefined : storePath(options.store);
-  const store = file ? openStore(file, true)! : memoryStore();
+  const choice = storeChoice(options.store);
+  const store =
+    choice.kind === "memory" ? memoryStore() : (await openStore(choice, { create: true }))!;
   // Quiet by default, as every command (KEEL_LOG=warn, info, debug … for the runtime's logs).
   const logger = pino(
     { level: process.env.KEEL_LOG || "silent", base: undefined },

@@ -6,6 +6,10 @@ export type StoreErrorCode =
   | "DUPLICATE_ID"
   | "CLOSED"
   | "NOT_WRITABLE"
+  /** The file is not a database of the store's kind, or is damaged. */
+  | "CORRUPT"
+  /** Another process holds a lock the store needed. */
+  | "LOCKED"
   | "IO"
   /** The writer does not hold the session's live lease (it expired, or another runner took it). */
   | "FENCED";
