@@ -1,4 +1,7 @@
-import { Logger, type Runner, run, runMigrations } from "graphile-worker";
+import { createRequire } from "node:module";
+import type * as GraphileWorker from "graphile-worker";
+import type { Runner } from "graphile-worker";
+import { loadPeer } from "../contracts/optional-peer.ts";
 import type { PostgresSessionStore } from "../session/postgres-store.ts";
 import { type AgentOptions, createAgent } from "./agent.ts";
 import { defaultLeaseOwner, type Session } from "./session-runtime.ts";
@@ -51,6 +54,11 @@ export interface Worker {
 export async function startWorker(options: WorkerOptions): Promise<Worker> {
   const { store, concurrency = 4 } = options;
   const s = store.schema;
+  const { Logger, run, runMigrations } = loadPeer<typeof GraphileWorker>(
+    createRequire(import.meta.url),
+    "graphile-worker",
+    "startWorker (keel worker)",
+  );
   const quiet = new Logger(() => () => {});
   await runMigrations({ pgPool: store.pool, logger: quiet });
   // Several workers start together: install the trigger once, under a transaction lock.

@@ -284,6 +284,14 @@ export async function main(argv: string[]): Promise<ExitCode> {
       process.stderr.write(`keel: ${error.message}\n`);
       return error.exitCode;
     }
+    // An optional peer dependency (a provider package, the SQLite or PostgreSQL driver) that
+    // is not installed: contracts/optional-peer.ts says which and how.
+    if (error instanceof Error && error.name === "MissingPeerError") {
+      process.stderr.write(
+        `keel: ${error.message} (beside keel: with -g for a keel installed with npm install -g)\n`,
+      );
+      return EXIT.config;
+    }
     process.stderr.write(
       `keel: internal error: ${oneLine(error)} (run again with KEEL_DEBUG=1 for the stack, and report it)\n`,
     );

@@ -91,6 +91,12 @@ export async function openStore(
     if (error instanceof Error && error.name === "StoreError") {
       throw new CliError(error.message, EXIT.config);
     }
+    if (error instanceof Error && error.name === "MissingPeerError") {
+      throw new CliError(
+        `${error.message} (beside keel: with -g for a keel installed with npm install -g); or keep nothing with --store memory`,
+        EXIT.config,
+      );
+    }
     throw new CliError(
       `cannot open the session store ${shownStore(choice)}: ${oneLine(error)}`,
       EXIT.config,

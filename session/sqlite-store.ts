@@ -1,6 +1,8 @@
 import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
+import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
+import { loadPeer } from "../contracts/optional-peer.ts";
 import type { CheckpointStore } from "./checkpoint.ts";
 import { LOG_SCHEMA_VERSION, type LogEntry } from "./entries.ts";
 import { rememberDatabase } from "./sqlite-handle.ts";
@@ -486,7 +488,19 @@ function schemaVersion(db: Database.Database, path: string): number {
   return version;
 }
 
+const require = createRequire(import.meta.url);
+
+/** better-sqlite3, an optional peer: loaded when the first SQLite store opens. */
+function betterSqlite3(): typeof Database {
+  return loadPeer<typeof Database>(
+    require,
+    "better-sqlite3",
+    "sqliteStore (the SQLite session store)",
+  );
+}
+
 function openDatabase(path: string): Database.Database {
+  const Sqlite = betterSqlite3(); // before anything is created: .keel/ included
   if (path !== ":memory:") {
     const dir = dirname(resolve(path));
     try {
@@ -500,7 +514,7 @@ function openDatabase(path: string): Database.Database {
     }
   }
   try {
-    const db = new Database(path);
+    const db = new Sqlite(path);
     db.pragma("user_version"); // touches the file: fails now, not at the first append
     return db;
   } catch (error) {
@@ -514,11 +528,12 @@ function openDatabase(path: string): Database.Database {
  * in memory instead (complete when no `-wal` holds frames not yet in the file).
  */
 function openReadOnly(path: string): Database.Database {
+  const Sqlite = betterSqlite3();
   if (!existsSync(path)) {
     throw new StoreError("IO", `no session store at ${path}: pass the file a session was run with`);
   }
   try {
-    const db = new Database(path, { readonly: true, fileMustExist: true });
+    const db = new Sqlite(path, { readonly: true, fileMustExist: true });
     db.pragma("user_version");
     return db;
   } catch (error) {
@@ -539,7 +554,7 @@ function openReadOnly(path: string): Database.Database {
   // cannot use WAL, and with no -wal to read the file alone is the whole database.
   if (bytes.length >= 20 && bytes[18] === 2 && bytes[19] === 2) bytes[18] = bytes[19] = 1;
   try {
-    const db = new Database(bytes, { readonly: true });
+    const db = new Sqlite(bytes, { readonly: true });
     db.pragma("user_version");
     return db;
   } catch (error) {
