@@ -150,7 +150,7 @@ export class SessionContext {
   }
 
   /**
-   * Compacts the session's history (DESIGN §6) at the latest legal cut that keeps
+   * Compacts the session's history (docs/long-sessions.md) at the latest legal cut that keeps
    * `keepRecentTokens(mode)`; every failure leaves the old baseline. Emits `context.compacted`.
    */
   async compact(mode: CompactionMode, signal: AbortSignal): Promise<CompactionReport> {

@@ -39,7 +39,7 @@ export interface Worker {
 }
 
 /**
- * Runs sessions that have unconsumed inputs and no live owner (DESIGN §12), dispatched by
+ * Runs sessions that have unconsumed inputs and no live owner (docs/many-processes.md), dispatched by
  * graphile-worker (LISTEN/NOTIFY job pickup; the job library owns queueing, retries and
  * locking). An input posted by any process enqueues a `keel_session` job keyed by the session in
  * the same transaction (a trigger on Keel's inbox table; a job for a session already queued is

@@ -181,7 +181,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<ExitCode> {
     session.subscribe(trace.onEvent);
     let steered = false;
     session.subscribe((e) => {
-      // A steer that arrives while the first batch runs (DESIGN §3.5).
+      // A steer that arrives while the first batch runs (docs/architecture.md).
       if (e.type === "call.started" && !steered) {
         steered = true;
         void session.steer(STEER);

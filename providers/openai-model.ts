@@ -56,7 +56,7 @@ export interface OpenAIModelOptions {
 
 /**
  * A `Model` over the official `openai` v6 SDK, Chat Completions streaming. The SDK's own
- * retries are off (`maxRetries: 0`): Keel's retry policy owns the budget (DESIGN §3.6).
+ * retries are off (`maxRetries: 0`): Keel's retry policy owns the budget (docs/providers.md).
  *
  * Lifecycle of one `stream()`: send → (first chunk within `firstChunkTimeoutMs`) → chunks,
  * each within `idleTimeoutMs` → finish. Every failure is thrown from the iterator as a

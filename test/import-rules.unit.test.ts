@@ -23,7 +23,7 @@ function tree(files: Record<string, string>): string {
   return dir;
 }
 
-describe("the folders' import rules (DESIGN §2), as npm run lint checks them", () => {
+describe("the folders' import rules (docs/architecture.md), as npm run lint checks them", () => {
   it("Keel's own tree has no wrong-way import", () => {
     expect(violations(root)).toEqual([]);
   });

@@ -1,7 +1,7 @@
 import type { ModelError } from "../../contracts/model.ts";
 
 /**
- * What a failed model request was (DESIGN §3.6), as data: classification tables tested with
+ * What a failed model request was (docs/providers.md), as data: classification tables tested with
  * sample payloads, `classifyModelError`, and `parseRetryAfter`. Pure; the retry decision that
  * uses them is `retry-policy.ts`.
  */
