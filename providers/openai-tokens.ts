@@ -62,7 +62,7 @@ const NO_SPECIAL = { disallowedSpecial: new Set<string>() };
 function encoder(encoding: Encoding): (text: string) => number {
   let count = encoders.get(encoding);
   if (!count) {
-    // Loaded synchronously, on first use (the tables take ~0.1–0.5 s to load).
+    // Loaded synchronously, on first use (the tables are large: bench/FIGURES.md has the time).
     const mod: typeof GptEncoding =
       encoding === "o200k_base"
         ? require("gpt-tokenizer/cjs/encoding/o200k_base")

@@ -20,7 +20,7 @@ import { upgradeEntryV2 } from "./upgrade-entry.ts";
 /**
  * How far a resolved `append` survives: "process" — a kill -9 of this process (WAL,
  * `synchronous=NORMAL`: the commit is in the OS's file cache); "power" — a power cut or OS crash
- * too (`synchronous=FULL`: the WAL is fsynced at every commit, ≈ 0.2 ms a commit).
+ * too (`synchronous=FULL`: the WAL is fsynced at every commit; its cost: bench/FIGURES.md).
  */
 export type Durability = "process" | "power";
 
@@ -65,9 +65,8 @@ export function defaultStorePath(cwd: string): string {
  * `PRAGMA user_version`: the file is shared with the application's own tables through the
  * ledger, and the application may version those). 2: `sessions` holds only when each session
  * began; its last seq, entry count and last time are read from `entries` (by its primary key), so
- * an append writes no summary row: one page fewer in every commit's WAL, 0.86× version 1's time
- * a commit (`npx tsx bench/extras/sqlite-commit.ts`), 0.89× a step with one tool call
- * (`bench/extras/ab.ts`, `STORE=sqlite`). Older files are migrated when opened, after which a
+ * an append writes no summary row: one page fewer in every commit's WAL (what it saves:
+ * bench/FIGURES.md). Older files are migrated when opened, after which a
  * Keel from before version 2 can no longer append to them: every process sharing a store file
  * must be upgraded together. 3: the entries' bodies are in log schema 3's shape (neutral message
  * parts, session/entries.ts `LOG_SCHEMA_VERSION`); a version-2 file's assistant messages and
