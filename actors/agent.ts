@@ -54,7 +54,7 @@ export interface AgentOptions {
    * `session.setInstructions()` changes them mid-session.
    */
   instructions?: Instructions;
-  /** The context budget, automatic compaction and overflow recovery (DESIGN §6). */
+  /** The context budget, automatic compaction and overflow recovery (docs/long-sessions.md). */
   context?: ContextOptions;
   /**
    * The folder for the files sessions write beside their log: a tool output over an
@@ -105,12 +105,12 @@ export interface AgentOptions {
   /**
    * Permission rules and the embedder's approver. Absent: every call is allowed. Present:
    * rules first, then defaults by risk (high asks); a decline ends the turn, a decline with
-   * feedback becomes the call's result (DESIGN §7).
+   * feedback becomes the call's result (docs/permissions.md).
    */
   permissions?: PermissionOptions;
   /**
    * Sharing the store with other processes (SQLite file, PostgreSQL): a session runs only in the
-   * process holding its lease (DESIGN §5, §12). On by default when the store has leases; a
+   * process holding its lease (docs/stores.md, docs/many-processes.md). On by default when the store has leases; a
    * process that opens a session another live runner owns follows it: it reads, its inputs go
    * to the owner, and it takes the session over (with crash recovery) only when the owner's
    * lease ends. `false`: no leases (one process per store).
@@ -134,7 +134,7 @@ export interface AgentOptions {
   /** @internal Test seam: a variant of the turn statechart (mutation tests only). */
   turnMachine?: TurnDeps["turnMachine"];
   /**
-   * Done means accepted (DESIGN §13): executable checks the embedder defines, run against the
+   * Done means accepted (docs/acceptance.md): executable checks the embedder defines, run against the
    * artifact (by default the files of `workspace`, versioned by their git tree), with evidence
    * bound to that version. Checks run after each turn (`runAfterTurn`), on `session.accept()`,
    * and, with `until: "passed"`, in a loop that sends failing evidence back as follow-ups.

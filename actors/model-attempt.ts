@@ -445,7 +445,7 @@ export class ModelAttempts {
   }
 
   /**
-   * Continue or Retry after a failed attempt (DESIGN §3.6). The policy says `continue` when
+   * Continue or Retry after a failed attempt (docs/providers.md, "Retries"). The policy says `continue` when
    * output had started; that is possible only for text, and only with a model that continues a
    * partial assistant message (`capabilities.continueFromPartial`): then the next request ends
    * with all the text received so far. Otherwise it falls back to Retry, dropping the partial

@@ -141,7 +141,7 @@ export class TurnScope {
 
   /**
    * The store refused a write of this turn: stop at once (no further model request or tool
-   * call), and end `failed` with the refusal's code (invariant 13, 15).
+   * call), and end `failed` with the refusal's code (invariants 13 and 15 of docs/architecture.md).
    */
   storeFailed(err: unknown): void {
     // The turn may have ended meanwhile (its finalizer reported the same refusal).
