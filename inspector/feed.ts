@@ -1,7 +1,8 @@
 import type { InspectionEvent } from "xstate";
+import type { InspectSink } from "../actors/events.ts";
 import type { Clock } from "../contracts/clock.ts";
 import { systemClock } from "../contracts/clock.ts";
-import type { AgentEvent, InspectSink } from "../index.ts";
+import type { AgentEvent } from "../contracts/events.ts";
 import { type ChartSource, isMachine } from "./chart-source.ts";
 import { agentRecord, type InspectRecord, inspectionRecord } from "./records.ts";
 

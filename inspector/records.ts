@@ -1,5 +1,5 @@
 import type { InspectionEvent } from "xstate";
-import type { AgentEvent } from "../index.ts";
+import type { AgentEvent } from "../contracts/events.ts";
 
 /**
  * The inspector's wire format: small, flat JSON records, one per observable change. Whole

@@ -1,5 +1,6 @@
+import type { AgentEvent, AgentEventBody } from "../contracts/events.ts";
 import { textOf, toolCallsOf } from "../contracts/messages.ts";
-import type { AgentEvent, AgentEventBody, EntryOf, LogEntry } from "../index.ts";
+import type { EntryOf, LogEntry } from "../session/entries.ts";
 import { agentRecord, clip, type InspectRecord } from "./records.ts";
 
 /** Result codes of calls the batch settled without running them (the others never reach it). */

@@ -22,13 +22,21 @@ export const RULES = [
     keel: ["actors/", "contracts/", "machines/", "tools/", "session/", "providers/"],
     packages: null,
   },
-  // Consumers: the public API. The inspector may also read `contracts/` directly, because
-  // index.ts re-exports the inspector (a value import of index.ts from here would be a cycle),
-  // and `machines/` (pure charts, no I/O): a replayed session's statecharts are drawn from the
+  // The inspector is re-exported by index.ts, so it must not import index.ts (a cycle, even
+  // type-only, is two files that cannot be read apart). It reads the vocabulary directly:
+  // `contracts/`, the log's entry and store types, the inspection sink it implements, and
+  // `machines/` (pure charts, no I/O): a replayed session's statecharts are drawn from the
   // machines' definitions, with no live actor to read them from.
   {
     folder: "inspector/",
-    keel: ["inspector/", "index.ts", "contracts/", "machines/"],
+    keel: [
+      "inspector/",
+      "contracts/",
+      "machines/",
+      "session/entries.ts",
+      "session/store.ts",
+      "actors/events.ts",
+    ],
     packages: null,
   },
   // The command also reads the control protocol's vocabulary (contracts/protocol.ts, ndjson.ts)

@@ -1,5 +1,5 @@
 import type Database from "better-sqlite3";
-import type { SqliteSessionStore } from "./sqlite-store.ts";
+import type { SessionStore } from "./store.ts";
 
 /**
  * Runs `fn` now, and again from a timer while another process holds the file's lock, until the
@@ -9,25 +9,25 @@ export type RetryBusy = <T>(what: string, fn: () => T) => Promise<T>;
 
 // Kept out of sqlite-store.ts so that no declaration an embedder compiles against names
 // `better-sqlite3`'s types (a package whose types Keel does not ship).
-const handles = new WeakMap<SqliteSessionStore, { db: Database.Database; retryBusy: RetryBusy }>();
+const handles = new WeakMap<SessionStore, { db: Database.Database; retryBusy: RetryBusy }>();
 
 /** Called once by `sqliteStore` with the store it returns, its connection and its busy retry. */
 export function rememberDatabase(
-  store: SqliteSessionStore,
+  store: SessionStore,
   db: Database.Database,
   retryBusy: RetryBusy,
 ): void {
   handles.set(store, { db, retryBusy });
 }
 
-function handle(store: SqliteSessionStore) {
+function handle(store: SessionStore) {
   const h = handles.get(store);
   if (!h) throw new TypeError("sqliteDatabase: not a store made by sqliteStore()");
   return h;
 }
 
 /** The store's `better-sqlite3` handle, for what shares its transactions (the ledger, tests). */
-export function sqliteDatabase(store: SqliteSessionStore): Database.Database {
+export function sqliteDatabase(store: SessionStore): Database.Database {
   return handle(store).db;
 }
 
@@ -36,7 +36,7 @@ export function sqliteDatabase(store: SqliteSessionStore): Database.Database {
  * called inside a transaction) and waits for another process's lock without stopping the event
  * loop: the asynchronous form of `store.transaction` (the ledger's writes use it).
  */
-export function sqliteTransaction<T>(store: SqliteSessionStore, fn: () => T): Promise<T> {
+export function sqliteTransaction<T>(store: SessionStore, fn: () => T): Promise<T> {
   const { db, retryBusy } = handle(store);
   return retryBusy("transaction", () =>
     db.inTransaction ? db.transaction(fn)() : db.transaction(fn).immediate(),

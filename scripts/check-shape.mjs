@@ -1,0 +1,289 @@
+#!/usr/bin/env node
+// The code's shape, checked by `npm run lint` (docs/architecture.md, "The layers"):
+// - no shipped source file over MAX_LINES lines, unless it is a named exception below, with the
+//   reason it is one concept and a ceiling it may not grow past;
+// - no class with more than MAX_MEMBERS public members, with the same kind of exceptions;
+// - no import cycle between shipped modules, type-only imports included (a type cycle still
+//   means two files that cannot be read one without the other).
+// Run: `node scripts/check-shape.mjs [root]`; exits 1 and names each breach.
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import path from "node:path";
+import ts from "typescript";
+
+export const MAX_LINES = 500;
+export const MAX_MEMBERS = 25;
+
+/** Shipped code: what the package holds and a reader of Keel reads. */
+const SHIPPED = [
+  "actors",
+  "contracts",
+  "machines",
+  "tools",
+  "session",
+  "providers",
+  "inspector",
+  "cli",
+  "client",
+  "index.ts",
+  "testing.ts",
+];
+const SKIP = new Set(["node_modules", "dist", "page", ".stryker-tmp"]);
+const SOURCE = /\.(ts|mts|js|mjs)$/;
+
+/**
+ * Files allowed past MAX_LINES: each is one concept that would be harder to read in pieces.
+ * `max` is the ceiling it may not grow past (about its size when the rule came in, plus room
+ * for a fix); past it, split the file.
+ */
+export const LONG_FILES = {
+  "machines/turn.machine.ts": {
+    max: 960,
+    why: "one statechart: the turn's states and transitions are read (and model-checked) as one definition; its guards, actions and policies already live elsewhere",
+  },
+  "session/sqlite-store.ts": {
+    max: 820,
+    why: "the store contract for one database: every method is one SQL transaction over the same schema and handle, and the schema's migrations sit beside the statements that need them",
+  },
+  "session/postgres-store.ts": {
+    max: 760,
+    why: "the store contract for PostgreSQL: each method is one round trip whose fencing check must match the others'; group commit and erase are already separate files",
+  },
+  "providers/ai-sdk-model.ts": {
+    max: 800,
+    why: "one adapter: the AI SDK's stream parts mapped onto Keel's model events, request and response sides together so a field is translated the same way both ways",
+  },
+  "cli/serve/server.ts": {
+    max: 700,
+    why: "the protocol's dispatcher: one method per request type of docs/protocol.md, sharing the connection's state; frames, display and the gated model are already separate files",
+  },
+};
+
+/** Classes allowed past MAX_MEMBERS public members, with why. */
+export const WIDE_CLASSES = {
+  "session/log.ts:SessionLog": {
+    max: 32,
+    why: "the session's one source of truth: the write-ahead append and flush path, the fencing it enforces, and the projection reads a turn makes share one in-memory state and one order; split, each part would need the others' internals",
+  },
+  "actors/session.ts:Session": {
+    max: 45,
+    why: "the public facade of a session (docs/embedding.md): each member is one documented call that delegates to a part in its own file (session-runner, session-inputs, session-lease, session-acceptance)",
+  },
+};
+
+function* files(dir, root) {
+  for (const name of readdirSync(dir)) {
+    if (SKIP.has(name)) continue;
+    const full = path.join(dir, name);
+    if (statSync(full).isDirectory()) yield* files(full, root);
+    else if (SOURCE.test(name) && !name.endsWith(".d.ts"))
+      yield path.relative(root, full).split(path.sep).join("/");
+  }
+}
+
+/** The shipped source files under `root`, as `folder/file.ts`. */
+export function shippedFiles(root) {
+  const out = [];
+  for (const entry of SHIPPED) {
+    const full = path.join(root, entry);
+    try {
+      if (statSync(full).isDirectory()) out.push(...files(full, root));
+      else out.push(entry);
+    } catch {
+      // an entry this checkout does not have
+    }
+  }
+  return out;
+}
+
+/** Lines of a source text (a final newline does not start a line). */
+export function lineCount(text) {
+  if (text.length === 0) return 0;
+  return text.split("\n").length - (text.endsWith("\n") ? 1 : 0);
+}
+
+/**
+ * The classes of a source text and their public members: methods, properties, accessors (a
+ * get/set pair is one member) and constructor parameter properties; not `private`,
+ * `protected`, `#private` or the constructor itself.
+ */
+export function classesOf(text, fileName = "file.ts") {
+  const source = ts.createSourceFile(fileName, text, ts.ScriptTarget.Latest, true);
+  const found = [];
+  const hidden = (node) =>
+    (ts.getCombinedModifierFlags(node) &
+      (ts.ModifierFlags.Private | ts.ModifierFlags.Protected)) !==
+      0 ||
+    (node.name !== undefined && ts.isPrivateIdentifier(node.name));
+  const visit = (node) => {
+    if (ts.isClassDeclaration(node) || ts.isClassExpression(node)) {
+      const names = new Set();
+      for (const member of node.members) {
+        if (ts.isConstructorDeclaration(member)) {
+          for (const p of member.parameters) {
+            const flags = ts.getCombinedModifierFlags(p);
+            const property =
+              flags &
+              (ts.ModifierFlags.Public |
+                ts.ModifierFlags.Readonly |
+                ts.ModifierFlags.Private |
+                ts.ModifierFlags.Protected);
+            if (property && !hidden(p)) names.add(p.name.getText(source));
+          }
+          continue;
+        }
+        if (ts.isClassStaticBlockDeclaration(member) || ts.isIndexSignatureDeclaration(member))
+          continue;
+        if (hidden(member) || !member.name) continue;
+        names.add(member.name.getText(source));
+      }
+      found.push({ name: node.name?.getText(source) ?? "(anonymous)", members: [...names] });
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
+const IMPORT =
+  /(?:^|[\s;])(?:import|export)(?:[\s\w{},*]*?from\s*)?\s*["']([^"']+)["']|import\(\s*["']([^"']+)["']\s*\)/g;
+
+/** The relative import specifiers of a text, type-only ones included (comments removed). */
+function relativeImports(text) {
+  const code = text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/(^|[^:"'`])\/\/.*$/gm, "$1");
+  return [...code.matchAll(IMPORT)].map((m) => m[1] ?? m[2]).filter((s) => s.startsWith("."));
+}
+
+/**
+ * The import cycles among `graph`'s modules (`module → modules it imports`): each strongly
+ * connected component of more than one module, or a module importing itself, as one cycle
+ * through it (Tarjan's algorithm, then a shortest path back to the start).
+ */
+export function cyclesOf(graph) {
+  let index = 0;
+  const order = new Map();
+  const low = new Map();
+  const stack = [];
+  const onStack = new Set();
+  const components = [];
+  const strong = (v) => {
+    order.set(v, index);
+    low.set(v, index);
+    index++;
+    stack.push(v);
+    onStack.add(v);
+    for (const w of graph.get(v) ?? []) {
+      if (!graph.has(w)) continue;
+      if (!order.has(w)) {
+        strong(w);
+        low.set(v, Math.min(low.get(v), low.get(w)));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v), order.get(w)));
+    }
+    if (low.get(v) === order.get(v)) {
+      const component = [];
+      let w;
+      do {
+        w = stack.pop();
+        onStack.delete(w);
+        component.push(w);
+      } while (w !== v);
+      const selfLoop = component.length === 1 && (graph.get(v) ?? []).includes(v);
+      if (component.length > 1 || selfLoop) components.push(component);
+    }
+  };
+  for (const v of [...graph.keys()].sort()) if (!order.has(v)) strong(v);
+  return components.map((component) => {
+    const inside = new Set(component);
+    const start = [...component].sort()[0];
+    // Breadth-first from start's neighbours back to start, inside the component.
+    const previous = new Map();
+    const queue = [];
+    for (const w of graph.get(start) ?? []) {
+      if (inside.has(w) && !previous.has(w)) {
+        previous.set(w, start);
+        queue.push(w);
+      }
+    }
+    while (queue.length > 0 && !previous.has(start)) {
+      const v = queue.shift();
+      for (const w of graph.get(v) ?? []) {
+        if (inside.has(w) && !previous.has(w)) {
+          previous.set(w, v);
+          queue.push(w);
+        }
+      }
+    }
+    const path = [start];
+    for (let v = previous.get(start); v !== start; v = previous.get(v)) path.unshift(v);
+    path.unshift(start);
+    return path;
+  });
+}
+
+/** The named exceptions that name a file or class `root` does not have (an exception outlives its file). */
+export function staleExceptions(root) {
+  const stale = [];
+  const have = new Set(shippedFiles(root));
+  for (const file of Object.keys(LONG_FILES)) {
+    if (!have.has(file)) stale.push(`LONG_FILES names ${file}, which does not exist`);
+  }
+  for (const key of Object.keys(WIDE_CLASSES)) {
+    const [file, name] = key.split(":");
+    const text = have.has(file) ? readFileSync(path.join(root, file), "utf8") : "";
+    if (!classesOf(text, file).some((c) => c.name === name)) {
+      stale.push(`WIDE_CLASSES names ${key}, which does not exist`);
+    }
+  }
+  return stale;
+}
+
+/** Each breach of the shape rules under `root`, one message each. */
+export function breaches(root) {
+  const found = [];
+  const graph = new Map();
+  for (const file of shippedFiles(root)) {
+    const text = readFileSync(path.join(root, file), "utf8");
+    const lines = lineCount(text);
+    const long = LONG_FILES[file];
+    if (long && lines > long.max) {
+      found.push(
+        `${file}: ${lines} lines, past its ceiling of ${long.max} (${long.why}); split it`,
+      );
+    } else if (!long && lines > MAX_LINES) {
+      found.push(
+        `${file}: ${lines} lines (the rule is ${MAX_LINES}); split it along a seam, or name it in LONG_FILES with why it is one concept`,
+      );
+    }
+    for (const c of /\bclass\b/.test(text) ? classesOf(text, file) : []) {
+      const wide = WIDE_CLASSES[`${file}:${c.name}`];
+      const max = wide?.max ?? MAX_MEMBERS;
+      if (c.members.length > max) {
+        found.push(
+          `${file}: class ${c.name} has ${c.members.length} public members (the rule is ${max}); move a concern out, or name it in WIDE_CLASSES with why`,
+        );
+      }
+    }
+    graph.set(
+      file,
+      relativeImports(text).map((spec) =>
+        path.posix.normalize(path.posix.join(path.posix.dirname(file), spec)),
+      ),
+    );
+  }
+  for (const cycle of cyclesOf(graph)) {
+    found.push(`import cycle (type-only imports count): ${cycle.join(" → ")}`);
+  }
+  return found;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const root = path.resolve(process.argv[2] ?? path.join(path.dirname(process.argv[1]), ".."));
+  const found = [...breaches(root), ...staleExceptions(root)];
+  for (const b of found) console.error(`shape: ${b}`);
+  if (found.length > 0) {
+    console.error(`${found.length} shape breach(es): see "The layers" in docs/architecture.md`);
+    process.exit(1);
+  }
+  console.log(
+    `shape: no file over ${MAX_LINES} lines or class over ${MAX_MEMBERS} public members but the named ones, no import cycle`,
+  );
+}
