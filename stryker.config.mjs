@@ -17,7 +17,66 @@ export const MUTATED = [
   "providers/stream-assembler.ts",
 ];
 
-const only = process.env.KEEL_MUTATE?.split(",").filter(Boolean);
+/**
+ * The host modules (actors/ and the session's result helpers), each with the tests that cover
+ * it in-process (e2e tests included: a host is exercised through a session; a test that runs
+ * the code in a child process cannot see a mutant, so none is listed). Run one at a time:
+ * `KEEL_MUTATE_HOST=actors/session-inputs.ts npm run mutate` mutates that module against its
+ * tests only (vitest.mutate.config.ts reads the list). Scores: docs/testing.md.
+ */
+export const HOSTS = {
+  "session/clear-results.ts": ["test/context-session.e2e.test.ts", "test/context.e2e.test.ts"],
+  "session/turn-result.ts": [
+    "test/truthful-results.e2e.test.ts",
+    "test/follower-promises.e2e.test.ts",
+    "test/session.e2e.test.ts",
+  ],
+  "actors/session-inputs.ts": [
+    "test/session.e2e.test.ts",
+    "test/session.race.test.ts",
+    "test/user-input.e2e.test.ts",
+    "test/hostile-session.e2e.test.ts",
+  ],
+  "actors/session-runner.ts": [
+    "test/session.e2e.test.ts",
+    "test/session.race.test.ts",
+    "test/truthful-results.e2e.test.ts",
+    "test/acceptance.e2e.test.ts",
+  ],
+  "actors/turn-scope.ts": [
+    "test/truthful-results.e2e.test.ts",
+    "test/turn.e2e.test.ts",
+    "test/turn-cancel.e2e.test.ts",
+  ],
+  "actors/turn-run.ts": [
+    "test/turn.e2e.test.ts",
+    "test/turn-batch.e2e.test.ts",
+    "test/turn-cancel.e2e.test.ts",
+    "test/loop-guard.e2e.test.ts",
+    "test/truthful-results.e2e.test.ts",
+  ],
+  "actors/model-attempt.ts": [
+    "test/retry.e2e.test.ts",
+    "test/continue.e2e.test.ts",
+    "test/operation-deadline.e2e.test.ts",
+    "test/wild-streams.e2e.test.ts",
+    "test/turn.e2e.test.ts",
+  ],
+  "actors/call-runner.ts": [
+    "test/turn-batch.e2e.test.ts",
+    "test/permissions.e2e.test.ts",
+    "test/hostile-tools.e2e.test.ts",
+    "test/turn-cancel.e2e.test.ts",
+  ],
+};
+
+const host = process.env.KEEL_MUTATE_HOST;
+if (host && !HOSTS[host]) {
+  throw new Error(
+    `KEEL_MUTATE_HOST=${host} is not a host module of stryker.config.mjs; one of: ${Object.keys(HOSTS).join(", ")}`,
+  );
+}
+const only = host ? [host] : process.env.KEEL_MUTATE?.split(",").filter(Boolean);
 
 /** @type {import("@stryker-mutator/api/core").PartialStrykerOptions} */
 export default {
@@ -39,5 +98,14 @@ export default {
   tempDirName: ".stryker-tmp",
   cleanTempDir: "always",
   ignorePatterns: ["dist", "bench", "test-output", ".keel", "docs"],
-  timeoutMS: 5_000,
+  timeoutMS: host ? 20_000 : 5_000,
+  // A host's run gets its own incremental file and report, so hosts and pure modules do not
+  // overwrite each other's.
+  ...(host
+    ? {
+        incrementalFile: `test-output/mutation/host-${host.replace(/[/.]/g, "_")}.incremental.json`,
+        jsonReporter: { fileName: `test-output/mutation/host-${host.replace(/[/.]/g, "_")}.json` },
+        htmlReporter: { fileName: `test-output/mutation/host-${host.replace(/[/.]/g, "_")}.html` },
+      }
+    : {}),
 };

@@ -1,4 +1,11 @@
 import { defineConfig } from "vitest/config";
+// @ts-expect-error: a plain .mjs config without types
+import { HOSTS } from "./stryker.config.mjs";
+
+/** A host module's run (`KEEL_MUTATE_HOST`): only the tests that cover it (stryker.config.mjs). */
+const hostTests: string[] | undefined = process.env.KEEL_MUTATE_HOST
+  ? HOSTS[process.env.KEEL_MUTATE_HOST]
+  : undefined;
 
 /**
  * The tests Stryker runs against each mutant (`npm run mutate`): the unit, model, paths,
@@ -8,7 +15,7 @@ import { defineConfig } from "vitest/config";
  */
 export default defineConfig({
   test: {
-    include: [
+    include: hostTests ?? [
       "test/acceptance.model.test.ts",
       "test/acceptance-chart.unit.test.ts",
       "test/batch.{unit,model,race}.test.ts",

@@ -14,16 +14,21 @@ import {
   rollback,
   switchLeaf,
 } from "../session/branches.ts";
-import { READ_RESULT_TOOL, resultsToClear } from "../session/clear-results.ts";
-import { type CompactionResult, compactSession } from "../session/compaction.ts";
+import type { CompactionResult } from "../session/compaction.ts";
 import type { ContextUsage } from "../session/context-budget.ts";
 import type { EntryOf, HandoffRecord, LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
-import { refusalCode } from "../session/store-error.ts";
 import type { AcceptanceSpec } from "./acceptance-spec.ts";
 import type { HandoffOptions } from "./handoff.ts";
-import { modelSummarizer } from "./model-summarizer.ts";
-import { SessionAcceptance } from "./session-acceptance.ts";
+import type { SessionAcceptance } from "./session-acceptance.ts";
+import { adoptLog } from "./session-adopt.ts";
+import {
+  changeInstructions,
+  checkClearOptions,
+  clearResults,
+  compactNow,
+  moveBranch,
+} from "./session-edits.ts";
 import { SessionInputs } from "./session-inputs.ts";
 import { SessionLease } from "./session-lease.ts";
 import {
@@ -43,7 +48,9 @@ import type { UserInput } from "./user-input.ts";
  * is the session's public face; each member hands its work to the part that holds it:
  * `SessionInputs` (the inbox, owned by the log: actors/session-inputs.ts), `SessionRunner` (the
  * loop that runs turns: actors/session-runner.ts), `SessionLease` (owner and follower across
- * processes: actors/session-lease.ts) and `SessionAcceptance` (actors/session-acceptance.ts).
+ * processes: actors/session-lease.ts) and `SessionAcceptance` (actors/session-acceptance.ts);
+ * history edits between turns are in actors/session-edits.ts, taking a log as the session's
+ * state in actors/session-adopt.ts.
  *
  * Inputs are inbox events (docs/architecture.md), persisted before they are acknowledged:
  * - `prompt` / `followUp` go to the `next-turn` lane: each starts a turn when no turn is
@@ -105,47 +112,11 @@ export class Session {
     this.ready.catch(() => {});
   }
 
-  /**
-   * Takes `log` as the session's state (at open, and when a follower takes over): the turn
-   * dependencies built on it, its acceptance, and the records a stopped process owed it.
-   */
-  private async adopt(log: SessionLog): Promise<void> {
-    const { s } = this;
-    s.log = log;
-    // A write the store fenced: another runner owns the session now. Stop, and follow it.
-    log.onRefused((error) => {
-      if (s.log === log && isFenced(error)) {
-        this.lease?.lost("another runner writes it now (the store refused this runner's write)");
-      }
+  /** Takes `log` as the session's state: at open, and when a follower takes over. */
+  private adopt(log: SessionLog): Promise<void> {
+    return adoptLog(this.s, this.inputs, this.lease, log, (part) => {
+      this.acceptancePart = part;
     });
-    this.inputs.holdRestored(); // restored inputs wait for resume() or a new input
-    s.deps = {
-      ...s.options.deps(
-        log,
-        (e) => s.emit(e),
-        (point) => this.inputs.poll(point),
-      ),
-      wantsPreviews: () => s.listeners.size > 0,
-    };
-    // What writes to the log at open is the lease holder's to do (or a store's only process).
-    const writer = !s.options.lease || log.heldLease !== undefined;
-    const host = writer
-      ? s.options.acceptance?.(
-          log,
-          (e) => s.emit(e),
-          (text, cancelled) => s.acceptance!.runLoopTurn(text, cancelled),
-        )
-      : undefined;
-    this.acceptancePart = host ? new SessionAcceptance(s, host) : undefined;
-    s.acceptance = this.acceptancePart;
-    if (host) {
-      host.open();
-      s.deps.guardCall = (call) => host.guardCall(call);
-      s.deps.watchCall = (call) => host.watchCall(call);
-      await log.flush();
-    }
-    // An interrupt a stopped process received and did not record: its turn is long over.
-    if (writer && this.inputs.recordStrandedInterrupts()) await log.flush();
   }
 
   /** Whether `close()` was called: a closed session accepts no input (reopen it by id). */
@@ -315,12 +286,7 @@ export class Session {
     options: { keepRecentTokens?: number; signal?: AbortSignal } = {},
   ): Promise<CompactionResult> {
     await this.ready;
-    const open = this.s.turnOpen("compact");
-    if (open) return { ...open, attempts: [] };
-    return compactSession(this.s.log, {
-      ...options,
-      summarize: modelSummarizer(this.s.deps.model, this.s.options.ids),
-    });
+    return compactNow(this.s, options);
   }
 
   /**
@@ -359,12 +325,7 @@ export class Session {
       throw new TypeError(`setInstructions: instructions must be a string, got ${typeof text}`);
     }
     await this.ready;
-    const open = this.s.turnOpen("change the instructions");
-    if (open) return open;
-    this.runner.instructionsSet(); // an explicit change wins over the configured text
-    const entry = this.runner.recordInstructions(text);
-    await this.s.log.flush();
-    return { ok: true, entry };
+    return changeInstructions(this.s, this.runner, text);
   }
 
   /**
@@ -382,41 +343,9 @@ export class Session {
   ): Promise<
     { ok: true; cleared: number; bytes: number } | Refusal<"TURN_OPEN" | "READ_RESULT_OFF">
   > {
-    const { olderThanSteps = 0, keepLast = 0 } = options;
-    for (const [name, v] of [
-      ["olderThanSteps", olderThanSteps],
-      ["keepLast", keepLast],
-    ] as const) {
-      if (!(Number.isInteger(v) && v >= 0)) {
-        throw new TypeError(`clearToolResults: ${name} must be an integer ≥ 0, got ${String(v)}`);
-      }
-    }
+    checkClearOptions(options);
     await this.ready;
-    const open = this.s.turnOpen("clear tool results");
-    if (open) return open;
-    if (!this.s.options.readResultTool) {
-      return refuse(
-        "READ_RESULT_OFF",
-        `cleared results could not be read back: the ${READ_RESULT_TOOL} tool is off; create the agent with createAgent({ context: { readResultTool: true } })`,
-      );
-    }
-    const { log } = this.s;
-    const clear = resultsToClear(
-      log.history().slice(),
-      log.messageSources().slice(),
-      (id) => log.get(id),
-      {
-        olderThanSteps,
-        keepLast,
-      },
-    );
-    let bytes = 0;
-    for (const c of clear) {
-      log.append({ type: "context_edit", targetId: c.entryId, replacement: c.note });
-      bytes += c.bytes;
-    }
-    if (clear.length > 0) await log.flush();
-    return { ok: true, cleared: clear.length, bytes };
+    return clearResults(this.s, options);
   }
 
   /**
@@ -539,16 +468,9 @@ export class Session {
     return s.closing;
   }
 
-  private branch(move: () => BranchResult): Promise<BranchResult> {
-    return (async () => {
-      await this.ready;
-      const open = this.s.turnOpen("move the branch");
-      if (open) return open;
-      await this.s.log.loadHistory();
-      const result = move();
-      if (result.ok) await this.s.log.flush();
-      return result;
-    })();
+  private async branch(move: () => BranchResult): Promise<BranchResult> {
+    await this.ready;
+    return moveBranch(this.s, move);
   }
 
   private acceptanceOff(what: string): Refusal<"ACCEPTANCE_OFF"> {
@@ -558,6 +480,3 @@ export class Session {
     );
   }
 }
-
-/** Whether a refused write means another runner writes the session now. */
-const isFenced = (error: unknown) => refusalCode(error) === "LEASE_LOST";
