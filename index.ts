@@ -4,9 +4,9 @@
 // exported and listed in docs/embedding.md as such. The control protocol's vocabulary is
 // keel/client's (client/index.ts).
 
-export type { AcceptanceOptions } from "./actors/acceptance.ts";
 export type {
   AcceptanceCheck,
+  AcceptanceOptions,
   AcceptanceSpec,
   CheckContext,
   CheckOutcome,

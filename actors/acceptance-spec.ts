@@ -195,3 +195,48 @@ export function realPathIn(root: string, p: string): string | undefined {
 export function sha256(data: string | Buffer): string {
   return createHash("sha256").update(data).digest("hex");
 }
+
+/** `createAgent({ acceptance })`: the spec and how the runtime uses it (docs/acceptance.md). */
+export interface AcceptanceOptions extends AcceptanceSpec {
+  /**
+   * The artifact's folder: the default artifact version is computed from its files, command
+   * checks run in it, frozen files are relative to it. Default: the working directory.
+   */
+  workspace?: string;
+  /**
+   * The artifact's current version, when the workspace's files are not the artifact (or a
+   * cheaper version is known). A non-string result is hashed.
+   * Contract: may reject (the evidence is then bound to no version and never counts).
+   */
+  artifact?: () => unknown;
+  /** Run the checks after every turn that was not cancelled. Default true. */
+  runAfterTurn?: boolean;
+  /**
+   * `"passed"`: the acceptance loop. After a turn completes and its checks did not all pass,
+   * the failing evidence goes to the model as a follow-up turn, at most `maxRounds` times.
+   */
+  until?: "passed";
+  /** Follow-up rounds of the loop (default 3). */
+  maxRounds?: number;
+  /** Bound on each check's recorded output (head and tail kept). Default 8 192 bytes. */
+  maxOutputBytes?: number;
+}
+
+/** Checks `createAgent({ acceptance })`; a bad option throws a TypeError saying which. */
+export function checkAcceptanceOptions(options: AcceptanceOptions | undefined): void {
+  if (options === undefined) return;
+  checkSpec(options, "createAgent: `acceptance`");
+  if (options.until !== undefined && options.until !== "passed")
+    throw new TypeError(
+      `createAgent: \`acceptance.until\` must be "passed" (or left out), got ${JSON.stringify(options.until)}`,
+    );
+  for (const name of ["maxRounds", "maxOutputBytes"] as const) {
+    const v = options[name];
+    if (v !== undefined && !(Number.isInteger(v) && v >= (name === "maxRounds" ? 0 : 256)))
+      throw new TypeError(
+        `createAgent: \`acceptance.${name}\` must be an integer ≥ ${name === "maxRounds" ? 0 : 256}, got ${String(v)}`,
+      );
+  }
+  if (options.artifact !== undefined && typeof options.artifact !== "function")
+    throw new TypeError("createAgent: `acceptance.artifact` must be a function () => version");
+}

@@ -1,13 +1,4 @@
-import { randomUUID } from "node:crypto";
-import {
-  lstatSync,
-  mkdirSync,
-  readFileSync,
-  realpathSync,
-  renameSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+import { realpathSync } from "node:fs";
 import path from "node:path";
 import type { Logger } from "pino";
 import { type AnyActorRef, createActor, type InspectionEvent } from "xstate";
@@ -26,67 +17,21 @@ import {
   staleChecks,
 } from "../machines/acceptance.machine.ts";
 import type { SessionLog } from "../session/log.ts";
-import { runCommandInGroup } from "../tools/builtin/shell.ts";
 import type { PreparedCall } from "../tools/types.ts";
+import { bound, followUpText, runCheck } from "./acceptance-checks.ts";
 import {
-  type AcceptanceCheck,
+  type AcceptanceOptions,
   type AcceptanceSpec,
   type CommandCheck,
   checkSpec,
-  type FrozenFile,
   type FrozenSpec,
   freezeSpec,
   realPathIn,
-  sha256,
 } from "./acceptance-spec.ts";
 import { digestOf, workspaceVersion } from "./artifact-version.ts";
 import { bindEffects, hostedAcceptanceMachine } from "./charts.ts";
+import { identityOf, restoreFile, restoreFrozen, sameIdentity, stateOf } from "./frozen-files.ts";
 import type { ToolReport } from "./run-tool.ts";
-
-/** `createAgent({ acceptance })`: the spec and how the runtime uses it (docs/acceptance.md). */
-export interface AcceptanceOptions extends AcceptanceSpec {
-  /**
-   * The artifact's folder: the default artifact version is computed from its files, command
-   * checks run in it, frozen files are relative to it. Default: the working directory.
-   */
-  workspace?: string;
-  /**
-   * The artifact's current version, when the workspace's files are not the artifact (or a
-   * cheaper version is known). A non-string result is hashed.
-   * Contract: may reject (the evidence is then bound to no version and never counts).
-   */
-  artifact?: () => unknown;
-  /** Run the checks after every turn that was not cancelled. Default true. */
-  runAfterTurn?: boolean;
-  /**
-   * `"passed"`: the acceptance loop. After a turn completes and its checks did not all pass,
-   * the failing evidence goes to the model as a follow-up turn, at most `maxRounds` times.
-   */
-  until?: "passed";
-  /** Follow-up rounds of the loop (default 3). */
-  maxRounds?: number;
-  /** Bound on each check's recorded output (head and tail kept). Default 8 192 bytes. */
-  maxOutputBytes?: number;
-}
-
-/** Checks `createAgent({ acceptance })`; a bad option throws a TypeError saying which. */
-export function checkAcceptanceOptions(options: AcceptanceOptions | undefined): void {
-  if (options === undefined) return;
-  checkSpec(options, "createAgent: `acceptance`");
-  if (options.until !== undefined && options.until !== "passed")
-    throw new TypeError(
-      `createAgent: \`acceptance.until\` must be "passed" (or left out), got ${JSON.stringify(options.until)}`,
-    );
-  for (const name of ["maxRounds", "maxOutputBytes"] as const) {
-    const v = options[name];
-    if (v !== undefined && !(Number.isInteger(v) && v >= (name === "maxRounds" ? 0 : 256)))
-      throw new TypeError(
-        `createAgent: \`acceptance.${name}\` must be an integer ≥ ${name === "maxRounds" ? 0 : 256}, got ${String(v)}`,
-      );
-  }
-  if (options.artifact !== undefined && typeof options.artifact !== "function")
-    throw new TypeError("createAgent: `acceptance.artifact` must be a function () => version");
-}
 
 export interface AcceptanceHostOptions {
   options: AcceptanceOptions;
@@ -104,8 +49,6 @@ export interface AcceptanceHostOptions {
   /** @internal Test seam: a variant of the acceptance chart (mutation tests only). */
   machine?: typeof acceptanceMachine;
 }
-
-const DEFAULT_TIMEOUT_MS = 120_000;
 
 /**
  * The acceptance of one session: hosts the acceptance chart and performs its effects — runs
@@ -321,7 +264,7 @@ export class AcceptanceHost implements AcceptanceEffects {
         return now !== before[i] && now !== f.sha256;
       });
       if (changed.length === 0) return report;
-      const restored = changed.filter((f) => this.restoreFile(f));
+      const restored = changed.filter((f) => restoreFile(f, this.o.logger));
       const failed = changed.filter((f) => !restored.includes(f)).map((f) => f.path);
       const names = changed.map((f) => f.path).join(", ");
       const what = [
@@ -487,7 +430,7 @@ export class AcceptanceHost implements AcceptanceEffects {
               passed: false,
               output: `not run: the frozen ${changed.join(", ")} could not be put back to the spec's copy (see the log), so the check would run a changed spec. Restore it in the workspace, then accept() again.`,
             }
-          : await this.runOne(check, version, signal);
+          : await runCheck(check, version, signal, this.workspace);
       const durationMs = Math.max(0, clock.now() - startedAt);
       if (signal.aborted) return; // stopped: not evidence
       await this.readVersion(); // a change while it ran makes its evidence not count
@@ -530,148 +473,8 @@ export class AcceptanceHost implements AcceptanceEffects {
     }
   }
 
-  private async runOne(
-    check: AcceptanceCheck,
-    artifactVersion: string,
-    signal: AbortSignal,
-  ): Promise<{ passed: boolean; output: string }> {
-    if ("run" in check && typeof check.run === "function") {
-      try {
-        const r = await check.run({ signal, artifactVersion, workspace: this.workspace });
-        if (typeof r?.passed !== "boolean")
-          return {
-            passed: false,
-            output: `the check returned ${JSON.stringify(r)}, not { passed: boolean, output? }`,
-          };
-        return { passed: r.passed, output: String(r.output ?? "") };
-      } catch (err) {
-        return {
-          passed: false,
-          output: `the check threw: ${err instanceof Error ? err.message : String(err)}`,
-        };
-      }
-    }
-    const c = check as CommandCheck;
-    const cwd = realPathIn(realpathSync(this.workspace), c.cwd ?? ".");
-    if (!cwd)
-      return { passed: false, output: `cwd ${JSON.stringify(c.cwd)} is outside the workspace` };
-    const timeoutMs = c.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-    const run = await runCommandInGroup(c.command, { cwd, timeoutMs, signal });
-    if (run.error)
-      return { passed: false, output: `could not start /bin/bash: ${run.error.message}` };
-    if (run.stoppedBy === "timeout")
-      return {
-        passed: false,
-        output: `timed out after ${timeoutMs} ms; its process group was killed\n${run.text}`,
-      };
-    return { passed: run.code === 0 && !run.stoppedBy, output: run.text };
-  }
-
-  /**
-   * Puts the spec's copy of `f` in place: written beside it and renamed over whatever is at its
-   * path (a symlink is replaced, never written through), in a folder that must still be the
-   * workspace's own (not a symlink leading elsewhere). False (and a log line) when it cannot.
-   */
-  private restoreFile(f: FrozenFile): boolean {
-    const dir = path.dirname(f.real);
-    const temp = path.join(dir, `.${path.basename(f.real)}.keel-restore-${randomUUID()}`);
-    try {
-      // A folder put in the file's place (`node x.test.mjs` would run its index.js) goes.
-      if (lstatSync(f.real, { throwIfNoEntry: false })?.isDirectory())
-        rmSync(f.real, { recursive: true, force: true });
-      mkdirSync(dir, { recursive: true });
-      if (realpathSync(dir) !== dir) throw new Error(`${dir} is no longer the workspace's folder`);
-      writeFileSync(temp, f.content, { flag: "wx" });
-      renameSync(temp, f.real);
-      return true;
-    } catch (err) {
-      try {
-        rmSync(temp, { force: true });
-      } catch {} // e.g. ENOTDIR: the folder is not one; nothing was written
-      this.o.logger.warn({ err }, `could not restore frozen file ${f.path}`);
-      return false;
-    }
-  }
-
   /** Puts back the spec's copy of every frozen file that differs on disk; their paths. */
   private restoreFrozen(): string[] {
-    const restored: string[] = [];
-    for (const f of this.frozen.files) {
-      if (stateOf(f) === f.sha256) continue;
-      if (this.restoreFile(f)) restored.push(f.path);
-    }
-    if (restored.length > 0) {
-      const message = `acceptance: frozen ${restored.join(", ")} had changed in the workspace; the spec's copy was restored before the checks`;
-      this.o.emit({ type: "log.written", level: "warn", message });
-    }
-    return restored;
-  }
-}
-
-/** What the model is told when a round of the loop fails. This is a pure function. */
-export function followUpText(round: number, maxRounds: number, failing: CheckEvidence[]): string {
-  const lines = [
-    `Acceptance checks did not pass (follow-up ${round} of ${maxRounds}). These checks are run by the harness against the current files; fix the code so they pass. The checks and the files they name are frozen: changing them is refused.`,
-  ];
-  for (const c of failing) {
-    lines.push(
-      `\n## ${c.name}: ${c.passed ? "stale (the files changed while it ran)" : "failed"}\n${c.output}`,
-    );
-  }
-  return lines.join("\n");
-}
-
-/** `text` within `maxBytes`: its head and tail around a note of how much was cut. */
-export function bound(text: string, maxBytes: number): string {
-  const buf = Buffer.from(text, "utf8");
-  if (buf.length <= maxBytes) return text;
-  const half = Math.floor((maxBytes - 64) / 2);
-  const head = buf
-    .subarray(0, half)
-    .toString("utf8")
-    .replace(/\uFFFD+$/, "");
-  const tail = buf
-    .subarray(buf.length - half)
-    .toString("utf8")
-    .replace(/^\uFFFD+/, "");
-  return `${head}\n[… ${buf.length - 2 * half} bytes omitted …]\n${tail}`;
-}
-
-/**
- * A frozen file's identity on disk: its content's SHA-256 (or what is there instead), and the
- * inode and change time, which every write moves (even one that puts the same bytes back, or
- * a swap and a swap back), so a change during a check is seen even when undone before the end.
- */
-interface Identity {
-  sha256: string;
-  inode: string;
-  ctime: string;
-}
-
-function identityOf(f: FrozenFile): Identity {
-  let info: ReturnType<typeof lstatSync> | undefined;
-  try {
-    info = lstatSync(f.real, { bigint: true, throwIfNoEntry: false });
-  } catch {
-    info = undefined; // e.g. ENOTDIR: a file where its folder was
-  }
-  return {
-    sha256: stateOf(f),
-    inode: info ? `${info.dev}:${info.ino}` : "missing",
-    ctime: info ? String(info.ctimeNs) : "missing",
-  };
-}
-
-function sameIdentity(a: Identity, b: Identity): boolean {
-  return a.sha256 === b.sha256 && a.inode === b.inode && a.ctime === b.ctime;
-}
-
-/** What is at a frozen file's path now: its SHA-256 when it is a regular file, else what it is. */
-function stateOf(f: FrozenFile): string {
-  try {
-    const info = lstatSync(f.real);
-    return info.isFile() ? sha256(readFileSync(f.real)) : `not a regular file (mode ${info.mode})`;
-  } catch {
-    return "missing";
+    return restoreFrozen(this.frozen.files, this.o.logger, this.o.emit);
   }
 }
