@@ -14,6 +14,7 @@ export const MUTATED = [
   "session/projection.ts",
   "session/compaction-cuts.ts",
   "session/branches.ts",
+  "session/clear-results.ts",
   "providers/stream-assembler.ts",
 ];
 
@@ -25,7 +26,6 @@ export const MUTATED = [
  * tests only (vitest.mutate.config.ts reads the list). Scores: docs/testing.md.
  */
 export const HOSTS = {
-  "session/clear-results.ts": ["test/context-session.e2e.test.ts", "test/context.e2e.test.ts"],
   "session/turn-result.ts": [
     "test/truthful-results.e2e.test.ts",
     "test/follower-promises.e2e.test.ts",
@@ -68,6 +68,20 @@ export const HOSTS = {
     "test/hostile-tools.e2e.test.ts",
     "test/turn-cancel.e2e.test.ts",
   ],
+};
+
+/**
+ * The score each host module must keep in CI (scripts/mutate-ci.mjs): its measured score
+ * (docs/testing.md), rounded down to the next 5 %, so a change that loses tests fails.
+ */
+export const HOST_MINIMUM = {
+  "session/turn-result.ts": 60,
+  "actors/session-inputs.ts": 60,
+  "actors/session-runner.ts": 60,
+  "actors/turn-scope.ts": 60,
+  "actors/turn-run.ts": 60,
+  "actors/model-attempt.ts": 60,
+  "actors/call-runner.ts": 60,
 };
 
 const host = process.env.KEEL_MUTATE_HOST;

@@ -21,6 +21,7 @@ export default defineConfig({
       "test/batch.{unit,model,race}.test.ts",
       "test/batch-strangers.unit.test.ts",
       "test/charts.unit.test.ts",
+      "test/clear-results.unit.test.ts",
       "test/compaction.{unit,model,race}.test.ts",
       "test/context-budget.unit.test.ts",
       "test/coordinator.{model,paths,race}.test.ts",

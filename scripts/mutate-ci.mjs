@@ -50,35 +50,25 @@ function changedFiles() {
   return { base, files: [...new Set([...files, ...dirty])] };
 }
 
-async function main() {
-  const { MUTATED } = await import(join(root, "stryker.config.mjs"));
-  const isModule = moduleMatcher(MUTATED);
-  const { base, files } = changedFiles();
-  let modules;
-  if (process.env.KEEL_MUTATE_ALL === "1" || files === null) {
-    modules = MUTATED;
-    console.log(
-      `mutation: the whole set (${files === null ? `no diff base ${base}` : "KEEL_MUTATE_ALL=1"})`,
-    );
-  } else {
-    modules = files.filter((f) => isModule(f) && existsSync(join(root, f)));
-    console.log(`mutation: ${modules.length} pure module(s) touched since ${base.slice(0, 12)}`);
+/**
+ * Runs Stryker with `env` under the time left of `budget` (seconds since `started`) and scores
+ * its report (`report`, `files`) with `minimum`. Returns `{ status, cut }`: status 0 when the
+ * run was cut by the budget (said, not a failure) or every module scored at least `minimum`.
+ */
+function strykerRun({ label, env, report, files, minimum, deadline }) {
+  const left = Math.floor((deadline - Date.now()) / 1000);
+  if (left < 30) {
+    console.log(`mutation: ${label}: no time left in the budget; run it locally`);
+    return { status: 0, cut: true };
   }
-  if (modules.length === 0) {
-    console.log("mutation: nothing to mutate");
-    return 0;
-  }
-  for (const m of modules) console.log(`  ${m}`);
-  const report = join(root, "test-output/mutation/mutation.json");
   rmSync(report, { force: true }); // a crash must not read an earlier run's report
-  const budget = Number(process.env.KEEL_MUTATE_BUDGET_S ?? 480);
   const started = Date.now();
   const run = spawnSync(
     "timeout",
     [
       "--signal=TERM",
       "--kill-after=15",
-      String(budget),
+      String(left),
       join(root, "node_modules/.bin/stryker"),
       "run",
     ],
@@ -87,7 +77,7 @@ async function main() {
       stdio: "inherit",
       env: {
         ...process.env,
-        KEEL_MUTATE: modules.join(","),
+        ...env,
         KEEL_MUTATE_INCREMENTAL: "0",
         KEEL_MUTATE_CONCURRENCY: process.env.KEEL_MUTATE_CONCURRENCY ?? "2",
       },
@@ -96,26 +86,87 @@ async function main() {
   const seconds = Math.round((Date.now() - started) / 1000);
   if (run.status === 124 || run.status === 137) {
     console.log(
-      `mutation: cut by the ${budget} s budget after ${seconds} s (not a failure); run npm run mutate locally for these modules`,
+      `mutation: ${label}: cut by the budget after ${seconds} s (not a failure); run npm run mutate locally for it`,
     );
-    return 0;
+    return { status: 0, cut: true };
   }
   if (run.status !== 0 || !existsSync(report)) {
-    console.log(`mutation: Stryker failed (exit ${run.status}) after ${seconds} s`);
-    return 1;
+    console.log(`mutation: ${label}: Stryker failed (exit ${run.status}) after ${seconds} s`);
+    return { status: 1, cut: false };
   }
-  console.log(`mutation: Stryker took ${seconds} s`);
-  const files2 = modules.filter((m) => !m.includes("*"));
+  console.log(`mutation: ${label}: Stryker took ${seconds} s`);
   const score = spawnSync(
     process.execPath,
     [
       join(root, "scripts/mutation-score.mjs"),
       report,
-      ...(files2.length === modules.length ? ["--only", files2.join(",")] : []),
+      "--min",
+      String(minimum),
+      ...(files.length > 0 ? ["--only", files.join(",")] : []),
     ],
     { cwd: root, stdio: "inherit" },
   );
-  return score.status ?? 1;
+  return { status: score.status ?? 1, cut: false };
+}
+
+/** The report file of a host module's run (stryker.config.mjs names it the same way). */
+export const hostReport = (host) =>
+  join(root, `test-output/mutation/host-${host.replace(/[/.]/g, "_")}.json`);
+
+async function main() {
+  const { MUTATED, HOSTS, HOST_MINIMUM } = await import(join(root, "stryker.config.mjs"));
+  const isModule = moduleMatcher(MUTATED);
+  const { base, files } = changedFiles();
+  const all = process.env.KEEL_MUTATE_ALL === "1" || files === null;
+  let modules;
+  let hosts;
+  if (all) {
+    modules = MUTATED;
+    hosts = Object.keys(HOSTS);
+    console.log(
+      `mutation: the whole set (${files === null ? `no diff base ${base}` : "KEEL_MUTATE_ALL=1"})`,
+    );
+  } else {
+    modules = files.filter((f) => isModule(f) && existsSync(join(root, f)));
+    hosts = files.filter((f) => f in HOSTS && existsSync(join(root, f)));
+    console.log(
+      `mutation: ${modules.length} pure module(s) and ${hosts.length} host module(s) touched since ${base.slice(0, 12)}`,
+    );
+  }
+  if (modules.length === 0 && hosts.length === 0) {
+    console.log("mutation: nothing to mutate");
+    return 0;
+  }
+  const budget = Number(process.env.KEEL_MUTATE_BUDGET_S ?? 480);
+  const deadline = Date.now() + budget * 1000;
+  let status = 0;
+  if (modules.length > 0) {
+    for (const m of modules) console.log(`  ${m}`);
+    const plain = modules.filter((m) => !m.includes("*"));
+    const r = strykerRun({
+      label: "pure modules",
+      env: { KEEL_MUTATE: modules.join(",") },
+      report: join(root, "test-output/mutation/mutation.json"),
+      files: plain.length === modules.length ? plain : [],
+      minimum: 85,
+      deadline,
+    });
+    status ||= r.status;
+  }
+  // Host modules one at a time, each against the in-process tests that cover it, in the
+  // budget that is left; each must keep at least its floor (HOST_MINIMUM in stryker.config.mjs).
+  for (const host of hosts) {
+    const r = strykerRun({
+      label: host,
+      env: { KEEL_MUTATE_HOST: host },
+      report: hostReport(host),
+      files: [host],
+      minimum: HOST_MINIMUM[host],
+      deadline,
+    });
+    status ||= r.status;
+  }
+  return status;
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1])

@@ -1,10 +1,10 @@
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 // @ts-expect-error: a plain .mjs script without types
 import { moduleMatcher } from "../scripts/mutate-ci.mjs";
 // @ts-expect-error: a plain .mjs config without types
-import { MUTATED } from "../stryker.config.mjs";
+import { HOST_MINIMUM, HOSTS, MUTATED } from "../stryker.config.mjs";
 import mutateConfig from "../vitest.mutate.config.ts";
 
 // Stryker runs only the test files vitest.mutate.config.ts includes. A test of a mutated module
@@ -53,5 +53,25 @@ describe("the mutation run's test list (vitest.mutate.config.ts)", () => {
   it("lists only files that exist", () => {
     const tests = new Set(readdirSync(join(root, "test")).map((f) => `test/${f}`));
     expect([...include].filter((f) => !tests.has(f))).toEqual([]);
+  });
+
+  it("names host modules that exist, each with tests that exist and a floor CI holds it to", () => {
+    const tests = new Set(readdirSync(join(root, "test")).map((f) => `test/${f}`));
+    const hosts = HOSTS as Record<string, string[]>;
+    expect(Object.keys(hosts).length).toBeGreaterThan(0);
+    for (const [host, list] of Object.entries(hosts)) {
+      expect(existsSync(join(root, host)), host).toBe(true);
+      expect(isMutated(host), `${host} is mutated as a host, not as a pure module`).toBe(false);
+      expect(list.length, host).toBeGreaterThan(0);
+      expect(
+        list.filter((t) => !tests.has(t)),
+        host,
+      ).toEqual([]);
+    }
+    expect(Object.keys(HOST_MINIMUM).sort()).toEqual(Object.keys(hosts).sort());
+    for (const floor of Object.values(HOST_MINIMUM as Record<string, number>)) {
+      expect(floor).toBeGreaterThan(0);
+      expect(floor).toBeLessThanOrEqual(100);
+    }
   });
 });
