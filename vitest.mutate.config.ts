@@ -6,6 +6,8 @@ import { HOSTS } from "./stryker.config.mjs";
 const hostTests: string[] | undefined = process.env.KEEL_MUTATE_HOST
   ? HOSTS[process.env.KEEL_MUTATE_HOST]
   : undefined;
+/** `KEEL_MUTATE_TESTS=test/a.test.ts,…`: only these tests (a quick local run of one module). */
+const onlyTests = process.env.KEEL_MUTATE_TESTS?.split(",").filter(Boolean);
 
 /**
  * The tests Stryker runs against each mutant (`npm run mutate`): the unit, model, paths,
@@ -15,7 +17,7 @@ const hostTests: string[] | undefined = process.env.KEEL_MUTATE_HOST
  */
 export default defineConfig({
   test: {
-    include: hostTests ?? [
+    include: onlyTests ?? hostTests ?? [
       "test/acceptance.model.test.ts",
       "test/acceptance-chart.unit.test.ts",
       "test/batch.{unit,model,race}.test.ts",

@@ -35,19 +35,17 @@ export function resultsToClear(
     if (m.role === "assistant") steps++;
     stepOf.push(steps);
   }
-  const candidates: { index: number; entryId: string }[] = [];
+  const candidates: { content: string; entryId: string }[] = [];
   for (let i = 0; i < messages.length; i++) {
-    if (messages[i].role !== "tool" || steps - stepOf[i] < options.olderThanSteps) continue;
+    const m = messages[i];
+    if (m.role !== "tool" || steps - stepOf[i] < options.olderThanSteps) continue;
     const entry = get(sources[i]);
     if (entry?.type !== "call_result") continue; // a patched slot, not a recorded result
-    candidates.push({ index: i, entryId: entry.id });
+    candidates.push({ content: m.content[0].content, entryId: entry.id });
   }
   const cleared: ClearedResult[] = [];
   const upTo = Math.max(0, candidates.length - options.keepLast);
-  for (const { index, entryId } of candidates.slice(0, upTo)) {
-    const m = messages[index];
-    if (m.role !== "tool") continue;
-    const content = m.content[0].content;
+  for (const { content, entryId } of candidates.slice(0, upTo)) {
     const bytes = Buffer.byteLength(content);
     const note = clearedResultText(entryId, bytes);
     if (content.startsWith("[result cleared") || note.length >= content.length) continue;

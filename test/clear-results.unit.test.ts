@@ -52,6 +52,12 @@ const threeSteps = () =>
   ]);
 
 describe("resultsToClear", () => {
+  it("the note names the bytes, the read_result tool and the id to read the result back with", () => {
+    expect(clearedResultText("e7", 1234)).toBe(
+      '[result cleared from the context to save space: 1234 bytes; call read_result with {"id":"e7"} to read it again]',
+    );
+  });
+
   it("clears every recorded result by default, in view order, with the note and the bytes", () => {
     const v = threeSteps();
     const out = resultsToClear(v.messages, v.sources, v.get, { olderThanSteps: 0, keepLast: 0 });
