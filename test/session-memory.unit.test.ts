@@ -19,7 +19,7 @@ function actorsSeen() {
   const actors: AnyActorRef[] = [];
   const sink: InspectSink = {
     observe: (event) => {
-      if (event.type === "@xstate.actor") actors.push(event.actorRef);
+      if (event.type === "@xstate.actor") actors.push(event.actorRef as AnyActorRef);
     },
     publish: () => {},
   };
