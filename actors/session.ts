@@ -119,14 +119,17 @@ export class Session {
       }
     });
     this.inputs.holdRestored(); // restored inputs wait for resume() or a new input
-    // Added to the object `deps` made, not spread into a copy: a spread copy of it got a
-    // hidden class of its own in every session (≈ 0.6 KB each, heap snapshot).
-    s.deps = s.options.deps(
-      log,
-      (e) => s.emit(e),
-      (point) => this.inputs.poll(point),
-    );
-    s.deps.wantsPreviews = () => s.listeners.size > 0;
+    s.depsFrom(() => {
+      const deps = s.options.deps(
+        log,
+        (e) => s.emit(e),
+        (point) => this.inputs.poll(point),
+      );
+      // Added to the object `deps` made, not spread into a copy: a spread copy of it got a
+      // hidden class of its own in every session (≈ 0.6 KB each, heap snapshot).
+      deps.wantsPreviews = () => s.listeners.size > 0;
+      return deps;
+    });
     // What writes to the log at open is the lease holder's to do (or a store's only process).
     const writer = !s.options.lease || log.heldLease !== undefined;
     const host = writer

@@ -3,6 +3,7 @@ import type { AnyActorRef } from "xstate";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
 import type { InspectSink } from "../actors/events.ts";
+import { PermissionBroker, type PermissionOptions } from "../actors/permissions.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import { defineTool } from "../tools/define-tool.ts";
 
@@ -72,6 +73,33 @@ describe("an idle session holds no running actor", () => {
     await session.awaitIdle();
     await Promise.resolve();
     expect(seen.live().map((a) => a.id)).toEqual([]);
+    await agent.close();
+  });
+});
+
+describe("an opened session that was never prompted holds no turn dependencies", () => {
+  it("its turn dependencies (here the permission broker) are built at its first prompt, once, not when it opens", async () => {
+    const built: string[] = [];
+    let opening = "";
+    const agent = createAgent({
+      model: oneStep(),
+      tools: [echo],
+      permissions: { rules: [{ tool: "echo", action: "allow" }] },
+      permissionBroker: (options: PermissionOptions) => {
+        built.push(opening);
+        return new PermissionBroker(options);
+      },
+    });
+    const sessions = [];
+    for (const id of ["a", "b", "c"]) {
+      opening = id;
+      sessions.push(await agent.openSession(id));
+    }
+    expect(built).toEqual([]);
+    opening = "b";
+    expect((await sessions[1].prompt("go")).status).toBe("completed");
+    expect((await sessions[1].prompt("again")).status).toBe("completed");
+    expect(built).toEqual(["b"]);
     await agent.close();
   });
 });
