@@ -21,15 +21,16 @@ export const MUTATED = [
 /**
  * The host modules (actors/ and the session's result helpers), each with the tests that cover
  * it in-process (e2e tests included: a host is exercised through a session; a test that runs
- * the code in a child process cannot see a mutant, so none is listed). Run one at a time:
+ * the code in a child process cannot see a mutant (nor run: Stryker's sandbox has no dist/), so
+ * none is listed). Run one at a time:
  * `KEEL_MUTATE_HOST=actors/session-inputs.ts npm run mutate` mutates that module against its
  * tests only (vitest.mutate.config.ts reads the list). Scores: docs/testing.md.
  */
 export const HOSTS = {
   "session/turn-result.ts": [
     "test/truthful-results.e2e.test.ts",
-    "test/follower-promises.e2e.test.ts",
     "test/session.e2e.test.ts",
+    "test/session-takeover.e2e.test.ts",
   ],
   "actors/session-inputs.ts": [
     "test/session.e2e.test.ts",

@@ -28,14 +28,17 @@ export async function adoptLog(
     }
   });
   inputs.holdRestored(); // restored inputs wait for resume() or a new input
-  s.deps = {
-    ...s.options.deps(
+  // Built at their first read (an idle session holds none), on the object `deps` made: a spread
+  // copy of it got a hidden class of its own in every session.
+  s.depsFrom(() => {
+    const deps = s.options.deps(
       log,
       (e) => s.emit(e),
       (point) => inputs.poll(point),
-    ),
-    wantsPreviews: () => s.listeners.size > 0,
-  };
+    );
+    deps.wantsPreviews = () => s.listeners.size > 0;
+    return deps;
+  });
   // What writes to the log at open is the lease holder's to do (or a store's only process).
   const writer = !s.options.lease || log.heldLease !== undefined;
   const host = writer

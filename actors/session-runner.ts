@@ -98,15 +98,32 @@ export class SessionRunner implements RunnerPort {
     }
   }
 
-  /** The session's runner host, created at the first input (an idle session holds no actor). */
+  /**
+   * The session's runner host, created at an input and let go once it is idle again (an idle
+   * session holds no actor): a coordinator at rest has nothing to remember, its next execution
+   * starts from the inputs in the log.
+   */
   private get coordinator(): Coordinator {
-    this.coordinatorRef ??= createCoordinator({
+    if (this.coordinatorRef) return this.coordinatorRef;
+    const ref = createCoordinator({
       run: (signal) => this.run(signal),
       cleanup: () => this.s.log.flush().catch(() => {}),
       pending: () => this.inputs.hasRunnable(),
       inspect: this.s.options.inspect,
+      // Not stopped inside its own transition: a wake in the same tick keeps it.
+      onStateChange: (state) => {
+        if (state.value === "idle") queueMicrotask(() => this.letGo(ref));
+      },
     });
-    return this.coordinatorRef;
+    this.coordinatorRef = ref;
+    return ref;
+  }
+
+  /** Stops `ref` if it is still this session's coordinator and idle (no waiter is left then). */
+  private letGo(ref: Coordinator): void {
+    if (this.coordinatorRef !== ref || ref.state().value !== "idle") return;
+    this.coordinatorRef = undefined;
+    ref.stop();
   }
 
   /**

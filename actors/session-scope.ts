@@ -80,7 +80,9 @@ export class SessionScope {
   readonly id: string;
   readonly options: SessionOptions;
   log!: SessionLog;
-  deps!: TurnDeps;
+  /** Builds the per-turn dependencies on the adopted log (`depsFrom`), at their first read. */
+  private makeDeps: (() => TurnDeps) | undefined;
+  private madeDeps: TurnDeps | undefined;
   role: SessionRole = "solo";
   /** Resolves once the log is loaded and recovery ran (`session.ready`). */
   ready!: Promise<void>;
@@ -101,6 +103,22 @@ export class SessionScope {
   constructor(options: SessionOptions) {
     this.id = options.sessionId;
     this.options = options;
+  }
+
+  /**
+   * The per-turn dependencies built on the log (undefined before it is open). Built at the
+   * first read, not at open: a session that is opened and never prompted holds none of them
+   * (its context budget, spill writer, permission broker).
+   */
+  get deps(): TurnDeps {
+    if (this.madeDeps === undefined && this.makeDeps !== undefined) this.madeDeps = this.makeDeps();
+    return this.madeDeps as TurnDeps;
+  }
+
+  /** How `deps` is built on a newly adopted log; the ones built on the previous log are dropped. */
+  depsFrom(make: () => TurnDeps): void {
+    this.makeDeps = make;
+    this.madeDeps = undefined;
   }
 
   get follower(): boolean {

@@ -75,7 +75,7 @@ const profiles: Record<"full" | "quick", Profile> = {
     // that between N = 100 and 1 000 (≈ 1.8× then ≈ 6× a decade), so a point it lets through
     // can take 2.5–5 min: room for that on a busy machine.
     childTimeoutMs: 600_000,
-    sessions: { idle: 10_000, afterTurn: 1000, midTurn: 1000 },
+    sessions: { idle: 10_000, afterTurn: 10_000, midTurn: 10_000 },
     argPreview: [],
     store: [],
   },

@@ -178,7 +178,7 @@ async function stepsRow(side: (typeof sides)[number], kind: Kind, procs: number,
   };
   rows.push(row);
   console.error(
-    `${side.name} ${kind} ${procs}×${n}: ${Math.round(row.stepsPerS)} steps/s, p99 ${row.p99.toFixed(1)} ms, stall ${row.stallMs.toFixed(1)} ms, group ${row.group.toFixed(1)}, failed ${row.failed}`,
+    `${side.name} ${kind} ${procs}×${n}: ${Math.round(row.stepsPerS)} steps/s, p50 ${row.p50.toFixed(1)} ms, p99 ${row.p99.toFixed(1)} ms, CPU ${Math.round(row.cpuUsPerStep)} µs/step (server ${Math.round(row.serverUsPerStep)}), stall ${row.stallMs.toFixed(1)} ms, group ${row.group.toFixed(1)}, failed ${row.failed}`,
   );
 }
 

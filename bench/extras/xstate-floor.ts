@@ -5,10 +5,12 @@
  * no model, no log, no tool, no promise. Whatever a step costs beyond this figure is Keel's own
  * code and its awaits.
  *
- * Run: `npx tsx bench/extras/xstate-floor.ts` (µs per step, 1 and 8 calls per step).
+ * Run: `npx tsx bench/extras/xstate-floor.ts` (µs per step, 1 and 8 calls per step); imported
+ * (bench/extras/step-vs-floor.ts), it only exports `floorTurn`.
  * `KEEL_ROOT=/path/to/other/checkout` measures that checkout's charts in the same way (it must
  * have actors/charts.ts).
  */
+import { pathToFileURL } from "node:url";
 import type { AnyActorRef } from "xstate";
 import { createActor } from "xstate";
 import type { BatchCallSpec } from "../../machines/policies/batch-schedule.ts";
@@ -94,8 +96,13 @@ function run(steps: number, calls: number): void {
   actor.stop();
 }
 
+/** Runs one turn of `steps` steps with `calls` calls each (for benches that compare with it). */
+export const floorTurn = run;
+
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
-for (const calls of [1, 8]) {
+const main =
+  process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href;
+for (const calls of main ? [1, 8] : []) {
   const warmUntil = performance.now() + 1500;
   while (performance.now() < warmUntil) run(20, calls);
   const samples: number[] = [];
