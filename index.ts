@@ -21,11 +21,13 @@ export {
   type SessionOpenOptions,
 } from "./actors/agent.ts";
 export { workspaceVersion } from "./actors/artifact-version.ts";
+export { type DeletedSessionData, deleteStoredSession } from "./actors/delete-session.ts";
 export { AGENT_EVENT_TYPES, type InspectSink } from "./actors/events.ts";
 export { type HandoffOptions, handoffMarkdown } from "./actors/handoff.ts";
 export { createIds } from "./actors/ids.ts";
 export type { PermissionOptions } from "./actors/permissions.ts";
 export { postgresRetryBudget } from "./actors/postgres-retry-budget.ts";
+export { type RedactResult, redactStoredSession } from "./actors/redact-session.ts";
 export { type RetryBudget, tokenBucketBudget } from "./actors/retry-budget.ts";
 export type { ContextOptions } from "./actors/session-context.ts";
 export type { InboxOptions, PromptResult, Session } from "./actors/session-runtime.ts";

@@ -204,6 +204,48 @@ export function buildProgram(result: { code: ExitCode }): Command {
       result.code = await showSession(id, opts);
     });
 
+  const dataDir = [
+    "--data-dir <dir>",
+    "where sessions wrote their files, as keel run does (default .keel)",
+  ] as const;
+  program
+    .command("rm")
+    .description(
+      "delete a session and everything it owns: its log, checkpoint, posted inputs, lease, ledger rows and spilled files",
+    )
+    .argument("<id>", "session id (see keel sessions)")
+    .option("--json", "what was removed, as JSON")
+    .option(...store)
+    .option(...dataDir)
+    .action(async (id: string, opts: { json?: boolean; store?: string; dataDir?: string }) => {
+      const { removeSession } = await import("./erase.ts");
+      result.code = await removeSession(id, opts);
+    });
+
+  program
+    .command("redact")
+    .description(
+      "replace the content of entries of a stored session with [redacted: <reason>], keeping the log's shape",
+    )
+    .argument("<id>", "session id (see keel sessions)")
+    .argument("<entry...>", "entry ids (see keel show <id> --json)")
+    .requiredOption(
+      "--reason <text>",
+      'why, shown in place of the content, e.g. "a pasted API key"',
+    )
+    .option("--json", "the redacted entries and removed files, as JSON")
+    .option(...store)
+    .action(
+      async (
+        id: string,
+        entries: string[],
+        opts: { reason: string; json?: boolean; store?: string },
+      ) => {
+        const { redactEntries } = await import("./erase.ts");
+        result.code = await redactEntries(id, entries, opts);
+      },
+    );
+
   program
     .command("inspect")
     .description("serve the inspector on 127.0.0.1 (with --replay: a stored session)")
