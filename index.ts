@@ -29,10 +29,10 @@ export type { PermissionOptions } from "./actors/permissions.ts";
 export { postgresRetryBudget } from "./actors/postgres-retry-budget.ts";
 export { type RedactResult, redactStoredSession } from "./actors/redact-session.ts";
 export { type RetryBudget, tokenBucketBudget } from "./actors/retry-budget.ts";
+export type { Session } from "./actors/session.ts";
 export type { ContextOptions } from "./actors/session-context.ts";
-export type { InboxOptions, PromptResult, Session } from "./actors/session-runtime.ts";
+export type { InboxOptions, PromptResult } from "./actors/session-options.ts";
 export { openTelemetry } from "./actors/telemetry.ts";
-export type { TurnResult } from "./actors/turn-runner.ts";
 export { startWorker } from "./actors/worker.ts";
 export type * from "./contracts/acceptance.ts";
 export {
@@ -104,6 +104,7 @@ export type {
   ToolResult,
   ToolSuccess,
 } from "./contracts/tool-result.ts";
+export type { TurnResult } from "./contracts/turn-result.ts";
 export { type Inspector, type InspectorOptions, startInspector } from "./inspector/server.ts";
 export type { LoopGuardOptions } from "./machines/policies/loop-guard.ts";
 export type { RetryClassifier, RetryPolicy } from "./machines/policies/retry-policy.ts";

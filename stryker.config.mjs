@@ -1,4 +1,4 @@
-// Mutation testing of Keel's pure modules (`npm run mutate`; DESIGN §10, TESTING.md).
+// Mutation testing of Keel's pure modules (`npm run mutate`; docs/testing.md).
 // KEEL_MUTATE=<comma-separated paths or globs> narrows the run (scripts/mutate-ci.mjs passes the
 // modules a change touched); KEEL_MUTATE_CONCURRENCY raises the worker count (default 1: the
 // machine is shared). Incremental by default: only mutants whose code or covering tests changed

@@ -27,6 +27,8 @@ export default defineConfig({
       "test/prepare-call.{unit,property}.test.ts",
       "test/prepare-messages.unit.test.ts",
       "test/prepare-steps.unit.test.ts",
+      "test/tool-examples.unit.test.ts",
+      "test/tool-repairs.unit.test.ts",
       "test/projection.unit.test.ts",
       "test/projection-incremental.unit.test.ts",
       "test/projection-notes.unit.test.ts",

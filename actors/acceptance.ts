@@ -43,7 +43,7 @@ import { digestOf, workspaceVersion } from "./artifact-version.ts";
 import { bindEffects, hostedAcceptanceMachine } from "./charts.ts";
 import type { ToolReport } from "./run-tool.ts";
 
-/** `createAgent({ acceptance })`: the spec and how the runtime uses it (DESIGN §13). */
+/** `createAgent({ acceptance })`: the spec and how the runtime uses it (docs/acceptance.md). */
 export interface AcceptanceOptions extends AcceptanceSpec {
   /**
    * The artifact's folder: the default artifact version is computed from its files, command

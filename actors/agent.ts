@@ -8,6 +8,7 @@ import type { DrainMode, DrainPolicy } from "../machines/policies/inbox.ts";
 import { type LoopGuardOptions, resolveLoopGuard } from "../machines/policies/loop-guard.ts";
 import { type RetryPolicy, resolveRetryPolicy } from "../machines/policies/retry-policy.ts";
 import type { TurnLimits } from "../machines/turn.machine.ts";
+import { READ_RESULT_TOOL } from "../session/clear-results.ts";
 import type { HandoffRecord } from "../session/entries.ts";
 import { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";
@@ -22,14 +23,16 @@ import { type DeletedSessionData, deleteStoredSession } from "./delete-session.t
 import type { InspectSink } from "./events.ts";
 import { createIds } from "./ids.ts";
 import { PermissionBroker, type PermissionOptions } from "./permissions.ts";
-import { READ_RESULT_TOOL, readResultTool } from "./read-result-tool.ts";
+import { readResultTool } from "./read-result-tool.ts";
 import { recoverCalls } from "./recover-calls.ts";
 import type { RetryBudget } from "./retry-budget.ts";
+import { Session } from "./session.ts";
 import { type ContextOptions, checkContextOptions, SessionContext } from "./session-context.ts";
-import { defaultLeaseOwner, Session, type SessionRole } from "./session-runtime.ts";
+import { defaultLeaseOwner } from "./session-lease.ts";
+import type { SessionRole } from "./session-options.ts";
 import { createSpill, sessionSpillDir } from "./spill-output.ts";
 import type { Telemetry } from "./telemetry.ts";
-import type { TurnDeps } from "./turn-runner.ts";
+import type { TurnDeps } from "./turn-scope.ts";
 
 const isInstructions = (v: unknown) => typeof v === "string" || typeof v === "function";
 
@@ -52,7 +55,7 @@ export interface AgentOptions {
    * `session.setInstructions()` changes them mid-session.
    */
   instructions?: Instructions;
-  /** The context budget, automatic compaction and overflow recovery (DESIGN §6). */
+  /** The context budget, automatic compaction and overflow recovery (docs/long-sessions.md). */
   context?: ContextOptions;
   /**
    * The folder for the files sessions write beside their log: a tool output over an
@@ -103,12 +106,12 @@ export interface AgentOptions {
   /**
    * Permission rules and the embedder's approver. Absent: every call is allowed. Present:
    * rules first, then defaults by risk (high asks); a decline ends the turn, a decline with
-   * feedback becomes the call's result (DESIGN §7).
+   * feedback becomes the call's result (docs/permissions.md).
    */
   permissions?: PermissionOptions;
   /**
    * Sharing the store with other processes (SQLite file, PostgreSQL): a session runs only in the
-   * process holding its lease (DESIGN §5, §12). On by default when the store has leases; a
+   * process holding its lease (docs/stores.md, docs/many-processes.md). On by default when the store has leases; a
    * process that opens a session another live runner owns follows it: it reads, its inputs go
    * to the owner, and it takes the session over (with crash recovery) only when the owner's
    * lease ends. `false`: no leases (one process per store).
@@ -132,7 +135,7 @@ export interface AgentOptions {
   /** @internal Test seam: a variant of the turn statechart (mutation tests only). */
   turnMachine?: TurnDeps["turnMachine"];
   /**
-   * Done means accepted (DESIGN §13): executable checks the embedder defines, run against the
+   * Done means accepted (docs/acceptance.md): executable checks the embedder defines, run against the
    * artifact (by default the files of `workspace`, versioned by their git tree), with evidence
    * bound to that version. Checks run after each turn (`runAfterTurn`), on `session.accept()`,
    * and, with `until: "passed"`, in a loop that sends failing evidence back as follow-ups.
@@ -316,7 +319,8 @@ export function createAgent(options: AgentOptions): Agent {
     );
   }
   const sessions = new Map<string, Session>();
-  if (contextOptions.readResultTool) registry.add(readResultTool((id) => sessions.get(id)));
+  if (contextOptions.readResultTool)
+    registry.add(readResultTool((id) => sessions.get(id)?.sessionLog));
   // Checked here, once: a bad policy is a RangeError from createAgent, not a failed turn later.
   const retry = resolveRetryPolicy(options.retry ?? {});
   const loopGuard = resolveLoopGuard(options.loopGuard);

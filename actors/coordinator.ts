@@ -102,7 +102,7 @@ function view(snapshot: SnapshotFrom<CoordinatorMachine>): CoordinatorState {
  * The handover is synchronous: when cleanup settles, `pending()` is read and `cleanup.done` is
  * sent in the same tick, and the machine starts the successor (calling `run` synchronously) or
  * goes idle in one transition. A wake can therefore never land between "checked the doorbell"
- * and "became idle" (DESIGN §3.4, invariant §10.6).
+ * and "became idle" (invariant 6 of docs/architecture.md).
  */
 export function createCoordinator(options: CoordinatorOptions): Coordinator {
   const { run, cleanup, pending, onStateChange } = options;

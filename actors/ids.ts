@@ -5,10 +5,10 @@ import type { IdGenerator } from "../contracts/ids.ts";
 /**
  * Ids of `size` characters from the secure random source, in nanoid's alphabet (`A-Za-z0-9_-`,
  * 6 random bits a character: 96 bits at the default 16). Bytes come from a pool refilled by one
- * `randomFillSync` per 256 ids, and each id is one native base64url encoding of its bytes: about
- * half of nanoid's time an id, which builds it a character at a time
- * (`npx tsx bench/extras/ids.ts`), and a session makes
- * several ids a step (entries, attempts, calls).
+ * `randomFillSync` per 256 ids, and each id is one native base64url encoding of its bytes,
+ * cheaper than nanoid, which builds it a character at a time (bench/FIGURES.md,
+ * `npx tsx bench/extras/ids.ts`), and a session makes several ids a step (entries, attempts,
+ * calls).
  */
 export function createIds(size = 16): IdGenerator {
   if (!Number.isInteger(size) || size < 1 || size > 1024) {

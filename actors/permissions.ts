@@ -44,7 +44,7 @@ const DEFAULTS: Record<Risk, PermissionAction> = { low: "allow", medium: "allow"
 
 /**
  * One session's permission state: configured rules, rules added by `allow_always`, and the
- * requests waiting for a reply (DESIGN §7, invariant 12). What a reply does to the other
+ * requests waiting for a reply (docs/permissions.md, invariant 12 of docs/architecture.md). What a reply does to the other
  * pending requests of the session depends on the reply, as in the seed (rejections spread,
  * approvals never do blanket):
  * - `allow_once` approves its own request only; the others keep waiting for their replies;

@@ -25,7 +25,7 @@ export interface PostgresRetryBudget extends RetryBudget {
 }
 
 /**
- * The shared token bucket of DESIGN §3.6 across processes and hosts: one row per provider key in
+ * The shared token bucket (docs/providers.md, "Retries") across processes and hosts: one row per provider key in
  * `<schema>.retry_budget`, refilled continuously at `ratePerSec` up to `burst` by the database's
  * clock, and taken atomically by one `INSERT … ON CONFLICT DO UPDATE … RETURNING` (row lock, no
  * read-modify-write race).

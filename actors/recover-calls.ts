@@ -16,7 +16,7 @@ const neverStarted = notExecuted(
 );
 
 /**
- * Brings a reopened session's log back to a well-formed state after a crash (DESIGN §5):
+ * Brings a reopened session's log back to a well-formed state after a crash (docs/stores.md):
  * cut attempts end interrupted; a call with a start record and no result becomes `unknown`
  * (OUTCOME_UNKNOWN, never re-run) unless its tool is idempotent, in which case it is
  * re-executed with its SAME idempotency key, its arguments prepared again from the model's

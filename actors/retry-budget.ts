@@ -3,7 +3,7 @@ import { systemClock } from "../contracts/clock.ts";
 
 /**
  * A shared allowance of EXTRA model requests (retries and continues) per provider, so that a
- * hundred sessions failing at once do not turn into a retry storm (DESIGN §3.6). It never
+ * hundred sessions failing at once do not turn into a retry storm (docs/providers.md). It never
  * gates first requests: those need their own admission and concurrency control.
  *
  * Share one instance across every session that talks to the same provider/account; creating

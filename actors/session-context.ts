@@ -186,7 +186,7 @@ export class SessionContext {
   }
 
   /**
-   * Compacts the session's history (DESIGN §6) at the latest legal cut that keeps
+   * Compacts the session's history (docs/long-sessions.md) at the latest legal cut that keeps
    * `keepRecentTokens(mode)`; every failure leaves the old baseline. Emits `context.compacted`.
    * When the model cannot summarise (the request fails, returns nothing usable, or overflows at
    * its smallest) the summary is written mechanically (`mechanicalSummary`), so one bad

@@ -1,11 +1,16 @@
 // OpenTelemetry traces of a Keel agent, built from the session events (contracts/events.ts) as
 // the inspector's feed is. `@opentelemetry/api` is an optional peer: imported only by
 // `openTelemetry()`, so an agent without telemetry never loads it.
+
+import { createRequire } from "node:module";
 import type { AgentEvent, AgentEventOf } from "../contracts/events.ts";
+import { loadPeer } from "../contracts/optional-peer.ts";
 import type { CallOutcome } from "../contracts/status.ts";
 import type { ToolResult } from "../contracts/tool-result.ts";
 import type { TraceContext } from "../tools/types.ts";
 import { openCallScope } from "./call-scope.ts";
+
+const require = createRequire(import.meta.url);
 
 /** The parts of an OpenTelemetry `Span` used here (the API's `Span` has them all). */
 export interface SpanLike {
@@ -112,15 +117,11 @@ export function modelParts(name: string): { provider: string; model: string } {
  * Throws, naming the package, when `@opentelemetry/api` is not installed.
  */
 export async function openTelemetry(options: TelemetryOptions = {}): Promise<Telemetry> {
-  let api: OtelApi;
-  try {
-    api = (await import("@opentelemetry/api")) as unknown as OtelApi;
-  } catch (cause) {
-    throw new Error(
-      "Keel's telemetry needs the OpenTelemetry API: npm install @opentelemetry/api (and an SDK to export the spans, e.g. @opentelemetry/sdk-trace-node)",
-      { cause },
-    );
-  }
+  const api = loadPeer<OtelApi>(
+    require,
+    "@opentelemetry/api",
+    "Keel's telemetry (openTelemetry())",
+  );
   const tracer = options.tracer ?? api.trace.getTracer("keel");
   const capture =
     options.captureContent ??

@@ -1,7 +1,11 @@
-import { Logger, type Runner, run, runMigrations } from "graphile-worker";
+import { createRequire } from "node:module";
+import type * as GraphileWorker from "graphile-worker";
+import type { Runner } from "graphile-worker";
+import { loadPeer } from "../contracts/optional-peer.ts";
 import type { PostgresSessionStore } from "../session/postgres-store.ts";
 import { type AgentOptions, createAgent } from "./agent.ts";
-import { defaultLeaseOwner, type Session } from "./session-runtime.ts";
+import type { Session } from "./session.ts";
+import { defaultLeaseOwner } from "./session-lease.ts";
 
 /** The graphile-worker task that runs one session. */
 export const SESSION_TASK = "keel_session";
@@ -36,7 +40,7 @@ export interface Worker {
 }
 
 /**
- * Runs sessions that have unconsumed inputs and no live owner (DESIGN §12), dispatched by
+ * Runs sessions that have unconsumed inputs and no live owner (docs/many-processes.md), dispatched by
  * graphile-worker (LISTEN/NOTIFY job pickup; the job library owns queueing, retries and
  * locking). An input posted by any process enqueues a `keel_session` job keyed by the session in
  * the same transaction (a trigger on Keel's inbox table; a job for a session already queued is
@@ -51,6 +55,11 @@ export interface Worker {
 export async function startWorker(options: WorkerOptions): Promise<Worker> {
   const { store, concurrency = 4 } = options;
   const s = store.schema;
+  const { Logger, run, runMigrations } = loadPeer<typeof GraphileWorker>(
+    createRequire(import.meta.url),
+    "graphile-worker",
+    "startWorker (keel worker)",
+  );
   const quiet = new Logger(() => () => {});
   await runMigrations({ pgPool: store.pool, logger: quiet });
   // Several workers start together: install the trigger once, under a transaction lock.

@@ -7,14 +7,15 @@ import {
   type Inspector,
   type Model,
   type ScriptStep,
+  type Session,
   scriptedModel,
 } from "../index.ts";
-import { EXIT, type ExitCode } from "./errors.ts";
+import { CliError, EXIT, type ExitCode } from "./errors.ts";
 import { openInspector } from "./inspect.ts";
 import { workspaceInstructions } from "./instructions.ts";
 import { outputClosed } from "./output.ts";
-import { modelFromEnv } from "./run.ts";
-import { MEMORY_STORE, openStore, shown, storePath } from "./store.ts";
+import { inboxTextIn, modelFromEnv } from "./run.ts";
+import { openStore, shownStore, storeChoice } from "./store.ts";
 import { createTrace, type TraceOutput } from "./trace.ts";
 
 export interface DemoOptions {
@@ -32,8 +33,13 @@ export interface DemoOptions {
   port?: number;
   /** The session store file (default `./.keel/keel.db`); "memory" keeps nothing. */
   store?: string;
-  /** Environment for the model choice (default `process.env`): OPENAI_* selects a real model. */
+  /**
+   * Environment for the model choice (default `process.env`): OPENAI_* selects a real model,
+   * unless `KEEL_DEMO_MODEL=scripted`.
+   */
   env?: NodeJS.ProcessEnv;
+  /** The scripted model even when OPENAI_* is set (`--scripted`). */
+  scripted?: boolean;
   out?: TraceOutput;
   /**
    * Waits before closing the inspector (default: until SIGINT).
@@ -125,39 +131,42 @@ function script(): ScriptStep[] {
  */
 export async function runDemo(options: DemoOptions = {}): Promise<ExitCode> {
   const out = options.out ?? process.stdout;
-  const root = mkdtempSync(join(tmpdir(), "keel-demo-"));
-  for (const [path, text] of Object.entries(FILES)) {
-    mkdirSync(join(root, path, ".."), { recursive: true });
-    writeFileSync(join(root, path), text);
-  }
-  let inspector: Inspector | undefined;
-  try {
-    inspector = options.inspect === false ? undefined : await openInspector(options.port);
-  } catch (error) {
-    rmSync(root, { recursive: true, force: true });
-    throw error;
-  }
-  let closing =
-    "inspector closed: the demo ended (keel demo --keep-open keeps it open until Ctrl-C)";
-  const trace = createTrace({ out, json: options.json });
+  let current: Session | undefined;
+  const trace = createTrace({
+    out,
+    json: options.json,
+    inboxText: (id) => inboxTextIn(current, id),
+  });
   const env = options.env ?? process.env;
-  const real = Boolean(env.OPENAI_API_KEY || env.OPENAI_BASE_URL);
+  // Everything that can fail on configuration comes first: nothing is left behind when it does.
+  const real = demoModelIsReal(env, options.scripted);
   const model: Model = real
     ? modelFromEnv(env)
     : scriptedModel(script(), { name: "scripted-demo" });
-  const file = options.store === MEMORY_STORE ? undefined : storePath(options.store);
-  const store = file ? openStore(file, true) : undefined;
-  const tools = builtinTools({ root });
-  const agent = createAgent({
-    model,
-    tools,
-    instructions: workspaceInstructions(root, tools),
-    retry: { baseDelayMs: 200 },
-    ...(store ? { store } : {}),
-    ...(inspector ? { inspect: inspector.sink } : {}),
-  });
+  const choice = storeChoice(options.store);
+  const store = choice.kind === "memory" ? undefined : await openStore(choice, { create: true });
+  const root = mkdtempSync(join(tmpdir(), "keel-demo-"));
+  let inspector: Inspector | undefined;
+  let agent: ReturnType<typeof createAgent> | undefined;
+  let closing =
+    "inspector closed: the demo ended (keel demo --keep-open keeps it open until Ctrl-C)";
   try {
+    for (const [path, text] of Object.entries(FILES)) {
+      mkdirSync(join(root, path, ".."), { recursive: true });
+      writeFileSync(join(root, path), text);
+    }
+    inspector = options.inspect === false ? undefined : await openInspector(options.port);
+    const tools = builtinTools({ root });
+    agent = createAgent({
+      model,
+      tools,
+      instructions: workspaceInstructions(root, tools),
+      retry: { baseDelayMs: 200 },
+      ...(store ? { store } : {}),
+      ...(inspector ? { inspect: inspector.sink } : {}),
+    });
     const session = agent.session();
+    current = session;
     await session.ready;
     // The reader went away (`keel demo | head`): stop the turn, clean up, exit quietly.
     const stop = () => session.interrupt("stdout was closed by its reader");
@@ -168,12 +177,14 @@ export async function runDemo(options: DemoOptions = {}): Promise<ExitCode> {
       await options.onInspector?.(inspector.url);
     }
     trace.line(
-      `keel demo · ${real ? `model ${model.name}` : "scripted model"} · workspace ${root}${file ? ` · log ${shown(file)} (session ${session.id})` : ""}`,
+      `keel demo · ${real ? `model ${model.name}` : "scripted model"} · workspace ${root}${store ? ` · log ${shownStore(choice)} (session ${session.id})` : ""}`,
     );
+    if (real && options.json) process.stderr.write(`keel demo: ${realModelNote(env)}\n`);
+    else if (real) trace.line(realModelNote(env));
     session.subscribe(trace.onEvent);
     let steered = false;
     session.subscribe((e) => {
-      // A steer that arrives while the first batch runs (DESIGN §3.5).
+      // A steer that arrives while the first batch runs (docs/architecture.md).
       if (e.type === "call.started" && !steered) {
         steered = true;
         void session.steer(STEER);
@@ -194,13 +205,38 @@ export async function runDemo(options: DemoOptions = {}): Promise<ExitCode> {
     }
     return result.status === "completed" ? EXIT.ok : EXIT.turnFailed;
   } finally {
-    await agent.close();
+    await agent?.close();
     await store?.close();
     await inspector?.close();
     // Off a terminal the URL printed above is dead from here on: say so.
     if (inspector && !options.json && !outputClosed.signal.aborted) out.write(`${closing}\n`);
     rmSync(root, { recursive: true, force: true });
   }
+}
+
+/**
+ * Whether the demo talks to a real model: when OPENAI_API_KEY or OPENAI_BASE_URL is set, unless
+ * `--scripted` or `KEEL_DEMO_MODEL=scripted` asks for the scripted one. Throws a config error
+ * for any other value of KEEL_DEMO_MODEL.
+ */
+export function demoModelIsReal(env: NodeJS.ProcessEnv, scripted?: boolean): boolean {
+  const asked = env.KEEL_DEMO_MODEL || undefined;
+  if (asked !== undefined && asked !== "scripted") {
+    throw new CliError(
+      `KEEL_DEMO_MODEL must be "scripted" (or unset), got ${JSON.stringify(asked)}: unset, the demo uses a real model when OPENAI_API_KEY or OPENAI_BASE_URL is set`,
+      EXIT.config,
+    );
+  }
+  if (scripted || asked === "scripted") return false;
+  return Boolean(env.OPENAI_API_KEY || env.OPENAI_BASE_URL);
+}
+
+/** Says why the demo talks to a real model, and how to get the scripted one back. */
+function realModelNote(env: NodeJS.ProcessEnv): string {
+  const by = env.OPENAI_BASE_URL
+    ? `OPENAI_BASE_URL is set (${env.OPENAI_BASE_URL})`
+    : "OPENAI_API_KEY is set (api.openai.com: a paid run)";
+  return `a real model, because ${by}; keel demo --scripted (or KEEL_DEMO_MODEL=scripted) runs the scripted one`;
 }
 
 function untilInterrupted(): Promise<void> {

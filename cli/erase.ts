@@ -1,6 +1,6 @@
-import { deleteStoredSession, redactStoredSession, type SqliteSessionStore } from "../index.ts";
+import { deleteStoredSession, redactStoredSession, type SessionStore } from "../index.ts";
 import { CliError, EXIT, type ExitCode, oneLine } from "./errors.ts";
-import { openStore, refuseMemoryStore, shown, storePath } from "./store.ts";
+import { openStore, refuseMemoryStore, shown, shownStore, storeChoice } from "./store.ts";
 
 export interface EraseOptions {
   json?: boolean;
@@ -14,13 +14,14 @@ async function withSession<T>(
   id: string,
   options: EraseOptions,
   what: string,
-  fn: (store: SqliteSessionStore) => Promise<T>,
+  fn: (store: SessionStore) => Promise<T>,
 ): Promise<T> {
   refuseMemoryStore(options.store, `no session "${id}" to ${what}`);
-  const path = storePath(options.store);
-  const store = openStore(path, false);
+  const choice = storeChoice(options.store);
+  if (choice.kind === "memory") throw new Error("unreachable: refuseMemoryStore let memory by");
+  const store = await openStore(choice, { create: false });
   const missing = new CliError(
-    `no session "${id}" in ${shown(path)} (list them with \`keel sessions\`)`,
+    `no session "${id}" in ${shownStore(choice)} (list them with \`keel sessions\`)`,
     EXIT.notFound,
   );
   if (!store) throw missing;

@@ -1,7 +1,7 @@
 import { type Inspector, type SessionStore, startInspector } from "../index.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
 import { loadSession } from "./sessions.ts";
-import { MEMORY_STORE, openStore, shown, storePath } from "./store.ts";
+import { openStore, shownStore, storeChoice } from "./store.ts";
 
 export interface InspectOptions {
   replay?: string;
@@ -17,10 +17,10 @@ export interface InspectOptions {
  * stored session; otherwise any stored session opens with `?replay=<id>` added to the URL.
  */
 export async function runInspect(options: InspectOptions, out = process.stdout): Promise<ExitCode> {
-  const memory = options.store === MEMORY_STORE;
-  const path = memory ? MEMORY_STORE : storePath(options.store);
+  const choice = storeChoice(options.store);
+  const memory = choice.kind === "memory";
   if (options.replay) await loadSession(options.replay, options.store);
-  const store = memory ? undefined : openStore(path, false);
+  const store = memory ? undefined : await openStore(choice, { create: false, readOnly: true });
   let inspector: Inspector;
   try {
     inspector = await openInspector(options.port, store);
@@ -32,13 +32,15 @@ export async function runInspect(options: InspectOptions, out = process.stdout):
     ? `${inspector.url}&replay=${encodeURIComponent(options.replay)}`
     : inspector.url;
   if (options.json)
-    out.write(`${JSON.stringify({ url, port: inspector.port, store: store ? path : null })}\n`);
+    out.write(
+      `${JSON.stringify({ url, port: inspector.port, store: !store ? null : choice.kind === "sqlite" ? choice.path : shownStore(choice) })}\n`,
+    );
   else {
     out.write(`keel inspector: ${url}\n`);
     out.write(
       store
-        ? `the page lists the sessions of ${shown(path)}; click one to replay it\n`
-        : `${memory ? "--store memory" : `no store at ${shown(path)}`}: nothing to replay (watch a live turn with keel run --inspect)\n`,
+        ? `the page lists the sessions of ${shownStore(choice)}; click one to replay it\n`
+        : `${memory ? "--store memory" : `no store at ${shownStore(choice)}`}: nothing to replay (watch a live turn with keel run --inspect)\n`,
     );
     out.write("Ctrl-C to stop\n");
   }

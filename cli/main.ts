@@ -37,6 +37,10 @@ export function buildProgram(result: { code: ExitCode }): Command {
     "the inspector's port on 127.0.0.1 (default: a free one)",
     positiveInt("--port", 65_535),
   ] as const;
+  const keepOpen = [
+    "--keep-open",
+    "with --inspect: keep the inspector open after the turn until Ctrl-C (the default on a terminal)",
+  ] as const;
   const provider = [
     "--provider <name>",
     "openai-compatible (default) | openai | anthropic | google; docs/providers.md lists the environment each reads",
@@ -74,12 +78,17 @@ export function buildProgram(result: { code: ExitCode }): Command {
       "keep the inspector open after the demo until Ctrl-C (the default on a terminal)",
     )
     .option(...port)
+    .option(
+      "--scripted",
+      "the scripted model even when OPENAI_API_KEY or OPENAI_BASE_URL is set (also KEEL_DEMO_MODEL=scripted)",
+    )
     .option(...store)
     .action(
       async (opts: {
         json?: boolean;
         inspect?: boolean;
         keepOpen?: boolean;
+        scripted?: boolean;
         store?: string;
         port?: number;
       }) => {
@@ -94,6 +103,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
           json: opts.json,
           inspect: opts.inspect,
           stayOpen: opts.keepOpen,
+          scripted: opts.scripted,
           store: opts.store,
           ...(opts.port ? { port: opts.port } : {}),
         });
@@ -108,6 +118,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
     .option("-y, --yes", "allow high-risk tools (shell) without asking")
     .option("--inspect", "serve the inspector while the turn runs")
     .option(...port)
+    .option(...keepOpen)
     .option(...provider)
     .option(
       "--max-steps <n>",
@@ -126,6 +137,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
           json?: boolean;
           yes?: boolean;
           inspect?: boolean;
+          keepOpen?: boolean;
           maxSteps?: number;
           store?: string;
           provider?: string;
@@ -146,6 +158,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
     .option("-y, --yes", "allow high-risk tools (shell) without asking")
     .option("--inspect", "serve the inspector while the turn runs")
     .option(...port)
+    .option(...keepOpen)
     .option(...provider)
     .option(...store)
     .option(...mcpCommand)
@@ -160,6 +173,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
           json?: boolean;
           yes?: boolean;
           inspect?: boolean;
+          keepOpen?: boolean;
           store?: string;
           provider?: string;
           port?: number;
@@ -363,6 +377,14 @@ export async function main(argv: string[]): Promise<ExitCode> {
     if (error instanceof CliError) {
       process.stderr.write(`keel: ${error.message}\n`);
       return error.exitCode;
+    }
+    // An optional peer dependency (a provider package, the SQLite or PostgreSQL driver) that
+    // is not installed: contracts/optional-peer.ts says which and how.
+    if (error instanceof Error && error.name === "MissingPeerError") {
+      process.stderr.write(
+        `keel: ${error.message} (beside keel: with -g for a keel installed with npm install -g)\n`,
+      );
+      return EXIT.config;
     }
     process.stderr.write(
       `keel: internal error: ${oneLine(error)} (run again with KEEL_DEBUG=1 for the stack, and report it)\n`,

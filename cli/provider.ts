@@ -1,6 +1,8 @@
-import { createAnthropic } from "@ai-sdk/anthropic";
-import { createGoogleGenerativeAI } from "@ai-sdk/google";
-import { createOpenAI } from "@ai-sdk/openai";
+import { createRequire } from "node:module";
+import type * as Anthropic from "@ai-sdk/anthropic";
+import type * as Google from "@ai-sdk/google";
+import type * as OpenAIProvider from "@ai-sdk/openai";
+import { loadPeer } from "../contracts/optional-peer.ts";
 import {
   aiSdkModel,
   knownModelLimits,
@@ -9,6 +11,18 @@ import {
   openaiTokenCounter,
 } from "../index.ts";
 import { CliError, EXIT } from "./errors.ts";
+
+const require = createRequire(import.meta.url);
+
+/**
+ * The AI SDK provider package of `--provider <name>`: optional peers, loaded when chosen, or a
+ * MissingPeerError saying what to install (main.ts turns it into exit code 3).
+ */
+const sdk = {
+  anthropic: () => loadPeer<typeof Anthropic>(require, "@ai-sdk/anthropic", "--provider anthropic"),
+  google: () => loadPeer<typeof Google>(require, "@ai-sdk/google", "--provider google"),
+  openai: () => loadPeer<typeof OpenAIProvider>(require, "@ai-sdk/openai", "--provider openai"),
+};
 
 /** The providers `--provider` names (docs/providers.md has the table). */
 export const PROVIDERS = ["openai-compatible", "openai", "anthropic", "google"] as const;
@@ -105,12 +119,9 @@ export function modelFor(provider: ProviderName, env: NodeJS.ProcessEnv = proces
   switch (provider) {
     case "openai-compatible":
       try {
-        return openaiModel({
-          model,
-          ...(given ? { contextWindow: given } : {}),
-          ...(apiKey ? { apiKey } : {}),
-          ...(baseURL ? { baseURL } : {}),
-        });
+        // The library reads OPENAI_API_KEY and OPENAI_BASE_URL from `env` by its own rule
+        // (openaiEnvironment): the command and an embedder's openaiModel() agree.
+        return openaiModel({ model, env, ...(given ? { contextWindow: given } : {}) });
       } catch (err) {
         // An unknown model's window: say which variable sets it.
         if (err instanceof TypeError && /context window/.test(err.message)) {
@@ -124,7 +135,7 @@ export function modelFor(provider: ProviderName, env: NodeJS.ProcessEnv = proces
       const countTokens = openaiTokenCounter(model);
       // store: false keeps the API stateless: reasoning comes back as encrypted items Keel logs
       // and sends back, instead of references to what OpenAI stored.
-      return aiSdkModel(createOpenAI({ apiKey, baseURL }).responses(model), {
+      return aiSdkModel(sdk.openai().createOpenAI({ apiKey, baseURL }).responses(model), {
         contextWindow,
         ...(countTokens ? { countTokens } : {}),
         providerOptions: { openai: { store: false, include: ["reasoning.encrypted_content"] } },
@@ -137,8 +148,8 @@ export function modelFor(provider: ProviderName, env: NodeJS.ProcessEnv = proces
       if (contextWindow === undefined) throw unknownWindow(model);
       const languageModel =
         provider === "anthropic"
-          ? createAnthropic({ apiKey, baseURL })(model)
-          : createGoogleGenerativeAI({ apiKey, baseURL })(model);
+          ? sdk.anthropic().createAnthropic({ apiKey, baseURL })(model)
+          : sdk.google().createGoogleGenerativeAI({ apiKey, baseURL })(model);
       return aiSdkModel(languageModel, { contextWindow });
     }
   }

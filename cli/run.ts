@@ -1,4 +1,4 @@
-import { builtinTools, createAgent, memoryStore } from "../index.ts";
+import { builtinTools, createAgent, memoryStore, type Session } from "../index.ts";
 import { terminalAsk, withApproval } from "./approval.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
 import { openInspector } from "./inspect.ts";
@@ -7,7 +7,7 @@ import { connectMcp, type McpOptions, mcpServersOf } from "./mcp.ts";
 import { outputClosed } from "./output.ts";
 import { modelFor, providerName } from "./provider.ts";
 import { loadSession } from "./sessions.ts";
-import { MEMORY_STORE, openStore, storePath } from "./store.ts";
+import { openStore, shownStore, storeChoice } from "./store.ts";
 import { createTrace } from "./trace.ts";
 
 export interface RunOptions extends McpOptions {
@@ -15,6 +15,8 @@ export interface RunOptions extends McpOptions {
   /** Allow high-risk tools without asking. */
   yes?: boolean;
   inspect?: boolean;
+  /** With `inspect`: keep the inspector open after the turn until Ctrl-C, even off a terminal. */
+  keepOpen?: boolean;
   store?: string;
   maxSteps?: number;
   /** Continue this session instead of starting one. */
@@ -23,6 +25,25 @@ export interface RunOptions extends McpOptions {
   provider?: string;
   /** The inspector's port (`--port`, implies `--inspect`); absent: a free one. */
   port?: number;
+}
+
+/**
+ * The text of an inbox event of `session` (for the trace's steer line): still queued, or
+ * already in the log. Never throws.
+ */
+export function inboxTextIn(session: Session | undefined, inboxId: string): string | undefined {
+  try {
+    const queued = session?.queued().find((e) => e.id === inboxId);
+    if (queued) return queued.body;
+    const entries = session?.entries() ?? [];
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const e = entries[i];
+      if (e.type === "inbox" && e.inboxId === inboxId) return e.body;
+    }
+  } catch {
+    // Not open yet, or closed: the line goes without its text.
+  }
+  return undefined;
 }
 
 /** The model from the environment; a config error naming the variable when it is missing. */
@@ -42,15 +63,23 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
   if (options.resume) await loadSession(options.resume, options.store);
   const model = modelFromEnv(process.env, options.provider);
   const servers = mcpServersOf(options);
-  const kept = options.store !== MEMORY_STORE;
-  const file = storePath(options.store);
-  const store = kept ? openStore(file, true)! : memoryStore();
-  const trace = createTrace({ out: process.stdout, json: options.json });
+  const choice = storeChoice(options.store);
+  const kept = choice.kind !== "memory";
+  const store = kept ? (await openStore(choice, { create: true }))! : memoryStore();
+  let current: Session | undefined;
+  const trace = createTrace({
+    out: process.stdout,
+    json: options.json,
+    inboxText: (id) => inboxTextIn(current, id),
+  });
   const interactive = Boolean(process.stdin.isTTY && process.stderr.isTTY);
   const terminal = terminalAsk(process.stdin, process.stderr);
   // The store is out of the tools' reach wherever it is: .keel/ always, a --store file and
   // its SQLite companions by name.
-  const protect = kept ? ["", "-wal", "-shm", "-journal"].map((suffix) => file + suffix) : [];
+  const protect =
+    choice.kind === "sqlite"
+      ? ["", "-wal", "-shm", "-journal"].map((suffix) => choice.path + suffix)
+      : [];
   const builtins = builtinTools({ root: process.cwd(), protect });
   // MCP servers start before the turn; their tools go through the same approval as the built-ins.
   const mcp = await connectMcp(servers, builtins, (message) =>
@@ -78,6 +107,8 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
     await store.close();
     throw error;
   }
+  const keepOpen = Boolean(options.keepOpen || process.stdout.isTTY);
+  let closing = `inspector closed: the turn ended (keel ${options.resume ? "resume" : "run"} --inspect --keep-open keeps it open until Ctrl-C)`;
   const agent = createAgent({
     model,
     tools,
@@ -88,6 +119,7 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
   });
   let interrupted = false;
   const session = agent.session(options.resume);
+  current = session;
   const onSigint = () => {
     if (interrupted) process.exit(EXIT.interrupted);
     interrupted = true;
@@ -106,15 +138,18 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
     if (!options.json) {
       process.stderr.write(
         kept
-          ? `session ${session.id} · continue with: keel resume ${session.id} "…"\n`
+          ? `session ${session.id} · continue with: keel resume ${session.id}${options.store ? ` --store ${shownStore(choice)}` : ""} "…"\n`
           : `session ${session.id} · not kept (--store memory)\n`,
       );
     }
     if (interrupted) return EXIT.interrupted;
-    if (inspector && !outputClosed.signal.aborted) {
+    // demo's rule: on a terminal (or with --keep-open) the page stays until Ctrl-C; off a
+    // terminal (a script, CI) the command ends with its turn and says the page closed.
+    if (inspector && keepOpen && !outputClosed.signal.aborted) {
       process.off("SIGINT", onSigint);
       process.stderr.write(`inspector still open at ${inspector.url} — Ctrl-C to exit\n`);
       await new Promise((resolve) => process.once("SIGINT", resolve));
+      closing = "inspector closed";
     }
     return result.status === "completed" ? EXIT.ok : EXIT.turnFailed;
   } finally {
@@ -124,6 +159,6 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
     await Promise.all(mcp.sets.map((s) => s.close()));
     await store.close();
     await inspector?.close();
-    if (inspector && !options.json) process.stderr.write("inspector closed\n");
+    if (inspector && !options.json) process.stderr.write(`${closing}\n`);
   }
 }

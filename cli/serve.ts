@@ -11,7 +11,7 @@ import { CliError, EXIT, type ExitCode, oneLine } from "./errors.ts";
 import { openInspector } from "./inspect.ts";
 import { modelFor, PROVIDERS, type ProviderName } from "./provider.ts";
 import { type Server, serve } from "./serve/server.ts";
-import { openStore, shown, storePath } from "./store.ts";
+import { openStore, shown, storeChoice } from "./store.ts";
 
 export interface ServeOptions {
   stdio?: boolean;
@@ -134,10 +134,12 @@ export async function runServe(options: ServeOptions): Promise<ExitCode> {
     );
   }
   const model = modelFactory(options);
-  const file = options.store === "memory" ? undefined : storePath(options.store);
-  const store = file ? openStore(file, true)! : memoryStore();
+  const choice = storeChoice(options.store);
+  const store =
+    choice.kind === "memory" ? memoryStore() : (await openStore(choice, { create: true }))!;
+  // Quiet by default, as every command (KEEL_LOG=warn, info, debug … for the runtime's logs).
   const logger = pino(
-    { level: process.env.KEEL_LOG || "warn", base: undefined },
+    { level: process.env.KEEL_LOG || "silent", base: undefined },
     pino.destination({ fd: 2, sync: true }),
   );
   let inspector: Inspector | undefined;

@@ -1,7 +1,7 @@
 import { type LogEntry, readSession } from "../index.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
 import { renderProjection, renderTree } from "./show-format.ts";
-import { MEMORY_STORE, openStore, refuseMemoryStore, shown, storePath } from "./store.ts";
+import { openStore, refuseMemoryStore, shownStore, storeChoice } from "./store.ts";
 
 export interface ListOptions {
   json?: boolean;
@@ -12,19 +12,19 @@ const when = (ms: number) => new Date(ms).toISOString().replace("T", " ").slice(
 
 /** `keel sessions`: the sessions of the project's store, most recent first. */
 export async function listSessions(options: ListOptions, out = process.stdout): Promise<ExitCode> {
-  if (options.store === MEMORY_STORE) {
+  const choice = storeChoice(options.store);
+  if (choice.kind === "memory") {
     out.write(
       options.json ? "[]\n" : "no sessions: --store memory keeps nothing between commands\n",
     );
     return EXIT.ok;
   }
-  const path = storePath(options.store);
-  const store = openStore(path, false);
+  const store = await openStore(choice, { create: false, readOnly: true });
   if (!store) {
     out.write(
       options.json
         ? "[]\n"
-        : `no sessions yet (no store at ${shown(path)}; \`keel run\` creates it)\n`,
+        : `no sessions yet (no store at ${shownStore(choice)}; \`keel run\` creates it)\n`,
     );
     return EXIT.ok;
   }
@@ -35,7 +35,7 @@ export async function listSessions(options: ListOptions, out = process.stdout): 
       return EXIT.ok;
     }
     if (sessions.length === 0) {
-      out.write(`no sessions in ${shown(path)}\n`);
+      out.write(`no sessions in ${shownStore(choice)}\n`);
       return EXIT.ok;
     }
     const width = Math.max(10, ...sessions.map((s) => s.sessionId.length));
@@ -53,21 +53,39 @@ export async function listSessions(options: ListOptions, out = process.stdout): 
 
 /** Loads a session's entries, or fails with "not found" naming the fix. */
 export async function loadSession(id: string, storeOption?: string): Promise<LogEntry[]> {
-  refuseMemoryStore(storeOption, `no session "${id}" to read`);
-  const path = storePath(storeOption);
-  const store = openStore(path, false);
-  const missing = new CliError(
-    `no session "${id}" in ${shown(path)} (list them with \`keel sessions\`)`,
-    EXIT.notFound,
-  );
-  if (!store) throw missing;
+  const store = await openForReading(id, storeOption);
   try {
-    const entries = await store.load(id);
-    if (entries.length === 0) throw missing;
-    return entries;
+    return await loaded(id, storeOption, store);
   } finally {
     await store.close();
   }
+}
+
+/** The store a stored session is read from, read-only; "not found" when there is none. */
+async function openForReading(id: string, storeOption: string | undefined) {
+  refuseMemoryStore(storeOption, `no session "${id}" to read`);
+  const choice = storeChoice(storeOption);
+  if (choice.kind === "memory") throw new Error("unreachable: refused above");
+  const store = await openStore(choice, { create: false, readOnly: true });
+  if (!store) throw notFound(id, storeOption);
+  return store;
+}
+
+function notFound(id: string, storeOption: string | undefined): CliError {
+  return new CliError(
+    `no session "${id}" in ${shownStore(storeChoice(storeOption))} (list them with \`keel sessions\`)`,
+    EXIT.notFound,
+  );
+}
+
+async function loaded(
+  id: string,
+  storeOption: string | undefined,
+  store: { load(id: string): Promise<LogEntry[]> },
+): Promise<LogEntry[]> {
+  const entries = await store.load(id);
+  if (entries.length === 0) throw notFound(id, storeOption);
+  return entries;
 }
 
 /** `keel show <id>`: the branch tree of the log and the projection the model would see. */
@@ -76,10 +94,9 @@ export async function showSession(
   options: ListOptions,
   out = process.stdout,
 ): Promise<ExitCode> {
-  const path = storePath(options.store);
-  await loadSession(id, options.store);
-  const store = openStore(path, false)!;
+  const store = await openForReading(id, options.store);
   try {
+    await loaded(id, options.store, store);
     const { entries, messages, leafId, instructions } = await readSession(store, id);
     if (options.json) {
       out.write(`${JSON.stringify({ sessionId: id, leafId, instructions, entries, messages })}\n`);

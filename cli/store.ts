@@ -1,12 +1,39 @@
 import { existsSync } from "node:fs";
 import { relative } from "node:path";
-import { defaultStorePath, type SqliteSessionStore, sqliteStore } from "../index.ts";
+import { defaultStorePath, postgresStore, type SessionStore, sqliteStore } from "../index.ts";
 import { CliError, EXIT, oneLine } from "./errors.ts";
 
 /** `--store memory`: keep nothing (the session lives as long as the command). */
 export const MEMORY_STORE = "memory";
 
-/** The project's store file: `--store` or `./.keel/keel.db` (never called with "memory"). */
+/**
+ * What `--store` names: nothing kept, a SQLite file, or a PostgreSQL database. A URL is never
+ * taken for a file path: `postgres://…` and `postgresql://…` open PostgreSQL, any other scheme
+ * is refused.
+ */
+export type StoreChoice =
+  | { kind: "memory" }
+  | { kind: "sqlite"; path: string }
+  | { kind: "postgres"; url: string };
+
+const POSTGRES_URL = /^postgres(ql)?:\/\//i;
+const ANY_URL = /^([a-z][a-z0-9+.-]*):\/\//i;
+
+/** Reads `--store` (default `./.keel/keel.db`). Throws a usage error for a URL of another scheme. */
+export function storeChoice(option: string | undefined, cwd = process.cwd()): StoreChoice {
+  if (option === MEMORY_STORE) return { kind: "memory" };
+  if (option !== undefined && POSTGRES_URL.test(option)) return { kind: "postgres", url: option };
+  const scheme = option === undefined ? null : ANY_URL.exec(option);
+  if (scheme) {
+    throw new CliError(
+      `--store takes a SQLite file path, "memory" or a postgres:// URL; "${scheme[1]}://" is none of them (for a SQLite file, give its path without a scheme)`,
+      EXIT.usage,
+    );
+  }
+  return { kind: "sqlite", path: option ?? defaultStorePath(cwd) };
+}
+
+/** The project's store file: `--store` or `./.keel/keel.db` (never called with "memory" or a URL). */
 export function storePath(option: string | undefined, cwd = process.cwd()): string {
   return option ?? defaultStorePath(cwd);
 }
@@ -31,17 +58,47 @@ export function shown(path: string): string {
   return rel && !rel.startsWith("..") ? `./${rel}` : path;
 }
 
+/** The store for messages: its file as the user would type it, or its URL without a password. */
+export function shownStore(choice: StoreChoice): string {
+  switch (choice.kind) {
+    case "memory":
+      return "--store memory";
+    case "sqlite":
+      return shown(choice.path);
+    case "postgres":
+      return choice.url.replace(/^([^:]+:\/\/[^:@/]*):[^@/]*@/, "$1:***@");
+  }
+}
+
 /**
- * Opens the SQLite store. `create: false` returns undefined when the file does not exist
- * (reading commands never create `.keel/`). Failures become a config error with the fix.
+ * Opens the store `choice` names (never the memory store: callers make their own). `create:
+ * false` returns undefined when a SQLite file does not exist (reading commands never create
+ * `.keel/`); `readOnly` opens a SQLite file for reading only, so a store the user cannot write
+ * can still be listed and shown. A store's own error (corrupted, read-only, locked, a server
+ * that does not answer) is the one line the user sees; anything else is wrapped once.
  */
-export function openStore(path: string, create: boolean): SqliteSessionStore | undefined {
-  if (!create && !existsSync(path)) return undefined;
+export async function openStore(
+  choice: Exclude<StoreChoice, { kind: "memory" }>,
+  options: { create: boolean; readOnly?: boolean },
+): Promise<SessionStore | undefined> {
+  if (choice.kind === "sqlite" && !options.create && !existsSync(choice.path)) return undefined;
   try {
-    return sqliteStore(path);
+    return choice.kind === "sqlite"
+      ? sqliteStore(choice.path, options.readOnly ? { readOnly: true } : {})
+      : await postgresStore(choice.url);
   } catch (error) {
+    // A store's own error (session/store-error.ts) already names the store and the fix.
+    if (error instanceof Error && error.name === "StoreError") {
+      throw new CliError(error.message, EXIT.config);
+    }
+    if (error instanceof Error && error.name === "MissingPeerError") {
+      throw new CliError(
+        `${error.message} (beside keel: with -g for a keel installed with npm install -g); or keep nothing with --store memory`,
+        EXIT.config,
+      );
+    }
     throw new CliError(
-      `cannot open the session store ${shown(path)}: ${oneLine(error)} (check permissions, or pass --store <file>)`,
+      `cannot open the session store ${shownStore(choice)}: ${oneLine(error)}`,
       EXIT.config,
     );
   }

@@ -1,4 +1,4 @@
-import type { AgentEvent } from "../index.ts";
+import type { AgentEvent, AgentEventOf } from "../index.ts";
 import { printable, shownCall } from "./shown-text.ts";
 
 /**
@@ -22,6 +22,11 @@ export interface TraceOptions {
    * Contract: monotonic, never throws.
    */
   now?: () => number;
+  /**
+   * The text of an inbox event by its id, so a steer's line shows what was said (the event
+   * carries only its id). Contract: never throws; undefined when unknown.
+   */
+  inboxText?: (inboxId: string) => string | undefined;
 }
 
 /** Prints a session's events for people (lines + a live status line on a TTY) or as JSON. */
@@ -37,6 +42,49 @@ export interface Trace {
 }
 
 const ESC = "\x1b[";
+
+/** What the trace, the inspector and the docs call each inbox lane. */
+export const LANE_NAMES: Readonly<Record<AgentEventOf<"inbox.received">["lane"], string>> = {
+  interrupt: "interrupt",
+  "next-step": "steer",
+  "next-turn": "follow-up",
+};
+
+/**
+ * `text` on one line, at most `max` characters: cut at a word boundary where there is one,
+ * with "…" when anything was left out.
+ */
+export function clip(text: string, max: number): string {
+  const line = text.replace(/\s*\n\s*/g, " ").trim();
+  if (line.length <= max) return line;
+  const cut = line.slice(0, max - 1);
+  const space = cut.lastIndexOf(" ");
+  return `${space > max / 2 ? cut.slice(0, space) : cut}…`;
+}
+
+/**
+ * The retry policy's reason ("<why>; retry 1/2 in 1000 ms (provider's Retry-After)") as the
+ * trace's retry line shows it: the count and the wait once, then why.
+ */
+export function retryLine(e: AgentEventOf<"retry.scheduled">): string {
+  const m = /^(.*); (?:retry|continue) (\d+)\/(\d+) in \d+ ms \(([^)]*)\)$/s.exec(e.reason);
+  const wait = `${(e.delayMs / 1000).toFixed(1)} s`;
+  return m
+    ? `↻ ${e.mode} ${m[2]} of ${m[3]} in ${wait} (${m[4]}) — ${m[1]}`
+    : `↻ ${e.mode} #${e.retry} in ${wait} — ${e.reason}`;
+}
+
+/**
+ * The status line's context figure: share of the window in use, then the share kept free for
+ * the answer (the reserve, counted from the start); "≈" while it is an estimate from characters
+ * (no provider usage yet, or none trusted since the history changed), so the figure's jump when
+ * the provider's count arrives is explained.
+ */
+export function contextFigure(e: AgentEventOf<"context.measured">): string {
+  if (!Number.isFinite(e.window)) return `${e.trusted ? "" : "≈"}${e.used} tok`;
+  const pct = (n: number) => Math.round((100 * n) / e.window);
+  return `${e.trusted ? "" : "≈"}${pct(e.used)}% of ${e.window} (+${pct(e.reserve)}% reserved)`;
+}
 
 /** "1 model request", "2 model requests", "0 model requests". */
 export function counted(n: number, noun: string): string {
@@ -109,7 +157,7 @@ export function createTrace(options: TraceOptions): Trace {
     const text = r.ok ? r.content : `${r.code}: ${r.message}`;
     const first = text.split("\n").find((l) => l.trim()) ?? "";
     const lines = text.split("\n").length;
-    return `${first.trim().slice(0, 90)}${lines > 1 ? dim(` (+${lines - 1} lines)`) : ""}`;
+    return `${clip(first, 120)}${lines > 1 ? dim(` (+${lines - 1} lines)`) : ""}`;
   };
 
   const human = (e: AgentEvent) => {
@@ -128,7 +176,7 @@ export function createTrace(options: TraceOptions): Trace {
         break;
       case "attempt.ended":
         if (e.status !== "completed") {
-          print(paint("33", `  ⚠ attempt ${e.status}${e.error ? `: ${e.error}` : ""}`));
+          print(paint("33", `  ⚠ attempt ${e.status}${e.error ? `: ${clip(e.error, 300)}` : ""}`));
         }
         break;
       case "message.committed":
@@ -177,12 +225,7 @@ export function createTrace(options: TraceOptions): Trace {
       case "retry.scheduled":
         state.retryAt = e.readyAt;
         state.retryReason = e.reason;
-        print(
-          paint(
-            "33",
-            `  ↻ ${e.mode} #${e.retry} in ${(e.delayMs / 1000).toFixed(1)} s — ${e.reason}`,
-          ),
-        );
+        print(paint("33", `  ${retryLine(e)}`));
         if (e.fallback) print(paint("33", `    ${e.fallback}`));
         break;
       case "loop.detected":
@@ -196,7 +239,16 @@ export function createTrace(options: TraceOptions): Trace {
         );
         break;
       case "inbox.received":
-        if (e.lane !== "next-turn") print(paint("35", `  ✉ ${e.lane} received (${e.source})`));
+        // A follow-up or prompt shows as its turn's first line (turn.started).
+        if (e.lane !== "next-turn") {
+          const text = options.inboxText?.(e.inboxId);
+          print(
+            paint(
+              "35",
+              `  ✉ ${LANE_NAMES[e.lane]} received (${e.source})${text ? `: ${clip(text, 100)}` : ""}`,
+            ),
+          );
+        }
         break;
       case "inbox.consumed":
         if (e.lane === "next-step") print(paint("35", "  ✉ steer read at the safe point"));
@@ -219,9 +271,7 @@ export function createTrace(options: TraceOptions): Trace {
         break;
       }
       case "context.measured":
-        state.context = Number.isFinite(e.window)
-          ? `${Math.round((100 * (e.used + e.reserve)) / e.window)}% of ${e.window}`
-          : `${e.used} tok`;
+        state.context = contextFigure(e);
         break;
       case "context.compacted":
         print(

@@ -1,5 +1,5 @@
 // Acceptance: whether the task's artifact meets its goal, as evidence bound to a version of the
-// artifact. A layer of its own: never inferred from how a turn ended (DESIGN §13).
+// artifact. A layer of its own: never inferred from how a turn ended (docs/acceptance.md).
 
 /**
  * `passed`: every required check passed against the current artifact version; `failed`: one

@@ -104,7 +104,7 @@ export type AgentEvent = { sessionId: string; at: number } & (
   | { type: "turn.cancel-acknowledged"; turnId: string; reason: string }
   | { type: "turn.execution-stopped"; turnId: string }
   /**
-   * The turn has ended and its end is durable in the log (invariant 15): `status` is what the
+   * The turn has ended and its end is durable in the log (invariant 15 of docs/architecture.md): `status` is what the
    * log holds. `code` is set on a `failed` turn the runtime failed (`STORE_FAILED`,
    * `LEASE_LOST`).
    */

@@ -107,7 +107,12 @@ export type ModelErrorKind =
   | "request_timeout"
   | "stream_cut"
   | "aborted"
-  | "protocol";
+  | "protocol"
+  /**
+   * The server answered in a format the model's adapter does not read (a Chat Completions
+   * stream to a Responses API client, a proxy's page): another request will not help.
+   */
+  | "wire_mismatch";
 
 /** A model request failure, as data the retry classifier reads. */
 export class ModelError extends Error {

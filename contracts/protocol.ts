@@ -1,4 +1,4 @@
-// The control protocol of `keel serve --stdio` (DESIGN §8, docs/protocol.md): the frames both
+// The control protocol of `keel serve --stdio` (docs/protocol.md): the frames both
 // sides write, one JSON object per line. Shared by the server (cli/serve/) and keel/client.
 
 import type { AcceptanceStatus, Evidence } from "./acceptance.ts";

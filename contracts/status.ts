@@ -17,7 +17,12 @@ export type TurnFailureCode = "STORE_FAILED" | "LEASE_LOST";
 export type AttemptStatus = "completed" | "interrupted" | "failed";
 /** How a call ended. `not_executed`: it never started (cancelled while queued, gated, invalid). */
 export type CallOutcome = "completed" | "failed" | "cancelled" | "unknown" | "not_executed";
-/** When an input is read: at once, after the current batch (steer), or at the turn's end (follow-up). */
+/**
+ * When an input is read, named in the docs, the trace and the inspector as the interrupt, steer
+ * and follow-up lanes: `interrupt` at once; `next-step` (the steer lane) after the current batch
+ * commits, before the next model request; `next-turn` (the follow-up lane) when the turn would
+ * otherwise end. The values are stored in logs, so they keep these spellings.
+ */
 export type InboxLane = "interrupt" | "next-step" | "next-turn";
 /** Who sent an input. */
 export type InboxSource = "user" | "tool" | "job" | "system";

@@ -5,8 +5,12 @@ Starts `keel serve --stdio`, opens a session with one client-side tool (get_weat
 in Python), sends a prompt and prints the answer. The protocol is in docs/protocol.md.
 
     python3 examples/weather.py                     # the scripted model (no API key)
-    KEEL_PROVIDER=openai python3 examples/weather.py  # a real model (OPENAI_API_KEY)
+    KEEL_PROVIDER=openai-compatible python3 examples/weather.py   # a real model: OPENAI_API_KEY,
+        # or OPENAI_BASE_URL (+ KEEL_MODEL, KEEL_CONTEXT_WINDOW) for a local server
     KEEL_SERVE="keel serve --stdio" python3 examples/weather.py
+
+A server that cannot start (no key) or a turn that does not complete ends the script with one
+line saying why and exit code 1, never a traceback.
 """
 import json
 import os
@@ -44,15 +48,22 @@ WEATHER_TOOL = {
 }
 
 
+class KeelError(Exception):
+    """The server went away or refused a request: the message says why."""
+
+
 class Keel:
     def __init__(self, command):
-        self.proc = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding="utf-8"
-        )
+        try:
+            self.proc = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding="utf-8"
+            )
+        except OSError as error:
+            raise KeelError(f"cannot start {command[0]}: {error}") from error
         self.next_id = 0
         hello = self.read()
         if hello.get("type") != "hello" or not hello.get("protocol", "").startswith("1."):
-            raise RuntimeError(f"not a Keel 1.x server: {hello}")
+            raise KeelError(f"not a Keel 1.x server: {hello}")
         self.write({"type": "hello", "protocol": "1.0", "client": {"name": "weather.py"}})
 
     def write(self, frame):
@@ -62,7 +73,9 @@ class Keel:
     def read(self):
         line = self.proc.stdout.readline()
         if not line:
-            raise RuntimeError("the Keel server closed the connection")
+            # The server said why on stderr (e.g. which key to set); add its exit code.
+            code = self.proc.wait(timeout=30)
+            raise KeelError(f"the Keel server exited (code {code}) before answering")
         return json.loads(line)
 
     def request(self, type_, **params):
@@ -75,7 +88,7 @@ class Keel:
             kind = frame["type"]
             if kind in ("ok", "error") and frame.get("id") == request_id:
                 if kind == "error":
-                    raise RuntimeError(f"{type_} failed: {frame['code']}: {frame['message']}")
+                    raise KeelError(f"{type_} failed: {frame['code']}: {frame['message']}")
                 return frame["result"]
             if kind == "tool.execute":
                 try:
@@ -97,14 +110,26 @@ class Keel:
 
 
 def main():
-    keel = Keel(server_command())
-    session = keel.request("session.open", tools=[WEATHER_TOOL])["sessionId"]
-    turn = keel.request("prompt", sessionId=session, text="What is the weather in Lisbon?")
-    messages = keel.request("messages", sessionId=session)["messages"]
-    answer = next(m["content"] for m in reversed(messages) if m["role"] == "assistant")
-    print(answer)
-    code = keel.close()
-    return 0 if turn["status"] == "completed" and code == 0 else 1
+    try:
+        keel = Keel(server_command())
+    except KeelError as error:
+        print(f"weather.py: {error}", file=sys.stderr)
+        return 1
+    try:
+        session = keel.request("session.open", tools=[WEATHER_TOOL])["sessionId"]
+        turn = keel.request("prompt", sessionId=session, text="What is the weather in Lisbon?")
+    except KeelError as error:
+        print(f"weather.py: {error}", file=sys.stderr)
+        keel.close()
+        return 1
+    if turn["status"] != "completed":
+        # A failed turn (a wrong key, an unreachable server, a refused tool) says why.
+        print(f"weather.py: the turn ended {turn['status']}: {turn.get('reason', 'no reason given')}",
+              file=sys.stderr)
+        keel.close()
+        return 1
+    print(turn.get("text") or "(the model gave no text)")
+    return 0 if keel.close() == 0 else 1
 
 
 if __name__ == "__main__":

@@ -1,4 +1,8 @@
+import { createRequire } from "node:module";
+import { loadPeer } from "../contracts/optional-peer.ts";
 import type { Chart, ChartEdge, ChartState } from "./chart.ts";
+
+const require = createRequire(import.meta.url);
 
 /** A chart with every state placed and every edge routed, in one coordinate space (px). */
 export interface PlacedChart {
@@ -83,18 +87,11 @@ let elk: Promise<GraphLayouter> | undefined;
  * asks for: an inspector nobody opens a chart in never loads it.
  */
 function defaultLayouter(): Promise<GraphLayouter> {
-  elk ??= import("elkjs").then(
-    (m) => {
-      const ELK = (m as unknown as { default: new () => GraphLayouter }).default;
-      return new ELK();
-    },
-    (cause: unknown) => {
-      elk = undefined;
-      throw new Error(
-        `the inspector's chart needs the graph layout package elkjs: npm install elkjs (${String(cause)})`,
-      );
-    },
-  );
+  if (!elk) {
+    // Not kept on failure: installed later in the same process, the next chart finds it.
+    const ELK = loadPeer<new () => GraphLayouter>(require, "elkjs", "the inspector's chart view");
+    elk = Promise.resolve(new ELK());
+  }
   return elk;
 }
 

@@ -74,7 +74,7 @@ export interface AcceptanceOutcome {
 /**
  * The acceptance status the context's evidence supports. Only `check` kinds count; `opinion`
  * evidence is shown but never decides. A check's evidence counts only when it was taken against
- * the current version (invariant 14): anything else is `stale`. This is a pure function.
+ * the current version (invariant 14 of docs/architecture.md): anything else is `stale`. This is a pure function.
  */
 export function acceptanceStatus(context: {
   checks: readonly { name: string; kind: CheckKind }[];
@@ -158,7 +158,7 @@ export interface AcceptanceEffects {
  *
  * Why a chart of its own and not states of the turn chart: acceptance outlives a turn (it is
  * read and re-checked between turns, by `accept()`, and by the next session from a handoff), the
- * turn records only the run status (DESIGN §3.3), and each round of the loop is a follow-up,
+ * turn records only the run status (docs/acceptance.md), and each round of the loop is a follow-up,
  * which in Keel is a turn of its own. The turn chart stays as it is, per step as cheap.
  *
  * Invariants made structural here:

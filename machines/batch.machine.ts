@@ -97,7 +97,7 @@ export interface BatchEffects {
   roundDone(self: AnyActorRef, output: BatchOutput): void;
 }
 
-/** Pluggable pure policies; the defaults implement DESIGN §3.2 (docs/architecture.md). */
+/** Pluggable pure policies; the defaults implement the batch rules of docs/tools.md. */
 export interface BatchPolicy {
   schedule: Scheduler;
   /** Child actor ids for the calls about to start (default: {@link freeSlots}). */
@@ -339,7 +339,7 @@ export function planRound(
   return { next: { phases, actorIds }, starts };
 }
 
-/** `policy` with the defaults (DESIGN §3.2) filled in. */
+/** `policy` with the defaults (docs/tools.md) filled in. */
 export function batchPolicy(policy: Partial<BatchPolicy> = {}): BatchPolicy {
   return {
     schedule: policy.schedule ?? scheduleBatch,
@@ -432,7 +432,7 @@ function runningIndexOf(context: BatchContext, actorId: string): number {
 }
 
 /**
- * The calls of each assistant message: parallel execution, ordered commit (DESIGN §3.2).
+ * The calls of each assistant message: parallel execution, ordered commit (docs/tools.md).
  *
  * This machine is what runs: the runtime hosts it through `actors/charts.ts` with its effects
  * bound ({@link BatchEffects}), and the model search, the race test, the mutants and the
@@ -451,7 +451,7 @@ function runningIndexOf(context: BatchContext, actorId: string): number {
  * or directly from `pending` when the batch is cancelled — those calls
  * never get an actor.
  *
- * Invariants (DESIGN §10):
+ * Invariants (numbered as in docs/architecture.md):
  * - 1: every call settles exactly once, also after `batch.cancel` at any point; a child
  *   that errors (a provided action threw) settles as `unknown`, never silently;
  * - 4 (the batch's half): `callSettled` fires in completion order, and `roundDone` lists each

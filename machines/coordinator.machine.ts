@@ -45,7 +45,7 @@ export interface CoordinatorEffects {
 }
 
 /**
- * The doorbell: one runner per session key (DESIGN §3.4; docs/architecture.md).
+ * The doorbell: one runner per session key (docs/architecture.md, "Inbox lanes").
  *
  * Lifecycle: `idle → running → cleaning → running (successor) | idle`; an interrupt while
  * running goes through `stopping` (abort signalled, run still ending). A wake while a runner is

@@ -103,7 +103,7 @@ const refOf = ({ context }: { context: ToolCallContext }): CallRef => ({
  * bound (`toolCallMachine.provide`), and the model tests, paths tests, mutants and the
  * inspector's chart use the same definition.
  *
- * An actor is created when its call starts: a call waiting for its turn (DESIGN's `queued`) is
+ * An actor is created when its call starts: a call waiting for its turn (a queued call) is
  * a `pending` call in the batch's context, with no actor (the batch settles it "not executed"
  * on a cancel). Creating actors only for calls that start saves an actor per cancelled call and
  * a microstep per started one.
@@ -111,7 +111,7 @@ const refOf = ({ context }: { context: ToolCallContext }): CallRef => ({
  * Effects are named actions, declared here as no-ops; {@link ToolCallEffects} is their contract
  * (`recordStart`, `execute`, `abort`, `stopping`).
  *
- * Invariants (DESIGN §10, 1 and 2):
+ * Invariants 1 and 2 of docs/architecture.md:
  * - write-ahead is structural: `execute` is only the entry action of `started`, and
  *   `started` is only reachable through `call.recorded` after `recordStart` ran;
  * - `settled` and `unknown` are final: the outcome and result are assigned once, on the

@@ -669,7 +669,7 @@ export const turnMachine = setup({
                   return { status: "failed" as TurnStatus, reason: event.reason };
                 }),
               },
-              // Inputs that arrived while it ran are read before the request (DESIGN §3.5).
+              // Inputs that arrived while it ran are read before the request (docs/architecture.md, "Inbox lanes").
               { target: "sampling", actions: "pollInbox" },
             ],
           },

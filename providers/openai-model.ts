@@ -19,10 +19,15 @@ import { hasContent, streamWatchdog } from "./stream-watchdog.ts";
 /** `openaiModel` options: the model name and how to reach an OpenAI-compatible server. */
 export interface OpenAIModelOptions {
   model: string;
-  /** Any OpenAI-compatible server, e.g. `http://127.0.0.1:8080/v1`. */
+  /** Any OpenAI-compatible server, e.g. `http://127.0.0.1:8080/v1`. Default: `OPENAI_BASE_URL`, else api.openai.com. */
   baseURL?: string;
-  /** Default: `OPENAI_API_KEY`; a dummy when only `baseURL` is set (local servers). */
+  /** Default: `OPENAI_API_KEY`; none needed when a base URL is given (local servers). */
   apiKey?: string;
+  /**
+   * Where `OPENAI_API_KEY` and `OPENAI_BASE_URL` are read when `apiKey` / `baseURL` are not
+   * given (default `process.env`), by the rule `keel` uses too: see `openaiEnvironment`.
+   */
+  env?: Readonly<Record<string, string | undefined>>;
   /** Max ms from sending the request to the first chunk. Default 60 000; Infinity disables. */
   firstChunkTimeoutMs?: number;
   /**
@@ -75,7 +80,7 @@ export interface OpenAIModelOptions {
 
 /**
  * A `Model` over the official `openai` v6 SDK, Chat Completions streaming. The SDK's own
- * retries are off (`maxRetries: 0`): Keel's retry policy owns the budget (DESIGN §3.6).
+ * retries are off (`maxRetries: 0`): Keel's retry policy owns the budget (docs/providers.md).
  *
  * Lifecycle of one `stream()`: send → (first chunk within `firstChunkTimeoutMs`) → chunks,
  * each within `idleTimeoutMs` → finish. Every failure is thrown from the iterator as a
@@ -126,7 +131,13 @@ export function openaiModel(options: OpenAIModelOptions): Model {
     const dog = streamWatchdog(clock, signal);
     const { controller, arm, disarm } = dog;
     const fail = (err: unknown, phase: "connect" | "body") =>
-      toModelError(err, phase, dog.timedOut, signal.aborted ? signal.reason : undefined);
+      toModelError(
+        err,
+        phase,
+        dog.timedOut,
+        signal.aborted ? signal.reason : undefined,
+        client.baseURL,
+      );
 
     if (signal.aborted) throw fail(undefined, "connect");
     dog.attach();
@@ -248,19 +259,35 @@ function positive(name: string, value: number): number {
   return checkDuration(`openaiModel: ${name}`, value, 1);
 }
 
+/** OpenAI's own API, where `openaiModel` connects when no base URL is given or set. */
+const OPENAI_API = "https://api.openai.com/v1";
+
+/**
+ * The one rule for reaching an OpenAI-compatible server from the environment, shared by
+ * `openaiModel` and `keel`: `OPENAI_API_KEY` and `OPENAI_BASE_URL`, an exported but empty
+ * variable counting as unset. A base URL without a key is a server without auth (a local one).
+ * This is a pure function.
+ */
+export function openaiEnvironment(env: Readonly<Record<string, string | undefined>>): {
+  apiKey?: string;
+  baseURL?: string;
+} {
+  const apiKey = env.OPENAI_API_KEY || undefined;
+  const baseURL = env.OPENAI_BASE_URL || undefined;
+  return { ...(apiKey ? { apiKey } : {}), ...(baseURL ? { baseURL } : {}) };
+}
+
 function createClient(options: OpenAIModelOptions): OpenAI {
-  // An exported but empty OPENAI_API_KEY is no key (as the CLI reads it).
-  const apiKey =
-    options.apiKey ??
-    (process.env.OPENAI_API_KEY || undefined) ??
-    (options.baseURL ? "not-needed" : undefined);
+  const fromEnv = openaiEnvironment(options.env ?? process.env);
+  const baseURL = options.baseURL ?? fromEnv.baseURL;
+  const apiKey = options.apiKey ?? fromEnv.apiKey ?? (baseURL ? "not-needed" : undefined);
   if (!apiKey)
     throw new TypeError(
-      "openaiModel: no API key. Pass { apiKey }, set OPENAI_API_KEY, or pass { baseURL } for a server without auth",
+      "openaiModel: no API key. Pass { apiKey } or set OPENAI_API_KEY; for a server without auth, pass { baseURL } or set OPENAI_BASE_URL",
     );
   return new OpenAI({
     apiKey,
-    baseURL: options.baseURL,
+    baseURL: baseURL ?? OPENAI_API,
     maxRetries: 0,
     fetch: providerFetch((input, init) => fetch(input, init)),
   });
@@ -271,6 +298,7 @@ function toModelError(
   phase: "connect" | "body",
   timedOut: { kind: ModelErrorKind; ms: number } | undefined,
   abortReason: unknown,
+  baseURL: string,
 ): ModelError {
   if (timedOut) {
     const what = timedOut.kind === "first_chunk_timeout" ? "no first chunk" : "no chunk";
@@ -294,10 +322,11 @@ function toModelError(
     const detail = [cause?.message, cause?.cause?.code ?? cause?.cause?.message]
       .filter(Boolean)
       .join(": ");
-    return new ModelError(`${err.message}${detail ? ` (${detail})` : ""}`, {
-      kind: "network",
-      cause: err,
-    });
+    // The host is what the user can check (a stale OPENAI_BASE_URL, a server not started).
+    return new ModelError(
+      `${err.message.replace(/\.$/, "")} to ${baseURL}${detail ? ` (${detail})` : ""}`,
+      { kind: "network", cause: err },
+    );
   }
   if (err instanceof OpenAI.APIError) {
     const headers: Record<string, string> = {};

@@ -1,5 +1,6 @@
 import { createRequire } from "node:module";
 import type * as GptEncoding from "gpt-tokenizer/encoding/o200k_base";
+import { loadPeer } from "../contracts/optional-peer.ts";
 
 /**
  * Context windows and tokenizers of OpenAI model families (for `openaiModel`).
@@ -61,7 +62,7 @@ const NO_SPECIAL = { disallowedSpecial: new Set<string>() };
 function encoder(encoding: Encoding): (text: string) => number {
   let count = encoders.get(encoding);
   if (!count) {
-    // Loaded synchronously, on first use (the tables take ~0.1–0.5 s to load).
+    // Loaded synchronously, on first use (the tables are large: bench/FIGURES.md has the time).
     const mod: typeof GptEncoding =
       encoding === "o200k_base"
         ? require("gpt-tokenizer/cjs/encoding/o200k_base")
@@ -72,14 +73,41 @@ function encoder(encoding: Encoding): (text: string) => number {
   return count;
 }
 
+let installed: boolean | undefined;
+
+/**
+ * Whether gpt-tokenizer (an optional peer) can be loaded. Without it, OpenAI models' tokens are
+ * estimated from characters as any other model's, and a warning says once what to install.
+ */
+function tokenizerInstalled(): boolean {
+  if (installed === undefined) {
+    try {
+      loadPeer(
+        require.resolve,
+        "gpt-tokenizer",
+        "Counting OpenAI models' tokens exactly",
+        "cjs/encoding/o200k_base",
+      );
+      installed = true;
+    } catch (error) {
+      installed = false;
+      process.emitWarning(
+        `${(error as Error).message}; until then they are estimated from characters`,
+        { code: "KEEL_NO_TOKENIZER" },
+      );
+    }
+  }
+  return installed;
+}
+
 /**
  * A token counter for `model` (the tokenizer of its family), or undefined when its family is
- * not known (callers then estimate from characters). The table loads on the first count.
- * Counting is linear in the text (see {@link countByPieces}).
+ * not known or gpt-tokenizer is not installed (callers then estimate from characters). The
+ * table loads on the first count. Counting is linear in the text (see {@link countByPieces}).
  */
 export function openaiTokenCounter(model: string): ((text: string) => number) | undefined {
   const k = lookup(model);
-  if (!k) return undefined;
+  if (!k || !tokenizerInstalled()) return undefined;
   const encoding = k[2];
   return (text) => (text.length === 0 ? 0 : countByPieces(text, encoder(encoding)));
 }

@@ -1,10 +1,13 @@
 #!/usr/bin/env node
-// Builds the package: index.ts, testing.ts and client/index.ts bundled by esbuild into
-// dist/index.js, dist/testing.js and dist/client.js (ESM, Node 20, every package external,
+// Builds the package: index.ts, testing.ts, client/index.ts and the `keel` command
+// (cli/main.ts) bundled by esbuild into dist/index.js, dist/testing.js, dist/client.js and
+// dist/cli.js (ESM, Node 20, every package external,
 // sourcemaps, no keepNames), and their declarations (dist/index.d.ts, dist/testing.d.ts,
 // dist/client/index.d.ts and the .d.ts of every module they reach, with declaration maps back
 // to the shipped sources) emitted by TypeScript from tsconfig.build.json. Run by
-// `npm run build` and by `prepare` (so `npm ci` and `npm pack` build it).
+// `npm run build` and `prepack` (so `npm pack` ships both); `prepare` (so `npm ci`) builds the
+// JavaScript only: a clone runs it (benchmarks, the compiled CLI), and the declarations, which
+// only an embedder's compiler reads, take most of a build's time.
 //
 //   node scripts/build.mjs [outdir] [--no-types]   outdir: default dist/ (or $KEEL_BUILD_OUTDIR)
 //
@@ -12,18 +15,61 @@
 // them under its own settings and never checks Keel's sources. Code shared by the entries
 // goes to shared chunks, so `keel` and `keel/testing` hand out the same functions. The
 // inspector's page is copied to outdir/page/, where the bundled server looks for it.
-import { cpSync, readdirSync, realpathSync, rmSync } from "node:fs";
+import { cpSync, readdirSync, readFileSync, realpathSync, rmSync } from "node:fs";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 
 /**
- * What a build writes directly in outdir: its two entries, the shared chunks, their maps, and
+ * What a build writes directly in outdir: its four entries, the shared chunks, their maps, and
  * the inspector's page. Removed before each build, so no chunk of an earlier build is left
  * (chunk names carry a hash); nothing else in outdir is touched.
  */
-const OWN = /^(index|testing|client|chunk(-[A-Z0-9]+)?)\.js(\.map)?$/;
+const OWN = /^(index|testing|client|cli|chunk(-[A-Z0-9]+)?)\.js(\.map)?$/;
+
+/**
+ * The optional peer dependencies (package.json's peerDependenciesMeta): an embedder who does
+ * not use a peer's feature does not install it, so a declaration that imports its types must
+ * not fail their compiler under `skipLibCheck: false`.
+ */
+const OPTIONAL_PEERS = Object.keys(
+  JSON.parse(readFileSync(join(root, "package.json"), "utf8")).peerDependenciesMeta ?? {},
+);
+
+/**
+ * Marks each import of an optional peer's types in an emitted declaration with `@ts-ignore`:
+ * with the peer (and its types) installed the import resolves and is checked as any other;
+ * without it the import's types are `any` instead of an error in Keel's declarations.
+ */
+export function toleratePeerImports(text) {
+  /** 0-based lines of the input before which a line was inserted (for the declaration map). */
+  const inserted = [];
+  const lines = text.split("\n");
+  const out = [];
+  for (const [i, line] of lines.entries()) {
+    const specifier = /^import\b.*?\bfrom ["']([^"']+)["'];?$/.exec(line)?.[1];
+    const peer = OPTIONAL_PEERS.find((p) => specifier === p || specifier?.startsWith(`${p}/`));
+    if (peer) {
+      out.push(
+        `// @ts-ignore: ${peer} is an optional peer of keel; its types are read when it is installed`,
+      );
+      inserted.push(i);
+    }
+    out.push(line);
+  }
+  return { text: out.join("\n"), inserted };
+}
+
+/** A declaration map whose generated file got empty lines before the 0-based `inserted` lines. */
+export function shiftMap(json, inserted) {
+  if (inserted.length === 0) return json;
+  const map = JSON.parse(json);
+  const lines = map.mappings.split(";");
+  for (const at of [...inserted].reverse()) lines.splice(at, 0, "");
+  map.mappings = lines.join(";");
+  return JSON.stringify(map);
+}
 
 /** What the declaration emit writes: `.d.ts` files and their maps, in any folder. */
 const DECLARATION = /\.d\.ts(\.map)?$/;
@@ -76,10 +122,23 @@ async function emitDeclarations(outdir) {
   );
   if (config.errors.length > 0) fail(config.errors);
   const program = ts.createProgram({ rootNames: config.fileNames, options: config.options });
-  const rewrite = (text) =>
+  const relative = (text) =>
     text.replace(/((?:from |import\()["'])(\.{1,2}\/[^"']*?)\.ts(["'])/g, "$1$2.js$3");
+  // A declaration and its map may be written in either order: the map waits for its file.
+  const insertedIn = new Map();
+  const mapsWaiting = new Map();
   const emitted = program.emit(undefined, (file, text, bom) => {
-    ts.sys.writeFile(file, file.endsWith(".d.ts") ? rewrite(text) : text, bom);
+    if (file.endsWith(".d.ts")) {
+      const tolerated = toleratePeerImports(relative(text));
+      insertedIn.set(file, tolerated.inserted);
+      ts.sys.writeFile(file, tolerated.text, bom);
+      const waiting = mapsWaiting.get(`${file}.map`);
+      if (waiting) ts.sys.writeFile(`${file}.map`, shiftMap(waiting.text, tolerated.inserted), bom);
+    } else if (file.endsWith(".d.ts.map")) {
+      const inserted = insertedIn.get(file.slice(0, -".map".length));
+      if (inserted) ts.sys.writeFile(file, shiftMap(text, inserted), bom);
+      else mapsWaiting.set(file, { text });
+    } else ts.sys.writeFile(file, text, bom);
   });
   const diagnostics = [...ts.getPreEmitDiagnostics(program), ...emitted.diagnostics];
   if (diagnostics.length > 0 || emitted.emitSkipped) fail(diagnostics);
@@ -115,6 +174,9 @@ export async function buildKeel(outdir, { types = true } = {}) {
       testing: join(root, "testing.ts"),
       // keel/client (the control-protocol client): spawns ../cli/bin.js relative to dist/.
       client: join(root, "client", "index.ts"),
+      // The `keel` command (cli/bin.js imports it): compiled, so no TypeScript loader is a
+      // runtime dependency of the package.
+      cli: join(root, "cli", "main.ts"),
     },
     outdir,
     bundle: true,

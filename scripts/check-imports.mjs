@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The folders' import rules (DESIGN §2), checked by `npm run lint`: a file may import only the
+// The folders' import rules (docs/architecture.md), checked by `npm run lint`: a file may import only the
 // Keel folders its own folder lists, and `contracts/` and `machines/` only the packages listed.
 // Run: `node scripts/check-imports.mjs [root]`; exits 1 and names each wrong-way import.
 import { readdirSync, readFileSync, statSync } from "node:fs";
@@ -120,5 +120,5 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     );
     process.exit(1);
   }
-  console.log("imports: every folder imports only what DESIGN §2 allows");
+  console.log("imports: every folder imports only what docs/architecture.md allows");
 }

@@ -4,7 +4,7 @@ import type { EntryOf, LogEntry } from "./entries.ts";
 import { Projection } from "./projection.ts";
 
 /**
- * Where a compaction may cut (DESIGN §6, invariant 10) and which cut it takes. Pure.
+ * Where a compaction may cut (docs/long-sessions.md, invariant 10 of docs/architecture.md) and which cut it takes. Pure.
  *
  * A compaction keeps the path from its `firstKeptId` on and replaces everything before it (in
  * the current view) with a summary. A **batch** is a projected assistant message with tool
@@ -39,7 +39,7 @@ export type TokenEstimator = (message: Message) => number;
 /**
  * Contract: pure; returns ids of entries of `path` where a compaction may start keeping
  * history. A replacement must be at most as permissive as {@link legalCutPoints} (a stricter
- * rule, e.g. only at user messages, is fine) or invariant 10 breaks.
+ * rule, e.g. only at user messages, is fine) or invariant 10 of docs/architecture.md breaks.
  */
 export type CutRule = (path: readonly LogEntry[]) => readonly string[];
 

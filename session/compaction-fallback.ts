@@ -2,7 +2,7 @@ import type { Message } from "../contracts/messages.ts";
 import type { TokenEstimator } from "./compaction-cuts.ts";
 
 /**
- * What a compaction falls back on when the model cannot help (DESIGN §6, issue 27): a summary
+ * What a compaction falls back on when the model cannot help (docs/long-sessions.md, "One oversized input does not break a session"): a summary
  * built without a model, and the clipping of one oversized message. Pure: nothing here touches
  * the log.
  */

@@ -7,7 +7,7 @@ import type { EntryOf } from "./entries.ts";
 import { summaryMessage } from "./projection.ts";
 
 /**
- * The summary request of a compaction (DESIGN §6): the request, its shrinking on context
+ * The summary request of a compaction (docs/long-sessions.md): the request, its shrinking on context
  * overflow, and the validation a candidate summary must pass before it may replace anything.
  * Nothing here touches the log.
  */

@@ -87,7 +87,7 @@ export interface CompactionPlan {
 }
 
 /**
- * Compacts `log` (DESIGN §6, invariant 10): chooses the latest legal cut keeping
+ * Compacts `log` (docs/long-sessions.md, invariant 10 of docs/architecture.md): chooses the latest legal cut keeping
  * `keepRecentTokens` (see {@link chooseCut}), asks `summarize` for a summary of everything
  * before it (the current baseline's summary included), shrinking the input to 0.7, 0.5 and 0.35
  * of the first estimate after each context overflow (see `requestSummary`), and validates the

@@ -3,7 +3,7 @@ import type { ModelToolSpec } from "../contracts/model.ts";
 import { headTokens, messageTokens, type TextCounter } from "../contracts/tokens.ts";
 
 /**
- * The context budget of a session's next model request (DESIGN §6), kept incrementally.
+ * The context budget of a session's next model request (docs/long-sessions.md), kept incrementally.
  *
  * used = the last trusted provider usage (input + output of the last response, same model,
  *        same view of the log) + an estimate of every message appended or changed since;

@@ -28,7 +28,7 @@ import type { ToolResult } from "../contracts/tool-result.ts";
 export const LOG_SCHEMA_VERSION = 3;
 
 /**
- * How an attempt follows a failed one of the same response (DESIGN §3.6). `continue`: the
+ * How an attempt follows a failed one of the same response (docs/providers.md). `continue`: the
  * request ended with the `prefixChars` characters of partial text received so far as an
  * assistant message, and the answer continues it. `retry`: the same request again; `fallback`
  * says why a Continue was not possible (the model cannot continue a partial message, or the
@@ -106,8 +106,8 @@ export interface EntryPayloads {
      * Set when this attempt continued a cut answer (Continue): the first `prefixChars`
      * characters of its text (`textOf(content)`) were received by failed attempt(s), the last
      * of which was `from`, and sent back as the partial assistant message this attempt
-     * continued. The only way a failed attempt's output reaches the projection (DESIGN
-     * invariant 9).
+     * continued. The only way a failed attempt's output reaches the projection (invariant 9
+     * of docs/architecture.md).
      */
     continuation?: { from: string; prefixChars: number };
   };

@@ -166,7 +166,7 @@ export class SessionLog {
   }
 
   /**
-   * The session's inbox as its entries left it (DESIGN §3.5): every `inbox` entry received,
+   * The session's inbox as its entries left it (docs/architecture.md, "Inbox lanes"): every `inbox` entry received,
    * every `inbox_consumed` entry consumed, on every branch, in log order. Kept incrementally and
    * in checkpoints, so reopening a long session does not decode its history for it.
    */

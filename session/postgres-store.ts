@@ -1,4 +1,6 @@
-import pg from "pg";
+import { createRequire } from "node:module";
+import type pg from "pg";
+import { loadPeer } from "../contracts/optional-peer.ts";
 import type { CheckpointStore } from "./checkpoint.ts";
 import type { LogEntry } from "./entries.ts";
 import { type CommitOutcome, GroupCommit, rememberGroupCommit } from "./group-commit.ts";
@@ -14,6 +16,13 @@ import type {
 import { checkBatch, fenced, StoreError } from "./store-error.ts";
 
 /** Options of {@link postgresStore}. */
+
+const require = createRequire(import.meta.url);
+
+/** pg, an optional peer: loaded when a PostgreSQL store opens on a URL. */
+const pgModule = (): typeof pg =>
+  loadPeer<typeof pg>(require, "pg", "postgresStore (the PostgreSQL session store)");
+
 export interface PostgresStoreOptions {
   /** The schema Keel's tables live in (default `keel`), so they can share a database. */
   schema?: string;
@@ -232,7 +241,7 @@ export async function postgresStore(
   const ownsPool = typeof urlOrPool === "string";
   const pool =
     typeof urlOrPool === "string"
-      ? new pg.Pool({ connectionString: urlOrPool, max: options.max ?? 10 })
+      ? new (pgModule().Pool)({ connectionString: urlOrPool, max: options.max ?? 10 })
       : urlOrPool;
   if (ownsPool) {
     // An idle client's lost connection: the next query reports it.
@@ -598,7 +607,7 @@ export async function postgresStore(
     async watchInputs(listener) {
       return guard("watchInputs", async () => {
         // A dedicated connection: LISTEN lives on one session, not on a pooled client.
-        const client = new pg.Client(pool.options);
+        const client = new (pgModule().Client)(pool.options);
         client.on("error", () => {}); // a lost connection only loses hints; owners also poll
         await client.connect();
         client.on("notification", (msg) => {

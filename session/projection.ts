@@ -92,7 +92,7 @@ export interface ProjectionSnapshot {
 }
 
 /**
- * The model's view of one path of the log (DESIGN §5), built incrementally.
+ * The model's view of one path of the log (docs/stores.md), built incrementally.
  *
  * Rules: user messages → user; assistant messages of failed/interrupted attempts are omitted
  * (their partial output lives only in `attempt_end`); every assistant tool call gets exactly one

@@ -32,6 +32,8 @@ export async function readSession(store: SessionStore, sessionId: string): Promi
     },
     checkpoints: false,
   });
+  // Opened from a checkpoint, the log holds only the entries after it: read the rest too.
+  await log.loadHistory();
   const { instructions } = log.settings();
   return {
     sessionId,

@@ -59,7 +59,7 @@ export interface RecoveryReport {
  * with a start and no result is either returned in `retry` (its tool is idempotent: the
  * runtime re-executes it with the same idempotency key) or gets a `call_result` with outcome
  * `unknown` telling the model it may or may not have taken effect and to check before
- * retrying — it is NEVER re-executed (DESIGN §3.1, invariant 8); an open turn gets a
+ * retrying — it is NEVER re-executed (invariant 8 of docs/architecture.md); an open turn gets a
  * `turn_end` (failed, "process ended during the turn") and a `turn_aborted` note.
  * Running it again on a recovered log changes nothing (except listing pending retries again).
  */

@@ -1,6 +1,8 @@
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
+import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
+import { loadPeer } from "../contracts/optional-peer.ts";
 import type { CheckpointStore } from "./checkpoint.ts";
 import { LOG_SCHEMA_VERSION, type LogEntry } from "./entries.ts";
 import { type CommitOutcome, GroupCommit, rememberGroupCommit } from "./group-commit.ts";
@@ -20,7 +22,7 @@ import { upgradeEntryV2 } from "./upgrade-entry.ts";
 /**
  * How far a resolved `append` survives: "process" — a kill -9 of this process (WAL,
  * `synchronous=NORMAL`: the commit is in the OS's file cache); "power" — a power cut or OS crash
- * too (`synchronous=FULL`: the WAL is fsynced at every commit, ≈ 0.2 ms a commit).
+ * too (`synchronous=FULL`: the WAL is fsynced at every commit; its cost: bench/FIGURES.md).
  */
 export type Durability = "process" | "power";
 
@@ -37,6 +39,12 @@ export interface SqliteStoreOptions {
    * sharing the file (default `Date.now`); tests inject a manual clock.
    */
   now?: () => number;
+  /**
+   * Opens an existing file for reading only (default false): nothing is created, migrated or
+   * written, and every write rejects with `NOT_WRITABLE`. A file in a folder this user cannot
+   * write is read from a copy taken when it opens.
+   */
+  readOnly?: boolean;
 }
 
 /**
@@ -80,9 +88,8 @@ export function defaultStorePath(cwd: string): string {
  * `PRAGMA user_version`: the file is shared with the application's own tables through the
  * ledger, and the application may version those). 2: `sessions` holds only when each session
  * began; its last seq, entry count and last time are read from `entries` (by its primary key), so
- * an append writes no summary row: one page fewer in every commit's WAL, 0.86× version 1's time
- * a commit (`npx tsx bench/extras/sqlite-commit.ts`), 0.89× a step with one tool call
- * (`bench/extras/ab.ts`, `STORE=sqlite`). Older files are migrated when opened, after which a
+ * an append writes no summary row: one page fewer in every commit's WAL (what it saves:
+ * bench/FIGURES.md). Older files are migrated when opened, after which a
  * Keel from before version 2 can no longer append to them: every process sharing a store file
  * must be upgraded together. 3: the entries' bodies are in log schema 3's shape (neutral message
  * parts, session/entries.ts `LOG_SCHEMA_VERSION`); a version-2 file's assistant messages and
@@ -158,22 +165,28 @@ CREATE TABLE IF NOT EXISTS inbox (
 export function sqliteStore(path: string, options: SqliteStoreOptions = {}): SqliteSessionStore {
   const durability = options.durability ?? "process";
   const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
-  const db = openDatabase(path);
+  const db = options.readOnly ? openReadOnly(path) : openDatabase(path);
   try {
     // Before anything changes the file (its journal mode included): refuse a newer Keel's.
     const version = schemaVersion(db, path);
-    db.pragma("journal_mode = WAL");
-    db.pragma(`synchronous = ${durability === "power" ? "FULL" : "NORMAL"}`);
-    // Deleted or rewritten rows leave zeros, not their old bytes (session deletion, redaction).
-    db.pragma("secure_delete = ON");
+    if (options.readOnly) {
+      if (version < SCHEMA_VERSION) throw notCurrent(path, version);
+    } else {
+      db.pragma("journal_mode = WAL");
+      db.pragma(`synchronous = ${durability === "power" ? "FULL" : "NORMAL"}`);
+      // Deleted or rewritten rows leave zeros, not their old bytes (session deletion, redaction).
+      db.pragma("secure_delete = ON");
+    }
     db.pragma(`busy_timeout = ${Math.min(LOCK_SPIN_MS, busyTimeoutMs)}`);
     // A current file takes no write lock to open (a reader must open while another process
     // holds a long write transaction); CREATE … IF NOT EXISTS changes nothing there.
-    if (version < SCHEMA_VERSION) migrate(db, path);
+    if (options.readOnly) {
+      // Nothing to create: the version check above found Keel's tables.
+    } else if (version < SCHEMA_VERSION) migrate(db, path);
     else db.exec(SCHEMA);
   } catch (error) {
     db.close();
-    throw error;
+    throw openError(error, path);
   }
   // The last seq of a session: the end of its primary key's range, O(log n).
   const lastSeq = db
@@ -623,7 +636,19 @@ function schemaVersion(db: Database.Database, path: string): number {
   return version;
 }
 
+const require = createRequire(import.meta.url);
+
+/** better-sqlite3, an optional peer: loaded when the first SQLite store opens. */
+function betterSqlite3(): typeof Database {
+  return loadPeer<typeof Database>(
+    require,
+    "better-sqlite3",
+    "sqliteStore (the SQLite session store)",
+  );
+}
+
 function openDatabase(path: string): Database.Database {
+  const Sqlite = betterSqlite3(); // before anything is created: .keel/ included
   if (path !== ":memory:") {
     const dir = dirname(resolve(path));
     try {
@@ -637,16 +662,105 @@ function openDatabase(path: string): Database.Database {
     }
   }
   try {
-    const db = new Database(path);
+    const db = new Sqlite(path);
     db.pragma("user_version"); // touches the file: fails now, not at the first append
     return db;
   } catch (error) {
+    throw openError(error, path);
+  }
+}
+
+/**
+ * Opens an existing file read-only. SQLite reads a WAL file through its `-shm` companion, which
+ * it must be able to create: in a folder this user cannot write, the file is read from a copy
+ * in memory instead (complete when no `-wal` holds frames not yet in the file).
+ */
+function openReadOnly(path: string): Database.Database {
+  const Sqlite = betterSqlite3();
+  if (!existsSync(path)) {
+    throw new StoreError("IO", `no session store at ${path}: pass the file a session was run with`);
+  }
+  try {
+    const db = new Sqlite(path, { readonly: true, fileMustExist: true });
+    db.pragma("user_version");
+    return db;
+  } catch (error) {
+    const code = (error as { code?: string }).code ?? "";
+    if (code !== "SQLITE_READONLY_DIRECTORY" && code !== "SQLITE_CANTOPEN") {
+      throw openError(error, path);
+    }
+  }
+  const wal = `${path}-wal`;
+  if (existsSync(wal) && statSync(wal).size > 0) {
     throw new StoreError(
       "NOT_WRITABLE",
-      `cannot open the session store ${path} (${(error as Error).message}): check that the file and its directory are writable by this user, or pass another store path`,
+      `the session store ${path} cannot be read: its folder is read-only for this user and its write-ahead log (${wal}) holds changes not yet in the file; open it once as a user who can write the folder`,
+    );
+  }
+  const bytes = readFileSync(path);
+  // The header's read and write versions (bytes 18 and 19) say WAL (2); an in-memory copy
+  // cannot use WAL, and with no -wal to read the file alone is the whole database.
+  if (bytes.length >= 20 && bytes[18] === 2 && bytes[19] === 2) bytes[18] = bytes[19] = 1;
+  try {
+    const db = new Sqlite(bytes, { readonly: true });
+    db.pragma("user_version");
+    return db;
+  } catch (error) {
+    throw openError(error, path);
+  }
+}
+
+/** A store file of an older version, opened read-only: it cannot be migrated. */
+function notCurrent(path: string, version: number): StoreError {
+  return new StoreError(
+    "IO",
+    version === 0
+      ? `${path} holds no Keel sessions (it is a SQLite file without Keel's tables): pass the store file a session was run with`
+      : `the session store ${path} is schema version ${version}, older than this Keel's ${SCHEMA_VERSION}: open it once for writing (e.g. keel run) to upgrade it`,
+  );
+}
+
+/**
+ * What went wrong opening the file, in one message that names the path and the fix for that
+ * cause: corrupted (`CORRUPT`), locked by another process (`LOCKED`), or not writable
+ * (`NOT_WRITABLE`). A `StoreError` passes through unchanged.
+ */
+function openError(error: unknown, path: string): unknown {
+  if (error instanceof StoreError) return error;
+  const code = (error as { code?: string }).code ?? "";
+  const sqlite = `SQLite: ${(error as Error).message}`;
+  if (code === "SQLITE_NOTADB" || code.startsWith("SQLITE_CORRUPT")) {
+    return new StoreError(
+      "CORRUPT",
+      `the session store ${path} is not a SQLite database or is corrupted (${sqlite}): move it aside and run again to start a new store, or pass another store path`,
       { cause: error },
     );
   }
+  if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")) {
+    return new StoreError(
+      "LOCKED",
+      `the session store ${path} is locked by another process (${sqlite}): wait for it to finish, or stop it`,
+      { cause: error },
+    );
+  }
+  if (
+    code.startsWith("SQLITE_READONLY") ||
+    code.startsWith("SQLITE_CANTOPEN") ||
+    code === "SQLITE_PERM" ||
+    code === "SQLITE_AUTH"
+  ) {
+    return new StoreError(
+      "NOT_WRITABLE",
+      `the session store ${path} cannot be opened for writing by this user (${sqlite}): make the file and its folder writable, or pass another store path`,
+      { cause: error },
+    );
+  }
+  if (code.startsWith("SQLITE_")) {
+    return new StoreError("IO", `the session store ${path} cannot be opened (${sqlite})`, {
+      cause: error,
+    });
+  }
+  return error;
 }
 
 /** A refusal of one call's batch, which fails that call alone (see `appendGroup`). */
@@ -686,7 +800,14 @@ function asStoreError(error: unknown, path: string, what: string): unknown {
       { cause: error },
     );
   }
-  if (code === "SQLITE_READONLY" || code === "SQLITE_CANTOPEN" || code === "SQLITE_PERM") {
+  if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")) {
+    return new StoreError(
+      "LOCKED",
+      `sqlite store ${path}: ${what} failed: the file is locked by another process (${code}); wait for it to finish, or stop it`,
+      { cause: error },
+    );
+  }
+  if (code.startsWith("SQLITE_READONLY") || code === "SQLITE_CANTOPEN" || code === "SQLITE_PERM") {
     return new StoreError(
       "NOT_WRITABLE",
       `sqlite store ${path}: ${what} failed (${code}): make the file and its directory writable, or pass another store path`,

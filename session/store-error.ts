@@ -7,6 +7,10 @@ export type StoreErrorCode =
   | "DUPLICATE_ID"
   | "CLOSED"
   | "NOT_WRITABLE"
+  /** The file is not a database of the store's kind, or is damaged. */
+  | "CORRUPT"
+  /** Another process holds a lock the store needed. */
+  | "LOCKED"
   | "IO"
   /** The store's file stayed locked by other writing processes past the store's busy timeout. */
   | "BUSY"

@@ -96,7 +96,7 @@ export interface Lease {
   token: number;
 }
 
-/** An input written by any process for a session's owner (DESIGN §3.5, §12). */
+/** An input written by any process for a session's owner (docs/architecture.md, docs/many-processes.md). */
 export interface PostedInput {
   id: string;
   lane: "interrupt" | "next-step" | "next-turn";
@@ -115,7 +115,7 @@ export interface LeaseInfo extends Lease {
 
 /**
  * A store shared by several processes: one runner per session through a lease with a fencing
- * token (DESIGN §5, §12, invariant 13), and a shared inbox with a doorbell.
+ * token (docs/stores.md, docs/many-processes.md, invariant 13 of docs/architecture.md), and a shared inbox with a doorbell.
  *
  * Time is the STORE's clock (the database's, for a server), so processes with skewed clocks
  * agree on expiry.

@@ -4,7 +4,7 @@ import type { EntryOf, LogEntry } from "./entries.ts";
 
 /**
  * One turn's result as its log entries say it: the one rule for what a turn reports
- * (invariant 15, nothing is reported that the log does not hold). The runner that owns the
+ * (invariant 15 of docs/architecture.md, nothing is reported that the log does not hold). The runner that owns the
  * session feeds it every entry the turn appends; a follower feeds it the entries it reads from
  * the store; both report the same thing for the same log.
  *

@@ -69,7 +69,7 @@ describe("acceptanceStatus", () => {
     ).toBe("passed");
   });
 
-  it("is stale when passing evidence was taken against another version (invariant 14)", () => {
+  it("is stale when passing evidence was taken against another version (invariant 14 of docs/architecture.md)", () => {
     expect(acceptanceStatus(ctx([A], [ev("a", "v1")], "v2"))).toBe("stale");
     expect(acceptanceStatus(ctx([A], [ev("a", "v1..v2")], "v2"))).toBe("stale");
   });

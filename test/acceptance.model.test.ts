@@ -150,9 +150,9 @@ function violation(snap: Snap, w: World): string | null {
       const run = w.last[name];
       if (!run?.passed) return `passed without a passing run of ${name}`;
       if (run.start !== w.known)
-        return `passed on ${w.known} with ${name}'s evidence taken on ${run.start} (invariant 14)`;
+        return `passed on ${w.known} with ${name}'s evidence taken on ${run.start} (invariant 14 of docs/architecture.md)`;
       if (run.sawChange)
-        return `passed with ${name}'s run that saw the artifact change (invariant 14)`;
+        return `passed with ${name}'s run that saw the artifact change (invariant 14 of docs/architecture.md)`;
     }
   }
   for (const name of w.interrupted) {
@@ -243,7 +243,7 @@ describe("acceptance chart: every interleaving of checks, writes, reads, interru
     [
       "binds evidence to the version known when the check finished",
       bindsFinishVersionAcceptanceMachine,
-      /invariant 14/,
+      /invariant 14 of docs\/architecture\.md/,
     ],
     [
       "does not note a change read while a check runs",

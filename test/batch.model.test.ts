@@ -50,7 +50,7 @@ function nextEvents(t: Trace, withErrors: boolean) {
   return events;
 }
 
-/** Checks one step against invariants 1, 4 and 5; returns a problem sentence or undefined. */
+/** Checks one step against invariants 1, 4 and 5 of docs/architecture.md; returns a problem sentence or undefined. */
 function step(input: BatchInput, t: Trace, event: Snap, snap: Snap, actions: Action[]) {
   const calls = input.calls!;
   const at = (id: string) => calls.findIndex((c) => c.callId === id);

@@ -6,7 +6,11 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { CliError } from "../cli/errors.ts";
 import { modelFor, PROVIDER_ENV, PROVIDERS } from "../cli/provider.ts";
 import { anthropicMessage } from "./support/anthropic-wire.ts";
-import { type FakeOpenAIServer, startFakeOpenAIServer } from "./support/fake-openai-server.ts";
+import {
+  type FakeOpenAIServer,
+  startFakeOpenAIServer,
+  streamReply,
+} from "./support/fake-openai-server.ts";
 import { geminiReply } from "./support/gemini-wire.ts";
 
 const BIN = join(import.meta.dirname, "..", "cli", "bin.js");
@@ -105,6 +109,26 @@ describe("keel --provider", () => {
     expect(() => modelFor("anthropic", { ...keys, KEEL_CONTEXT_WINDOW: "lots" })).toThrow(
       /KEEL_CONTEXT_WINDOW must be a positive integer/,
     );
+  });
+
+  it("--provider openai (the Responses API) against a Chat Completions server fails after one request, in one line naming the provider to use", async () => {
+    const cwd = mkdtempSync(join(tmpdir(), "keel-prov-"));
+    for (let i = 0; i < 3; i++)
+      server.enqueue(streamReply({ text: "Hello from Chat Completions" }));
+    const r = await keel(["run", "--provider", "openai", "--store", "memory", "say hi"], cwd, {
+      OPENAI_API_KEY: "k",
+      OPENAI_BASE_URL: server.baseURL,
+    });
+    expect(r.code).toBe(1);
+    expect(server.requests).toHaveLength(1); // not retried: another request gets the same answer
+    const out = `${r.stdout}${r.stderr}`.trim().split("\n");
+    expect(out.length).toBeLessThan(10);
+    const failed = out.find((l) => l.includes("turn failed"));
+    expect(failed).toContain(
+      "Received a Chat Completions stream while using the OpenAI Responses API",
+    );
+    expect(failed).toContain("--provider openai-compatible");
+    expect(r.stdout).not.toContain("invalid_union");
   });
 
   it("an unknown provider is a usage error listing the choices", async () => {

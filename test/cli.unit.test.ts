@@ -88,6 +88,97 @@ describe("the trace", () => {
     expect(text()).toContain("↻ retry #1 in 60.0 s — 429");
   });
 
+  it("a steer's line names the lane as the docs do and shows what was said", () => {
+    const { out, text } = sink(false);
+    const said: Record<string, string> = { in_1: "Keep the fix minimal:\nchange only the typo." };
+    const trace = createTrace({ out, inboxText: (id) => said[id] });
+    trace.onEvent(
+      ev({ type: "inbox.received", inboxId: "in_1", lane: "next-step", source: "user" }),
+    );
+    trace.onEvent(
+      ev({ type: "inbox.received", inboxId: "in_2", lane: "interrupt", source: "user" }),
+    );
+    expect(text()).toContain(
+      "✉ steer received (user): Keep the fix minimal: change only the typo.",
+    );
+    expect(text()).toContain("✉ interrupt received (user)\n");
+    expect(text()).not.toContain("next-step");
+  });
+
+  it("the retry line gives the count and the wait once, then why", () => {
+    const { out, text } = sink(false);
+    const trace = createTrace({ out });
+    trace.onEvent(
+      ev({
+        type: "retry.scheduled",
+        turnId: "t",
+        attemptId: "a",
+        retry: 1,
+        delayMs: 1000,
+        readyAt: 2000,
+        reason:
+          "rate limited by the provider (HTTP 429: slow down); retry 1/2 in 1000 ms (provider's Retry-After)",
+        mode: "retry",
+      }),
+    );
+    const line = text().trim();
+    expect(line).toBe(
+      "↻ retry 1 of 2 in 1.0 s (provider's Retry-After) — rate limited by the provider (HTTP 429: slow down)",
+    );
+    expect(line.match(/retry/g)).toHaveLength(1);
+  });
+
+  it("a result's first line is cut at a word, with an ellipsis, never mid-word", () => {
+    const { out, text } = sink(false);
+    const trace = createTrace({ out });
+    const message =
+      "not executed: the user denied shell for this session; ask the user to run the command themselves, or explain why it is needed";
+    trace.onEvent(
+      ev({
+        type: "call.settled",
+        turnId: "t",
+        callId: "c",
+        name: "shell",
+        outcome: "not_executed",
+        result: { ok: false, code: "DENIED", message, retryable: false },
+      }),
+    );
+    const shown = /DENIED: (.*)$/m.exec(text())?.[1] ?? "";
+    expect(shown.endsWith("…")).toBe(true);
+    const kept = shown.slice(0, -1);
+    expect(`DENIED: ${message}`.startsWith(`DENIED: ${kept}`)).toBe(true);
+    // The cut falls before a space of the message: the last word shown is whole.
+    expect(message[kept.length]).toBe(" ");
+  });
+
+  it("the status line's context figure says when it is an estimate and how much is kept for the answer", () => {
+    const { out, text } = sink(true);
+    const trace = createTrace({ out, now: () => 0, color: false });
+    trace.onEvent(
+      ev({
+        type: "context.measured",
+        used: 1000,
+        window: 100_000,
+        reserve: 25_000,
+        trusted: false,
+      }),
+    );
+    trace.onEvent(ev({ type: "attempt.started", turnId: "t", attemptId: "a", step: 0 }));
+    expect(text().split("\r").at(-1)).toContain("context ≈1% of 100000 (+25% reserved)");
+    trace.onEvent(
+      ev({
+        type: "context.measured",
+        used: 30_000,
+        window: 100_000,
+        reserve: 25_000,
+        trusted: true,
+      }),
+    );
+    trace.onEvent(ev({ type: "attempt.started", turnId: "t", attemptId: "b", step: 1 }));
+    expect(text().split("\r").at(-1)).toContain("context 30% of 100000 (+25% reserved)");
+    trace.finish({});
+  });
+
   it("the turn's last line counts model requests, a retry included, in the singular and the plural", () => {
     const turn = (attempts: number) => {
       const { out, text } = sink(false);

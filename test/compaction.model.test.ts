@@ -19,7 +19,7 @@ import { compactAppendsUnvalidated } from "./support/mutants/compaction-appends-
 import { cutsAtResults } from "./support/mutants/compaction-cuts-at-results.ts";
 
 /**
- * Invariant 10 over random sessions: a runtime-like interpreter writes user messages, steps
+ * Invariant 10 of docs/architecture.md over random sessions: a runtime-like interpreter writes user messages, steps
  * (assistant messages with 0–3 calls whose results arrive in completion order, some later,
  * interleaved with other work), failed attempts, turn ends (normal: running calls are
  * cancelled; crash: recovery writes `unknown` results, idempotent calls stay running and
@@ -109,7 +109,7 @@ function summarizeAs(s: Summarizer, tag: string) {
   };
 }
 
-/** Plays `ops`, checking invariant 10 after each; returns the first violation or null. */
+/** Plays `ops`, checking invariant 10 of docs/architecture.md after each; returns the first violation or null. */
 async function play(ops: readonly Op[], seed: number, compact: Compact): Promise<string | null> {
   const log = await openLog(memoryStore(), "s", seed);
   let n = 0;
@@ -282,7 +282,7 @@ const property = (compact: Compact) =>
     },
   );
 
-describe("compaction on random sessions (invariant 10)", () => {
+describe("compaction on random sessions (invariant 10 of docs/architecture.md)", () => {
   it("after every step the view has no orphan tool message and every call exactly one result; no kept result lost its call; a failed compaction changes nothing", async () => {
     await fc.assert(property(compactSession), { numRuns: 300, seed: SEED });
   });

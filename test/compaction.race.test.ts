@@ -14,7 +14,7 @@ import { failWithSchedule } from "./support/harness.ts";
 import { cutsInsideBatch } from "./support/mutants/compaction-cuts-inside-batch.ts";
 
 /**
- * Invariant 10 with compaction BETWEEN STEPS OF A RUNNING TURN: a turn of several steps (1–3
+ * Invariant 10 of docs/architecture.md with compaction BETWEEN STEPS OF A RUNNING TURN: a turn of several steps (1–3
  * parallel calls each) against a small window, so automatic compactions happen mid-turn; model
  * responses, tool completions, steering and an optional interrupt are scheduled tasks whose
  * order the fast-check scheduler picks. Checked from the log and the requests, not from the

@@ -159,7 +159,7 @@ describe("Continue is not Retry: a cut answer is continued from the text receive
     });
   });
 
-  it("invariant 9, precisely: whatever the cut points, a failed attempt's text reaches the projection only as the declared prefix of the message that continued it", async () => {
+  it("invariant 9 of docs/architecture.md, precisely: whatever the cut points, a failed attempt's text reaches the projection only as the declared prefix of the message that continued it", async () => {
     await fc.assert(
       fc.asyncProperty(
         fc.string({ minLength: 2, maxLength: 30, unit: fc.constantFrom("a", "b", " ", "é") }),

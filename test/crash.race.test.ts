@@ -18,14 +18,14 @@ import { failWithSchedule } from "./support/harness.ts";
 import { type CrashMutant, crashMutants } from "./support/mutants/crash.mutants.ts";
 
 /**
- * Invariants 1 and 8 as an interleaving search over the real runtime: a session runs two steps
+ * Invariants 1 and 8 of docs/architecture.md as an interleaving search over the real runtime: a session runs two steps
  * of tool calls (an idempotent tool and a plain one); the scheduler orders every model answer,
  * every tool's return, an interrupt and a kill point (the store stops acknowledging: what was
  * durable then is all a new process sees). The session is then reopened on what survived,
  * which runs crash recovery, and:
- * - invariant 1: every tool call in the projection has exactly one result, and no call that
+ * - invariant 1 of docs/architecture.md: every tool call in the projection has exactly one result, and no call that
  *   started is left with the "no result recorded" patch;
- * - invariant 8: after the kill, a call with a logged start runs again only if its start record
+ * - invariant 8 of docs/architecture.md: after the kill, a call with a logged start runs again only if its start record
  *   AND its tool (as registered at recovery, which may differ) say idempotent, with the same key,
  *   and at most once.
  */
@@ -124,12 +124,12 @@ async function scenario(
   await s.waitIdle();
 
   const bad = wellFormedViolation(messages);
-  if (bad) return `invariant 1 broken: ${bad}`;
+  if (bad) return `invariant 1 of docs/architecture.md broken: ${bad}`;
   const started = survived.filter((e): e is EntryOf<"call_started"> => e.type === "call_started");
   for (const m of messages) {
     if (m.role === "tool" && started.some((e) => e.callId === m.tool_call_id)) {
       if (m.content === NO_RESULT_TEXT)
-        return `invariant 1 broken: ${m.tool_call_id} started but has no outcome after recovery`;
+        return `invariant 1 of docs/architecture.md broken: ${m.tool_call_id} started but has no outcome after recovery`;
     }
   }
   const rerun = executions.filter((x) => x.afterKill);
@@ -138,11 +138,11 @@ async function scenario(
     if (!start) continue; // never started before the kill: not a re-execution
     const toolIdempotent = x.tool === "idem" || plan.plainIdempotentAtRecovery;
     if (!start.idempotent || !toolIdempotent)
-      return `invariant 8 broken: ${x.callId} (${x.tool}, logged idempotent ${start.idempotent}) ran again after the crash`;
+      return `invariant 8 of docs/architecture.md broken: ${x.callId} (${x.tool}, logged idempotent ${start.idempotent}) ran again after the crash`;
     if (x.key !== start.idempotencyKey)
-      return `invariant 8 broken: ${x.callId} re-ran with key ${x.key}, logged ${start.idempotencyKey}`;
+      return `invariant 8 of docs/architecture.md broken: ${x.callId} re-ran with key ${x.key}, logged ${start.idempotencyKey}`;
     if (rerun.filter((y) => y.callId === x.callId).length > 1)
-      return `invariant 8 broken: ${x.callId} re-ran twice`;
+      return `invariant 8 of docs/architecture.md broken: ${x.callId} re-ran twice`;
   }
   const results = entries.filter((e) => e.type === "call_result").map((e) => e.callId);
   if (new Set(results).size !== results.length) return "a call has two results in the log";
@@ -166,23 +166,23 @@ const property = (mutant?: CrashMutant) =>
     failWithSchedule(s, await scenario(s, plan, mutant));
   });
 
-describe("a kill at any point of a turn, then recovery (invariants 1 and 8, interleaving search)", () => {
+describe("a kill at any point of a turn, then recovery (invariants 1 and 8 of docs/architecture.md, interleaving search)", () => {
   it("every call in the projection has one result and no started call is re-run unless idempotent by its record and its tool", async () => {
     await fc.assert(property(), { numRuns: 150, seed: 18 });
   });
 
-  it("the search catches a store that reads every start record as idempotent (invariant 8)", async () => {
+  it("the search catches a store that reads every start record as idempotent (invariant 8 of docs/architecture.md)", async () => {
     const out = await fc.check(property(crashMutants.everyStartIdempotent), {
       numRuns: 200,
       seed: 18,
     });
     expect(out.failed).toBe(true);
-    expect(String(out.errorInstance)).toMatch(/invariant 8/);
+    expect(String(out.errorInstance)).toMatch(/invariant 8 of docs\/architecture\.md/);
   });
 
-  it("the search catches a reopen that skips crash recovery (invariant 1)", async () => {
+  it("the search catches a reopen that skips crash recovery (invariant 1 of docs/architecture.md)", async () => {
     const out = await fc.check(property(crashMutants.skipsRecovery), { numRuns: 200, seed: 18 });
     expect(out.failed).toBe(true);
-    expect(String(out.errorInstance)).toMatch(/invariant 1/);
+    expect(String(out.errorInstance)).toMatch(/invariant 1 of docs\/architecture\.md/);
   });
 });

@@ -1,5 +1,6 @@
 // The docs a newcomer reads: a README short enough for the first hour, guide pages under docs/,
 // and links between them that lead somewhere (a file that exists, a heading it has).
+import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -111,5 +112,24 @@ describe("the docs", () => {
         .flatMap((line, i) => (/DESIGN(\.md)? ?§/.test(line) ? [`${file}:${i + 1}`] : [])),
     );
     expect(cites).toEqual([]);
+  });
+
+  it("no code comment cites the design document or a bare invariant number: each cites a file of the repository", () => {
+    const listed = execFileSync("git", ["ls-files", "-z"], { cwd: ROOT, encoding: "utf8" })
+      .split("\0")
+      .filter((f) => /\.(ts|js|mjs)$/.test(f) && existsSync(join(ROOT, f)));
+    const bare: string[] = [];
+    for (const file of listed) {
+      if (file.endsWith("docs.unit.test.ts")) continue;
+      const text = readFileSync(join(ROOT, file), "utf8");
+      // An invariant is cited by its number in a file that names where the list is.
+      const cites = /docs\/architecture\.md/.test(text);
+      text.split("\n").forEach((line, i) => {
+        const design = /DESIGN ?(§|'s)/.test(line);
+        const invariant = /\b[Ii]nvariants? §?\d/.test(line) && !cites;
+        if (design || invariant) bare.push(`${file}:${i + 1}: ${line.trim()}`);
+      });
+    }
+    expect(bare).toEqual([]);
   });
 });

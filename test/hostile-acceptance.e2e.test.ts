@@ -26,7 +26,7 @@ const until = async (ok: () => boolean, ms = 5000) => {
     await new Promise((r) => setTimeout(r, 20));
 };
 
-describe("evidence whose frozen spec changed while its check ran does not count (invariant 14)", () => {
+describe("evidence whose frozen spec changed while its check ran does not count (invariant 14 of docs/architecture.md)", () => {
   it("a process left running that keeps rewriting the frozen test to pass (5 of 9 runs were accepted before) never gets add.mjs accepted: each such check fails as not counted", async () => {
     const ws = addWorkspace(); // add.mjs stays buggy throughout
     // The daemon a model's command left behind: it rewrites the frozen test every few ms.

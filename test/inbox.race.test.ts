@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
-import type { Session } from "../actors/session-runtime.ts";
+import type { Session } from "../actors/session.ts";
 import { toolCallsOf } from "../contracts/messages.ts";
 import type { InboxLane } from "../contracts/status.ts";
 import {
@@ -79,7 +79,7 @@ function skeleton(plan: TurnPlan): PollPoint[] {
 
 /**
  * Runs one turn under `policy`, with inbox arrivals before the given points, and checks
- * invariant §10.11 after every poll. Each poll is `pollInbox`, the function the runtime's
+ * invariant 11 of docs/architecture.md after every poll. Each poll is `pollInbox`, the function the runtime's
  * session calls at the same points. Returns the first violation, or null.
  */
 function simulateTurn(plan: TurnPlan, policy: Policy): string | null {
@@ -150,7 +150,7 @@ const property = (policy: Policy) =>
     if (violation !== null) throw new Error(violation);
   });
 
-describe("inbox poll points under random turns and arrivals (invariant 11)", () => {
+describe("inbox poll points under random turns and arrivals (invariant 11 of docs/architecture.md)", () => {
   it("steering is only drained after a batch commits and before the next model call, never between a call and its result; follow-ups only at a natural end; nothing is left queued when the turn ends", () => {
     fc.assert(property(lanesToDrain), { numRuns: 1000, seed: SEED });
   });
@@ -167,7 +167,7 @@ describe("inbox poll points under random turns and arrivals (invariant 11)", () 
 });
 
 /**
- * Invariant 11 read off a real session's log: no user message between an assistant message's
+ * Invariant 11 of docs/architecture.md read off a real session's log: no user message between an assistant message's
  * calls and the last of their results, and a follow-up's message opens a turn of its own.
  */
 function logViolation(entries: readonly LogEntry[]): string | null {
@@ -240,7 +240,7 @@ async function runSession(policy?: DrainPolicy) {
   return entries;
 }
 
-describe("the drain policy a real session runs (invariant 11)", () => {
+describe("the drain policy a real session runs (invariant 11 of docs/architecture.md)", () => {
   it("with lanesToDrain, steering that arrives mid-batch lands after the batch commits and a follow-up starts its own turn", async () => {
     const entries = await runSession();
     expect(logViolation(entries)).toBeNull();

@@ -9,7 +9,7 @@ import { sqliteStore } from "../session/sqlite-store.ts";
 import type { Lease, LeaseStore, SessionStore } from "../session/store.ts";
 import { storeIgnoresFence } from "./support/mutants/store-ignores-fence.ts";
 
-// DESIGN §10 invariant 13: one writer per session — an append from a runner that lost its
+// invariant 13 of docs/architecture.md: one writer per session — an append from a runner that lost its
 // lease is refused — and every acknowledged input is consumed exactly once across processes.
 // Two runners (each standing for a process) share one real SQLite store; the fast-check
 // scheduler interleaves their store calls with inputs posted by a third party, lease expiries
@@ -205,7 +205,7 @@ async function explore(broken: boolean, ops: Op[], s: fc.Scheduler): Promise<str
   return null;
 }
 
-describe("invariant 13: one writer per session, every acknowledged input consumed exactly once", () => {
+describe("invariant 13 of docs/architecture.md: one writer per session, every acknowledged input consumed exactly once", () => {
   it("holds in every explored interleaving of two runners, posts, lease expiries and crashes (real SQLite store)", async () => {
     await fc.assert(
       fc.asyncProperty(

@@ -454,3 +454,57 @@ describe("replies from the wild: bodies without the error wrapper, JSON 200, lon
     expect((failure as ModelError).message).toContain("SSE line longer than 1024 bytes");
   });
 });
+
+describe("openaiModel and the environment: the rule keel uses", () => {
+  const saved = { key: process.env.OPENAI_API_KEY, url: process.env.OPENAI_BASE_URL };
+  afterEach(() => {
+    for (const [name, value] of [
+      ["OPENAI_API_KEY", saved.key],
+      ["OPENAI_BASE_URL", saved.url],
+    ] as const) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+  });
+
+  it("with only OPENAI_BASE_URL set, openaiModel() reaches that server without a key, as keel run does", async () => {
+    delete process.env.OPENAI_API_KEY;
+    process.env.OPENAI_BASE_URL = server.baseURL;
+    server.enqueue(streamReply({ text: "local" }));
+    const local = openaiModel({ model: "qwen2.5", contextWindow: 8192 });
+    const { events, error } = await collect(local);
+    expect(error).toBeUndefined();
+    expect(events).toContainEqual({ type: "text.delta", text: "local" });
+    expect(server.requests).toHaveLength(1);
+    expect(server.requests[0].body).toMatchObject({ model: "qwen2.5" });
+  });
+
+  it("an exported but empty variable is unset; the options win over the environment; env can be passed", async () => {
+    process.env.OPENAI_API_KEY = "";
+    process.env.OPENAI_BASE_URL = "";
+    expect(() => openaiModel({ model: "m", contextWindow: 8192 })).toThrow(
+      /no API key\. Pass \{ apiKey \} or set OPENAI_API_KEY; for a server without auth, pass \{ baseURL \} or set OPENAI_BASE_URL/,
+    );
+    process.env.OPENAI_BASE_URL = "http://127.0.0.1:9/v1"; // wrong: the option below wins
+    server.enqueue(streamReply({ text: "a" }), streamReply({ text: "b" }));
+    const byOption = openaiModel({ model: "m", contextWindow: 8192, baseURL: server.baseURL });
+    expect((await collect(byOption)).error).toBeUndefined();
+    const byEnv = openaiModel({
+      model: "m",
+      contextWindow: 8192,
+      env: { OPENAI_BASE_URL: server.baseURL, OPENAI_API_KEY: "sk-from-env" },
+    });
+    expect((await collect(byEnv)).error).toBeUndefined();
+    expect(server.requests.map((r) => r.headers.authorization)).toEqual([
+      "Bearer not-needed",
+      "Bearer sk-from-env",
+    ]);
+  });
+
+  it("a server that cannot be reached is named in the error", async () => {
+    const gone = openaiModel({ model: "m", contextWindow: 8192, baseURL: "http://127.0.0.1:9/v1" });
+    const { error } = await collect(gone);
+    expect(error?.kind).toBe("network");
+    expect(error?.message).toContain("http://127.0.0.1:9/v1");
+  });
+});

@@ -202,8 +202,10 @@ beforeAll(async () => {
   const versionOf = (name: string) =>
     JSON.parse(readFileSync(join(ROOT, "node_modules", name, "package.json"), "utf8")).version;
   const typesNode = versionOf("@types/node");
-  // The README's AI SDK example imports a provider package, as its user installs it.
+  // The docs' AI SDK example imports a provider package and the README's example keeps its
+  // sessions in SQLite: both optional peers, installed as their users install them.
   const anthropic = versionOf("@ai-sdk/anthropic");
+  const sqlite = versionOf("better-sqlite3");
   ok(
     "npm install <tarball>",
     await sh(
@@ -215,6 +217,7 @@ beforeAll(async () => {
         tarball,
         `@types/node@${typesNode}`,
         `@ai-sdk/anthropic@${anthropic}`,
+        `better-sqlite3@${sqlite}`,
       ],
       project,
     ),
@@ -233,7 +236,7 @@ afterAll(async () => {
 }, 120_000);
 
 describe("the packed package in a fresh project", { timeout: 120_000 }, () => {
-  it("points types at built declarations, ships no source as types, and has zod as a peer only", () => {
+  it("points types at built declarations, ships no source as types, and has zod as its one required peer", () => {
     const pkg = JSON.parse(
       readFileSync(join(project, "node_modules", "keel", "package.json"), "utf8"),
     );
@@ -249,12 +252,15 @@ describe("the packed package in a fresh project", { timeout: 120_000 }, () => {
     for (const file of ["index.d.ts", "index.d.ts.map", "testing.d.ts", "client/index.d.ts"]) {
       expect(existsSync(join(project, "node_modules", "keel", "dist", file))).toBe(true);
     }
-    // zod, and OpenTelemetry's API as an optional peer (loaded only by openTelemetry()).
-    expect(pkg.peerDependencies).toEqual({
-      zod: expect.stringMatching(/^\^4\./),
-      "@opentelemetry/api": expect.any(String),
-    });
-    expect(pkg.peerDependenciesMeta).toEqual({ "@opentelemetry/api": { optional: true } });
+    // zod is the one required peer; the others (OpenTelemetry's API among them) are optional.
+    expect(pkg.peerDependencies.zod).toMatch(/^\^4\./);
+    expect(pkg.peerDependenciesMeta.zod).toBeUndefined();
+    expect(
+      Object.keys(pkg.peerDependencies).filter(
+        (p) => p !== "zod" && !pkg.peerDependenciesMeta[p]?.optional,
+      ),
+    ).toEqual([]);
+    expect(pkg.peerDependenciesMeta["@opentelemetry/api"]).toEqual({ optional: true });
     expect(pkg.dependencies.zod).toBeUndefined();
     // One zod in the program: the user's, which Keel's schemas use too.
     expect(existsSync(join(project, "node_modules", "zod"))).toBe(true);
@@ -278,7 +284,20 @@ describe("the packed package in a fresh project", { timeout: 120_000 }, () => {
     );
     const unmarked = ts.filter((f) => !/^ts (example|fragment) \S+$/.test(f.info));
     expect(unmarked).toEqual([]);
-    expect(ts.filter((f) => f.info.startsWith("ts fragment")).length).toBeLessThanOrEqual(2);
+    // A fragment is not run here, so each names, within the lines after it, the test that runs
+    // what it shows; and fragments stay the exception.
+    const fragments = ts.filter((f) => f.info.startsWith("ts fragment"));
+    expect(fragments.length).toBeLessThanOrEqual(6);
+    const unexercised = fragments.filter(({ file, line }) => {
+      const text = markdown.find(([f]) => f === file)?.[1] ?? "";
+      const after = text
+        .split("\n")
+        .slice(line, line + 45)
+        .join("\n");
+      const names = [...after.matchAll(/`(test\/[\w./-]+\.test\.ts)`/g)].map((m) => m[1]);
+      return !names.some((n) => existsSync(join(ROOT, n)));
+    });
+    expect(unexercised.map((f) => `${f.file}:${f.line} ${f.info}`)).toEqual([]);
     expect(examples.map((e) => e.name)).toEqual(
       expect.arrayContaining(["embedding", "inspector", "testing", "client", "ai-sdk"]),
     );
@@ -385,6 +404,112 @@ console.log(JSON.stringify(entries.filter((e) => e.type === "turn_end" || e.type
       status: "completed",
     });
     expect(existsSync(join(elsewhere, ".keel"))).toBe(false);
+    // Installed alone, the command has neither a TypeScript loader nor the SQLite driver: it
+    // runs compiled, and a command that needs SQLite says what to install (or how to do without).
+    const modules = join(prefix, "lib", "node_modules");
+    for (const absent of ["tsx", "esbuild", "better-sqlite3"]) {
+      expect(existsSync(join(modules, absent)), absent).toBe(false);
+      expect(existsSync(join(modules, "keel", "node_modules", absent)), absent).toBe(false);
+    }
+    const noSqlite = await sh("keel", ["demo", "--json", "--no-inspect"], elsewhere, env);
+    expect(noSqlite.code).toBe(3);
+    expect(noSqlite.stderr).toContain("npm install better-sqlite3@^12.11.1");
+    expect(noSqlite.stderr).toContain("--store memory");
+    expect(noSqlite.stderr.trim().split("\n")).toHaveLength(1);
+    expect(existsSync(join(elsewhere, ".keel"))).toBe(false);
+  });
+});
+
+describe("the lighter install: what only some embedders use is an optional peer", {
+  timeout: 180_000,
+}, () => {
+  it("the tarball ships the docs and a LICENSE, and leaves out the contributors' scripts and the CLI's sources", async () => {
+    const listed = ok("tar", await sh("tar", ["tzf", tarball], work)).stdout.split("\n");
+    for (const file of [
+      "LICENSE",
+      "README.md",
+      "docs/protocol.md",
+      "docs/cli.md",
+      "dist/cli.js",
+      "cli/bin.js",
+    ]) {
+      expect(listed, file).toContain(`package/${file}`);
+    }
+    expect(listed.filter((f) => f.startsWith("package/scripts/"))).toEqual([]);
+    expect(listed.filter((f) => /^package\/cli\/.*\.ts$/.test(f))).toEqual([]);
+    const pkg = JSON.parse(
+      readFileSync(join(project, "node_modules", "keel", "package.json"), "utf8"),
+    );
+    for (const runtime of [
+      "tsx",
+      "esbuild",
+      "pg",
+      "graphile-worker",
+      "better-sqlite3",
+      "gpt-tokenizer",
+    ]) {
+      expect(pkg.dependencies[runtime], runtime).toBeUndefined();
+    }
+  });
+
+  it('keel and zod alone: import "keel" loads, a session runs in memory, and each optional feature says what to install', async () => {
+    const minimal = join(work, "minimal");
+    mkdirSync(minimal, { recursive: true });
+    writeFileSync(
+      join(minimal, "package.json"),
+      JSON.stringify({ name: "minimal", private: true, type: "module" }),
+    );
+    const zod = JSON.parse(readFileSync(join(ROOT, "node_modules", "zod", "package.json"), "utf8"));
+    ok(
+      "npm install <tarball> zod",
+      await sh("npm", ["install", ...NPM_QUIET, tarball, `zod@${zod.version}`], minimal),
+    );
+    for (const peer of [
+      "better-sqlite3",
+      "pg",
+      "graphile-worker",
+      "gpt-tokenizer",
+      "@ai-sdk/openai",
+      "tsx",
+      "esbuild",
+    ]) {
+      expect(existsSync(join(minimal, "node_modules", peer)), peer).toBe(false);
+    }
+    writeFileSync(
+      join(minimal, "check.js"),
+      `import { createAgent, memoryStore, openaiModel, postgresStore, scriptedModel, sqliteStore, startWorker } from "keel";
+const warnings = [];
+process.on("warning", (w) => warnings.push(w.message));
+const agent = createAgent({ model: scriptedModel([{ text: "hi" }]), store: memoryStore() });
+const session = await agent.openSession("s");
+const result = await session.prompt("hello");
+await agent.close();
+const failure = async (f) => { try { await f(); return "no error"; } catch (e) { return e.name + ": " + e.message; } };
+const sqlite = await failure(() => sqliteStore("x.db"));
+const pg = await failure(() => postgresStore("postgres://keel@127.0.0.1:9/keel"));
+const fakeStore = { schema: "keel", pool: {} };
+const worker = await failure(() => startWorker({ store: fakeStore, model: scriptedModel([]) }));
+const model = openaiModel({ model: "gpt-4o-mini", apiKey: "k" });
+await new Promise((r) => setImmediate(r));
+console.log(JSON.stringify({ status: result.status, text: result.text, sqlite, pg, worker, counts: typeof model.countTokens, warnings }));
+`,
+    );
+    const r = ok("node check.js", await sh(process.execPath, ["check.js"], minimal));
+    const out = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
+    expect(out).toMatchObject({ status: "completed", text: "hi", counts: "undefined" });
+    expect(out.sqlite).toBe(
+      "MissingPeerError: sqliteStore (the SQLite session store) needs the package better-sqlite3, an optional peer dependency of keel that is not installed: npm install better-sqlite3@^12.11.1",
+    );
+    expect(out.pg).toContain(
+      "needs the package pg, an optional peer dependency of keel that is not installed: npm install pg@^8.23.1",
+    );
+    expect(out.worker).toContain("npm install graphile-worker@^0.17.3");
+    expect(out.warnings).toEqual([
+      expect.stringContaining(
+        "npm install gpt-tokenizer@^4.0.0; until then they are estimated from characters",
+      ),
+    ]);
+    expect(existsSync(join(minimal, ".keel"))).toBe(false);
   });
 });
 

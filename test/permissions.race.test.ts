@@ -35,7 +35,7 @@ type Expected = "allow" | "declined" | { feedback: string };
 
 /**
  * The oracle, computed from what was sent and nothing the code reports: every call asks at
- * once; the replies reach the session in `delivered` order (call indexes). DESIGN §7 and the
+ * once; the replies reach the session in `delivered` order (call indexes). docs/permissions.md and the
  * seed: `allow_once` approves its own request; `allow_always` approves its own and every pending
  * request of the same tool (no configured deny here); `deny` declines every pending request;
  * `deny_with_feedback` gives every pending request that feedback. A reply to a request already
@@ -65,7 +65,7 @@ function expectedDecisions(asks: readonly Ask[], delivered: readonly number[]): 
 
 /**
  * Several high-risk calls of two tools ask at once; each ask's reply arrives when the scheduler
- * says so. Invariant 12 against the oracle above: each call ends as the replies sent say, a
+ * says so. Invariant 12 of docs/architecture.md against the oracle above: each call ends as the replies sent say, a
  * denial without feedback ends the turn (nothing runs, the model is not asked again), feedback
  * reaches the model, and every decision is in the log.
  */
@@ -187,7 +187,7 @@ const property = (broker?: (o: PermissionOptions) => PermissionBroker) =>
     },
   );
 
-describe("permission replies at random times (invariant 12)", () => {
+describe("permission replies at random times (invariant 12 of docs/architecture.md)", () => {
   it("each call ends as the replies sent say: allow_once approves only its own request, allow_always its tool's, a denial reaches every pending request", async () => {
     await fc.assert(property(), { numRuns: 200, seed: 12 });
   });

@@ -7,7 +7,7 @@ import { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";
 import { recoverSession } from "../session/recovery.ts";
 
-// Invariant 4, where it holds at runtime: results are written to the log as they settle (in
+// Invariant 4 of docs/architecture.md, where it holds at runtime: results are written to the log as they settle (in
 // completion order, durable at once), and the model's view puts them in CALL order, one each.
 // That view is the projection (session/projection.ts): an assistant message reserves a slot per
 // call in its call order, and each result fills its call's slot. The batch chart no longer

@@ -147,9 +147,9 @@ async function crashAndRecover(
   const check = (when: string) => {
     const messages = impl.project(log);
     const bad = wellFormedViolation(messages);
-    if (bad) throw new Error(`${when}: invariant 1 broken: ${bad}`);
+    if (bad) throw new Error(`${when}: invariant 1 of docs/architecture.md broken: ${bad}`);
     const failed = failedOutputViolation(messages, log.path());
-    if (failed) throw new Error(`${when}: invariant 9 broken: ${failed}`);
+    if (failed) throw new Error(`${when}: invariant 9 of docs/architecture.md broken: ${failed}`);
   };
   check("after reopening");
   const report = await impl.recover(log);
@@ -157,11 +157,11 @@ async function crashAndRecover(
     const start = survived.find((e) => e.type === "call_started" && e.callId === retried.callId);
     if (start?.type !== "call_started" || !start.idempotent || isIdempotent(start.name) !== true) {
       throw new Error(
-        `invariant 8 broken: ${retried.name} (${retried.callId}) has a logged start and is not idempotent, yet recovery re-runs it`,
+        `invariant 8 of docs/architecture.md broken: ${retried.name} (${retried.callId}) has a logged start and is not idempotent, yet recovery re-runs it`,
       );
     }
     if (retried.idempotencyKey !== start.idempotencyKey)
-      throw new Error("invariant 8 broken: retry with a different key");
+      throw new Error("invariant 8 of docs/architecture.md broken: retry with a different key");
     log.append({
       type: "call_result",
       callId: retried.callId,
@@ -194,30 +194,30 @@ describe("recovery after a crash at a random point", () => {
     await fc.assert(crashProperty(real), { numRuns: 200 });
   });
 
-  it("MUTANT: a projection that does not patch missing results is caught (invariant 1)", async () => {
+  it("MUTANT: a projection that does not patch missing results is caught (invariant 1 of docs/architecture.md)", async () => {
     const out = await fc.check(crashProperty(noPatch(real)), { numRuns: 300 });
     expect(out.failed).toBe(true);
-    expect(String(out.errorInstance)).toMatch(/invariant 1/);
+    expect(String(out.errorInstance)).toMatch(/invariant 1 of docs\/architecture\.md/);
   });
 
-  it("MUTANT: a recovery that re-runs non-idempotent calls is caught (invariant 8)", async () => {
+  it("MUTANT: a recovery that re-runs non-idempotent calls is caught (invariant 8 of docs/architecture.md)", async () => {
     const out = await fc.check(crashProperty(rerunsEverything(real)), { numRuns: 300 });
     expect(out.failed).toBe(true);
-    expect(String(out.errorInstance)).toMatch(/invariant 8/);
+    expect(String(out.errorInstance)).toMatch(/invariant 8 of docs\/architecture\.md/);
   });
 
-  it("MUTANT: a recovery that trusts the tool's current trait over the flag logged at start is caught (invariant 8)", async () => {
+  it("MUTANT: a recovery that trusts the tool's current trait over the flag logged at start is caught (invariant 8 of docs/architecture.md)", async () => {
     const out = await fc.check(crashProperty(trustsCurrentTrait(real, isIdempotent)), {
       numRuns: 300,
     });
     expect(out.failed).toBe(true);
-    expect(String(out.errorInstance)).toMatch(/invariant 8/);
+    expect(String(out.errorInstance)).toMatch(/invariant 8 of docs\/architecture\.md/);
   });
 
-  it("MUTANT: a projection that includes failed/interrupted attempts is caught (invariant 9)", async () => {
+  it("MUTANT: a projection that includes failed/interrupted attempts is caught (invariant 9 of docs/architecture.md)", async () => {
     const out = await fc.check(crashProperty(projectsFailedAttempts(real)), { numRuns: 300 });
     expect(out.failed).toBe(true);
-    expect(String(out.errorInstance)).toMatch(/invariant 9/);
+    expect(String(out.errorInstance)).toMatch(/invariant 9 of docs\/architecture\.md/);
   });
 });
 

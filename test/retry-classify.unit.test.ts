@@ -96,6 +96,19 @@ describe("classification by a provider's code or type alone", () => {
     expect(classifyModelError(bare({ name: "AbortError", message: "x" })).category).toBe("aborted");
   });
 
+  it("a wire mismatch (a reply in another API's format) is never retried, whatever its message says", () => {
+    const c = classifyModelError(
+      new ModelError("Received a Chat Completions stream: connection reset", {
+        kind: "wire_mismatch",
+        status: 503,
+      }),
+    );
+    expect(c).toMatchObject({ category: "wire_mismatch", retryable: false });
+    expect(c.reason).toMatch(
+      /^the server does not speak this model's API: check the provider and the base URL \(not retried\)/,
+    );
+  });
+
   it("message fallbacks, in order: overloaded, rate limit, timeout, network", () => {
     expect(classifyModelError(new Error("server at capacity")).category).toBe("overloaded");
     expect(classifyModelError(new Error("Too Many Requests")).category).toBe("rate_limit");

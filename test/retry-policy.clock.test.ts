@@ -11,7 +11,7 @@ import {
 } from "./support/mutants/retry-policy.mutants.ts";
 
 /**
- * DESIGN §10 invariant 7, as a property over random fault sequences, random clock origins,
+ * invariant 7 of docs/architecture.md, as a property over random fault sequences, random clock origins,
  * random request durations and random layer overheads: requests ≤ maxRetries + 1; no wait
  * crosses the operation deadline; a Retry-After is converted once and never extended or
  * waited twice across layers. Each mutant (test/support/mutants/retry-policy.mutants.ts) breaks one
@@ -218,7 +218,7 @@ const property = (impl: PolicyImpl) =>
 
 const mutantRuns = { numRuns: 3000, seed: 7 };
 
-describe("retry policy invariant 7 over random faults and clocks", () => {
+describe("retry policy invariant 7 of docs/architecture.md over random faults and clocks", () => {
   it("requests ≤ maxRetries + 1, no wait crosses the deadline, and a Retry-After is waited once", () => {
     fc.assert(property(realPolicy), { numRuns: 5000, seed: 42 });
   });

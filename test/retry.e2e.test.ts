@@ -232,7 +232,7 @@ describe("retries through the whole agent, over real HTTP", () => {
   });
 });
 
-describe("the turn's retry wait (invariant 7: a Retry-After is waited once)", () => {
+describe("the turn's retry wait (invariant 7 of docs/architecture.md: a Retry-After is waited once)", () => {
   it("the turn arms its timer with what remains of the decided ready time, not the full Retry-After again", async () => {
     // Reading this clock takes 1 ms: the decision and the arming of the timer see different
     // times, as on a real clock when the logger or a listener runs in between.

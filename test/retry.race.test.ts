@@ -16,7 +16,7 @@ import { failWithSchedule } from "./support/harness.ts";
 import { waitsRetryTwiceTurnMachine } from "./support/mutants/turn.mutants.ts";
 
 /**
- * Invariant 7 as an interleaving search over the real runtime: a session's model fails its
+ * Invariant 7 of docs/architecture.md as an interleaving search over the real runtime: a session's model fails its
  * requests with 429/503 (with or without `Retry-After` in seconds) or a cut connection; the
  * scheduler orders each model answer against steps of the simulated clock. Checked from what the
  * test sent and saw on the clock, never from the retry policy's own numbers:
@@ -108,7 +108,7 @@ const property = (machine?: typeof turnMachine) =>
     failWithSchedule(s, await scenario(s, plan, machine));
   });
 
-describe("model failures against clock steps (invariant 7, interleaving search)", () => {
+describe("model failures against clock steps (invariant 7 of docs/architecture.md, interleaving search)", () => {
   it("requests ≤ maxRetries + 1, a Retry-After is waited once, and nothing starts past the deadline", async () => {
     await fc.assert(property(), { numRuns: 120, seed: 7 });
   });

@@ -15,7 +15,7 @@ import { failWithSchedule } from "./support/harness.ts";
 import { compactAppendsUnvalidated } from "./support/mutants/compaction-appends-unvalidated.ts";
 
 /**
- * Invariant 10 for `session.compact()` as an interleaving search over a real session (automatic
+ * Invariant 10 of docs/architecture.md for `session.compact()` as an interleaving search over a real session (automatic
  * compaction mid-turn is test/compaction.race.test.ts): prompts whose turns call tools,
  * and compactions (`session.compact()`) whose summary requests succeed, come back empty or fail,
  * all ordered by the scheduler (model answers, tool returns, each compaction and each prompt are
@@ -109,12 +109,12 @@ async function scenario(
   await session.awaitIdle();
   const log = session.sessionLog;
   const bad = wellFormedViolation(log.messages()) ?? keptOrphan(log.path(), log.baseline());
-  if (bad) return `invariant 10 broken: ${bad}`;
+  if (bad) return `invariant 10 of docs/architecture.md broken: ${bad}`;
   const done = await Promise.all(results);
   const succeeded = done.filter((r) => r.ok).length;
   const entries = log.entries().filter((e) => e.type === "compaction").length;
   if (entries !== succeeded)
-    return `invariant 10 broken: ${entries} compaction entries for ${succeeded} successful compactions (${done
+    return `invariant 10 of docs/architecture.md broken: ${entries} compaction entries for ${succeeded} successful compactions (${done
       .map((r) => (r.ok ? "ok" : r.code))
       .join(", ")})`;
   return undefined;
@@ -136,7 +136,7 @@ const property = (compact: Compact) =>
     failWithSchedule(s, await scenario(s, plan, compact));
   });
 
-describe("session.compact() against turns, tool returns and failing summaries (invariant 10, interleaving search)", () => {
+describe("session.compact() against turns, tool returns and failing summaries (invariant 10 of docs/architecture.md, interleaving search)", () => {
   it("no orphan tool result, no kept result without its call, and a failed compaction keeps the baseline", async () => {
     await fc.assert(property(realCompact), { numRuns: 100, seed: 10 });
   });

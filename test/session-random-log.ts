@@ -1,7 +1,7 @@
 /**
  * Random session logs for property tests (not a test file): an interpreter of random "runtime
  * operations" over a real SessionLog, and an independent, deliberately naive reference
- * projection (DESIGN §5) to compare the incremental one against.
+ * projection (docs/stores.md) to compare the incremental one against.
  */
 import fc from "fast-check";
 import type { ChatMessage } from "../contracts/chat.ts";
@@ -98,7 +98,7 @@ export const opArb: fc.Arbitrary<Op> = fc.oneof(
 export const IDEM_TOOL = "idem_tool";
 export const PLAIN_TOOL = "plain_tool";
 /**
- * Invariant 9: no output of an attempt that ended failed/interrupted on `path` (its message
+ * Invariant 9 of docs/architecture.md: no output of an attempt that ended failed/interrupted on `path` (its message
  * text `ANSWER <attemptId>.` or partial text `PARTIAL …`) is in `messages`. Returns the
  * violation or null.
  */
@@ -343,7 +343,7 @@ export function referenceProject(path: readonly LogEntry[]): ChatMessage[] {
 }
 
 /**
- * Invariant 1: every assistant tool call is followed, in order, by exactly one tool message
+ * Invariant 1 of docs/architecture.md: every assistant tool call is followed, in order, by exactly one tool message
  * with its id, and no tool message stands anywhere else. Returns the first violation or null.
  */
 export function wellFormedViolation(messages: readonly ChatMessage[]): string | null {
@@ -362,7 +362,7 @@ export function wellFormedViolation(messages: readonly ChatMessage[]): string | 
   return null;
 }
 
-/** Invariant 10 on the log: no kept result whose call was summarised away. */
+/** Invariant 10 of docs/architecture.md on the log: no kept result whose call was summarised away. */
 export function keptOrphan(path: readonly LogEntry[], baseline: LogEntry | null): string | null {
   if (baseline?.type !== "compaction") return null;
   const kept = path.findIndex((e) => e.id === baseline.firstKeptId);

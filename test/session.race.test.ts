@@ -118,7 +118,7 @@ const property = (machine?: typeof turnMachine) =>
     },
   );
 
-describe("steering and follow-ups at random arrival times (invariant 11)", () => {
+describe("steering and follow-ups at random arrival times (invariant 11 of docs/architecture.md)", () => {
   it("steering never lands between a call and its result; follow-ups only after a natural end; every input is consumed", async () => {
     await fc.assert(property(), { numRuns: 100, seed: 11 });
   });

@@ -13,6 +13,7 @@ import type { EntryInput } from "../session/entries.ts";
 import { inboxFromEntries } from "../session/inbox-log.ts";
 import { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";
+import { readSession } from "../session/read-session.ts";
 import { sqliteDatabase } from "../session/sqlite-handle.ts";
 import { sqliteStore } from "../session/sqlite-store.ts";
 import type { SessionStore } from "../session/store.ts";
@@ -151,6 +152,16 @@ describe.each(stores)("projection checkpoints (%s store)", (_name, store) => {
     expect(reopened.entries().length).toBe(51);
     expect(reopened.path().length).toBe(51);
     expect(counter.prefixLoads).toBe(1);
+  });
+
+  it("readSession (keel show) reads every entry of a checkpointed session over a store that loads history only asynchronously, as PostgreSQL", async () => {
+    const log = await open(store, "read-ckpt", false);
+    for (let i = 0; i < 40; i++) log.append(user(`m${i}`));
+    await log.close();
+    const { store: s } = counting(store);
+    const read = await readSession(s, "read-ckpt");
+    expect(read.entries.map((e) => e.seq)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+    expect(read.messages.length).toBe(40);
   });
 
   it("over a store that reads synchronously, entries() loads the history on first need, once", async () => {

@@ -258,7 +258,7 @@ describe("sqliteStore", () => {
   });
 });
 
-/** Stores shared by processes: leases with fencing tokens and a posted inbox (DESIGN §5, §12). */
+/** Stores shared by processes: leases with fencing tokens and a posted inbox (docs/stores.md, docs/many-processes.md). */
 const leaseHarnesses: {
   name: string;
   open(): Promise<SessionStore & LeaseStore>;

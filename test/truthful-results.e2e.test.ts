@@ -23,7 +23,7 @@ import {
 import { freshSchema } from "./support/postgres-server.ts";
 import { usePostgres } from "./support/use-postgres.ts";
 
-// Invariant 15: nothing is reported that the log does not hold. A store refuses every append
+// Invariant 15 of docs/architecture.md: nothing is reported that the log does not hold. A store refuses every append
 // from the k-th on (a full disk), for every k a turn reaches; whatever the prompt's result and
 // the turn.ended event say `completed` must be in the store, and once the store takes writes
 // again, the log tells the caller's story. Invariant 13: a runner whose write was fenced asks

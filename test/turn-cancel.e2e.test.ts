@@ -11,7 +11,7 @@ import { deferred } from "./support/harness.ts";
 const resultsOf = (entries: readonly LogEntry[]) =>
   entries.filter((e) => e.type === "call_result") as Extract<LogEntry, { type: "call_result" }>[];
 
-/** Every tool call in the projection is followed by exactly one result (invariant 1). */
+/** Every tool call in the projection is followed by exactly one result (invariant 1 of docs/architecture.md). */
 function expectPaired(messages: readonly { role: string }[]) {
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i] as { role: string; tool_calls?: { id: string }[] };

@@ -356,7 +356,7 @@ describe("turn chart: responses", () => {
     }
   });
 
-  it("calls of an answer cut by length are refused, never run (invariant 3)", () => {
+  it("calls of an answer cut by length are refused, never run (invariant 3 of docs/architecture.md)", () => {
     const t = new Turn().sample().done({ finishReason: "length", callCount: 2, tokens: 6 });
     expect(t.value).toEqual({ running: "committing" });
     expect(t.ctx).toMatchObject({ step: 1, tokens: 6 });
@@ -443,7 +443,7 @@ describe("turn chart: permissions", () => {
     expect(t.fx).toEqual(["prepare"]);
   });
 
-  it("a decline without feedback ends the turn cancelled (invariant 12)", () => {
+  it("a decline without feedback ends the turn cancelled (invariant 12 of docs/architecture.md)", () => {
     const t = gated().send({ type: "gate.declined", reason: "denied: rm -rf" });
     expect(t.value).toBe("finalizing");
     expect(t.ctx).toMatchObject({ status: "cancelled", reason: "denied: rm -rf" });

@@ -106,7 +106,7 @@ interface Found {
 
 /**
  * Bounded exhaustive search over every event sequence up to `depth` through `transition()`.
- * Checks, after every step: a length-truncated response never leads to `executing` (invariant 3),
+ * Checks, after every step: a length-truncated response never leads to `executing` (invariant 3 of docs/architecture.md),
  * a stale attempt's answer changes nothing, and a final turn stays final.
  */
 function search(machine: AnyStateMachine, depth: number): Found | undefined {
@@ -174,7 +174,7 @@ function search(machine: AnyStateMachine, depth: number): Found | undefined {
         ) {
           return { trace: t, problem: "a streak below failAfter ended the turn as a loop" };
         }
-        // Invariant 10, the chart's half: a compaction starts only between steps (no batch round
+        // Invariant 10 of docs/architecture.md, the chart's half: a compaction starts only between steps (no batch round
         // running, no attempt streaming), and a turn never finalizes while one runs.
         if (actions.some((x: { type: string }) => x.type === "compact")) {
           const from = JSON.stringify(snap.value);

@@ -1,5 +1,5 @@
 // Enqueue-to-start latency of the two PostgreSQL job libraries Keel could dispatch sessions
-// with, side by side on one fresh loopback server (DESIGN §12): graphile-worker 0.17 (the
+// with, side by side on one fresh loopback server (docs/many-processes.md): graphile-worker 0.17 (the
 // chosen one) and pg-boss 10 (the last line that runs on Node 20). Each job is enqueued in SQL
 // with its enqueue time; the latency is start − enqueue, measured one job at a time (an idle
 // worker waiting, as a session's first input finds it) and in a burst of 200.

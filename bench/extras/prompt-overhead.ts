@@ -3,7 +3,7 @@
  * the agent. `STEPS=1` (default) makes the prompt one tool step (one `touch` call) then the text
  * answer; `STEPS=0` a text answer only. Measures the built package (`dist/index.js`; set
  * `KEEL_ENTRY=index.ts` for the sources). Run: `npx tsx bench/extras/prompt-overhead.ts`
- * (prints µs per phase and the total against the ≤ 300 µs budget of DESIGN §11).
+ * (prints µs per phase and the total against the ≤ 300 µs budget of docs/architecture.md).
  * `CPU_PROFILE=<file>` writes a CPU profile of the measured rounds only (after the warm-up, so
  * module loading and JIT warm-up are left out); `bench/extras/profile-summary.ts` reads it.
  */

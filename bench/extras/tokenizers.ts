@@ -19,7 +19,7 @@ function transcript(): Message[] {
   const files = [
     "README.md",
     "machines/turn.machine.ts",
-    "actors/turn-runner.ts",
+    "actors/turn-run.ts",
     "session/projection.ts",
     "test/turn.e2e.test.ts",
     "package.json",

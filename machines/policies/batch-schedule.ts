@@ -34,7 +34,7 @@ export type Scheduler = (state: ScheduleState) => SchedulePlan;
 /**
  * Decides which pending calls start now. This is a pure function.
  *
- * Rules (DESIGN §3.2, invariant 5):
+ * Rules (invariant 5 of docs/architecture.md):
  * - a sequential batch runs one call at a time, in call order;
  * - never more than `maxParallel` running;
  * - an unsafe call starts only when nothing runs and every earlier call has settled, and

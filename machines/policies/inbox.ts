@@ -2,7 +2,7 @@ import type { UserPart } from "../../contracts/messages.ts";
 import type { InboxLane, InboxSource } from "../../contracts/status.ts";
 
 /**
- * One asynchronous input (DESIGN §3.5). `body` is data: whatever it says, it never changes
+ * One asynchronous input (docs/architecture.md). `body` is data: whatever it says, it never changes
  * permissions or triggers anything by itself. `seq` is the host's arrival number (the log seq
  * of its `inbox` entry).
  */
@@ -168,7 +168,7 @@ export function restoreInbox(data: unknown): Inbox | null {
 }
 
 /**
- * The points at which the host polls the inbox (DESIGN §3.5, invariant §10.11). The runtime
+ * The points at which the host polls the inbox (invariant 11 of docs/architecture.md). The runtime
  * polls at every one of them and drains exactly what {@link lanesToDrain} names.
  *
  * - `turn.started`: before the first model call; no call is open.

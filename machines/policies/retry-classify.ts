@@ -1,7 +1,7 @@
 import type { ModelError } from "../../contracts/model.ts";
 
 /**
- * What a failed model request was (DESIGN §3.6), as data: classification tables tested with
+ * What a failed model request was (docs/providers.md), as data: classification tables tested with
  * sample payloads, `classifyModelError`, and `parseRetryAfter`. Pure; the retry decision that
  * uses them is `retry-policy.ts`.
  */
@@ -11,6 +11,7 @@ export type ErrorCategory =
   | "quota"
   | "auth"
   | "bad_request"
+  | "wire_mismatch"
   | "rate_limit"
   | "overloaded"
   | "server"
@@ -49,6 +50,11 @@ export const CATEGORY_ADVICE: Readonly<
     retryable: false,
     advice:
       "the provider rejected the request: check the model name, baseURL, messages and tool schemas (not retried)",
+  },
+  wire_mismatch: {
+    retryable: false,
+    advice:
+      "the server does not speak this model's API: check the provider and the base URL (not retried)",
   },
   rate_limit: { retryable: true, advice: "rate limited by the provider" },
   overloaded: { retryable: true, advice: "the provider is overloaded" },
@@ -133,6 +139,7 @@ export const KIND_CATEGORIES: Readonly<Record<string, ErrorCategory>> = {
   idle_timeout: "timeout",
   request_timeout: "timeout",
   protocol: "server",
+  wire_mismatch: "wire_mismatch",
 };
 
 /** Message fallbacks for errors that carry neither a kind nor a status, checked in order. */

@@ -1,5 +1,5 @@
 /**
- * The retry policy (DESIGN §3.6): turn the provider's `Retry-After` into one absolute ready time
+ * The retry policy (docs/providers.md): turn the provider's `Retry-After` into one absolute ready time
  * and decide Retry / Continue / stop within one budget per operation. Pure: the clock reading
  * (`now`), wall time (`wallNow`) and the random draw are inputs.
  */

@@ -1,5 +1,11 @@
+import { createRequire } from "node:module";
+import type * as McpClient from "@modelcontextprotocol/sdk/client/index.js";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type * as McpStdio from "@modelcontextprotocol/sdk/client/stdio.js";
+import type * as McpHttp from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type * as McpTypes from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
+import { loadPeer } from "../../contracts/optional-peer.ts";
 import type { ToolResult } from "../../contracts/tool-result.ts";
 import { defineTool, TOOL_NAME_PATTERN, type Tool } from "../define-tool.ts";
 import { jsonSchemaParameters } from "../json-schema-parameters.ts";
@@ -8,6 +14,8 @@ import type { ToolContext, ToolTraits } from "../types.ts";
 import { type McpToolAnnotations, traitsFromAnnotations } from "./annotations.ts";
 import { fromMcpResult } from "./mcp-result.ts";
 import { describeServer, type McpServer, serverName } from "./mcp-server.ts";
+
+const require = createRequire(import.meta.url);
 
 export interface McpToolsOptions {
   /** Names the server in messages and prefixes its tools whose names are taken. Default: from the command or URL. */
@@ -33,27 +41,33 @@ const MAX_DESCRIPTION_CHARS = 8192;
 const MAX_LIST_PAGES = 100;
 
 type Sdk = {
-  Client: typeof import("@modelcontextprotocol/sdk/client/index.js").Client;
-  StdioClientTransport: typeof import("@modelcontextprotocol/sdk/client/stdio.js").StdioClientTransport;
-  getDefaultEnvironment: typeof import("@modelcontextprotocol/sdk/client/stdio.js").getDefaultEnvironment;
-  StreamableHTTPClientTransport: typeof import("@modelcontextprotocol/sdk/client/streamableHttp.js").StreamableHTTPClientTransport;
-  types: typeof import("@modelcontextprotocol/sdk/types.js");
+  Client: typeof McpClient.Client;
+  StdioClientTransport: typeof McpStdio.StdioClientTransport;
+  getDefaultEnvironment: typeof McpStdio.getDefaultEnvironment;
+  StreamableHTTPClientTransport: typeof McpHttp.StreamableHTTPClientTransport;
+  types: typeof McpTypes;
 };
-let sdk: Promise<Sdk> | undefined;
-/** The SDK, loaded on first use: `import "keel"` costs nothing for an agent without MCP. */
-function loadSdk(): Promise<Sdk> {
-  sdk ??= Promise.all([
-    import("@modelcontextprotocol/sdk/client/index.js"),
-    import("@modelcontextprotocol/sdk/client/stdio.js"),
-    import("@modelcontextprotocol/sdk/client/streamableHttp.js"),
-    import("@modelcontextprotocol/sdk/types.js"),
-  ]).then(([c, stdio, http, types]) => ({
-    Client: c.Client,
+let sdk: Sdk | undefined;
+/**
+ * The SDK, loaded on first use: `import "keel"` costs nothing for an agent without MCP. Not
+ * cached on failure: installed later in the same process, the next call finds it.
+ */
+async function loadSdk(): Promise<Sdk> {
+  if (sdk) return sdk;
+  const feature = "MCP tools (mcpTools())";
+  const part = <T>(subpath: string) =>
+    loadPeer<T>(require, "@modelcontextprotocol/sdk", feature, subpath);
+  const client = part<{ Client: Sdk["Client"] }>("client/index.js");
+  const stdio =
+    part<Pick<Sdk, "StdioClientTransport" | "getDefaultEnvironment">>("client/stdio.js");
+  const http = part<Pick<Sdk, "StreamableHTTPClientTransport">>("client/streamableHttp.js");
+  sdk = {
+    Client: client.Client,
     StdioClientTransport: stdio.StdioClientTransport,
     getDefaultEnvironment: stdio.getDefaultEnvironment,
     StreamableHTTPClientTransport: http.StreamableHTTPClientTransport,
-    types,
-  }));
+    types: part<Sdk["types"]>("types.js"),
+  };
   return sdk;
 }
 

@@ -3,7 +3,7 @@ import type { CheckEvidence } from "../../../contracts/acceptance.ts";
 import { acceptanceMachine } from "../../../machines/acceptance.machine.ts";
 
 /**
- * Broken on purpose (invariant 14): evidence is bound to the version known when the check
+ * Broken on purpose (invariant 14 of docs/architecture.md): evidence is bound to the version known when the check
  * FINISHED, so a check that ran against v1 counts for v2 after a write read while it ran.
  */
 export const bindsFinishVersionAcceptanceMachine = acceptanceMachine.provide({
@@ -27,7 +27,7 @@ export const bindsFinishVersionAcceptanceMachine = acceptanceMachine.provide({
 });
 
 /**
- * Broken on purpose (invariant 14): a version read while a check runs is not noted, so a check
+ * Broken on purpose (invariant 14 of docs/architecture.md): a version read while a check runs is not noted, so a check
  * that saw the artifact change and change back counts as if nothing had happened.
  */
 export const ignoresChangeWhileRunningAcceptanceMachine = acceptanceMachine.provide({

@@ -12,7 +12,7 @@ import type { SessionLog } from "../../../session/log.ts";
 /**
  * MUTANT — a compactor that appends the `compaction` entry as soon as the summary request
  * returns and validates the candidate only afterwards: an empty or oversized summary is
- * reported as a failure but has already replaced the baseline (invariant 10: a failed
+ * reported as a failure but has already replaced the baseline (invariant 10 of docs/architecture.md: a failed
  * compaction must keep the old baseline). Tests assert the compaction property FAILS with it.
  */
 export async function compactAppendsUnvalidated(

@@ -5,7 +5,7 @@ import type { LogEntry } from "../../../session/entries.ts";
 /**
  * MUTANT — a cut rule that also lets a compaction start between two results of one batch (at
  * the second or a later `call_result` answering the same assistant message): the batch's call
- * is summarised away while some of its results are kept — orphans (invariant 10). The runtime's
+ * is summarised away while some of its results are kept — orphans (invariant 10 of docs/architecture.md). The runtime's
  * automatic compaction takes its cut from this rule through the `context.cutPoints` test seam;
  * tests assert the interleaving search FAILS with it.
  */

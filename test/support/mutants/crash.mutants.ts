@@ -11,7 +11,7 @@ export interface CrashMutant {
 
 export const crashMutants = {
   /**
-   * Broken on purpose (invariant 8): the store does not keep a start record's `idempotent` flag
+   * Broken on purpose (invariant 8 of docs/architecture.md): the store does not keep a start record's `idempotent` flag
    * and reads every start as idempotent, so recovery re-runs a call logged as non-idempotent
    * whenever its tool is idempotent now.
    */
@@ -28,6 +28,6 @@ export const crashMutants = {
         ),
     }),
   },
-  /** Broken on purpose (invariant 1): the reopened session skips crash recovery. */
+  /** Broken on purpose (invariant 1 of docs/architecture.md): the reopened session skips crash recovery. */
   skipsRecovery: { skipRecovery: true },
 } satisfies Record<string, CrashMutant>;

@@ -1,6 +1,6 @@
 import { type DrainPolicy, lanesToDrain } from "../../../machines/policies/inbox.ts";
 
-// Broken drain policies (DESIGN §10.11). The interleaving search in test/inbox.race.test.ts must
+// Broken drain policies (docs/architecture.md). The interleaving search in test/inbox.race.test.ts must
 // catch each, and a real session given one (createAgent's lanesToDrain seam) must break.
 
 /** MUTANT: drains steering at every point, including between a call and its result. */

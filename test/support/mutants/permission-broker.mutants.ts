@@ -3,7 +3,7 @@ import type { PermissionReply, PermissionRequest } from "../../../contracts/perm
 
 /**
  * Broken on purpose: a reply answers only the request it was given for; other pending requests
- * of the session wait for their own replies (invariant 12 says a denial reaches them all).
+ * of the session wait for their own replies (invariant 12 of docs/architecture.md says a denial reaches them all).
  */
 export class OneAtATimeBroker extends PermissionBroker {
   private readonly own = new Map<string, (d: Decided) => void>();

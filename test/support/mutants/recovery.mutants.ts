@@ -13,13 +13,13 @@ export interface RecoveryImpl {
   recover: (log: SessionLog) => Promise<RecoveryReport>;
 }
 
-/** Broken on purpose (invariant 1): a missing result is not patched, leaving an orphan call. */
+/** Broken on purpose (invariant 1 of docs/architecture.md): a missing result is not patched, leaving an orphan call. */
 export const noPatch = (real: RecoveryImpl): RecoveryImpl => ({
   ...real,
   project: (log) => log.messages().filter((m) => m.role !== "tool" || m.content !== NO_RESULT_TEXT),
 });
 
-/** Broken on purpose (invariant 9): failed and interrupted attempts are projected. */
+/** Broken on purpose (invariant 9 of docs/architecture.md): failed and interrupted attempts are projected. */
 export const projectsFailedAttempts = (real: RecoveryImpl): RecoveryImpl => ({
   ...real,
   project: (log) =>
@@ -30,7 +30,7 @@ export const projectsFailedAttempts = (real: RecoveryImpl): RecoveryImpl => ({
     ),
 });
 
-/** Broken on purpose (invariant 8): every call with a start and no result is re-run. */
+/** Broken on purpose (invariant 8 of docs/architecture.md): every call with a start and no result is re-run. */
 export const rerunsEverything = (real: RecoveryImpl): RecoveryImpl => ({
   ...real,
   recover: async (log) => {
@@ -46,7 +46,7 @@ export const rerunsEverything = (real: RecoveryImpl): RecoveryImpl => ({
 });
 
 /**
- * Broken on purpose (invariant 8): trusts the tool's trait at recovery over the flag its start
+ * Broken on purpose (invariant 8 of docs/architecture.md): trusts the tool's trait at recovery over the flag its start
  * record logged (`recovery.ts` without `call.idempotent &&`), so a call that started as
  * non-idempotent is re-run because its tool is idempotent now.
  */

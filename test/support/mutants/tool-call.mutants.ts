@@ -3,7 +3,7 @@ import { toolCallMachine } from "../../../machines/tool-call.machine.ts";
 
 /**
  * BROKEN on purpose: the real tool-call chart, except `settled` is not final and a late
- * `call.cancel` overwrites the outcome with "cancelled". Invariant 2 checks must catch it.
+ * `call.cancel` overwrites the outcome with "cancelled". Invariant 2 of docs/architecture.md checks must catch it.
  */
 export const overwritableToolCallMachine: AnyStateMachine = createMachine(
   {

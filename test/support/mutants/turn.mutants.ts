@@ -59,7 +59,7 @@ export const abandonsBatchTurnMachine = withExecuting((executing, running) => ({
 
 /**
  * Broken on purpose: steering is also drained when a batch starts, so a steer can land
- * between an assistant's tool calls and their results (invariant 11).
+ * between an assistant's tool calls and their results (invariant 11 of docs/architecture.md).
  */
 export const steersMidBatchTurnMachine = withExecuting((executing) => ({
   ...executing,
@@ -68,7 +68,7 @@ export const steersMidBatchTurnMachine = withExecuting((executing) => ({
 
 /**
  * Broken on purpose: a compaction also starts when a batch round starts, so it runs beside
- * the batch and can cut between its calls and their results (invariant 10).
+ * the batch and can cut between its calls and their results (invariant 10 of docs/architecture.md).
  */
 export const compactsMidBatchTurnMachine = withExecuting((executing) => ({
   ...executing,
@@ -102,7 +102,7 @@ export const rearmsFinalizerTurnMachine = (() => {
 })();
 
 /**
- * Broken on purpose (invariant 7): the turn's retry timer waits twice the remaining wait it was
+ * Broken on purpose (invariant 7 of docs/architecture.md): the turn's retry timer waits twice the remaining wait it was
  * given, as a layer that re-adds a Retry-After it was handed already converted would.
  */
 export const waitsRetryTwiceTurnMachine = turnMachine.provide({

@@ -1,0 +1,177 @@
+import type { TurnFailureCode, TurnStatus } from "../contracts/status.ts";
+import type { PollPoint } from "../machines/policies/inbox.ts";
+import type { EntryOf, HandoffRecord } from "../session/entries.ts";
+import type { ToolSet } from "../tools/tool-set.ts";
+import { type Coordinator, createCoordinator } from "./coordinator.ts";
+import { checkHandoff } from "./session-acceptance.ts";
+import type { SessionInputs } from "./session-inputs.ts";
+import { notRun, type PromptResult } from "./session-options.ts";
+import type { RunnerPort, SessionScope, TurnInputs } from "./session-scope.ts";
+import { type TurnResult, TurnRun } from "./turn-run.ts";
+
+const TURN_ENDED: PollPoint = { type: "turn.ended" };
+
+/**
+ * The loop that runs a session's turns, one at a time (the first hop from `session.prompt()`:
+ * the second is `TurnRun` and the turn chart, actors/turn-run.ts). The coordinator chart
+ * (machines/coordinator.machine.ts, hosted by actors/coordinator.ts) decides when a run starts
+ * and whether a successor follows; a run (`run`) takes the inputs the inbox policy names at the
+ * idle point, runs one turn for them, gives the prompts waiting on them the turn's result, and
+ * goes on while runnable inputs are queued.
+ */
+export class SessionRunner implements RunnerPort {
+  private coordinatorRef: Coordinator | undefined;
+  private turn: TurnRun | undefined;
+  /** The configured instructions were compared with the log's (once per session object). */
+  private instructionsSynced = false;
+  /** A handoff whose regression check has not run yet. */
+  pendingHandoff: HandoffRecord | undefined;
+
+  constructor(
+    private readonly s: SessionScope,
+    private readonly inputs: SessionInputs,
+  ) {}
+
+  /** The running turn, if any. */
+  get current(): TurnRun | undefined {
+    return this.turn;
+  }
+
+  wake(): void {
+    this.coordinator.wake();
+  }
+
+  cancelRunning(reason: string, status?: TurnStatus, code?: TurnFailureCode): void {
+    this.coordinatorRef?.interrupt();
+    this.turn?.interrupt(reason, status, code);
+    if (this.s.acceptance?.busy) this.s.acceptance.interrupt(reason);
+  }
+
+  /** Resolves when the current execution has finished. */
+  awaitSettlement(): Promise<void> {
+    return this.coordinatorRef?.awaitSettlement() ?? Promise.resolve();
+  }
+
+  /**
+   * Resolves when no turn runs and none is about to start. An input already called
+   * (`followUp()`, `steer()`, `prompt()`, awaited or not) is pending work: its turn runs first.
+   */
+  async awaitIdle(): Promise<void> {
+    await this.inputs.submitted();
+    await this.coordinatorRef?.awaitIdle();
+    // A turn that ended may have been followed by an input called meanwhile.
+    if (this.inputs.unacknowledged) return this.awaitIdle();
+  }
+
+  /** Stops the coordinator (a close, once the current execution settled). */
+  stop(): void {
+    this.coordinatorRef?.stop();
+  }
+
+  /** An explicit change of the instructions wins over the configured text. */
+  instructionsSet(): void {
+    this.instructionsSynced = true;
+  }
+
+  /** Appends a `settings` entry with `text` as the instructions (other settings kept). */
+  recordInstructions(text: string): EntryOf<"settings"> {
+    const { log } = this.s;
+    return log.append({ type: "settings", settings: { ...log.settings(), instructions: text } });
+  }
+
+  async runTurn(inputs: TurnInputs, cancelled?: () => boolean): Promise<TurnResult> {
+    // A session's tool set changes between turns only (an MCP server's list change, a
+    // reconnection): never under a running turn.
+    const set = this.s.deps.registry as Partial<ToolSet>;
+    if (set.refresh) await set.refresh();
+    if (cancelled?.()) return notRun("cancelled", "interrupted before the turn started");
+    const turn = new TurnRun(this.s.deps);
+    this.turn = turn;
+    try {
+      return await turn.start(inputs);
+    } catch (err) {
+      // A bug, not a turn outcome: still answer every prompt waiting on this turn.
+      this.s.options.logger.error({ err }, "a turn could not run");
+      return notRun("failed", `internal error: ${String(err)}`);
+    } finally {
+      this.turn = undefined;
+    }
+  }
+
+  /** The session's runner host, created at the first input (an idle session holds no actor). */
+  private get coordinator(): Coordinator {
+    this.coordinatorRef ??= createCoordinator({
+      run: (signal) => this.run(signal),
+      cleanup: () => this.s.log.flush().catch(() => {}),
+      pending: () => this.inputs.hasRunnable(),
+      inspect: this.s.options.inspect,
+    });
+    return this.coordinatorRef;
+  }
+
+  /**
+   * One execution of the coordinator: run turns while runnable inputs are queued. The loop a
+   * reader looks for: inputs in, one turn, results out.
+   */
+  private async run(signal: AbortSignal): Promise<void> {
+    await this.s.ready;
+    this.syncInstructions();
+    const handoff = this.pendingHandoff;
+    if (handoff && !signal.aborted) {
+      this.pendingHandoff = undefined;
+      await checkHandoff(this.s, handoff);
+    }
+    while (!signal.aborted && this.inputs.hasRunnable()) {
+      const { events, consumedSeq } = this.inputs.takeTurn();
+      if (events.length === 0) break; // the policy reads no input lane between turns
+      let output: PromptResult = await this.runTurn(
+        events.map((e) => ({ text: e.body, parts: e.parts, inboxId: e.id })),
+      );
+      // A turn the runtime failed (the store refused it) has no acceptance round: its checks'
+      // evidence could not be written either.
+      if (this.s.acceptance && output.code === undefined) {
+        output = await this.s.acceptance.afterTurn(output);
+      }
+      this.inputs.poll(TURN_ENDED); // interrupts that arrived during the turn are recorded now
+      // Lost to another runner before the inputs' consumption was durable: the new owner runs
+      // them, and their prompts wait for its answer.
+      const rerun =
+        output.code === "LEASE_LOST" && this.s.follower && consumedSeq > this.s.log.durableSeq;
+      for (const event of events) {
+        const resolve = this.inputs.takeWaiter(event.id);
+        if (resolve && rerun) this.s.lease!.forward(event.id, resolve);
+        else resolve?.(output);
+      }
+    }
+  }
+
+  /**
+   * Once per session object, before its first turn: records the configured instructions when
+   * they differ from those in force on the branch (a new session, or new instructions). Later
+   * turns leave them: a rollback or fork keeps the instructions of the point it moved to. An
+   * embedder's function that throws is said (a warning) and the instructions in force stay.
+   */
+  private syncInstructions(): void {
+    if (this.instructionsSynced) return;
+    this.instructionsSynced = true;
+    const configured = this.s.options.instructions;
+    if (configured === undefined) return;
+    try {
+      // The function takes the Session (typed `never` in SessionOptions: see there).
+      const text =
+        typeof configured === "function"
+          ? (configured as (session: object) => unknown)(this.s.session)
+          : configured;
+      if (typeof text !== "string") {
+        throw new TypeError(
+          `instructions: the function must return a string, got ${typeof text} (session ${this.s.id})`,
+        );
+      }
+      if (text !== this.s.log.settings().instructions) this.recordInstructions(text);
+    } catch (err) {
+      const message = `instructions not updated: ${err instanceof Error ? err.message : String(err)}`;
+      this.s.options.logger.warn({ err }, message);
+      this.s.emit({ type: "log.written", level: "warn", message });
+    }
+  }
+}

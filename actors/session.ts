@@ -1,0 +1,563 @@
+import type { AcceptanceReport } from "../contracts/acceptance.ts";
+import type { ChatMessage } from "../contracts/chat.ts";
+import type { AgentEvent } from "../contracts/events.ts";
+import type { Message } from "../contracts/messages.ts";
+import type { PermissionReply, PermissionRequest } from "../contracts/permission.ts";
+import { type Refusal, refuse } from "../contracts/refusal.ts";
+import type { InboxLane } from "../contracts/status.ts";
+import type { InboxEvent } from "../machines/policies/inbox.ts";
+import {
+  type BranchOptions,
+  type BranchResult,
+  exportJsonl,
+  fork,
+  rollback,
+  switchLeaf,
+} from "../session/branches.ts";
+import { READ_RESULT_TOOL, resultsToClear } from "../session/clear-results.ts";
+import { type CompactionResult, compactSession } from "../session/compaction.ts";
+import type { ContextUsage } from "../session/context-budget.ts";
+import type { EntryOf, HandoffRecord, LogEntry } from "../session/entries.ts";
+import type { SessionLog } from "../session/log.ts";
+import { refusalCode } from "../session/store-error.ts";
+import type { AcceptanceSpec } from "./acceptance-spec.ts";
+import type { HandoffOptions } from "./handoff.ts";
+import { modelSummarizer } from "./model-summarizer.ts";
+import { SessionAcceptance } from "./session-acceptance.ts";
+import { SessionInputs } from "./session-inputs.ts";
+import { SessionLease } from "./session-lease.ts";
+import {
+  type InboxOptions,
+  notRun,
+  type PromptResult,
+  type SessionOptions,
+  type SessionRole,
+} from "./session-options.ts";
+import { SessionRunner } from "./session-runner.ts";
+import { SessionScope } from "./session-scope.ts";
+import type { TurnRun } from "./turn-run.ts";
+import type { UserInput } from "./user-input.ts";
+
+/**
+ * One conversation: its log, its inbox and the runner that runs one turn at a time. This class
+ * is the session's public face; each member hands its work to the part that holds it:
+ * `SessionInputs` (the inbox, owned by the log: actors/session-inputs.ts), `SessionRunner` (the
+ * loop that runs turns: actors/session-runner.ts), `SessionLease` (owner and follower across
+ * processes: actors/session-lease.ts) and `SessionAcceptance` (actors/session-acceptance.ts).
+ *
+ * Inputs are inbox events (docs/architecture.md), persisted before they are acknowledged:
+ * - `prompt` / `followUp` go to the `next-turn` lane: each starts a turn when no turn is
+ *   running, else waits for the current turn to end (a prompt resolves when ITS turn ends);
+ * - `steer` goes to `next-step`: read after the current batch commits, before the next model
+ *   call, or at a natural end (it then continues the turn); with no turn running it starts one;
+ * - `interrupt` goes to the `interrupt` lane and cancels the current turn at once; it is
+ *   recorded as consumed when that turn has ended (or at once when none runs). Inputs queued
+ *   before the interrupt stay queued (never dropped: `queued()` shows them) but do not start by
+ *   themselves; the next input, `resume()`, or `clearQueue()` decides. An input submitted after
+ *   the interrupt runs.
+ *
+ * The inbox is polled at every point of a turn and between turns; which lanes are read where
+ * is `lanesToDrain` (machines/policies/inbox.ts), through `pollInbox`.
+ */
+export class Session {
+  readonly id: string;
+  /** Resolves once the log is loaded from the store. */
+  readonly ready: Promise<void>;
+  private readonly s: SessionScope;
+  private readonly inputs: SessionInputs;
+  private readonly runner: SessionRunner;
+  private readonly lease: SessionLease | undefined;
+  /** The session's acceptance, when the agent has an acceptance spec (made by `adopt`). */
+  private acceptancePart: SessionAcceptance | undefined;
+
+  /** @internal Sessions are opened by `agent.session(id)`. */
+  constructor(options: SessionOptions) {
+    this.id = options.sessionId;
+    const s = new SessionScope(options);
+    this.s = s;
+    s.session = this;
+    s.adopt = (log) => this.adopt(log);
+    const inputs = new SessionInputs(s);
+    const runner = new SessionRunner(s, inputs);
+    const lease = options.lease ? new SessionLease(s, options.lease) : undefined;
+    this.inputs = inputs;
+    this.runner = runner;
+    this.lease = lease;
+    s.inputs = inputs;
+    s.runner = runner;
+    s.lease = lease;
+    this.ready = (async () => {
+      const held = lease ? await lease.take() : null;
+      const log = await options.openLog();
+      if (held) log.fence(held);
+      // Crash recovery only by the lease's holder: a follower never touches a live owner's log.
+      if (!lease || held) await options.recover?.(log);
+      await this.adopt(log);
+      if (lease) {
+        if (held) lease.becomeOwner(held);
+        else lease.becomeFollower();
+      }
+      runner.pendingHandoff = options.handoff;
+      s.opened = true;
+    })();
+    s.ready = this.ready;
+    // Observed here so a failed open is not an unhandled rejection; callers still see it.
+    this.ready.catch(() => {});
+  }
+
+  /**
+   * Takes `log` as the session's state (at open, and when a follower takes over): the turn
+   * dependencies built on it, its acceptance, and the records a stopped process owed it.
+   */
+  private async adopt(log: SessionLog): Promise<void> {
+    const { s } = this;
+    s.log = log;
+    // A write the store fenced: another runner owns the session now. Stop, and follow it.
+    log.onRefused((error) => {
+      if (s.log === log && isFenced(error)) {
+        this.lease?.lost("another runner writes it now (the store refused this runner's write)");
+      }
+    });
+    this.inputs.holdRestored(); // restored inputs wait for resume() or a new input
+    s.deps = {
+      ...s.options.deps(
+        log,
+        (e) => s.emit(e),
+        (point) => this.inputs.poll(point),
+      ),
+      wantsPreviews: () => s.listeners.size > 0,
+    };
+    // What writes to the log at open is the lease holder's to do (or a store's only process).
+    const writer = !s.options.lease || log.heldLease !== undefined;
+    const host = writer
+      ? s.options.acceptance?.(
+          log,
+          (e) => s.emit(e),
+          (text, cancelled) => s.acceptance!.runLoopTurn(text, cancelled),
+        )
+      : undefined;
+    this.acceptancePart = host ? new SessionAcceptance(s, host) : undefined;
+    s.acceptance = this.acceptancePart;
+    if (host) {
+      host.open();
+      s.deps.guardCall = (call) => host.guardCall(call);
+      s.deps.watchCall = (call) => host.watchCall(call);
+      await log.flush();
+    }
+    // An interrupt a stopped process received and did not record: its turn is long over.
+    if (writer && this.inputs.recordStrandedInterrupts()) await log.flush();
+  }
+
+  /** Whether `close()` was called: a closed session accepts no input (reopen it by id). */
+  get closed(): boolean {
+    return this.s.closing !== undefined;
+  }
+
+  /** This session's role across processes: `solo`, `owner`, `follower` or `closed` (see `SessionRole`). */
+  get role(): SessionRole {
+    return this.s.role;
+  }
+
+  /** Whether a turn runs or runnable inputs are queued. */
+  get busy(): boolean {
+    return this.runner.current !== undefined || this.inputs.hasRunnable();
+  }
+
+  /**
+   * Reads the inputs other processes posted for this session now (the owner moves them into
+   * its log and rings its runner) and resolves once that is done.
+   */
+  async syncInputs(): Promise<void> {
+    await this.ready;
+    await this.lease?.syncInputs();
+  }
+
+  /**
+   * Gives the lease up (workers do when a session is idle); `pending` work left in the log is
+   * recorded so a worker takes it. The session then follows. Resolves false when it held none.
+   */
+  async release(): Promise<boolean> {
+    await this.ready;
+    return (await this.lease?.release()) ?? false;
+  }
+
+  /**
+   * Submits a prompt (text, or text and image parts); resolves when the turn that consumes it
+   * ends, with that turn's result as the log holds it. Throws a `TypeError` before anything is
+   * queued or sent when the input is malformed, or has an image and the model does not take
+   * images (`Model.input.images`), or an image URL the model does not take
+   * (`Model.input.checkImageUrl`).
+   */
+  prompt(input: UserInput, options: InboxOptions = {}): Promise<PromptResult> {
+    return this.inputs.prompt(input, options);
+  }
+
+  /** Queues a follow-up: read when the current turn would otherwise end; starts the next turn. */
+  async followUp(input: UserInput, options: InboxOptions = {}): Promise<string> {
+    return this.inputs.submit("followUp", "next-turn", input, options);
+  }
+
+  /**
+   * Queues steering (text or parts, checked like `prompt`'s): read at the next safe point of
+   * the running turn (or starts one).
+   */
+  async steer(input: UserInput, options: InboxOptions = {}): Promise<string> {
+    return this.inputs.submit("steer", "next-step", input, options);
+  }
+
+  /**
+   * Cancels the running turn (if any) at once; queued inputs stay queued. The interrupt is an
+   * inbox event (lane `interrupt`, body `reason`), written to the log before the turn is
+   * cancelled and recorded as consumed once that turn has ended (at once when none runs).
+   * Resolves to its inbox id once the entry is durable. A repeated `id` changes nothing.
+   */
+  interrupt(reason = "interrupted by the user", options: InboxOptions = {}): Promise<string> {
+    return this.inputs.interrupt(reason, options);
+  }
+
+  /** Starts turns for inputs left queued by an interrupt or a restart. */
+  resume(): void {
+    this.inputs.resume();
+  }
+
+  /**
+   * Answers a permission request (and every other pending one of this session, docs/permissions.md).
+   * Refused with `UNKNOWN_REQUEST` when no request with that id is waiting: it was answered
+   * already, its turn ended, or the session asks no permissions.
+   */
+  replyPermission(
+    requestId: string,
+    reply: PermissionReply,
+  ): { ok: true } | Refusal<"UNKNOWN_REQUEST"> {
+    const broker = this.s.deps?.permissions;
+    if (!broker) {
+      return refuse(
+        "UNKNOWN_REQUEST",
+        `no permission request ${requestId} is waiting: session ${this.id} asks no permissions (createAgent has no \`permissions\` option)`,
+      );
+    }
+    if (!broker.reply(requestId, reply)) {
+      return refuse(
+        "UNKNOWN_REQUEST",
+        `no permission request ${requestId} is waiting in session ${this.id}: it was answered already or its turn ended; see session.pendingPermissions()`,
+      );
+    }
+    return { ok: true };
+  }
+
+  /** Permission requests waiting for a reply. */
+  pendingPermissions(): PermissionRequest[] {
+    return this.s.deps?.permissions?.waiting() ?? [];
+  }
+
+  /** The queued, not yet consumed inputs. */
+  queued(lane?: InboxLane): readonly InboxEvent[] {
+    return this.s.log ? this.inputs.queued(lane) : [];
+  }
+
+  /** Removes queued inputs (of one lane, or all); their prompts resolve as cancelled. */
+  clearQueue(lane?: InboxLane): InboxEvent[] {
+    return this.inputs.clearQueue(lane);
+  }
+
+  /** Calls `listener` with every event of this session; returns the unsubscribe function. */
+  subscribe(listener: (event: AgentEvent) => void): () => void {
+    this.s.listeners.add(listener);
+    return () => this.s.listeners.delete(listener);
+  }
+
+  /** The model's view of the active branch (OpenAI Chat Completions shape; reasoning left out). */
+  messages(): readonly ChatMessage[] {
+    return this.s.openLog("messages").messages();
+  }
+
+  /**
+   * The model's view of the active branch as neutral messages (contracts/messages.ts):
+   * reasoning with its provider metadata, images, tool calls and results as parts. Live and
+   * owned by the log: do not mutate; `slice()` it to keep a snapshot.
+   */
+  history(): readonly Message[] {
+    return this.s.openLog("history").history();
+  }
+
+  /** Every entry of the log, all branches, in `seq` order. */
+  entries(): readonly LogEntry[] {
+    return this.s.openLog("entries").entries();
+  }
+
+  /** The whole log as JSON Lines. */
+  exportJsonl(): string {
+    return exportJsonl(this.s.openLog("exportJsonl"));
+  }
+
+  /** Moves the active leaf back to `entryId` (the work tree does not roll back; the log says so). */
+  rollback(entryId: string | null, options?: BranchOptions): Promise<BranchResult> {
+    return this.branch(() => rollback(this.s.log, entryId, options));
+  }
+
+  /** Starts a new branch from `entryId`; the old branch stays in the log. */
+  fork(entryId: string | null, options?: BranchOptions): Promise<BranchResult> {
+    return this.branch(() => fork(this.s.log, entryId, options));
+  }
+
+  /** Makes `entryId` (another branch's tip) the active leaf. */
+  switchLeaf(entryId: string | null, options?: BranchOptions): Promise<BranchResult> {
+    return this.branch(() => switchLeaf(this.s.log, entryId, options));
+  }
+
+  /**
+   * Replaces older history by a summary written by the session's model (docs/long-sessions.md):
+   * cut only at legal points, the summary is a candidate until validated, a failure keeps the
+   * old baseline. Refused with `TURN_OPEN` while a turn runs; every refusal is a
+   * {@link CompactionResult} with `ok: false`, a `code` and a `message`.
+   */
+  async compact(
+    options: { keepRecentTokens?: number; signal?: AbortSignal } = {},
+  ): Promise<CompactionResult> {
+    await this.ready;
+    const open = this.s.turnOpen("compact");
+    if (open) return { ...open, attempts: [] };
+    return compactSession(this.s.log, {
+      ...options,
+      summarize: modelSummarizer(this.s.deps.model, this.s.options.ids),
+    });
+  }
+
+  /**
+   * The context budget of the next model request: `used` tokens (the last provider usage plus
+   * an estimate of what was appended since when `trusted`, else an estimate of the whole
+   * request), the model's `window` (Infinity: unknown) and the output `reserve`. Cheap: it reads
+   * only what changed since it was last measured. `context.measured` events report changes.
+   */
+  contextUsage(): ContextUsage {
+    if (!this.s.deps) {
+      const { model } = this.s.options;
+      return {
+        used: 0,
+        window: model.contextWindow ?? Number.POSITIVE_INFINITY,
+        reserve: model.maxOutputTokens ?? 0,
+        trusted: false,
+      };
+    }
+    return this.s.deps.context.measure();
+  }
+
+  /** The instructions in force on the active branch (undefined: none). */
+  instructions(): string | undefined {
+    return this.s.deps?.context.instructions();
+  }
+
+  /**
+   * Changes the instructions from the next request on, as a `settings` entry: a rollback or
+   * fork to an earlier point restores the instructions in force there. Refused with
+   * `TURN_OPEN` while a turn runs.
+   */
+  async setInstructions(
+    text: string,
+  ): Promise<{ ok: true; entry: EntryOf<"settings"> } | Refusal<"TURN_OPEN">> {
+    if (typeof text !== "string") {
+      throw new TypeError(`setInstructions: instructions must be a string, got ${typeof text}`);
+    }
+    await this.ready;
+    const open = this.s.turnOpen("change the instructions");
+    if (open) return open;
+    this.runner.instructionsSet(); // an explicit change wins over the configured text
+    const entry = this.runner.recordInstructions(text);
+    await this.s.log.flush();
+    return { ok: true, entry };
+  }
+
+  /**
+   * Clears old tool results from the model's view (docs/long-sessions.md): each becomes a
+   * `context_edit` whose text says how many bytes were cleared and the id the built-in
+   * `read_result` tool reads it back with (from the log, where the result stays). Clears the
+   * results of calls made at least `olderThanSteps` model responses ago (default 0: every
+   * one), except the newest `keepLast` (default 0), results already cleared and results shorter
+   * than the note that would replace them (`resultsToClear`, session/clear-results.ts). Refused
+   * with `TURN_OPEN` while a turn runs and `READ_RESULT_OFF` without the tool
+   * (`createAgent({ context: { readResultTool: true } })`).
+   */
+  async clearToolResults(
+    options: { olderThanSteps?: number; keepLast?: number } = {},
+  ): Promise<
+    { ok: true; cleared: number; bytes: number } | Refusal<"TURN_OPEN" | "READ_RESULT_OFF">
+  > {
+    const { olderThanSteps = 0, keepLast = 0 } = options;
+    for (const [name, v] of [
+      ["olderThanSteps", olderThanSteps],
+      ["keepLast", keepLast],
+    ] as const) {
+      if (!(Number.isInteger(v) && v >= 0)) {
+        throw new TypeError(`clearToolResults: ${name} must be an integer ≥ 0, got ${String(v)}`);
+      }
+    }
+    await this.ready;
+    const open = this.s.turnOpen("clear tool results");
+    if (open) return open;
+    if (!this.s.options.readResultTool) {
+      return refuse(
+        "READ_RESULT_OFF",
+        `cleared results could not be read back: the ${READ_RESULT_TOOL} tool is off; create the agent with createAgent({ context: { readResultTool: true } })`,
+      );
+    }
+    const { log } = this.s;
+    const clear = resultsToClear(
+      log.history().slice(),
+      log.messageSources().slice(),
+      (id) => log.get(id),
+      {
+        olderThanSteps,
+        keepLast,
+      },
+    );
+    let bytes = 0;
+    for (const c of clear) {
+      log.append({ type: "context_edit", targetId: c.entryId, replacement: c.note });
+      bytes += c.bytes;
+    }
+    if (clear.length > 0) await log.flush();
+    return { ok: true, cleared: clear.length, bytes };
+  }
+
+  /**
+   * The task's acceptance now (docs/acceptance.md), apart from any turn's run status: reads the
+   * artifact's version, so evidence taken against an older version shows as `stale`. Undefined
+   * without `createAgent({ acceptance })`.
+   */
+  async acceptance(): Promise<AcceptanceReport | undefined> {
+    await this.ready;
+    return this.acceptancePart?.report();
+  }
+
+  /**
+   * Runs the acceptance checks whose evidence does not count for the current artifact version
+   * (never run, stale, interrupted; `all`: every check) and resolves with what the evidence
+   * then supports and the checks it `ran`. Refused with `TURN_OPEN` while a turn runs,
+   * `ACCEPTANCE_RUNNING` while checks run and `ACCEPTANCE_OFF` without an acceptance spec.
+   */
+  async accept(
+    options: { all?: boolean } = {},
+  ): Promise<
+    | ({ ok: true; ran: string[] } & AcceptanceReport)
+    | Refusal<"TURN_OPEN" | "ACCEPTANCE_RUNNING" | "ACCEPTANCE_OFF">
+  > {
+    await this.ready;
+    const acceptance = this.acceptancePart;
+    if (!acceptance) return this.acceptanceOff("run acceptance checks");
+    return this.s.turnOpen("run acceptance checks") ?? acceptance.accept(options);
+  }
+
+  /**
+   * Replaces the frozen acceptance spec (an explicit embedder call; tools cannot): records a
+   * new spec version in the log and drops every earlier evidence. Refused with `TURN_OPEN`
+   * while a turn runs, `ACCEPTANCE_RUNNING` while checks run, `ACCEPTANCE_OFF` without one.
+   */
+  async setAcceptanceSpec(
+    spec: AcceptanceSpec,
+  ): Promise<
+    { ok: true; version: number } | Refusal<"TURN_OPEN" | "ACCEPTANCE_RUNNING" | "ACCEPTANCE_OFF">
+  > {
+    await this.ready;
+    const acceptance = this.acceptancePart;
+    if (!acceptance) return this.acceptanceOff("change the acceptance spec");
+    return this.s.turnOpen("change the acceptance spec") ?? acceptance.setSpec(spec);
+  }
+
+  /**
+   * Writes a handoff record (goal, progress, verified facts each with its evidence and version,
+   * unverified assumptions, next steps) as a `handoff` log entry and returns it with its
+   * Markdown. Reads the artifact's version first, so evidence that went stale is not verified.
+   * Pass the record to `agent.openSession(id, { handoff })` to start the next session from it.
+   */
+  async handoff(
+    options: HandoffOptions = {},
+  ): Promise<
+    { record: HandoffRecord; markdown: string } | Refusal<"TURN_OPEN" | "ACCEPTANCE_OFF">
+  > {
+    await this.ready;
+    const acceptance = this.acceptancePart;
+    if (!acceptance) return this.acceptanceOff("write a handoff");
+    return this.s.turnOpen("write a handoff") ?? acceptance.handoff(options);
+  }
+
+  /** @internal The log, for the agent's `read_result` tool and tests. */
+  get sessionLog(): SessionLog {
+    return this.s.openLog("sessionLog");
+  }
+
+  /** @internal The running turn, if any (inspection, tests). */
+  get currentTurn(): TurnRun | undefined {
+    return this.runner.current;
+  }
+
+  /** Resolves when the current execution has finished. */
+  awaitSettlement(): Promise<void> {
+    return this.runner.awaitSettlement();
+  }
+
+  /**
+   * Resolves when no turn runs and none is about to start. An input already called
+   * (`followUp()`, `steer()`, `prompt()`, awaited or not) is pending work: its turn runs first.
+   */
+  awaitIdle(): Promise<void> {
+    return this.runner.awaitIdle();
+  }
+
+  /**
+   * Interrupts the running turn, waits for it to settle, flushes the log and releases the
+   * session: the agent forgets it, so `agent.openSession(id)` afterwards opens a fresh one from
+   * the store. Idempotent; inputs after it throw.
+   */
+  close(): Promise<void> {
+    const { s } = this;
+    s.closing ??= (async () => {
+      await this.ready.catch(() => {});
+      // A takeover already loading the log ends first (as the owner): this close releases it.
+      await this.lease?.settle();
+      if (s.log) this.inputs.holdAll();
+      this.runner.cancelRunning("session closed"); // a shutdown, not an input: no inbox event
+      await this.runner.awaitSettlement().catch(() => {});
+      this.runner.stop();
+      try {
+        await this.lease?.settle();
+        // A follower's log is the owner's: nothing of it is this process's to write.
+        if (s.log && s.role !== "follower") await s.log.close();
+        if (s.role === "owner") await this.lease?.release().catch(() => {});
+      } finally {
+        this.lease?.clearTimers();
+        s.setRole("closed");
+        this.inputs.answerAll((id) =>
+          notRun(
+            "cancelled",
+            `session closed before input ${id} ran; it stays queued in the log and runs after the session is reopened and resumed`,
+          ),
+        );
+        s.listeners.clear();
+        s.options.onClosed?.();
+      }
+    })();
+    return s.closing;
+  }
+
+  private branch(move: () => BranchResult): Promise<BranchResult> {
+    return (async () => {
+      await this.ready;
+      const open = this.s.turnOpen("move the branch");
+      if (open) return open;
+      await this.s.log.loadHistory();
+      const result = move();
+      if (result.ok) await this.s.log.flush();
+      return result;
+    })();
+  }
+
+  private acceptanceOff(what: string): Refusal<"ACCEPTANCE_OFF"> {
+    return refuse(
+      "ACCEPTANCE_OFF",
+      `cannot ${what}: session ${this.id} has no acceptance spec; create the agent with createAgent({ acceptance: { checks: [...] } })`,
+    );
+  }
+}
+
+/** Whether a refused write means another runner writes the session now. */
+const isFenced = (error: unknown) => refusalCode(error) === "LEASE_LOST";
