@@ -23,6 +23,7 @@ import { refusalCode } from "../session/store-error.ts";
 import type { AcceptanceSpec } from "./acceptance-spec.ts";
 import type { HandoffOptions } from "./handoff.ts";
 import { modelSummarizer } from "./model-summarizer.ts";
+import { type RedactOptions, type RedactResult, redactSession } from "./redact-session.ts";
 import { SessionAcceptance } from "./session-acceptance.ts";
 import { SessionInputs } from "./session-inputs.ts";
 import { SessionLease } from "./session-lease.ts";
@@ -365,6 +366,25 @@ export class Session {
     const entry = this.runner.recordInstructions(text);
     await this.s.log.flush();
     return { ok: true, entry };
+  }
+
+  /**
+   * Replaces the content of `entryIds` (and of the entries holding a copy of it) with
+   * `[redacted: <reason>]`, in the store's raw log and in this session's log, keeping the log's
+   * shape: the projection, and every later model request, shows the marker. The bytes leave the
+   * SQLite file and its WAL (docs/stores.md#deleting-a-session-and-redacting-entries). Refused
+   * with `TURN_OPEN` while a turn runs, and as `redactSession` refuses (actors/redact-session.ts):
+   * `UNKNOWN_ENTRY`, `NOT_REDACTABLE`. Throws a TypeError for bad arguments or a store that
+   * cannot redact; rejects with the store's `FENCED` error when another process runs the session.
+   */
+  async redact(
+    entryIds: readonly string[],
+    options: RedactOptions,
+  ): Promise<RedactResult | Refusal<"TURN_OPEN">> {
+    await this.ready;
+    const open = this.s.turnOpen("redact entries");
+    if (open) return open;
+    return redactSession(this.s.log, entryIds, options, this.s.options.now);
   }
 
   /**
