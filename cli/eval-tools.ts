@@ -15,7 +15,7 @@ export interface ExpectedCall {
 export interface ToolCounts {
   /** Calls the model made. */
   made: number;
-  /** Of those, calls to an expected tool. */
+  /** Of those, calls to a tool the task expects (whose arguments are checked). */
   chosen: number;
   /** Calls the task expects. */
   expected: number;
@@ -27,7 +27,10 @@ export interface ToolCounts {
 
 /** The task's metrics over its runs: ratios of summed counts, null when nothing to divide by. */
 export interface ToolMetrics {
-  /** chosen / made: of the calls made, the share to a tool the task expects. */
+  /**
+   * matched / made: of the calls made, the share that matched an expected call (a call to a
+   * tool the task does not expect, or one more call than it expects of a tool, lowers it).
+   */
   toolPrecision: number | null;
   /** matched / expected: of the calls expected, the share the model made. */
   toolRecall: number | null;
@@ -129,7 +132,7 @@ export function toolMetrics(counts: readonly ToolCounts[]): ToolMetrics {
   const sum = (k: keyof ToolCounts) => counts.reduce((a, c) => a + c[k], 0);
   const ratio = (a: number, b: number) => (b === 0 ? null : a / b);
   return {
-    toolPrecision: ratio(sum("chosen"), sum("made")),
+    toolPrecision: ratio(sum("matched"), sum("made")),
     toolRecall: ratio(sum("matched"), sum("expected")),
     argumentValidity: ratio(sum("valid"), sum("chosen")),
   };

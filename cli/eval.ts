@@ -288,15 +288,25 @@ export type ToolsFactory = (ctx: {
   variant: Variant;
 }) => readonly ToolDefinition[] | Promise<readonly ToolDefinition[]>;
 
+/** How a message names the option that gave a module: `--model ./m.mjs`, `--compare model:./m.mjs`. */
+const given = (option: string, module: string) =>
+  `${option}${option.endsWith(":") ? "" : " "}${module}`;
+
 async function loadDefault(option: string, module: string, shape: string): Promise<unknown> {
   let mod: { default?: unknown };
   try {
     mod = await import(pathToFileURL(path.resolve(module)).href);
   } catch (err) {
-    throw new CliError(`cannot load ${option} ${module}: ${(err as Error).message}`, EXIT.config);
+    throw new CliError(
+      `cannot load ${given(option, module)}: ${(err as Error).message}`,
+      EXIT.config,
+    );
   }
   if (typeof mod.default !== "function")
-    throw new CliError(`${option} ${module} must export a default function ${shape}`, EXIT.config);
+    throw new CliError(
+      `${given(option, module)} must export a default function ${shape}`,
+      EXIT.config,
+    );
   return mod.default;
 }
 
@@ -323,7 +333,7 @@ async function loadTools(option: string, module: string | undefined): Promise<To
     const tools = await make(ctx);
     if (!Array.isArray(tools))
       throw new CliError(
-        `${option} ${module} returned ${typeof tools}, not an array of tools`,
+        `${given(option, module)} returned ${typeof tools}, not an array of tools`,
         EXIT.config,
       );
     return tools;
@@ -432,29 +442,34 @@ export interface EvalOptions {
   model?: string;
   tools?: string;
   seed?: number;
+  /** `<mechanism>` (switched off), `model:<module>` (another model), `tools:<module>` (other tools). */
   compare?: string;
-  compareModel?: string;
-  compareTools?: string;
 }
 
-/** The comparison the options ask for, or undefined; a usage error for an unknown one or two at once. */
-export function comparisonOf(options: EvalOptions): Comparison | undefined {
-  const asked = [
-    options.compare !== undefined && "--compare",
-    options.compareModel !== undefined && "--compare-model",
-    options.compareTools !== undefined && "--compare-tools",
-  ].filter(Boolean);
-  if (asked.length > 1)
-    throw new CliError(`${asked.join(" and ")}: compare with one thing at a time`, EXIT.usage);
-  if (options.compareModel !== undefined) return { kind: "model", module: options.compareModel };
-  if (options.compareTools !== undefined) return { kind: "tools", module: options.compareTools };
-  if (options.compare === undefined) return undefined;
-  if (!(options.compare in MECHANISMS))
+/**
+ * The comparison `--compare` asks for, or undefined: `model:<module>` and `tools:<module>` name
+ * a module as `--model` and `--tools` do; anything else names a mechanism to switch off. A
+ * usage error for an unknown mechanism or a missing module.
+ */
+export function comparisonOf(options: Pick<EvalOptions, "compare">): Comparison | undefined {
+  const { compare } = options;
+  if (compare === undefined) return undefined;
+  const prefixed = /^(model|tools):(.*)$/.exec(compare);
+  if (prefixed) {
+    const [, kind, module] = prefixed as unknown as [string, "model" | "tools", string];
+    if (module === "")
+      throw new CliError(
+        `--compare ${compare}: name the module after "${kind}:", e.g. --compare ${kind}:./${kind === "model" ? "other-model" : "tools-v2"}.mjs`,
+        EXIT.usage,
+      );
+    return { kind, module };
+  }
+  if (!(compare in MECHANISMS))
     throw new CliError(
-      `--compare ${options.compare}: unknown mechanism; choose one of ${Object.keys(MECHANISMS).join(", ")} (or compare another model with --compare-model, other tools with --compare-tools)`,
+      `--compare ${compare}: unknown mechanism; choose one of ${Object.keys(MECHANISMS).join(", ")} (or another model with --compare model:<module>, other tools with --compare tools:<module>)`,
       EXIT.usage,
     );
-  return { kind: "mechanism", mechanism: options.compare as Mechanism };
+  return { kind: "mechanism", mechanism: compare as Mechanism };
 }
 
 /** The runs of one side of the eval and what they ran with. */
@@ -467,8 +482,8 @@ interface Side {
 
 /** `keel eval <tasks.json> --k 5`: each task k times, graded by its checks. */
 export async function runEval(file: string, options: EvalOptions): Promise<ExitCode> {
-  const set = await readTaskSet(file);
   const comparison = comparisonOf(options);
+  const set = await readTaskSet(file);
   const seed = options.seed ?? 1;
   const baseModels = await loadFactory("--model", options.model);
   const baseTools = await loadTools("--tools", options.tools);
@@ -480,14 +495,14 @@ export async function runEval(file: string, options: EvalOptions): Promise<ExitC
   if (comparison?.kind === "model")
     sides.push({
       variant: "compare",
-      models: await loadFactory("--compare-model", comparison.module),
+      models: await loadFactory("--compare model:", comparison.module),
       tools: baseTools,
     });
   if (comparison?.kind === "tools")
     sides.push({
       variant: "compare",
       models: baseModels,
-      tools: await loadTools("--compare-tools", comparison.module),
+      tools: await loadTools("--compare tools:", comparison.module),
     });
   const bar = progressBar(set.tasks.length * options.k * sides.length);
   bar.start();

@@ -277,24 +277,38 @@ export function buildProgram(result: { code: ExitCode }): Command {
       "run each task of a task set k times with a fixed budget, graded by its acceptance checks: pass@k, pass^k, cost",
     )
     .argument(
-      "<tasks.json>",
-      'a task set: { "budget": {…}, "tasks": [{ "id", "prompt", "files", "checks" }] }',
+      "<tasks>",
+      'a task set: JSON { "budget": {…}, "tasks": [{ "id", "prompt", "files", "checks", "expectedCalls"? }] }, or an ES module exporting it',
     )
     .option("--k <n>", "runs per task (default 5)", positiveInt("--k", 1000), 5)
-    .option("--json", "the figures and every run as JSON")
+    .option(
+      "--json",
+      "the figures, every run, and what ran (model, Keel version and commit) as JSON",
+    )
     .option(
       "--model <module>",
       "an ES module whose default export ({ task, run, seed, variant }) => Model makes each run's model (default: OPENAI_* from the environment)",
     )
+    .option(
+      "--tools <module>",
+      "an ES module whose default export ({ workspace, task, run, seed, variant }) => ToolDefinition[] makes each run's tools (default: the built-in tools)",
+    )
     .option("--seed <n>", "passed to the --model factory (default 1)", positiveInt("--seed"))
     .option(
-      "--compare <mechanism>",
-      "also run with a mechanism off and print both: compaction | acceptance-loop | loop-guard",
+      "--compare <what>",
+      "also run with a mechanism off (compaction | acceptance-loop | loop-guard), another model (model:<module>) or other tools (tools:<module>), and print both",
     )
     .action(
       async (
         file: string,
-        opts: { k: number; json?: boolean; model?: string; seed?: number; compare?: string },
+        opts: {
+          k: number;
+          json?: boolean;
+          model?: string;
+          tools?: string;
+          seed?: number;
+          compare?: string;
+        },
       ) => {
         const { runEval } = await import("./eval.ts");
         result.code = await runEval(file, opts);
