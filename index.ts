@@ -21,11 +21,13 @@ export {
   type SessionOpenOptions,
 } from "./actors/agent.ts";
 export { workspaceVersion } from "./actors/artifact-version.ts";
+export { type DeletedSessionData, deleteStoredSession } from "./actors/delete-session.ts";
 export { AGENT_EVENT_TYPES, type InspectSink } from "./actors/events.ts";
 export { type HandoffOptions, handoffMarkdown } from "./actors/handoff.ts";
 export { createIds } from "./actors/ids.ts";
 export type { PermissionOptions } from "./actors/permissions.ts";
 export { postgresRetryBudget } from "./actors/postgres-retry-budget.ts";
+export { type RedactResult, redactStoredSession } from "./actors/redact-session.ts";
 export { type RetryBudget, tokenBucketBudget } from "./actors/retry-budget.ts";
 export type { Session } from "./actors/session.ts";
 export type { ContextOptions } from "./actors/session-context.ts";
@@ -105,7 +107,7 @@ export type {
 export type { TurnResult } from "./contracts/turn-result.ts";
 export { type Inspector, type InspectorOptions, startInspector } from "./inspector/server.ts";
 export type { LoopGuardOptions } from "./machines/policies/loop-guard.ts";
-export type { RetryPolicy } from "./machines/policies/retry-policy.ts";
+export type { RetryClassifier, RetryPolicy } from "./machines/policies/retry-policy.ts";
 export type { TurnLimits } from "./machines/turn.machine.ts";
 export { type AiSdkModelOptions, aiSdkModel } from "./providers/ai-sdk-model.ts";
 export { type OpenAIModelOptions, openaiModel } from "./providers/openai-model.ts";

@@ -20,6 +20,7 @@ import { windowOutputBudget } from "../tools/traits.ts";
 import type { ToolDefinition } from "../tools/types.ts";
 import { AcceptanceHost } from "./acceptance.ts";
 import { type AcceptanceOptions, checkAcceptanceOptions } from "./acceptance-spec.ts";
+import { type DeletedSessionData, deleteStoredSession } from "./delete-session.ts";
 import type { InspectSink } from "./events.ts";
 import { createIds } from "./ids.ts";
 import { PermissionBroker, type PermissionOptions } from "./permissions.ts";
@@ -195,6 +196,13 @@ export interface Agent {
   readonly store: SessionStore;
   /** Closes one session (settles its turn, flushes, releases its lease) and forgets it. */
   closeSession(id: string): Promise<void>;
+  /**
+   * Deletes a session and everything it owns: closes it if it is open here, then removes it
+   * from the store (entries, checkpoint, posted inputs, lease, ledger rows of its calls) and
+   * removes the folder of its files under `dataDir` (spilled outputs). Refused by the store
+   * (`StoreError` `FENCED`) while another process runs the session. See docs/stores.md.
+   */
+  deleteSession(id: string): Promise<DeletedSessionData>;
   /** Interrupts running turns, waits for them to settle and flushes every log. */
   close(): Promise<void>;
 }
@@ -477,6 +485,10 @@ export function createAgent(options: AgentOptions): Agent {
       const session = sessions.get(id);
       sessions.delete(id);
       await session?.close();
+    },
+    async deleteSession(id) {
+      await agent.closeSession(id);
+      return deleteStoredSession(store, id, { dataDir });
     },
     async close() {
       await Promise.all([...sessions.values()].map((s) => s.close()));

@@ -17,6 +17,14 @@ const sum = <T>(items: readonly T[], of: (item: T) => number) =>
  * `session.accept()`, a new spec, handoffs and the regression check a handoff asks for. Exists
  * only for a session made with `createAgent({ acceptance })`.
  */
+/** The refusal of an acceptance call on session `id`, which has no acceptance spec. */
+export function acceptanceOff(id: string, what: string): Refusal<"ACCEPTANCE_OFF"> {
+  return refuse(
+    "ACCEPTANCE_OFF",
+    `cannot ${what}: session ${id} has no acceptance spec; create the agent with createAgent({ acceptance: { checks: [...] } })`,
+  );
+}
+
 export class SessionAcceptance implements AcceptancePort {
   /** Turns of the acceptance loop in the current run (their cost adds to the prompt's). */
   private loopTurns: TurnResult[] = [];

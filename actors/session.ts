@@ -20,7 +20,8 @@ import type { EntryOf, HandoffRecord, LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import type { AcceptanceSpec } from "./acceptance-spec.ts";
 import type { HandoffOptions } from "./handoff.ts";
-import type { SessionAcceptance } from "./session-acceptance.ts";
+import { type RedactOptions, type RedactResult, redactSession } from "./redact-session.ts";
+import { acceptanceOff, type SessionAcceptance } from "./session-acceptance.ts";
 import { adoptLog } from "./session-adopt.ts";
 import {
   changeInstructions,
@@ -329,6 +330,25 @@ export class Session {
   }
 
   /**
+   * Replaces the content of `entryIds` (and of the entries holding a copy of it) with
+   * `[redacted: <reason>]`, in the store's raw log and in this session's log, keeping the log's
+   * shape: the projection, and every later model request, shows the marker. The bytes leave the
+   * SQLite file and its WAL (docs/stores.md#deleting-a-session-and-redacting-entries). Refused
+   * with `TURN_OPEN` while a turn runs, and as `redactSession` refuses (actors/redact-session.ts):
+   * `UNKNOWN_ENTRY`, `NOT_REDACTABLE`. Throws a TypeError for bad arguments or a store that
+   * cannot redact; rejects with the store's `FENCED` error when another process runs the session.
+   */
+  async redact(
+    entryIds: readonly string[],
+    options: RedactOptions,
+  ): Promise<RedactResult | Refusal<"TURN_OPEN">> {
+    await this.ready;
+    const open = this.s.turnOpen("redact entries");
+    if (open) return open;
+    return redactSession(this.s.log, entryIds, options, this.s.options.now);
+  }
+
+  /**
    * Clears old tool results from the model's view (docs/long-sessions.md): each becomes a
    * `context_edit` whose text says how many bytes were cleared and the id the built-in
    * `read_result` tool reads it back with (from the log, where the result stays). Clears the
@@ -372,7 +392,7 @@ export class Session {
   > {
     await this.ready;
     const acceptance = this.acceptancePart;
-    if (!acceptance) return this.acceptanceOff("run acceptance checks");
+    if (!acceptance) return acceptanceOff(this.id, "run acceptance checks");
     return this.s.turnOpen("run acceptance checks") ?? acceptance.accept(options);
   }
 
@@ -388,7 +408,7 @@ export class Session {
   > {
     await this.ready;
     const acceptance = this.acceptancePart;
-    if (!acceptance) return this.acceptanceOff("change the acceptance spec");
+    if (!acceptance) return acceptanceOff(this.id, "change the acceptance spec");
     return this.s.turnOpen("change the acceptance spec") ?? acceptance.setSpec(spec);
   }
 
@@ -405,7 +425,7 @@ export class Session {
   > {
     await this.ready;
     const acceptance = this.acceptancePart;
-    if (!acceptance) return this.acceptanceOff("write a handoff");
+    if (!acceptance) return acceptanceOff(this.id, "write a handoff");
     return this.s.turnOpen("write a handoff") ?? acceptance.handoff(options);
   }
 
@@ -471,12 +491,5 @@ export class Session {
   private async branch(move: () => BranchResult): Promise<BranchResult> {
     await this.ready;
     return moveBranch(this.s, move);
-  }
-
-  private acceptanceOff(what: string): Refusal<"ACCEPTANCE_OFF"> {
-    return refuse(
-      "ACCEPTANCE_OFF",
-      `cannot ${what}: session ${this.id} has no acceptance spec; create the agent with createAgent({ acceptance: { checks: [...] } })`,
-    );
   }
 }

@@ -34,7 +34,31 @@ export function createSpill(dir: string) {
   };
 }
 
-/** A session's spill folder under the agent's `dataDir`. */
+/** A session's spill folder under the agent's `dataDir`: `<dataDir>/sessions/<folder>/spill`. */
 export function sessionSpillDir(dataDir: string, sessionId: string): string {
-  return path.join(dataDir, "sessions", sessionId.replace(/[^A-Za-z0-9_.-]/g, "_"), "spill");
+  return path.join(sessionDataDir(dataDir, sessionId), "spill");
+}
+
+/**
+ * The folder of the files a session writes beside its log, `<dataDir>/sessions/<folder>`, where
+ * `<folder>` is {@link sessionFolderName}: always a direct child of `<dataDir>/sessions`, and
+ * one session's alone, so deleting the session can remove it whole.
+ */
+export function sessionDataDir(dataDir: string, sessionId: string): string {
+  return path.join(dataDir, "sessions", sessionFolderName(sessionId));
+}
+
+/**
+ * A session id as one folder name, one-to-one: letters, digits, `_`, `-` and `.` stay, every
+ * other byte of its UTF-8 becomes `%XX`, and so does a `.` of an id that is only dots (no `.` or
+ * `..` segment); the empty id is `%`. Two ids never share a folder. This is a pure function.
+ */
+export function sessionFolderName(sessionId: string): string {
+  if (sessionId === "") return "%";
+  const encode = (ch: string) =>
+    [...Buffer.from(ch, "utf8")]
+      .map((b) => `%${b.toString(16).toUpperCase().padStart(2, "0")}`)
+      .join("");
+  const name = sessionId.replace(/[^A-Za-z0-9_.-]/gu, encode);
+  return /^\.+$/.test(name) ? name.replaceAll(".", "%2E") : name;
 }

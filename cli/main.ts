@@ -218,6 +218,48 @@ export function buildProgram(result: { code: ExitCode }): Command {
       result.code = await showSession(id, opts);
     });
 
+  const dataDir = [
+    "--data-dir <dir>",
+    "where sessions wrote their files, as keel run does (default .keel)",
+  ] as const;
+  program
+    .command("rm")
+    .description(
+      "delete a session and everything it owns: its log, checkpoint, posted inputs, lease, ledger rows and spilled files",
+    )
+    .argument("<id>", "session id (see keel sessions)")
+    .option("--json", "what was removed, as JSON")
+    .option(...store)
+    .option(...dataDir)
+    .action(async (id: string, opts: { json?: boolean; store?: string; dataDir?: string }) => {
+      const { removeSession } = await import("./erase.ts");
+      result.code = await removeSession(id, opts);
+    });
+
+  program
+    .command("redact")
+    .description(
+      "replace the content of entries of a stored session with [redacted: <reason>], keeping the log's shape",
+    )
+    .argument("<id>", "session id (see keel sessions)")
+    .argument("<entry...>", "entry ids (see keel show <id> --json)")
+    .requiredOption(
+      "--reason <text>",
+      'why, shown in place of the content, e.g. "a pasted API key"',
+    )
+    .option("--json", "the redacted entries and removed files, as JSON")
+    .option(...store)
+    .action(
+      async (
+        id: string,
+        entries: string[],
+        opts: { reason: string; json?: boolean; store?: string },
+      ) => {
+        const { redactEntries } = await import("./erase.ts");
+        result.code = await redactEntries(id, entries, opts);
+      },
+    );
+
   program
     .command("inspect")
     .description("serve the inspector on 127.0.0.1 (with --replay: a stored session)")
@@ -235,24 +277,38 @@ export function buildProgram(result: { code: ExitCode }): Command {
       "run each task of a task set k times with a fixed budget, graded by its acceptance checks: pass@k, pass^k, cost",
     )
     .argument(
-      "<tasks.json>",
-      'a task set: { "budget": {…}, "tasks": [{ "id", "prompt", "files", "checks" }] }',
+      "<tasks>",
+      'a task set: JSON { "budget": {…}, "tasks": [{ "id", "prompt", "files", "checks", "expectedCalls"? }] }, or an ES module exporting it',
     )
     .option("--k <n>", "runs per task (default 5)", positiveInt("--k", 1000), 5)
-    .option("--json", "the figures and every run as JSON")
+    .option(
+      "--json",
+      "the figures, every run, and what ran (model, Keel version and commit) as JSON",
+    )
     .option(
       "--model <module>",
       "an ES module whose default export ({ task, run, seed, variant }) => Model makes each run's model (default: OPENAI_* from the environment)",
     )
+    .option(
+      "--tools <module>",
+      "an ES module whose default export ({ workspace, task, run, seed, variant }) => ToolDefinition[] makes each run's tools (default: the built-in tools)",
+    )
     .option("--seed <n>", "passed to the --model factory (default 1)", positiveInt("--seed"))
     .option(
-      "--compare <mechanism>",
-      "also run with a mechanism off and print both: compaction | acceptance-loop | loop-guard",
+      "--compare <what>",
+      "also run with a mechanism off (compaction | acceptance-loop | loop-guard), another model (model:<module>) or other tools (tools:<module>), and print both",
     )
     .action(
       async (
         file: string,
-        opts: { k: number; json?: boolean; model?: string; seed?: number; compare?: string },
+        opts: {
+          k: number;
+          json?: boolean;
+          model?: string;
+          tools?: string;
+          seed?: number;
+          compare?: string;
+        },
       ) => {
         const { runEval } = await import("./eval.ts");
         result.code = await runEval(file, opts);

@@ -25,6 +25,8 @@ export type RefusalCode =
   | "UNKNOWN_ENTRY"
   /** The entry is a leaf-move record, not a position in the conversation. */
   | "NOT_A_POSITION"
+  /** The entry holds no conversation content to redact, or its input is still queued. */
+  | "NOT_REDACTABLE"
   /** No permission request with that id is waiting. */
   | "UNKNOWN_REQUEST"
   /** No legal cut keeps the recent context and leaves something to summarise. */

@@ -6,6 +6,12 @@ import type { Model, ModelErrorKind, ModelEvent, ModelRequest } from "../contrac
 import { ModelError } from "../contracts/model.ts";
 import { chunkMapper } from "./openai-chunks.ts";
 import { providerFetch } from "./openai-fetch.ts";
+import {
+  isContinuation,
+  type PrefixContinuation,
+  resolvePrefixContinuation,
+  withPrefixMessage,
+} from "./openai-prefix.ts";
 import { chatRequestRenderer, REASONING_REPLAYS, type ReasoningReplay } from "./openai-request.ts";
 import { knownModelLimits, type ModelLimits, openaiTokenCounter } from "./openai-tokens.ts";
 import { hasContent, streamWatchdog } from "./stream-watchdog.ts";
@@ -61,6 +67,15 @@ export interface OpenAIModelOptions {
    * calls, as those providers require; `"all"`; `"off"`.
    */
   reasoningReplay?: ReasoningReplay;
+  /**
+   * The server continues a partial assistant message, and how it is told to
+   * (`PrefixContinuation` in providers/openai-prefix.ts): `"vllm"` (`continue_final_message`),
+   * `"deepseek"` (`prefix: true` on the beta endpoint), or the fields your server documents. With it the model has
+   * `capabilities.continueFromPartial`, so a stream cut mid-answer is continued from the text
+   * received (Continue) instead of sent again (Retry). Default: off (Chat Completions has no
+   * standard way).
+   */
+  continueFromPartial?: PrefixContinuation;
 }
 
 /**
@@ -79,7 +94,9 @@ export interface OpenAIModelOptions {
  * `thinking` parts) as `reasoning.delta`. Stream quirks it accepts: see `chunkMapper`
  * (providers/openai-chunks.ts). Requests render Keel's neutral messages to the Chat shape with
  * `chatRequestRenderer` (providers/openai-request.ts): calls whose arguments never parsed are
- * replayed as `{}`, and reasoning goes back per `reasoningReplay`.
+ * replayed as `{}`, and reasoning goes back per `reasoningReplay`. With `continueFromPartial`, a
+ * request ending with the assistant's partial text (Continue) carries the server's continuation
+ * fields (providers/openai-prefix.ts).
  */
 export function openaiModel(options: OpenAIModelOptions): Model {
   const { model, clock = systemClock, extraBody = {} } = options;
@@ -98,6 +115,7 @@ export function openaiModel(options: OpenAIModelOptions): Model {
       `openaiModel: reasoningReplay must be one of ${REASONING_REPLAYS.map((r) => `"${r}"`).join(", ")}, got ${JSON.stringify(reasoningReplay)}`,
     );
   const toChatMessages = chatRequestRenderer(reasoningReplay);
+  const prefix = resolvePrefixContinuation(options.continueFromPartial, options.baseURL);
   // The SDK reads responses through providerFetch: SSE lines whole (linear, bounded), error
   // bodies without the `error` wrapper, a JSON 200 to a streaming request.
   const client = options.client
@@ -129,12 +147,16 @@ export function openaiModel(options: OpenAIModelOptions): Model {
     let completed = false;
     try {
       let sdkStream: AsyncIterable<ChatCompletionChunk>;
-      const chat = toChatMessages(request.messages);
+      // A continuation (Continue) tells the server to extend the final assistant message.
+      const continuing = prefix !== undefined && isContinuation(request.messages);
+      const rendered = toChatMessages(request.messages);
+      const chat = continuing ? withPrefixMessage(rendered, prefix.message) : rendered;
       try {
         sdkStream = await client.chat.completions.create(
           {
             stream_options: { include_usage: true },
             ...extraBody,
+            ...(continuing ? prefix.body : {}),
             model,
             // The instructions lead (stable prefix first, for the provider's prefix cache).
             messages: (request.instructions
@@ -195,6 +217,7 @@ export function openaiModel(options: OpenAIModelOptions): Model {
   return {
     name: options.name ?? `openai:${model}`,
     input: { images: options.images ?? true },
+    ...(prefix ? { capabilities: { continueFromPartial: true } } : {}),
     stream,
     contextWindow: limits.contextWindow,
     maxOutputTokens: limits.maxOutputTokens,

@@ -74,7 +74,11 @@ export interface AssemblerOptions {
  */
 export interface StreamAssembler {
   push(event: ModelEvent): void;
-  /** True once any text or any tool call has started: the retry layer's Retry-vs-Continue. */
+  /**
+   * True once any text, reasoning (a character of it, or a block the provider sent only as
+   * metadata: an encrypted or redacted one) or tool call has started: the retry layer's
+   * Retry-vs-Continue, and whether a failed attempt is `interrupted` (it kept output) or `failed`.
+   */
   hasOutput(): boolean;
   /** Text and calls so far (for an interrupted attempt's record). O(output). */
   partial(): PartialOutput;
@@ -102,6 +106,8 @@ export function createAssembler(options: AssemblerOptions): StreamAssembler {
   const every = Math.max(1, options.previewEvery ?? 1);
   const text: string[] = [];
   let textChars = 0;
+  /** Whether a reasoning block has a character or provider metadata (output, for `hasOutput`). */
+  let reasoned = false;
   let textMetadata: ProviderMetadata | undefined;
   const reasoning = new Map<string, { chunks: string[]; metadata?: ProviderMetadata }>();
   const blocks = new Map<number, Block>();
@@ -221,6 +227,11 @@ export function createAssembler(options: AssemblerOptions): StreamAssembler {
         }
         if (event.type === "reasoning.delta") r.chunks.push(event.text);
         if (event.providerMetadata) r.metadata = mergeMetadata(r.metadata, event.providerMetadata);
+        if (
+          (event.type === "reasoning.delta" && event.text.length > 0) ||
+          event.providerMetadata !== undefined
+        )
+          reasoned = true;
         return;
       }
       case "text.delta":
@@ -293,7 +304,7 @@ export function createAssembler(options: AssemblerOptions): StreamAssembler {
 
   return {
     push,
-    hasOutput: () => textChars > 0 || blocks.size > 0,
+    hasOutput: () => textChars > 0 || reasoned || blocks.size > 0,
     partial: () =>
       reasoning.size > 0
         ? { reasoning: reasoningParts(), text: joinedText(), toolCalls: calls() }

@@ -41,8 +41,12 @@ export const LONG_FILES = {
     why: "one statechart: the turn's states and transitions are read (and model-checked) as one definition; its guards, actions and policies already live elsewhere",
   },
   "session/sqlite-store.ts": {
-    max: 820,
+    max: 860,
     why: "the store contract for one database: every method is one SQL transaction over the same schema and handle, and the schema's migrations sit beside the statements that need them",
+  },
+  "session/log.ts": {
+    max: 560,
+    why: "the session's one source of truth: the write-ahead append and flush path, the fencing it enforces, redaction in place and the projection reads a turn makes share one in-memory state and one order (the projection, recovery and redaction rules themselves live in their own files)",
   },
   "session/postgres-store.ts": {
     max: 760,

@@ -54,6 +54,11 @@ export interface EntryBase {
    * limit, a cycle): what was wrong and where. The stored entry holds an encodable copy.
    */
   encodingProblem?: string;
+  /**
+   * Set when the entry's content was redacted (`session/redaction.ts`): its content fields hold
+   * `[redacted: <reason>]` instead; why, and when (clock ms).
+   */
+  redacted?: { reason: string; at: number };
 }
 
 /** The payload of each entry type, keyed by `type`. */

@@ -16,6 +16,7 @@ import type { EntryInput, EntryOf, LogEntry } from "./entries.ts";
 import { flat } from "./flat.ts";
 import { applyInboxEntry, inboxFromEntries } from "./inbox-log.ts";
 import { type AskedCall, type OpenWork, Projection } from "./projection.ts";
+import { type Redaction, redactEntry } from "./redaction.ts";
 import type { Lease, SessionStore } from "./store.ts";
 import { WriteQueue } from "./write-queue.ts";
 
@@ -48,7 +49,8 @@ export interface SessionLogOptions {
  */
 export class SessionLog {
   readonly sessionId: string;
-  private readonly store: SessionStore;
+  /** The store the log writes to. */
+  readonly store: SessionStore;
   private readonly clock: Clock;
   private readonly ids: IdGenerator;
   private readonly policy: CheckpointPolicy | false;
@@ -382,6 +384,45 @@ export class SessionLog {
     if (e || !this.loadPrefix) return e;
     this.materialize();
     return this.byId.get(id);
+  }
+
+  /**
+   * Replaces the entries `ids` in memory with their redacted copies (`redactEntry`,
+   * session/redaction.ts) after the store has redacted them (`store.redactEntries`); the next
+   * read rebuilds the projection, and the next {@link checkpoint} is written afresh (the store
+   * dropped the one that held the content). Synchronous; returns the redacted entries.
+   * Throws when history is not loaded (await {@link loadHistory} first), when entries are still
+   * queued (flush first: the queue would write the old content), or for an unknown id.
+   */
+  redact(ids: readonly string[], redaction: Redaction): LogEntry[] {
+    if (this.queue.size > 0) {
+      throw new Error(
+        `session ${this.sessionId}: ${this.queue.size} entries are not yet written; await log.flush() before redacting`,
+      );
+    }
+    this.materialize();
+    const swapped = ids.map((id) => {
+      const old = this.byId.get(id);
+      if (!old)
+        throw new TypeError(`redact: no entry ${JSON.stringify(id)} in session ${this.sessionId}`);
+      return Object.freeze(redactEntry(old, redaction));
+    });
+    for (const e of swapped) {
+      this.byId.set(e.id, e);
+      let lo = 0;
+      let hi = this.all.length - 1;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (this.all[mid].seq < e.seq) lo = mid + 1;
+        else hi = mid;
+      }
+      if (this.all[lo]?.id === e.id) this.all[lo] = e;
+    }
+    this.pathEntries = pathTo(this.leaf, this.byId);
+    this.dirty = true;
+    if (this.inboxState) this.inboxState = inboxFromEntries(this.all);
+    this.checkpointSeq = 0;
+    return swapped;
   }
 
   /** Records an entry (appended or replayed) and advances leaf, path and projection. */

@@ -1,5 +1,6 @@
 import type { CheckpointStore } from "./checkpoint.ts";
 import type { LogEntry } from "./entries.ts";
+import { redactEntry } from "./redaction.ts";
 import type { SessionStore, SessionSummary } from "./store.ts";
 import { checkBatch, StoreError } from "./store-error.ts";
 
@@ -26,7 +27,7 @@ interface MemorySession {
 export function memoryStore(): SessionStore & CheckpointStore {
   const sessions = new Map<string, MemorySession>();
   /** The latest projection checkpoint of each session (like SQLite's `checkpoints` table). */
-  const checkpoints = new Map<string, { seq: number; body: string }>();
+  const saved = new Map<string, { seq: number; body: string }>();
   let closed = false;
   const ensureOpen = () => {
     if (closed)
@@ -74,15 +75,46 @@ export function memoryStore(): SessionStore & CheckpointStore {
       const session = sessions.get(sessionId);
       return session ? decode(session, upTo(session, afterSeq), session.entries.length) : [];
     },
+    async deleteSession(sessionId) {
+      ensureOpen();
+      const entries = sessions.get(sessionId)?.entries.length ?? 0;
+      sessions.delete(sessionId);
+      const checkpoints = saved.delete(sessionId) ? 1 : 0;
+      return { sessionId, entries, checkpoints, inputs: 0, leases: 0, ledgerRows: 0 };
+    },
+    async redactEntries(sessionId, entryIds, redaction) {
+      ensureOpen();
+      const session = sessions.get(sessionId);
+      const at = new Map<string, number>();
+      session?.entries.forEach((e, i) => {
+        at.set(e.id, i);
+      });
+      const ids = [...new Set(entryIds)];
+      const missing = ids.find((id) => !at.has(id));
+      if (!session || missing !== undefined)
+        throw new StoreError(
+          "NOT_FOUND",
+          `memory store: session ${sessionId} has no entry ${JSON.stringify(missing ?? ids[0])}; nothing was redacted`,
+        );
+      // Every copy is made before any is stored: a type that cannot be redacted changes nothing.
+      const redacted = ids.map(
+        (id) => jsonCopy(redactEntry(session.entries[at.get(id)!], redaction)) as LogEntry,
+      );
+      redacted.forEach((e, i) => {
+        session.entries[at.get(ids[i])!] = e;
+      });
+      saved.delete(sessionId);
+      return redacted.map((e) => jsonCopy(e) as LogEntry).sort((a, b) => a.seq - b.seq);
+    },
     async saveCheckpoint(sessionId, seq, body) {
       ensureOpen();
-      const current = checkpoints.get(sessionId);
-      if (!current || seq >= current.seq) checkpoints.set(sessionId, { seq, body });
+      const current = saved.get(sessionId);
+      if (!current || seq >= current.seq) saved.set(sessionId, { seq, body });
     },
     async loadFromCheckpoint(sessionId) {
       ensureOpen();
       const session = sessions.get(sessionId);
-      const checkpoint = checkpoints.get(sessionId);
+      const checkpoint = saved.get(sessionId);
       if (!session || !checkpoint) return null;
       const end = upTo(session, checkpoint.seq);
       return {

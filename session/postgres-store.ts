@@ -4,6 +4,7 @@ import { loadPeer } from "../contracts/optional-peer.ts";
 import type { CheckpointStore } from "./checkpoint.ts";
 import type { LogEntry } from "./entries.ts";
 import { type CommitOutcome, GroupCommit, rememberGroupCommit } from "./group-commit.ts";
+import { deletePostgresSession, redactPostgresEntries } from "./postgres-erase.ts";
 import type {
   AppendOptions,
   LeaseInfo,
@@ -432,6 +433,29 @@ export async function postgresStore(
     async loadAfter(sessionId, afterSeq) {
       return guard("load (the log's tail)", () =>
         loadRange(sessionId, afterSeq, Number.MAX_SAFE_INTEGER),
+      );
+    },
+    async deleteSession(sessionId) {
+      // Appends already called are written first: they must not recreate what is deleted.
+      await committer.idle();
+      return guard("deleteSession", () =>
+        tx((c) => deletePostgresSession(c, s, sessionId, `postgres store ${where}`)),
+      );
+    },
+    async redactEntries(sessionId, entryIds, redaction, opts: AppendOptions = {}) {
+      await committer.idle();
+      return guard("redactEntries", () =>
+        tx((c) =>
+          redactPostgresEntries(
+            c,
+            s,
+            sessionId,
+            entryIds,
+            redaction,
+            opts.lease,
+            `postgres store ${where}`,
+          ),
+        ),
       );
     },
     async saveCheckpoint(sessionId, seq, body) {

@@ -6,6 +6,7 @@ import { loadPeer } from "../contracts/optional-peer.ts";
 import type { CheckpointStore } from "./checkpoint.ts";
 import { LOG_SCHEMA_VERSION, type LogEntry } from "./entries.ts";
 import { type CommitOutcome, GroupCommit, rememberGroupCommit } from "./group-commit.ts";
+import { sqliteEraser, truncateWal } from "./sqlite-erase.ts";
 import { rememberDatabase } from "./sqlite-handle.ts";
 import type {
   AppendOptions,
@@ -173,6 +174,8 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
     } else {
       db.pragma("journal_mode = WAL");
       db.pragma(`synchronous = ${durability === "power" ? "FULL" : "NORMAL"}`);
+      // Deleted or rewritten rows leave zeros, not their old bytes (session deletion, redaction).
+      db.pragma("secure_delete = ON");
     }
     db.pragma(`busy_timeout = ${Math.min(LOCK_SPIN_MS, busyTimeoutMs)}`);
     // A current file takes no write lock to open (a reader must open while another process
@@ -360,6 +363,28 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
       }
     }
   };
+  const eraser = sqliteEraser(db, { path, now });
+  const removeSession = db.transaction(eraser.deleteSession);
+  const redactRows = db.transaction(eraser.redactEntries);
+  /**
+   * Empties the write-ahead log after a deletion or redaction, so no earlier version of a page
+   * stays in it; while another connection keeps it from completing, tries again from a timer
+   * until `busyTimeoutMs`, then fails with `BUSY` (the change itself is committed).
+   */
+  const emptyWal = async (what: string) => {
+    const deadline = performance.now() + busyTimeoutMs;
+    for (let attempt = 0; ; attempt++) {
+      if (closed) throw refuseClosed(what);
+      if (truncateWal(db)) return;
+      const left = deadline - performance.now();
+      if (left <= 0)
+        throw new StoreError(
+          "BUSY",
+          `sqlite store ${path}: ${what} is committed, but for ${busyTimeoutMs} ms another connection to the file kept its write-ahead log (${path}-wal) from being emptied, so the log may still hold copies of what was removed; call ${what} again once the other processes are idle (it can be repeated), or close them`,
+        );
+      await sleep(Math.min(left, backoff(attempt)));
+    }
+  };
   const committer = new GroupCommit<AppendRequest>({
     start: "immediate",
     key: (req) => req.sessionId,
@@ -466,6 +491,21 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
           .all(sessionId, afterSeq, Number.MAX_SAFE_INTEGER)
           .map((body) => JSON.parse(body) as LogEntry),
       );
+    },
+    async deleteSession(sessionId) {
+      // Appends already called are written first: they must not recreate what is deleted.
+      await committer.idle();
+      const removed = await retryBusy("deleteSession", () => removeSession.immediate(sessionId));
+      await emptyWal("deleteSession");
+      return removed;
+    },
+    async redactEntries(sessionId, entryIds, redaction, opts = {}) {
+      await committer.idle();
+      const entries = await retryBusy("redactEntries", () =>
+        redactRows.immediate(sessionId, entryIds, redaction, opts.lease),
+      );
+      await emptyWal("redactEntries");
+      return entries;
     },
     async saveCheckpoint(sessionId, seq, body) {
       await retryBusy("saveCheckpoint", () => saveCheckpoint.run(sessionId, seq, body));

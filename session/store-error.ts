@@ -15,7 +15,9 @@ export type StoreErrorCode =
   /** The store's file stayed locked by other writing processes past the store's busy timeout. */
   | "BUSY"
   /** The writer does not hold the session's live lease (it expired, or another runner took it). */
-  | "FENCED";
+  | "FENCED"
+  /** An entry the operation names is not in the session (nothing was changed). */
+  | "NOT_FOUND";
 
 /** A store operation's failure (stores reject with it at the async boundary). */
 export class StoreError extends Error {

@@ -1,4 +1,5 @@
 import type { LogEntry } from "./entries.ts";
+import type { Redaction } from "./redaction.ts";
 
 /** A stored session as `list()` gives it. */
 export interface SessionSummary {
@@ -9,6 +10,18 @@ export interface SessionSummary {
   createdAt: number;
   /** When its last entry was written (ms). */
   updatedAt: number;
+}
+
+/** What `deleteSession` removed: how many of each (0 for an unknown session). */
+export interface DeletedSession {
+  sessionId: string;
+  entries: number;
+  checkpoints: number;
+  /** Inputs other processes posted to it (taken or not). */
+  inputs: number;
+  leases: number;
+  /** Idempotency ledger rows of its calls. */
+  ledgerRows: number;
 }
 
 /** What a fenced writer passes with each append (see {@link LeaseStore}). */
@@ -42,6 +55,35 @@ export interface SessionStore {
   loadAfter?(sessionId: string, afterSeq: number): Promise<LogEntry[]>;
   /** Every session it holds. */
   list(): Promise<SessionSummary[]>;
+  /**
+   * Optional (Keel's memory, SQLite and PostgreSQL stores have it). Removes the session and
+   * everything the store keeps for it: its entries, its checkpoint, the inputs posted to it, its
+   * lease, and the idempotency ledger rows of its calls (keyed by the `idempotencyKey` of its
+   * `call_started` entries; SQLite's only when its file has a ledger table). Files the session
+   * wrote beside its log are not the store's: `agent.deleteSession(id)` removes those too.
+   * Contract: all or nothing, in one transaction; refused with `FENCED` while a runner holds
+   * the session's live lease (close the session first); an unknown session resolves with every
+   * count 0. SQLite: when it resolves, the removed bytes are gone from the file and from its
+   * write-ahead log (docs/stores.md says how, and what PostgreSQL keeps until VACUUM).
+   */
+  deleteSession?(sessionId: string): Promise<DeletedSession>;
+  /**
+   * Optional (as `deleteSession`). Replaces each entry with its redacted copy (`redactEntry`,
+   * session/redaction.ts: content fields become `[redacted: <reason>]`, ids and types are kept),
+   * rewrites the posted-input rows of redacted `inbox` and `user_message` entries the same way,
+   * and drops the session's checkpoint (it holds the projection, and so the content). Resolves
+   * with the redacted entries in `seq` order.
+   * Contract: all or nothing; rejects with `NOT_FOUND` naming an id that is not an entry of the
+   * session, a `TypeError` for an entry type that holds no content, `FENCED` as `append` does
+   * (pass the writer's `lease`). SQLite: the replaced bytes are gone from the file and the WAL
+   * when it resolves.
+   */
+  redactEntries?(
+    sessionId: string,
+    entryIds: readonly string[],
+    redaction: Redaction,
+    options?: AppendOptions,
+  ): Promise<LogEntry[]>;
   /** Releases the store; no call may follow. */
   close(): Promise<void>;
 }
@@ -123,6 +165,13 @@ export interface LeaseStore {
    * a lease expired without release (a crashed owner). Never a session with a live lease.
    */
   sessionsNeedingRunner(limit: number): Promise<string[]>;
+}
+
+/** Whether `store` can delete sessions and redact entries (every store of Keel's can). */
+export function canErase(
+  store: SessionStore,
+): store is SessionStore & Required<Pick<SessionStore, "deleteSession" | "redactEntries">> {
+  return typeof store.deleteSession === "function" && typeof store.redactEntries === "function";
 }
 
 export function hasLeases(store: SessionStore): store is SessionStore & LeaseStore {

@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { loadTaskSet, outsideWorkspace } from "../cli/eval.ts";
+import { loadTaskSet, outsideWorkspace } from "../cli/eval-tasks.ts";
 
 const budget = { maxSteps: 3, maxSpendTokens: 1000, timeMs: 10_000 };
 const checks = [{ name: "t", command: "true" }];

@@ -55,7 +55,7 @@ describe("outputBudget overflow: spill, through a session", () => {
       const { continuation } = result;
       expect(continuation).toMatchObject({ tool: "read_file", sha256: sha256(full(tag)) });
       const file = continuation!.path!;
-      expect(path.dirname(file)).toBe(path.join(dataDir, "sessions", "s_1", "spill"));
+      expect(path.dirname(file)).toBe(path.join(dataDir, "sessions", "s%2F1", "spill"));
       expect(readFileSync(file, "utf8")).toBe(full(tag));
       expect(sha256(readFileSync(file, "utf8"))).toBe(continuation!.sha256);
       expect(result.content.startsWith(`${tag} line 1\n`)).toBe(true);

@@ -185,6 +185,28 @@ describe("stream assembler", () => {
     expect(b.hasOutput()).toBe(true);
   });
 
+  it("counts reasoning as output: a character of it, or a block sent only as provider metadata", () => {
+    const empty = createAssembler({ ids: seededIds(1) });
+    empty.push({ type: "reasoning.delta", key: "r0", text: "" });
+    empty.push({ type: "reasoning.end", key: "r0" });
+    expect(empty.hasOutput()).toBe(false);
+    const thought = createAssembler({ ids: seededIds(1) });
+    thought.push({ type: "reasoning.delta", key: "r0", text: "Let me think" });
+    expect(thought.hasOutput()).toBe(true);
+    expect(thought.partial()).toEqual({
+      reasoning: [{ type: "reasoning", text: "Let me think" }],
+      text: "",
+      toolCalls: [],
+    });
+    const sealed = createAssembler({ ids: seededIds(1) });
+    sealed.push({
+      type: "reasoning.end",
+      key: "r0",
+      providerMetadata: { anthropic: { redactedData: "opaque" } },
+    });
+    expect(sealed.hasOutput()).toBe(true);
+  });
+
   it("gives the partial output of an interrupted attempt and keeps assembling after it", () => {
     const a = createAssembler({ ids: seededIds(1) });
     a.push({ type: "text.delta", text: "a" });

@@ -7,9 +7,21 @@ import { checkDuration, MAX_TIMER_MS } from "../../contracts/clock.ts";
 import {
   classifyModelError,
   type ErrorCategory,
+  type ErrorClassification,
   type HeaderSource,
   parseRetryAfter,
 } from "./retry-classify.ts";
+
+/**
+ * The embedder's own classification of a failed model request, asked before the built-in rules
+ * (`classifyModelError`): `"retry"` retries it (within the same budgets and waits as any
+ * retryable error), `"fail"` ends the turn `failed`, `undefined` leaves it to the built-in rules.
+ * A caller's abort is not asked about: it always cancels.
+ * Contract: synchronous and pure (it may be called once per failed attempt); should not throw.
+ * A throw, or any other return value, is a failed classification: the request is not retried
+ * and the turn's reason says what the hook did.
+ */
+export type RetryClassifier = (error: unknown) => "retry" | "fail" | undefined;
 
 /**
  * Retry options. Defaults (DEFAULT_RETRY_POLICY): maxRetries 2 (≤ 3 requests), maxTimeoutRetries
@@ -30,6 +42,8 @@ export interface RetryPolicy {
   maxRetryAfterMs: number;
   /** The whole operation (all requests and waits) must end within this many ms of its start. */
   operationDeadlineMs?: number;
+  /** Asked before the built-in rules whether a failed request is retried (see {@link RetryClassifier}). */
+  classify?: RetryClassifier;
 }
 
 export const DEFAULT_RETRY_POLICY: Readonly<RetryPolicy> = Object.freeze({
@@ -60,6 +74,11 @@ export function resolveRetryPolicy(options: Partial<RetryPolicy> = {}): RetryPol
   check("maxRetryAfterMs", p.maxRetryAfterMs >= 0, "≥ 0");
   const d = p.operationDeadlineMs;
   check("operationDeadlineMs", d === undefined || d > 0, "> 0 or undefined");
+  if (p.classify !== undefined && typeof p.classify !== "function") {
+    throw new TypeError(
+      `retry policy: classify must be a function (error) => "retry" | "fail" | undefined, got ${typeof p.classify}`,
+    );
+  }
   const duration = (name: "baseDelayMs" | "maxDelayMs" | "maxRetryAfterMs") => {
     if (options[name] === undefined) return;
     p[name] = Math.min(checkDuration(`retry policy: ${name}`, p[name]), MAX_TIMER_MS);
@@ -150,7 +169,7 @@ export type RetryDecision =
  */
 export function decideRetry(state: RetryState, input: RetryInput): RetryDecision {
   const { policy: p } = state;
-  const c = classifyModelError(input.error);
+  const c = classify(p.classify, input.error);
   const stop = (
     status: "failed" | "budget_exhausted" | "cancelled",
     stoppedBy: StopReason,
@@ -220,6 +239,49 @@ export function decideRetry(state: RetryState, input: RetryInput): RetryDecision
       readyAt,
       waitSource,
     },
+  };
+}
+
+/**
+ * The classification of `error`: the built-in one, overridden by the embedder's `hook` when it
+ * answers "retry" or "fail". A caller's abort is never passed to the hook. A hook that throws or
+ * returns anything else fails the request (not retried) with a reason naming what it did, so a
+ * bug in the hook ends the turn with an explanation instead of a crash.
+ * This is a pure function when `hook` is.
+ */
+export function classify(hook: RetryClassifier | undefined, error: unknown): ErrorClassification {
+  const builtIn = classifyModelError(error);
+  if (hook === undefined || builtIn.category === "aborted") return builtIn;
+  let verdict: unknown;
+  try {
+    verdict = hook(error);
+  } catch (err) {
+    const why = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+    return {
+      ...builtIn,
+      retryable: false,
+      reason: `the retry.classify hook threw (${why}), so the request was not retried; fix the hook (it must return "retry", "fail" or undefined without throwing). The request failed with: ${builtIn.reason}`,
+    };
+  }
+  if (verdict === undefined) return builtIn;
+  if (verdict === "retry") {
+    return {
+      ...builtIn,
+      retryable: true,
+      reason: `retry.classify said "retry": ${builtIn.reason}`,
+    };
+  }
+  if (verdict === "fail") {
+    return {
+      ...builtIn,
+      retryable: false,
+      reason: `retry.classify said "fail" (not retried): ${builtIn.reason}`,
+    };
+  }
+  return {
+    ...builtIn,
+    retryable: false,
+    reason: `the retry.classify hook returned ${JSON.stringify(verdict) ?? String(verdict)}, which is not "retry", "fail" or undefined, so the request was not retried; fix the hook. The request failed with: ${builtIn.reason}`,
   };
 }
 

@@ -64,8 +64,19 @@ export interface FakeOpenAIServer {
   close(): Promise<void>;
 }
 
+/** Options of {@link startFakeOpenAIServer}. */
+export interface FakeServerOptions {
+  /**
+   * Checks a request's wire format as the real server would: a returned message answers the
+   * request with a 400 carrying it (the scripted reply stays queued for the next request).
+   */
+  check?: (request: RecordedRequest) => string | undefined;
+}
+
 /** Starts the server on 127.0.0.1 and a random port. Unscripted requests get a clear 500. */
-export async function startFakeOpenAIServer(): Promise<FakeOpenAIServer> {
+export async function startFakeOpenAIServer(
+  options: FakeServerOptions = {},
+): Promise<FakeOpenAIServer> {
   const queue: FakeReply[] = [];
   const requests: RecordedRequest[] = [];
   const waiters: { count: number; resolve: () => void }[] = [];
@@ -108,6 +119,11 @@ export async function startFakeOpenAIServer(): Promise<FakeOpenAIServer> {
     for (const w of waiters.splice(0)) {
       if (requests.length >= w.count) w.resolve();
       else waiters.push(w);
+    }
+    const refused = options.check?.(record);
+    if (refused !== undefined) {
+      await play(errorReply(400, { message: refused, type: "BadRequestError" }), res);
+      return;
     }
     const reply = queue.shift() ?? [
       {
