@@ -8,10 +8,17 @@ import {
   sendTo,
   setup,
 } from "xstate";
+import type { BudgetKind, BudgetStop, Spend } from "../contracts/budget.ts";
 import type { TurnFailureCode, TurnStatus } from "../contracts/status.ts";
 import { type BatchEffects, batchMachine } from "./batch.machine.ts";
 import { effect } from "./effect.ts";
 import type { BatchCallSpec } from "./policies/batch-schedule.ts";
+import {
+  budgetReason,
+  earliestDeadline,
+  firstExhausted,
+  type ScopeBudget,
+} from "./policies/budget.ts";
 import {
   foldResults,
   type LoopState,
@@ -32,11 +39,24 @@ export interface TurnLimits {
   maxSpendTokens: number;
   /** Wall-clock budget of the whole turn, ms; 0 = none. */
   deadlineMs: number;
+  /** Input tokens per turn; 0 or absent = none. */
+  maxInputTokens?: number;
+  /** Output tokens per turn; 0 or absent = none. */
+  maxOutputTokens?: number;
+  /** Cost per turn, in the price table's unit; 0 or absent = none. */
+  maxCost?: number;
+  /** The caps that are Keel's defaults, not the embedder's (the result says so when one stops it). */
+  defaulted?: readonly BudgetKind[];
 }
 
 export interface TurnInput {
   turnId: string;
   limits: TurnLimits;
+  /**
+   * The wider scopes' budgets (prompt, session, agent), each with what it had spent when this
+   * turn started (machines/policies/budget.ts). Absent: the turn's `limits` only.
+   */
+  budgets?: readonly ScopeBudget[];
   maxParallelToolCalls: number;
   stopDeadlineMs: number;
   finalizeDeadlineMs: number;
@@ -64,6 +84,12 @@ export interface TurnContext extends TurnInput {
    * decides whether a step ends the turn (`loopDetected`), so it lives here, not in the host.
    */
   loop: LoopState;
+  /** Every budget that applies, the turn's own (from `limits`) first. */
+  scopes: readonly ScopeBudget[];
+  /** What this turn spent so far (time is the deadline timer's). */
+  spent: Spend;
+  /** The budget that stopped the turn, once one did. */
+  budget: BudgetStop | undefined;
   /** Model responses committed so far. */
   step: number;
   /** Attempts started so far; attempt k's id is `${turnId}.a${k}`. Stale attempt events are ignored. */
@@ -92,7 +118,14 @@ export type TurnEvent =
       calls: TurnCallSpec[];
       /** Some valid call needs a permission decision before it may run. */
       needsPermission?: boolean;
+      /** Input + output tokens of the response (provider usage; 0 when not reported). */
       tokens: number;
+      /** The input part of `tokens` (absent: all of `tokens` counts as input). */
+      inputTokens?: number;
+      /** The output part of `tokens` (absent: 0). */
+      outputTokens?: number;
+      /** The response's cost from the embedder's price table (absent: 0). */
+      cost?: number;
       /** The results the calls that failed preparation get (`rejectInvalid`), in call order. */
       invalid?: ObservedResult[];
       /** The results every call gets if the answer was cut by length (`refuseCalls`). */
@@ -136,13 +169,22 @@ export type TurnEvent =
    * about to report, since its end is not in the log (invariant 15).
    */
   | { type: "finalize.done"; failure?: { code: TurnFailureCode; reason: string } }
-  | { type: "turn.interrupt"; reason: string; status?: TurnStatus; code?: TurnFailureCode };
+  | {
+      type: "turn.interrupt";
+      reason: string;
+      status?: TurnStatus;
+      code?: TurnFailureCode;
+      /** Set when a budget's wall time ran out (the chart's own deadline timer). */
+      budget?: BudgetStop;
+    };
 
 export interface TurnOutput {
   status: TurnStatus;
   reason?: string;
   /** With `status: "failed"`: the runtime's failure code (see `TurnFailureCode`), if it was one. */
   code?: TurnFailureCode;
+  /** With `status: "budget_exhausted"`: which budget ran out. */
+  budget?: BudgetStop;
 }
 
 /** Params of `finalize`: how the turn ends. */
@@ -153,6 +195,8 @@ export interface FinalizeParams {
   cancelled: boolean;
   /** With `status: "failed"`: the runtime's failure code, if it was one. */
   code?: TurnFailureCode;
+  /** With `status: "budget_exhausted"`: which budget ran out. */
+  budget?: BudgetStop;
 }
 
 /**
@@ -238,17 +282,49 @@ export interface TurnEffects extends ToolCallEffects, BatchEffects {
  */
 const decideNext = (before: readonly "executionStopped"[] = []) => [
   {
-    guard: "stepsExhausted" as const,
+    guard: "budgetExhausted" as const,
     target: "#turn.finalizing",
-    actions: [...before, "exhaustSteps" as const],
-  },
-  {
-    guard: "tokensExhausted" as const,
-    target: "#turn.finalizing",
-    actions: [...before, "exhaustTokens" as const],
+    actions: [...before, "exhaustBudget" as const],
   },
   { target: "#turn.running.preparing", actions: before },
 ];
+
+/** The turn's own budget, from its `limits`, as a scope (machines/policies/budget.ts). */
+function turnScope(limits: TurnLimits): ScopeBudget {
+  const scope: ScopeBudget = {
+    scope: "turn",
+    budget: {
+      maxSteps: limits.maxSteps,
+      maxSpendTokens: limits.maxSpendTokens,
+      maxInputTokens: limits.maxInputTokens,
+      maxOutputTokens: limits.maxOutputTokens,
+      maxCost: limits.maxCost,
+      maxTimeMs: limits.deadlineMs,
+    },
+    spent: NOTHING_SPENT,
+  };
+  if (limits.defaulted) scope.defaulted = limits.defaulted;
+  return scope;
+}
+const NOTHING_SPENT: Spend = Object.freeze({
+  steps: 0,
+  inputTokens: 0,
+  outputTokens: 0,
+  cost: 0,
+  timeMs: 0,
+});
+
+/** The spend after one more response (`attempt.done`). This is a pure function. */
+function spendAfter(spent: Spend, event: Extract<TurnEvent, { type: "attempt.done" }>): Spend {
+  const output = event.outputTokens ?? 0;
+  return {
+    steps: spent.steps + 1,
+    inputTokens: spent.inputTokens + (event.inputTokens ?? event.tokens - output),
+    outputTokens: spent.outputTokens + output,
+    cost: spent.cost + (event.cost ?? 0),
+    timeMs: 0,
+  };
+}
 
 /**
  * The turn's reason when its last answer did not end by a plain stop; undefined for `stop`.
@@ -271,6 +347,9 @@ export function initialTurnContext(input: TurnInput): TurnContext {
   return {
     turnId: input.turnId,
     limits: input.limits,
+    scopes: input.budgets ? [turnScope(input.limits), ...input.budgets] : [turnScope(input.limits)],
+    spent: NOTHING_SPENT,
+    budget: undefined,
     maxParallelToolCalls: input.maxParallelToolCalls,
     stopDeadlineMs: input.stopDeadlineMs,
     finalizeDeadlineMs: input.finalizeDeadlineMs,
@@ -354,6 +433,8 @@ const endOnLoop = {
 export function outputOf(context: TurnContext): TurnOutput {
   const output: TurnOutput = { status: context.status, reason: context.reason };
   if (context.code !== undefined) output.code = context.code;
+  if (context.budget !== undefined && context.status === "budget_exhausted")
+    output.budget = context.budget;
   return output;
 }
 
@@ -447,6 +528,7 @@ export const turnMachine = setup({
         status: event.status ?? "cancelled",
         reason: event.reason,
         code: event.code,
+        budget: event.budget,
         stopDeadlineMs: context.stopDeadlineMs,
       };
     }),
@@ -458,12 +540,21 @@ export const turnMachine = setup({
     }),
     countStep: assign(({ context, event }) => {
       assertEvent(event, "attempt.done");
-      return { step: context.step + 1, tokens: context.tokens + event.tokens };
+      return {
+        step: context.step + 1,
+        tokens: context.tokens + event.tokens,
+        spent: spendAfter(context.spent, event),
+      };
     }),
     /** countStep and storeCalls in one assign (one context copy per step, not two). */
     takeResponse: assign(({ context, event }) => {
       assertEvent(event, "attempt.done");
-      return { step: context.step + 1, tokens: context.tokens + event.tokens, calls: event.calls };
+      return {
+        step: context.step + 1,
+        tokens: context.tokens + event.tokens,
+        spent: spendAfter(context.spent, event),
+        calls: event.calls,
+      };
     }),
     /**
      * countStep for a response without calls, remembering why it ended when that is not a
@@ -475,6 +566,7 @@ export const turnMachine = setup({
       return {
         step: context.step + 1,
         tokens: context.tokens + event.tokens,
+        spent: spendAfter(context.spent, event),
         reason: cutAnswerReason(event.finishReason),
       };
     }),
@@ -490,14 +582,11 @@ export const turnMachine = setup({
         reason: `loop_detected: ${tool} failed the same way ${repeats} times in a row with the same arguments (loopGuard.failAfter ${context.loopFailAfter})`,
       };
     }),
-    exhaustSteps: assign(({ context }) => ({
-      status: "budget_exhausted" as TurnStatus,
-      reason: `maxSteps (${context.limits.maxSteps}) reached`,
-    })),
-    exhaustTokens: assign(({ context }) => ({
-      status: "budget_exhausted" as TurnStatus,
-      reason: `maxSpendTokens (${context.limits.maxSpendTokens}) reached: ${context.tokens} tokens used`,
-    })),
+    /** The first budget reached (`budgetExhausted` held): the turn ends naming it. */
+    exhaustBudget: assign(({ context }) => {
+      const budget = firstExhausted(context.scopes, context.spent)!;
+      return { status: "budget_exhausted" as TurnStatus, reason: budgetReason(budget), budget };
+    }),
   },
   actors: {
     /** The batch machine, provided by the runtime (children are the tool-call statecharts). */
@@ -546,10 +635,8 @@ export const turnMachine = setup({
     /** The turn's results leave one call failing the same way `loopFailAfter` times in a row. */
     loopDetected: ({ context }) =>
       context.loopFailAfter > 0 && context.loop.count >= context.loopFailAfter,
-    stepsExhausted: ({ context }) => context.step >= context.limits.maxSteps,
-    tokensExhausted: ({ context }) =>
-      context.limits.maxSpendTokens > 0 && context.tokens >= context.limits.maxSpendTokens,
-    hasDeadline: ({ context }) => context.limits.deadlineMs > 0,
+    /** Some budget of some scope is spent (machines/policies/budget.ts, `firstExhausted`). */
+    budgetExhausted: ({ context }) => firstExhausted(context.scopes, context.spent) !== undefined,
     finalizeFailed: ({ event }) => {
       assertEvent(event, "finalize.done");
       return event.failure !== undefined;
@@ -567,12 +654,20 @@ export const turnMachine = setup({
   states: {
     running: {
       entry: [
-        // The deadline timer is armed only when the turn has a deadline, and cancelled on leaving.
-        enqueueActions(({ enqueue, check, context }) => {
-          if (!check("hasDeadline")) return;
+        // The deadline timer: the nearest wall-time cap of every scope (the turn's `deadlineMs`,
+        // what the prompt's, session's and agent's have left), armed only when one has a cap,
+        // and cancelled on leaving.
+        enqueueActions(({ enqueue, context }) => {
+          const deadline = earliestDeadline(context.scopes);
+          if (!deadline) return;
           enqueue.raise(
-            { type: "turn.interrupt", reason: "turn deadline reached", status: "budget_exhausted" },
-            { id: "turnDeadline", delay: context.limits.deadlineMs },
+            {
+              type: "turn.interrupt",
+              reason: budgetReason(deadline.stop),
+              status: "budget_exhausted",
+              budget: deadline.stop,
+            },
+            { id: "turnDeadline", delay: deadline.ms },
           );
         }),
       ],
@@ -618,6 +713,9 @@ export const turnMachine = setup({
           entry: "prepare",
           on: {
             "step.prepared": [
+              // A wider scope may be spent before this turn's first request (the prompt's
+              // earlier rounds, the session's earlier turns): no request then.
+              { guard: "budgetExhausted", target: "#turn.finalizing", actions: "exhaustBudget" },
               {
                 guard: "compactDue",
                 target: "compacting",
@@ -882,6 +980,7 @@ export const turnMachine = setup({
           reason: context.reason,
           cancelled: context.cancelRequested,
           code: context.code,
+          budget: context.status === "budget_exhausted" ? context.budget : undefined,
         }),
       },
       on: {
