@@ -134,11 +134,8 @@ export function budgetReason(stop: BudgetStop): string {
   else if (stop.scope === "turn" && stop.kind === "tokens")
     text = `maxSpendTokens (${stop.limit}) reached: ${stop.spent} tokens used`;
   else if (stop.scope === "turn" && stop.kind === "time") text = "turn deadline reached";
-  else {
-    const field =
-      stop.scope === "turn" && stop.kind === "time" ? "deadlineMs" : FIELD_OF[stop.kind];
-    text = `${stop.scope} budget: ${field} (${stop.limit}) reached: ${stop.spent} spent`;
-  }
+  else
+    text = `${stop.scope} budget: ${FIELD_OF[stop.kind]} (${stop.limit}) reached: ${stop.spent} spent`;
   if (!stop.defaulted) return text;
   return `${text} (Keel's default ${stop.scope} ${FIELD_OF[stop.kind]}; set it with ${OPTION_OF[stop.scope]})`;
 }
