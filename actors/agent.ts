@@ -1,9 +1,11 @@
 import pino, { type Logger } from "pino";
+import type { Budget, PriceTable } from "../contracts/budget.ts";
 import { type Clock, checkDuration, MAX_TIMER_MS, systemClock } from "../contracts/clock.ts";
 import type { AgentEvent } from "../contracts/events.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
 import type { Model } from "../contracts/model.ts";
 import type { acceptanceMachine } from "../machines/acceptance.machine.ts";
+import { checkBudget } from "../machines/policies/budget.ts";
 import type { DrainMode, DrainPolicy } from "../machines/policies/inbox.ts";
 import { type LoopGuardOptions, resolveLoopGuard } from "../machines/policies/loop-guard.ts";
 import { type RetryPolicy, resolveRetryPolicy } from "../machines/policies/retry-policy.ts";
@@ -19,6 +21,7 @@ import { createToolSet, isToolSource, type ToolSource } from "../tools/tool-set.
 import { windowOutputBudget } from "../tools/traits.ts";
 import type { ToolDefinition } from "../tools/types.ts";
 import { AcceptanceHost, type AcceptanceOptions, checkAcceptanceOptions } from "./acceptance.ts";
+import { checkCostCap, checkPrices, resolvePromptBudget } from "./budget-options.ts";
 import type { InspectSink } from "./events.ts";
 import { createIds } from "./ids.ts";
 import { PermissionBroker, type PermissionOptions } from "./permissions.ts";
@@ -26,6 +29,7 @@ import { readResultTool } from "./read-result-tool.ts";
 import { recoverCalls } from "./recover-calls.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import { Session } from "./session.ts";
+import { AgentSpend, SessionBudgets } from "./session-budgets.ts";
 import { type ContextOptions, checkContextOptions, SessionContext } from "./session-context.ts";
 import { defaultLeaseOwner } from "./session-lease.ts";
 import type { SessionRole } from "./session-options.ts";
@@ -66,10 +70,27 @@ export interface AgentOptions {
    * through them. Nothing is written unless a tool spills.
    */
   dataDir?: string;
-  limits?: Partial<TurnLimits> & {
+  /**
+   * Each turn's budget (docs/embedding.md, "Budgets"): `maxSteps` (default 50), `maxSpendTokens`,
+   * `maxInputTokens`, `maxOutputTokens`, `maxCost`, `deadlineMs` (0: none).
+   */
+  limits?: Partial<Omit<TurnLimits, "defaulted">> & {
     /** @deprecated Renamed `maxSpendTokens` (a spend cap, not a window); removed in the next release. */
     maxTokens?: number;
   };
+  /**
+   * Each prompt's budget: one input's turn and every acceptance round after it. Defaults:
+   * `maxSteps` 4 × `limits.maxSteps` (200), `maxTimeMs` 3 600 000 (one hour); 0 turns a cap off.
+   */
+  promptBudget?: Budget;
+  /** The agent's budget: every session of this agent in this process, summed. Default: none. */
+  budget?: Budget;
+  /**
+   * Prices by model name (`model.name`), per million tokens, in the currency you choose: each
+   * response's cost (`maxCost` caps, `TurnResult.cost`, the `message.committed` event). Keel ships
+   * none. A `maxCost` anywhere with the model missing here is an error at `createAgent`.
+   */
+  prices?: PriceTable;
   /** Default 8. */
   maxParallelToolCalls?: number;
   /** How long a cancelled tool may keep running before its outcome is unknown. Default 5 000 ms. */
@@ -162,6 +183,13 @@ export interface SessionOpenOptions {
    * sources are refreshed between turns (`ToolSet.refresh`).
    */
   tools?: readonly (ToolDefinition | ToolSource)[] | SessionTools;
+  /**
+   * The session's budget, across its turns and its reopenings (what it spent is read from its
+   * log when it opens). Default: none.
+   */
+  budget?: Budget;
+  /** Each prompt's budget in this session, in place of the agent's `promptBudget`. */
+  promptBudget?: Budget;
 }
 
 /** A session's tools: `add` to the agent's, keep `only` some of the agent's, or `exclude` some. */
@@ -207,6 +235,7 @@ export const DEFAULT_LIMITS: TurnLimits = { maxSteps: 50, maxSpendTokens: 0, dea
 function resolveLimits(limits: AgentOptions["limits"], logger: Logger): TurnLimits {
   const { maxTokens, ...rest } = limits ?? {};
   const resolved: TurnLimits = { ...DEFAULT_LIMITS, ...rest };
+  if (rest.maxSteps === undefined) resolved.defaulted = ["steps"];
   if (rest.deadlineMs !== undefined) {
     const ms = checkDuration("createAgent: `limits.deadlineMs`", rest.deadlineMs);
     resolved.deadlineMs = ms === Number.POSITIVE_INFINITY ? 0 : ms;
@@ -302,6 +331,16 @@ export function createAgent(options: AgentOptions): Agent {
   const random = options.random ?? Math.random;
   const logger = options.logger ?? defaultLogger();
   const limits = resolveLimits(options.limits, logger);
+  const prices = checkPrices(options.prices);
+  const agentBudget = checkBudget("createAgent: `budget`", options.budget);
+  const promptBudget = resolvePromptBudget(
+    "createAgent: `promptBudget`",
+    options.promptBudget,
+    limits,
+  );
+  checkCostCap("createAgent", [limits, promptBudget.budget, agentBudget], options.model, prices);
+  const agentSpend = new AgentSpend(agentBudget);
+  const price = prices?.[options.model.name];
   checkContextOptions(options.context);
   checkAcceptanceOptions(options.acceptance);
   const contextOptions = options.context ?? {};
@@ -369,6 +408,16 @@ export function createAgent(options: AgentOptions): Agent {
           `agent.session: \`instructions\` must be a string or a function (session) => string, got ${typeof instructions}`,
         );
       }
+      const sessionBudget = checkBudget("agent.session: `budget`", sessionOptions.budget);
+      const sessionPrompt =
+        sessionOptions.promptBudget === undefined
+          ? promptBudget
+          : resolvePromptBudget(
+              "agent.session: `promptBudget`",
+              sessionOptions.promptBudget,
+              limits,
+            );
+      checkCostCap("agent.session", [sessionBudget, sessionPrompt.budget], options.model, prices);
       const sessionLogger = logger.child({ sessionId });
       const tools = sessionTools(registry, sources, sessionOptions.tools, sessionLogger);
       const session: Session = new Session({
@@ -438,6 +487,15 @@ export function createAgent(options: AgentOptions): Agent {
           retryBudget: options.retryBudget,
           random,
           limits,
+          budgets: new SessionBudgets({
+            log,
+            clock,
+            session: sessionBudget,
+            prompt: sessionPrompt.budget,
+            promptDefaulted: sessionPrompt.defaulted,
+            agent: agentSpend,
+          }),
+          price,
           context: new SessionContext({
             log,
             model: options.model,
