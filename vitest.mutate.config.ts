@@ -11,6 +11,7 @@ export default defineConfig({
     include: [
       "test/acceptance.model.test.ts",
       "test/acceptance-chart.unit.test.ts",
+      "test/budget.{unit,model}.test.ts",
       "test/batch.{unit,model,race}.test.ts",
       "test/batch-strangers.unit.test.ts",
       "test/charts.unit.test.ts",
