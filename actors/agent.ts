@@ -236,6 +236,8 @@ function resolveLimits(limits: AgentOptions["limits"], logger: Logger): TurnLimi
   const { maxTokens, ...rest } = limits ?? {};
   const resolved: TurnLimits = { ...DEFAULT_LIMITS, ...rest };
   if (rest.maxSteps === undefined) resolved.defaulted = ["steps"];
+  const { maxInputTokens, maxOutputTokens, maxCost } = rest;
+  checkBudget("createAgent: `limits`", { maxInputTokens, maxOutputTokens, maxCost });
   if (rest.deadlineMs !== undefined) {
     const ms = checkDuration("createAgent: `limits.deadlineMs`", rest.deadlineMs);
     resolved.deadlineMs = ms === Number.POSITIVE_INFINITY ? 0 : ms;
