@@ -5,11 +5,9 @@ import type { AgentEvent } from "../contracts/events.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
 import type { Model } from "../contracts/model.ts";
 import type { acceptanceMachine } from "../machines/acceptance.machine.ts";
-import { checkBudget } from "../machines/policies/budget.ts";
 import type { DrainMode, DrainPolicy } from "../machines/policies/inbox.ts";
 import { type LoopGuardOptions, resolveLoopGuard } from "../machines/policies/loop-guard.ts";
 import { type RetryPolicy, resolveRetryPolicy } from "../machines/policies/retry-policy.ts";
-import type { TurnLimits } from "../machines/turn.machine.ts";
 import { READ_RESULT_TOOL } from "../session/clear-results.ts";
 import type { HandoffRecord } from "../session/entries.ts";
 import { SessionLog } from "../session/log.ts";
@@ -21,7 +19,12 @@ import { createToolSet, isToolSource, type ToolSource } from "../tools/tool-set.
 import { windowOutputBudget } from "../tools/traits.ts";
 import type { ToolDefinition } from "../tools/types.ts";
 import { AcceptanceHost, type AcceptanceOptions, checkAcceptanceOptions } from "./acceptance.ts";
-import { checkCostCap, checkPrices, resolvePromptBudget } from "./budget-options.ts";
+import {
+  agentBudgetOptions,
+  type LimitsOption,
+  resolveLimits,
+  sessionBudgetOptions,
+} from "./budget-options.ts";
 import type { InspectSink } from "./events.ts";
 import { createIds } from "./ids.ts";
 import { PermissionBroker, type PermissionOptions } from "./permissions.ts";
@@ -29,7 +32,7 @@ import { readResultTool } from "./read-result-tool.ts";
 import { recoverCalls } from "./recover-calls.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import { Session } from "./session.ts";
-import { AgentSpend, SessionBudgets } from "./session-budgets.ts";
+import { SessionBudgets } from "./session-budgets.ts";
 import { type ContextOptions, checkContextOptions, SessionContext } from "./session-context.ts";
 import { defaultLeaseOwner } from "./session-lease.ts";
 import type { SessionRole } from "./session-options.ts";
@@ -70,26 +73,13 @@ export interface AgentOptions {
    * through them. Nothing is written unless a tool spills.
    */
   dataDir?: string;
-  /**
-   * Each turn's budget (docs/embedding.md, "Budgets"): `maxSteps` (default 50), `maxSpendTokens`,
-   * `maxInputTokens`, `maxOutputTokens`, `maxCost`, `deadlineMs` (0: none).
-   */
-  limits?: Partial<Omit<TurnLimits, "defaulted">> & {
-    /** @deprecated Renamed `maxSpendTokens` (a spend cap, not a window); removed in the next release. */
-    maxTokens?: number;
-  };
-  /**
-   * Each prompt's budget: one input's turn and every acceptance round after it. Defaults:
-   * `maxSteps` 4 × `limits.maxSteps` (200), `maxTimeMs` 3 600 000 (one hour); 0 turns a cap off.
-   */
+  /** Each turn's budget (docs/embedding.md, "Budgets"); `maxSteps` defaults to 50. */
+  limits?: LimitsOption;
+  /** Each prompt's budget (its turn and acceptance rounds). Default: 4 × `maxSteps`, one hour. */
   promptBudget?: Budget;
   /** The agent's budget: every session of this agent in this process, summed. Default: none. */
   budget?: Budget;
-  /**
-   * Prices by model name (`model.name`), per million tokens, in the currency you choose: each
-   * response's cost (`maxCost` caps, `TurnResult.cost`, the `message.committed` event). Keel ships
-   * none. A `maxCost` anywhere with the model missing here is an error at `createAgent`.
-   */
+  /** Prices per million tokens by `model.name` (Keel ships none); needed by any `maxCost`. */
   prices?: PriceTable;
   /** Default 8. */
   maxParallelToolCalls?: number;
@@ -183,10 +173,7 @@ export interface SessionOpenOptions {
    * sources are refreshed between turns (`ToolSet.refresh`).
    */
   tools?: readonly (ToolDefinition | ToolSource)[] | SessionTools;
-  /**
-   * The session's budget, across its turns and its reopenings (what it spent is read from its
-   * log when it opens). Default: none.
-   */
+  /** The session's budget, across its turns and reopenings (spend read from its log). */
   budget?: Budget;
   /** Each prompt's budget in this session, in place of the agent's `promptBudget`. */
   promptBudget?: Budget;
@@ -224,32 +211,6 @@ export interface Agent {
   closeSession(id: string): Promise<void>;
   /** Interrupts running turns, waits for them to settle and flushes every log. */
   close(): Promise<void>;
-}
-
-export const DEFAULT_LIMITS: TurnLimits = { maxSteps: 50, maxSpendTokens: 0, deadlineMs: 0 };
-
-/**
- * `limits` with the deprecated `maxTokens` read as `maxSpendTokens` (with a warning, once), and
- * `deadlineMs` checked: at most 2^31 − 1 ms, `Infinity` (or 0) for none.
- */
-function resolveLimits(limits: AgentOptions["limits"], logger: Logger): TurnLimits {
-  const { maxTokens, ...rest } = limits ?? {};
-  const resolved: TurnLimits = { ...DEFAULT_LIMITS, ...rest };
-  if (rest.maxSteps === undefined) resolved.defaulted = ["steps"];
-  const { maxInputTokens, maxOutputTokens, maxCost } = rest;
-  checkBudget("createAgent: `limits`", { maxInputTokens, maxOutputTokens, maxCost });
-  if (rest.deadlineMs !== undefined) {
-    const ms = checkDuration("createAgent: `limits.deadlineMs`", rest.deadlineMs);
-    resolved.deadlineMs = ms === Number.POSITIVE_INFINITY ? 0 : ms;
-  }
-  if (maxTokens !== undefined) {
-    const message =
-      "createAgent: `limits.maxTokens` is deprecated (it is a spend cap, not a context window): use `limits.maxSpendTokens`; the old name is removed in the next release";
-    logger.warn(message);
-    process.emitWarning(message, { type: "DeprecationWarning", code: "KEEL_MAX_TOKENS" });
-    if (rest.maxSpendTokens === undefined) resolved.maxSpendTokens = maxTokens;
-  }
-  return resolved;
 }
 
 function defaultLogger(): Logger {
@@ -333,15 +294,7 @@ export function createAgent(options: AgentOptions): Agent {
   const random = options.random ?? Math.random;
   const logger = options.logger ?? defaultLogger();
   const limits = resolveLimits(options.limits, logger);
-  const prices = checkPrices(options.prices);
-  const agentBudget = checkBudget("createAgent: `budget`", options.budget);
-  const promptBudget = resolvePromptBudget(
-    "createAgent: `promptBudget`",
-    options.promptBudget,
-    limits,
-  );
-  checkCostCap("createAgent", [limits, promptBudget.budget, agentBudget], options.model, prices);
-  const agentSpend = new AgentSpend(agentBudget);
+  const { prices, promptBudget, agentSpend } = agentBudgetOptions(options, limits);
   const price = prices?.[options.model.name];
   checkContextOptions(options.context);
   checkAcceptanceOptions(options.acceptance);
@@ -410,16 +363,7 @@ export function createAgent(options: AgentOptions): Agent {
           `agent.session: \`instructions\` must be a string or a function (session) => string, got ${typeof instructions}`,
         );
       }
-      const sessionBudget = checkBudget("agent.session: `budget`", sessionOptions.budget);
-      const sessionPrompt =
-        sessionOptions.promptBudget === undefined
-          ? promptBudget
-          : resolvePromptBudget(
-              "agent.session: `promptBudget`",
-              sessionOptions.promptBudget,
-              limits,
-            );
-      checkCostCap("agent.session", [sessionBudget, sessionPrompt.budget], options.model, prices);
+      const own = sessionBudgetOptions(sessionOptions, promptBudget, limits, options.model, prices);
       const sessionLogger = logger.child({ sessionId });
       const tools = sessionTools(registry, sources, sessionOptions.tools, sessionLogger);
       const session: Session = new Session({
@@ -492,9 +436,9 @@ export function createAgent(options: AgentOptions): Agent {
           budgets: new SessionBudgets({
             log,
             clock,
-            session: sessionBudget,
-            prompt: sessionPrompt.budget,
-            promptDefaulted: sessionPrompt.defaulted,
+            session: own.session,
+            prompt: own.prompt.budget,
+            promptDefaulted: own.prompt.defaulted,
             agent: agentSpend,
           }),
           price,

@@ -1,7 +1,16 @@
+import type { Logger } from "pino";
 import type { Budget, BudgetKind, PriceTable } from "../contracts/budget.ts";
+import { checkDuration } from "../contracts/clock.ts";
 import type { Model } from "../contracts/model.ts";
 import { capsCost, checkBudget } from "../machines/policies/budget.ts";
 import type { TurnLimits } from "../machines/turn.machine.ts";
+import { AgentSpend } from "./session-budgets.ts";
+
+/** `createAgent({ limits })`: each turn's budget. */
+export type LimitsOption = Partial<Omit<TurnLimits, "defaulted">> & {
+  /** @deprecated Renamed `maxSpendTokens` (a spend cap, not a window); removed in the next release. */
+  maxTokens?: number;
+};
 
 // The budget options of `createAgent` and `agent.session` (docs/embedding.md, "Budgets"),
 // checked and filled with Keel's defaults.
@@ -63,4 +72,63 @@ export function checkCostCap(
   throw new TypeError(
     `${where}: a \`maxCost\` is set but the price table has no entry for model "${model.name}"; pass createAgent({ prices: { "${model.name}": { input, output, cachedInput? } } }) (per million tokens; Keel ships no prices)`,
   );
+}
+
+export const DEFAULT_LIMITS: TurnLimits = { maxSteps: 50, maxSpendTokens: 0, deadlineMs: 0 };
+
+/**
+ * `limits` with the deprecated `maxTokens` read as `maxSpendTokens` (with a warning, once), and
+ * `deadlineMs` checked: at most 2^31 − 1 ms, `Infinity` (or 0) for none.
+ */
+export function resolveLimits(limits: LimitsOption | undefined, logger: Logger): TurnLimits {
+  const { maxTokens, ...rest } = limits ?? {};
+  const resolved: TurnLimits = { ...DEFAULT_LIMITS, ...rest };
+  if (rest.maxSteps === undefined) resolved.defaulted = ["steps"];
+  const { maxInputTokens, maxOutputTokens, maxCost } = rest;
+  checkBudget("createAgent: `limits`", { maxInputTokens, maxOutputTokens, maxCost });
+  if (rest.deadlineMs !== undefined) {
+    const ms = checkDuration("createAgent: `limits.deadlineMs`", rest.deadlineMs);
+    resolved.deadlineMs = ms === Number.POSITIVE_INFINITY ? 0 : ms;
+  }
+  if (maxTokens !== undefined) {
+    const message =
+      "createAgent: `limits.maxTokens` is deprecated (it is a spend cap, not a context window): use `limits.maxSpendTokens`; the old name is removed in the next release";
+    logger.warn(message);
+    process.emitWarning(message, { type: "DeprecationWarning", code: "KEEL_MAX_TOKENS" });
+    if (rest.maxSpendTokens === undefined) resolved.maxSpendTokens = maxTokens;
+  }
+  return resolved;
+}
+
+/** The agent's budget options, checked: its prices, each prompt's budget, its own spend. */
+export function agentBudgetOptions(
+  options: { model: Model; prices?: PriceTable; budget?: Budget; promptBudget?: Budget },
+  limits: TurnLimits,
+) {
+  const prices = checkPrices(options.prices);
+  const agentBudget = checkBudget("createAgent: `budget`", options.budget);
+  const promptBudget = resolvePromptBudget(
+    "createAgent: `promptBudget`",
+    options.promptBudget,
+    limits,
+  );
+  checkCostCap("createAgent", [limits, promptBudget.budget, agentBudget], options.model, prices);
+  return { prices, promptBudget, agentSpend: new AgentSpend(agentBudget) };
+}
+
+/** A session's budget options (`agent.session(id, { budget, promptBudget })`), checked. */
+export function sessionBudgetOptions(
+  given: { budget?: Budget; promptBudget?: Budget },
+  agentPrompt: { budget: Budget; defaulted: BudgetKind[] },
+  limits: TurnLimits,
+  model: Model,
+  prices: PriceTable | undefined,
+) {
+  const session = checkBudget("agent.session: `budget`", given.budget);
+  const prompt =
+    given.promptBudget === undefined
+      ? agentPrompt
+      : resolvePromptBudget("agent.session: `promptBudget`", given.promptBudget, limits);
+  checkCostCap("agent.session", [session, prompt.budget], model, prices);
+  return { session, prompt };
 }

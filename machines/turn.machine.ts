@@ -17,7 +17,10 @@ import {
   budgetReason,
   earliestDeadline,
   firstExhausted,
+  NOTHING_SPENT,
   type ScopeBudget,
+  spendAfter,
+  turnScope,
 } from "./policies/budget.ts";
 import {
   foldResults,
@@ -39,11 +42,9 @@ export interface TurnLimits {
   maxSpendTokens: number;
   /** Wall-clock budget of the whole turn, ms; 0 = none. */
   deadlineMs: number;
-  /** Input tokens per turn; 0 or absent = none. */
+  /** Input tokens, output tokens and cost (price table's unit) per turn; 0 or absent = none. */
   maxInputTokens?: number;
-  /** Output tokens per turn; 0 or absent = none. */
   maxOutputTokens?: number;
-  /** Cost per turn, in the price table's unit; 0 or absent = none. */
   maxCost?: number;
   /** The caps that are Keel's defaults, not the embedder's (the result says so when one stops it). */
   defaulted?: readonly BudgetKind[];
@@ -52,10 +53,7 @@ export interface TurnLimits {
 export interface TurnInput {
   turnId: string;
   limits: TurnLimits;
-  /**
-   * The wider scopes' budgets (prompt, session, agent), each with what it had spent when this
-   * turn started (machines/policies/budget.ts). Absent: the turn's `limits` only.
-   */
+  /** The prompt's, session's and agent's budgets, as spent when the turn started; absent: none. */
   budgets?: readonly ScopeBudget[];
   maxParallelToolCalls: number;
   stopDeadlineMs: number;
@@ -120,11 +118,9 @@ export type TurnEvent =
       needsPermission?: boolean;
       /** Input + output tokens of the response (provider usage; 0 when not reported). */
       tokens: number;
-      /** The input part of `tokens` (absent: all of `tokens` counts as input). */
+      /** `tokens` split (absent: all input), and the cost from the price table (absent: 0). */
       inputTokens?: number;
-      /** The output part of `tokens` (absent: 0). */
       outputTokens?: number;
-      /** The response's cost from the embedder's price table (absent: 0). */
       cost?: number;
       /** The results the calls that failed preparation get (`rejectInvalid`), in call order. */
       invalid?: ObservedResult[];
@@ -188,15 +184,9 @@ export interface TurnOutput {
 }
 
 /** Params of `finalize`: how the turn ends. */
-export interface FinalizeParams {
-  status: TurnStatus;
-  reason: string | undefined;
+export interface FinalizeParams extends TurnOutput {
   /** The turn was interrupted (the log gets a `turn_aborted` note). */
   cancelled: boolean;
-  /** With `status: "failed"`: the runtime's failure code, if it was one. */
-  code?: TurnFailureCode;
-  /** With `status: "budget_exhausted"`: which budget ran out. */
-  budget?: BudgetStop;
 }
 
 /**
@@ -288,43 +278,6 @@ const decideNext = (before: readonly "executionStopped"[] = []) => [
   },
   { target: "#turn.running.preparing", actions: before },
 ];
-
-/** The turn's own budget, from its `limits`, as a scope (machines/policies/budget.ts). */
-function turnScope(limits: TurnLimits): ScopeBudget {
-  const scope: ScopeBudget = {
-    scope: "turn",
-    budget: {
-      maxSteps: limits.maxSteps,
-      maxSpendTokens: limits.maxSpendTokens,
-      maxInputTokens: limits.maxInputTokens,
-      maxOutputTokens: limits.maxOutputTokens,
-      maxCost: limits.maxCost,
-      maxTimeMs: limits.deadlineMs,
-    },
-    spent: NOTHING_SPENT,
-  };
-  if (limits.defaulted) scope.defaulted = limits.defaulted;
-  return scope;
-}
-const NOTHING_SPENT: Spend = Object.freeze({
-  steps: 0,
-  inputTokens: 0,
-  outputTokens: 0,
-  cost: 0,
-  timeMs: 0,
-});
-
-/** The spend after one more response (`attempt.done`). This is a pure function. */
-function spendAfter(spent: Spend, event: Extract<TurnEvent, { type: "attempt.done" }>): Spend {
-  const output = event.outputTokens ?? 0;
-  return {
-    steps: spent.steps + 1,
-    inputTokens: spent.inputTokens + (event.inputTokens ?? event.tokens - output),
-    outputTokens: spent.outputTokens + output,
-    cost: spent.cost + (event.cost ?? 0),
-    timeMs: 0,
-  };
-}
 
 /**
  * The turn's reason when its last answer did not end by a plain stop; undefined for `stop`.
@@ -540,21 +493,15 @@ export const turnMachine = setup({
     }),
     countStep: assign(({ context, event }) => {
       assertEvent(event, "attempt.done");
-      return {
-        step: context.step + 1,
-        tokens: context.tokens + event.tokens,
-        spent: spendAfter(context.spent, event),
-      };
+      const spent = spendAfter(context.spent, event);
+      return { step: context.step + 1, tokens: context.tokens + event.tokens, spent };
     }),
     /** countStep and storeCalls in one assign (one context copy per step, not two). */
     takeResponse: assign(({ context, event }) => {
       assertEvent(event, "attempt.done");
-      return {
-        step: context.step + 1,
-        tokens: context.tokens + event.tokens,
-        spent: spendAfter(context.spent, event),
-        calls: event.calls,
-      };
+      const { step, tokens } = context;
+      const spent = spendAfter(context.spent, event);
+      return { step: step + 1, tokens: tokens + event.tokens, spent, calls: event.calls };
     }),
     /**
      * countStep for a response without calls, remembering why it ended when that is not a
@@ -654,9 +601,8 @@ export const turnMachine = setup({
   states: {
     running: {
       entry: [
-        // The deadline timer: the nearest wall-time cap of every scope (the turn's `deadlineMs`,
-        // what the prompt's, session's and agent's have left), armed only when one has a cap,
-        // and cancelled on leaving.
+        // The deadline timer: the nearest wall-time cap left of every scope (the turn's
+        // `deadlineMs` among them), armed only when one has a cap, and cancelled on leaving.
         enqueueActions(({ enqueue, context }) => {
           const deadline = earliestDeadline(context.scopes);
           if (!deadline) return;
@@ -713,8 +659,7 @@ export const turnMachine = setup({
           entry: "prepare",
           on: {
             "step.prepared": [
-              // A wider scope may be spent before this turn's first request (the prompt's
-              // earlier rounds, the session's earlier turns): no request then.
+              // A wider scope may be spent before the turn's first request: no request then.
               { guard: "budgetExhausted", target: "#turn.finalizing", actions: "exhaustBudget" },
               {
                 guard: "compactDue",

@@ -190,3 +190,57 @@ export function checkBudget(what: string, budget: unknown): Budget {
 
 /** Whether any field of `budget` caps cost. This is a pure function. */
 export const capsCost = (budget: Budget | undefined) => (budget?.maxCost ?? 0) > 0;
+
+/** Nothing spent yet. */
+export const NOTHING_SPENT: Spend = Object.freeze({
+  steps: 0,
+  inputTokens: 0,
+  outputTokens: 0,
+  cost: 0,
+  timeMs: 0,
+});
+
+/** A turn's own caps (the turn chart's `TurnLimits`), as a scope. This is a pure function. */
+export function turnScope(limits: {
+  maxSteps: number;
+  maxSpendTokens: number;
+  deadlineMs: number;
+  maxInputTokens?: number;
+  maxOutputTokens?: number;
+  maxCost?: number;
+  defaulted?: readonly BudgetKind[];
+}): ScopeBudget {
+  const scope: ScopeBudget = {
+    scope: "turn",
+    budget: {
+      maxSteps: limits.maxSteps,
+      maxSpendTokens: limits.maxSpendTokens,
+      maxInputTokens: limits.maxInputTokens,
+      maxOutputTokens: limits.maxOutputTokens,
+      maxCost: limits.maxCost,
+      maxTimeMs: limits.deadlineMs,
+    },
+    spent: NOTHING_SPENT,
+  };
+  if (limits.defaulted) scope.defaulted = limits.defaulted;
+  return scope;
+}
+
+/**
+ * The spend after one more model response: `tokens` is input + output; absent `inputTokens`,
+ * all of it counts as input. Time is not counted here (it is the deadline timer's).
+ * This is a pure function.
+ */
+export function spendAfter(
+  spent: Spend,
+  response: { tokens: number; inputTokens?: number; outputTokens?: number; cost?: number },
+): Spend {
+  const output = response.outputTokens ?? 0;
+  return {
+    steps: spent.steps + 1,
+    inputTokens: spent.inputTokens + (response.inputTokens ?? response.tokens - output),
+    outputTokens: spent.outputTokens + output,
+    cost: spent.cost + (response.cost ?? 0),
+    timeMs: 0,
+  };
+}
