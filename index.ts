@@ -35,6 +35,7 @@ export type { InboxOptions, PromptResult } from "./actors/session-options.ts";
 export { openTelemetry } from "./actors/telemetry.ts";
 export { startWorker } from "./actors/worker.ts";
 export type * from "./contracts/acceptance.ts";
+export type { Budget, BudgetStop } from "./contracts/budget.ts";
 export {
   type ChatMessage,
   type ChatToolCall,

@@ -1,4 +1,5 @@
 import pino, { type Logger } from "pino";
+import type { Budget, PriceTable } from "../contracts/budget.ts";
 import { type Clock, checkDuration, MAX_TIMER_MS, systemClock } from "../contracts/clock.ts";
 import type { AgentEvent } from "../contracts/events.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
@@ -7,7 +8,6 @@ import type { acceptanceMachine } from "../machines/acceptance.machine.ts";
 import type { DrainMode, DrainPolicy } from "../machines/policies/inbox.ts";
 import { type LoopGuardOptions, resolveLoopGuard } from "../machines/policies/loop-guard.ts";
 import { type RetryPolicy, resolveRetryPolicy } from "../machines/policies/retry-policy.ts";
-import type { TurnLimits } from "../machines/turn.machine.ts";
 import { READ_RESULT_TOOL } from "../session/clear-results.ts";
 import type { HandoffRecord } from "../session/entries.ts";
 import { SessionLog } from "../session/log.ts";
@@ -20,6 +20,12 @@ import { windowOutputBudget } from "../tools/traits.ts";
 import type { ToolDefinition } from "../tools/types.ts";
 import { AcceptanceHost } from "./acceptance.ts";
 import { type AcceptanceOptions, checkAcceptanceOptions } from "./acceptance-spec.ts";
+import {
+  agentBudgetOptions,
+  type LimitsOption,
+  resolveLimits,
+  sessionBudgetOptions,
+} from "./budget-options.ts";
 import { type DeletedSessionData, deleteStoredSession } from "./delete-session.ts";
 import type { InspectSink } from "./events.ts";
 import { createIds } from "./ids.ts";
@@ -28,6 +34,7 @@ import { readResultTool } from "./read-result-tool.ts";
 import { recoverCalls } from "./recover-calls.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import { Session } from "./session.ts";
+import { SessionBudgets } from "./session-budgets.ts";
 import { type ContextOptions, checkContextOptions, SessionContext } from "./session-context.ts";
 import { defaultLeaseOwner } from "./session-lease.ts";
 import type { SessionRole } from "./session-options.ts";
@@ -68,10 +75,14 @@ export interface AgentOptions {
    * through them. Nothing is written unless a tool spills.
    */
   dataDir?: string;
-  limits?: Partial<TurnLimits> & {
-    /** @deprecated Renamed `maxSpendTokens` (a spend cap, not a window); removed in the next release. */
-    maxTokens?: number;
-  };
+  /** Each turn's budget (docs/embedding.md, "Budgets"); `maxSteps` defaults to 50. */
+  limits?: LimitsOption;
+  /** Each prompt's budget (its turn and acceptance rounds). Default: 4 × `maxSteps`, one hour. */
+  promptBudget?: Budget;
+  /** The agent's budget: every session of this agent in this process, summed. Default: none. */
+  budget?: Budget;
+  /** Prices per million tokens by `model.name` (Keel ships none); needed by any `maxCost`. */
+  prices?: PriceTable;
   /** Default 8. */
   maxParallelToolCalls?: number;
   /** How long a cancelled tool may keep running before its outcome is unknown. Default 5 000 ms. */
@@ -164,6 +175,10 @@ export interface SessionOpenOptions {
    * sources are refreshed between turns (`ToolSet.refresh`).
    */
   tools?: readonly (ToolDefinition | ToolSource)[] | SessionTools;
+  /** The session's budget, across its turns and reopenings (spend read from its log). */
+  budget?: Budget;
+  /** Each prompt's budget in this session, in place of the agent's `promptBudget`. */
+  promptBudget?: Budget;
 }
 
 /** A session's tools: `add` to the agent's, keep `only` some of the agent's, or `exclude` some. */
@@ -205,29 +220,6 @@ export interface Agent {
   deleteSession(id: string): Promise<DeletedSessionData>;
   /** Interrupts running turns, waits for them to settle and flushes every log. */
   close(): Promise<void>;
-}
-
-export const DEFAULT_LIMITS: TurnLimits = { maxSteps: 50, maxSpendTokens: 0, deadlineMs: 0 };
-
-/**
- * `limits` with the deprecated `maxTokens` read as `maxSpendTokens` (with a warning, once), and
- * `deadlineMs` checked: at most 2^31 − 1 ms, `Infinity` (or 0) for none.
- */
-function resolveLimits(limits: AgentOptions["limits"], logger: Logger): TurnLimits {
-  const { maxTokens, ...rest } = limits ?? {};
-  const resolved: TurnLimits = { ...DEFAULT_LIMITS, ...rest };
-  if (rest.deadlineMs !== undefined) {
-    const ms = checkDuration("createAgent: `limits.deadlineMs`", rest.deadlineMs);
-    resolved.deadlineMs = ms === Number.POSITIVE_INFINITY ? 0 : ms;
-  }
-  if (maxTokens !== undefined) {
-    const message =
-      "createAgent: `limits.maxTokens` is deprecated (it is a spend cap, not a context window): use `limits.maxSpendTokens`; the old name is removed in the next release";
-    logger.warn(message);
-    process.emitWarning(message, { type: "DeprecationWarning", code: "KEEL_MAX_TOKENS" });
-    if (rest.maxSpendTokens === undefined) resolved.maxSpendTokens = maxTokens;
-  }
-  return resolved;
 }
 
 function defaultLogger(): Logger {
@@ -311,6 +303,8 @@ export function createAgent(options: AgentOptions): Agent {
   const random = options.random ?? Math.random;
   const logger = options.logger ?? defaultLogger();
   const limits = resolveLimits(options.limits, logger);
+  const { prices, promptBudget, agentSpend } = agentBudgetOptions(options, limits);
+  const price = prices?.[options.model.name];
   checkContextOptions(options.context);
   checkAcceptanceOptions(options.acceptance);
   const contextOptions = options.context ?? {};
@@ -378,6 +372,7 @@ export function createAgent(options: AgentOptions): Agent {
           `agent.session: \`instructions\` must be a string or a function (session) => string, got ${typeof instructions}`,
         );
       }
+      const own = sessionBudgetOptions(sessionOptions, promptBudget, limits, options.model, prices);
       const sessionLogger = logger.child({ sessionId });
       const tools = sessionTools(registry, sources, sessionOptions.tools, sessionLogger);
       const session: Session = new Session({
@@ -447,6 +442,15 @@ export function createAgent(options: AgentOptions): Agent {
           retryBudget: options.retryBudget,
           random,
           limits,
+          budgets: new SessionBudgets({
+            log,
+            clock,
+            session: own.session,
+            prompt: own.prompt.budget,
+            promptDefaulted: own.prompt.defaulted,
+            agent: agentSpend,
+          }),
+          price,
           context: new SessionContext({
             log,
             model: options.model,

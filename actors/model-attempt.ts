@@ -1,6 +1,7 @@
 import type { AnyActorRef } from "xstate";
 import { type Message, textOf, toolCallsOf } from "../contracts/messages.ts";
 import { ModelError } from "../contracts/model.ts";
+import { costOf } from "../machines/policies/budget.ts";
 import type { PollPoint } from "../machines/policies/inbox.ts";
 import type { ObservedResult } from "../machines/policies/loop-guard.ts";
 import { classifyModelError } from "../machines/policies/retry-classify.ts";
@@ -21,6 +22,8 @@ import { truncatedCallResult } from "../tools/prepare/truncated-call.ts";
 import { prepareCall } from "../tools/prepare-call.ts";
 import type { PreparedCall } from "../tools/types.ts";
 import type { TurnScope } from "./turn-scope.ts";
+
+const NO_USAGE = Object.freeze({ inputTokens: 0, outputTokens: 0 });
 
 const SAMPLING: PollPoint = { type: "sampling" };
 
@@ -237,6 +240,8 @@ export class ModelAttempts {
     );
     const text = textOf(content);
     const toolCalls = toolCallsOf(content);
+    const price = this.turn.deps.price;
+    const cost = price ? costOf(message.usage ?? NO_USAGE, price) : undefined;
     const entry = this.turn.append({
       type: "assistant_message",
       turnId: this.turn.turnId,
@@ -244,6 +249,7 @@ export class ModelAttempts {
       content,
       finishReason: message.finishReason!,
       usage: message.usage,
+      ...(cost !== undefined ? { cost } : {}),
       ...(cont ? { continuation: { from: cont.from, prefixChars: cont.prefix.length } } : {}),
     });
     log.append({ type: "attempt_end", attemptId, status: "completed" });
@@ -255,6 +261,7 @@ export class ModelAttempts {
       text,
       toolCalls,
       usage: message.usage,
+      ...(cost !== undefined ? { cost } : {}),
       finishReason: message.finishReason,
     });
     this.turn.messageEntryId = entry.id;
@@ -328,6 +335,9 @@ export class ModelAttempts {
       callCount: toolCalls.length,
       calls: specs,
       tokens: usage ? usage.inputTokens + usage.outputTokens : 0,
+      inputTokens: usage?.inputTokens ?? 0,
+      outputTokens: usage?.outputTokens ?? 0,
+      ...(cost !== undefined ? { cost } : {}),
       needsPermission:
         broker !== undefined &&
         specs.some((spec) => {

@@ -156,6 +156,9 @@ export class SessionAcceptance implements AcceptancePort {
       : { ...output };
     if (last?.reason !== undefined) result.reason = last.reason;
     if (last?.code !== undefined) result.code = last.code;
+    if (last?.budget !== undefined) result.budget = last.budget;
+    if (last && (output.cost !== undefined || turns.some((t) => t.cost !== undefined)))
+      result.cost = (output.cost ?? 0) + sum(turns, (t) => t.cost ?? 0);
     result.acceptance = report.acceptance;
     result.evidence = report.evidence;
     result.rounds = report.rounds ?? 0;

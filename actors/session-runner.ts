@@ -87,6 +87,8 @@ export class SessionRunner implements RunnerPort {
     if (cancelled?.()) return notRun("cancelled", "interrupted before the turn started");
     const turn = new TurnRun(this.s.deps);
     this.turn = turn;
+    const { budgets, clock } = this.s.deps;
+    const startedAt = clock.now();
     try {
       return await turn.start(inputs);
     } catch (err) {
@@ -95,6 +97,8 @@ export class SessionRunner implements RunnerPort {
       return notRun("failed", `internal error: ${String(err)}`);
     } finally {
       this.turn = undefined;
+      // What it spent counts against its prompt, its session and its agent.
+      budgets?.turnEnded({ ...turn.spent, timeMs: Math.max(0, clock.now() - startedAt) });
     }
   }
 
@@ -132,6 +136,7 @@ export class SessionRunner implements RunnerPort {
    */
   private async run(signal: AbortSignal): Promise<void> {
     await this.s.ready;
+    await this.s.deps.budgets?.load();
     this.syncInstructions();
     const handoff = this.pendingHandoff;
     if (handoff && !signal.aborted) {
@@ -141,6 +146,8 @@ export class SessionRunner implements RunnerPort {
     while (!signal.aborted && this.inputs.hasRunnable()) {
       const { events, consumedSeq } = this.inputs.takeTurn();
       if (events.length === 0) break; // the policy reads no input lane between turns
+      // A prompt's budget spans its turn and every acceptance round after it.
+      this.s.deps.budgets?.promptStarted();
       let output: PromptResult = await this.runTurn(
         events.map((e) => ({ text: e.body, parts: e.parts, inboxId: e.id })),
       );
@@ -159,6 +166,7 @@ export class SessionRunner implements RunnerPort {
         if (resolve && rerun) this.s.lease!.forward(event.id, resolve);
         else resolve?.(output);
       }
+      this.s.deps.budgets?.promptEnded();
     }
   }
 

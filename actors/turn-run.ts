@@ -1,4 +1,5 @@
 import { type AnyActorRef, createActor } from "xstate";
+import { NO_SPEND, type Spend } from "../contracts/budget.ts";
 import type { UserPart } from "../contracts/messages.ts";
 import type { TurnFailureCode, TurnStatus } from "../contracts/status.ts";
 import { notExecuted } from "../contracts/tool-result.ts";
@@ -94,6 +95,7 @@ export class TurnRun {
       input: {
         turnId: this.turn.turnId,
         limits: this.turn.deps.limits,
+        budgets: this.turn.deps.budgets?.scopes(),
         maxParallelToolCalls: this.turn.deps.maxParallelToolCalls,
         stopDeadlineMs: this.turn.deps.stopDeadlineMs,
         finalizeDeadlineMs: this.turn.deps.finalizeDeadlineMs,
@@ -140,6 +142,16 @@ export class TurnRun {
   /** Cancels the turn (`status` default `cancelled`; a runtime failure passes `failed` and its code). */
   interrupt(reason: string, status?: TurnStatus, code?: TurnFailureCode): void {
     this.turn.actor?.send({ type: "turn.interrupt", reason, status, code });
+  }
+
+  /**
+   * What the turn spent as its chart counted it (responses, usage, cost; time is the caller's),
+   * once it ran; nothing if it never started.
+   */
+  get spent(): Spend {
+    return (
+      (this.turn.actor?.getSnapshot().context as { spent?: Spend } | undefined)?.spent ?? NO_SPEND
+    );
   }
 
   /** The turn actor (for inspection and tests). */
@@ -196,7 +208,7 @@ export class TurnRun {
   }
 
   ended(_self: AnyActorRef, output: TurnOutput): void {
-    const { status, reason, code } = output;
+    const { status, reason, code, budget } = output;
     // The chart ended otherwise than the log's last turn_end says (the finalizer's flush was
     // refused, or its deadline passed): the log gets what the caller is told, after it. It is
     // queued, and written with the rest once the store takes writes again.
@@ -208,11 +220,13 @@ export class TurnRun {
           : { type: "turn_end", turnId: this.turn.turnId, status, reason, code },
       );
     }
-    this.turn.deps.logger.info({ status, reason, code }, "turn ended");
+    this.turn.deps.logger.info({ status, reason, code, budget }, "turn ended");
     this.turn.deps.emit(
-      code === undefined
-        ? { type: "turn.ended", turnId: this.turn.turnId, status, reason }
-        : { type: "turn.ended", turnId: this.turn.turnId, status, reason, code },
+      code !== undefined
+        ? { type: "turn.ended", turnId: this.turn.turnId, status, reason, code }
+        : budget !== undefined
+          ? { type: "turn.ended", turnId: this.turn.turnId, status, reason, budget }
+          : { type: "turn.ended", turnId: this.turn.turnId, status, reason },
     );
   }
 
@@ -251,6 +265,7 @@ export class TurnRun {
             turnId: this.turn.turnId,
             status: params.status,
             reason: params.reason,
+            ...(params.budget ? { budget: params.budget } : {}),
           }
         : {
             type: "turn_end",

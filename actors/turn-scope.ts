@@ -1,5 +1,6 @@
 import type { Logger } from "pino";
 import type { AnyActorRef, InspectionEvent } from "xstate";
+import type { ModelPrice } from "../contracts/budget.ts";
 import type { Clock } from "../contracts/clock.ts";
 import type { AgentEventBody } from "../contracts/events.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
@@ -25,6 +26,7 @@ import type { PreparedCall, PrepareOutcome } from "../tools/types.ts";
 import type { PermissionBroker } from "./permissions.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import type { ToolReport } from "./run-tool.ts";
+import type { SessionBudgets } from "./session-budgets.ts";
 import type { SessionContext } from "./session-context.ts";
 
 /** Everything a turn needs from its session. Built once per session. */
@@ -42,6 +44,13 @@ export interface TurnDeps {
   retryBudget?: RetryBudget;
   random: () => number;
   limits: TurnLimits;
+  /**
+   * The prompt's, session's and agent's budgets with what each spent (actors/session-budgets.ts):
+   * a turn reads them when it starts. Absent: the turn's `limits` only.
+   */
+  budgets?: SessionBudgets;
+  /** The model's price (`createAgent({ prices })`): each response's cost. Absent: no cost. */
+  price?: ModelPrice;
   /** The session's instructions, context budget and compactions. */
   context: SessionContext;
   /** Harder compactions after a context-overflow error, per turn. */

@@ -1,6 +1,7 @@
 // The events a session emits: the one union the library's listeners, the inspector and the
 // control protocol's clients (keel/client) all read.
 import type { AcceptanceStatus, CheckKind, Evidence } from "./acceptance.ts";
+import type { BudgetStop } from "./budget.ts";
 import type { ToolCallPart, Usage } from "./messages.ts";
 import type { FinishReason, ModelErrorKind } from "./model.ts";
 import type { DecisionSource, PermissionDecision, PermissionRequest } from "./permission.ts";
@@ -51,6 +52,8 @@ export type AgentEvent = { sessionId: string; at: number } & (
       text: string;
       toolCalls: ToolCallPart[];
       usage?: Usage;
+      /** The response's cost from the agent's price table (`prices`); absent without one. */
+      cost?: number;
       /** Why the response ended, as the model said. */
       finishReason?: FinishReason;
     }
@@ -114,6 +117,8 @@ export type AgentEvent = { sessionId: string; at: number } & (
       status: TurnStatus;
       reason?: string;
       code?: TurnFailureCode;
+      /** With `budget_exhausted`: which budget ran out. */
+      budget?: BudgetStop;
     }
   | { type: "permission.requested"; request: PermissionRequest }
   /** Also written to the log (`permission_decision`); `source` says which reply decided it. */

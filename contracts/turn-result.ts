@@ -1,3 +1,4 @@
+import type { BudgetStop } from "./budget.ts";
 import type { Usage } from "./messages.ts";
 import type { TurnFailureCode, TurnStatus } from "./status.ts";
 
@@ -20,6 +21,10 @@ export interface TurnResult {
   usage: Usage;
   /** Model requests the turn sent (retries included; compaction summaries not). */
   steps: number;
+  /** With `status: "budget_exhausted"`: which budget ran out (docs/embedding.md, "Budgets"). */
+  budget?: BudgetStop;
+  /** The summed cost of its responses, when the agent has a price table (`prices`). */
+  cost?: number;
 }
 
 /** Adds `usage` into `total` (the optional counts only once some response reported them). */

@@ -8,10 +8,20 @@ import {
   sendTo,
   setup,
 } from "xstate";
+import type { BudgetKind, BudgetStop, Spend } from "../contracts/budget.ts";
 import type { TurnFailureCode, TurnStatus } from "../contracts/status.ts";
 import { type BatchEffects, batchMachine } from "./batch.machine.ts";
 import { effect } from "./effect.ts";
 import type { BatchCallSpec } from "./policies/batch-schedule.ts";
+import {
+  budgetReason,
+  earliestDeadline,
+  firstExhausted,
+  NOTHING_SPENT,
+  type ScopeBudget,
+  spendAfter,
+  turnScope,
+} from "./policies/budget.ts";
 import {
   foldResults,
   type LoopState,
@@ -32,11 +42,19 @@ export interface TurnLimits {
   maxSpendTokens: number;
   /** Wall-clock budget of the whole turn, ms; 0 = none. */
   deadlineMs: number;
+  /** Input tokens, output tokens and cost (price table's unit) per turn; 0 or absent = none. */
+  maxInputTokens?: number;
+  maxOutputTokens?: number;
+  maxCost?: number;
+  /** The caps that are Keel's defaults, not the embedder's (the result says so when one stops it). */
+  defaulted?: readonly BudgetKind[];
 }
 
 export interface TurnInput {
   turnId: string;
   limits: TurnLimits;
+  /** The prompt's, session's and agent's budgets, as spent when the turn started; absent: none. */
+  budgets?: readonly ScopeBudget[];
   maxParallelToolCalls: number;
   stopDeadlineMs: number;
   finalizeDeadlineMs: number;
@@ -64,6 +82,12 @@ export interface TurnContext extends TurnInput {
    * decides whether a step ends the turn (`loopDetected`), so it lives here, not in the host.
    */
   loop: LoopState;
+  /** Every budget that applies, the turn's own (from `limits`) first. */
+  scopes: readonly ScopeBudget[];
+  /** What this turn spent so far (time is the deadline timer's). */
+  spent: Spend;
+  /** The budget that stopped the turn, once one did. */
+  budget: BudgetStop | undefined;
   /** Model responses committed so far. */
   step: number;
   /** Attempts started so far; attempt k's id is `${turnId}.a${k}`. Stale attempt events are ignored. */
@@ -92,7 +116,12 @@ export type TurnEvent =
       calls: TurnCallSpec[];
       /** Some valid call needs a permission decision before it may run. */
       needsPermission?: boolean;
+      /** Input + output tokens of the response (provider usage; 0 when not reported). */
       tokens: number;
+      /** `tokens` split (absent: all input), and the cost from the price table (absent: 0). */
+      inputTokens?: number;
+      outputTokens?: number;
+      cost?: number;
       /** The results the calls that failed preparation get (`rejectInvalid`), in call order. */
       invalid?: ObservedResult[];
       /** The results every call gets if the answer was cut by length (`refuseCalls`). */
@@ -136,23 +165,28 @@ export type TurnEvent =
    * about to report, since its end is not in the log (invariant 15).
    */
   | { type: "finalize.done"; failure?: { code: TurnFailureCode; reason: string } }
-  | { type: "turn.interrupt"; reason: string; status?: TurnStatus; code?: TurnFailureCode };
+  | {
+      type: "turn.interrupt";
+      reason: string;
+      status?: TurnStatus;
+      code?: TurnFailureCode;
+      /** Set when a budget's wall time ran out (the chart's own deadline timer). */
+      budget?: BudgetStop;
+    };
 
 export interface TurnOutput {
   status: TurnStatus;
   reason?: string;
   /** With `status: "failed"`: the runtime's failure code (see `TurnFailureCode`), if it was one. */
   code?: TurnFailureCode;
+  /** With `status: "budget_exhausted"`: which budget ran out. */
+  budget?: BudgetStop;
 }
 
 /** Params of `finalize`: how the turn ends. */
-export interface FinalizeParams {
-  status: TurnStatus;
-  reason: string | undefined;
+export interface FinalizeParams extends TurnOutput {
   /** The turn was interrupted (the log gets a `turn_aborted` note). */
   cancelled: boolean;
-  /** With `status: "failed"`: the runtime's failure code, if it was one. */
-  code?: TurnFailureCode;
 }
 
 /**
@@ -238,14 +272,9 @@ export interface TurnEffects extends ToolCallEffects, BatchEffects {
  */
 const decideNext = (before: readonly "executionStopped"[] = []) => [
   {
-    guard: "stepsExhausted" as const,
+    guard: "budgetExhausted" as const,
     target: "#turn.finalizing",
-    actions: [...before, "exhaustSteps" as const],
-  },
-  {
-    guard: "tokensExhausted" as const,
-    target: "#turn.finalizing",
-    actions: [...before, "exhaustTokens" as const],
+    actions: [...before, "exhaustBudget" as const],
   },
   { target: "#turn.running.preparing", actions: before },
 ];
@@ -271,6 +300,9 @@ export function initialTurnContext(input: TurnInput): TurnContext {
   return {
     turnId: input.turnId,
     limits: input.limits,
+    scopes: input.budgets ? [turnScope(input.limits), ...input.budgets] : [turnScope(input.limits)],
+    spent: NOTHING_SPENT,
+    budget: undefined,
     maxParallelToolCalls: input.maxParallelToolCalls,
     stopDeadlineMs: input.stopDeadlineMs,
     finalizeDeadlineMs: input.finalizeDeadlineMs,
@@ -354,6 +386,8 @@ const endOnLoop = {
 export function outputOf(context: TurnContext): TurnOutput {
   const output: TurnOutput = { status: context.status, reason: context.reason };
   if (context.code !== undefined) output.code = context.code;
+  if (context.budget !== undefined && context.status === "budget_exhausted")
+    output.budget = context.budget;
   return output;
 }
 
@@ -447,6 +481,7 @@ export const turnMachine = setup({
         status: event.status ?? "cancelled",
         reason: event.reason,
         code: event.code,
+        budget: event.budget,
         stopDeadlineMs: context.stopDeadlineMs,
       };
     }),
@@ -458,12 +493,15 @@ export const turnMachine = setup({
     }),
     countStep: assign(({ context, event }) => {
       assertEvent(event, "attempt.done");
-      return { step: context.step + 1, tokens: context.tokens + event.tokens };
+      const spent = spendAfter(context.spent, event);
+      return { step: context.step + 1, tokens: context.tokens + event.tokens, spent };
     }),
     /** countStep and storeCalls in one assign (one context copy per step, not two). */
     takeResponse: assign(({ context, event }) => {
       assertEvent(event, "attempt.done");
-      return { step: context.step + 1, tokens: context.tokens + event.tokens, calls: event.calls };
+      const { step, tokens } = context;
+      const spent = spendAfter(context.spent, event);
+      return { step: step + 1, tokens: tokens + event.tokens, spent, calls: event.calls };
     }),
     /**
      * countStep for a response without calls, remembering why it ended when that is not a
@@ -475,6 +513,7 @@ export const turnMachine = setup({
       return {
         step: context.step + 1,
         tokens: context.tokens + event.tokens,
+        spent: spendAfter(context.spent, event),
         reason: cutAnswerReason(event.finishReason),
       };
     }),
@@ -490,14 +529,11 @@ export const turnMachine = setup({
         reason: `loop_detected: ${tool} failed the same way ${repeats} times in a row with the same arguments (loopGuard.failAfter ${context.loopFailAfter})`,
       };
     }),
-    exhaustSteps: assign(({ context }) => ({
-      status: "budget_exhausted" as TurnStatus,
-      reason: `maxSteps (${context.limits.maxSteps}) reached`,
-    })),
-    exhaustTokens: assign(({ context }) => ({
-      status: "budget_exhausted" as TurnStatus,
-      reason: `maxSpendTokens (${context.limits.maxSpendTokens}) reached: ${context.tokens} tokens used`,
-    })),
+    /** The first budget reached (`budgetExhausted` held): the turn ends naming it. */
+    exhaustBudget: assign(({ context }) => {
+      const budget = firstExhausted(context.scopes, context.spent)!;
+      return { status: "budget_exhausted" as TurnStatus, reason: budgetReason(budget), budget };
+    }),
   },
   actors: {
     /** The batch machine, provided by the runtime (children are the tool-call statecharts). */
@@ -546,10 +582,8 @@ export const turnMachine = setup({
     /** The turn's results leave one call failing the same way `loopFailAfter` times in a row. */
     loopDetected: ({ context }) =>
       context.loopFailAfter > 0 && context.loop.count >= context.loopFailAfter,
-    stepsExhausted: ({ context }) => context.step >= context.limits.maxSteps,
-    tokensExhausted: ({ context }) =>
-      context.limits.maxSpendTokens > 0 && context.tokens >= context.limits.maxSpendTokens,
-    hasDeadline: ({ context }) => context.limits.deadlineMs > 0,
+    /** Some budget of some scope is spent (machines/policies/budget.ts, `firstExhausted`). */
+    budgetExhausted: ({ context }) => firstExhausted(context.scopes, context.spent) !== undefined,
     finalizeFailed: ({ event }) => {
       assertEvent(event, "finalize.done");
       return event.failure !== undefined;
@@ -567,12 +601,19 @@ export const turnMachine = setup({
   states: {
     running: {
       entry: [
-        // The deadline timer is armed only when the turn has a deadline, and cancelled on leaving.
-        enqueueActions(({ enqueue, check, context }) => {
-          if (!check("hasDeadline")) return;
+        // The deadline timer: the nearest wall-time cap left of every scope (the turn's
+        // `deadlineMs` among them), armed only when one has a cap, and cancelled on leaving.
+        enqueueActions(({ enqueue, context }) => {
+          const deadline = earliestDeadline(context.scopes);
+          if (!deadline) return;
           enqueue.raise(
-            { type: "turn.interrupt", reason: "turn deadline reached", status: "budget_exhausted" },
-            { id: "turnDeadline", delay: context.limits.deadlineMs },
+            {
+              type: "turn.interrupt",
+              reason: budgetReason(deadline.stop),
+              status: "budget_exhausted",
+              budget: deadline.stop,
+            },
+            { id: "turnDeadline", delay: deadline.ms },
           );
         }),
       ],
@@ -618,6 +659,8 @@ export const turnMachine = setup({
           entry: "prepare",
           on: {
             "step.prepared": [
+              // A wider scope may be spent before the turn's first request: no request then.
+              { guard: "budgetExhausted", target: "#turn.finalizing", actions: "exhaustBudget" },
               {
                 guard: "compactDue",
                 target: "compacting",
@@ -882,6 +925,7 @@ export const turnMachine = setup({
           reason: context.reason,
           cancelled: context.cancelRequested,
           code: context.code,
+          budget: context.status === "budget_exhausted" ? context.budget : undefined,
         }),
       },
       on: {

@@ -1,4 +1,5 @@
 import type { AcceptanceStatus, CheckKind, Evidence } from "../contracts/acceptance.ts";
+import type { BudgetStop } from "../contracts/budget.ts";
 import type {
   AssistantPart,
   ReasoningPart,
@@ -102,6 +103,8 @@ export interface EntryPayloads {
     content: AssistantPart[];
     finishReason: FinishReason;
     usage?: Usage;
+    /** The response's cost from the embedder's price table (absent without prices). */
+    cost?: number;
     /**
      * Set when this attempt continued a cut answer (Continue): the first `prefixChars`
      * characters of its text (`textOf(content)`) were received by failed attempt(s), the last
@@ -151,7 +154,14 @@ export interface EntryPayloads {
    * writes again, saying what the turn's caller was told. The LAST `turn_end` of a turn is its
    * end (`session/turn-result.ts`).
    */
-  turn_end: { turnId: string; status: TurnStatus; reason?: string; code?: TurnFailureCode };
+  turn_end: {
+    turnId: string;
+    status: TurnStatus;
+    reason?: string;
+    code?: TurnFailureCode;
+    /** With `budget_exhausted`: which budget ran out (scope, kind, cap, spent, defaulted). */
+    budget?: BudgetStop;
+  };
   /** Where a cut turn stopped; the next turn's context carries it as a note to the model. */
   turn_aborted: { turnId: string; where: string };
   /** The active leaf moved (fork, rollback, switch). */

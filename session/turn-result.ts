@@ -18,6 +18,7 @@ export class TurnTally {
   private text = "";
   private usage = { inputTokens: 0, outputTokens: 0 };
   private steps = 0;
+  private cost: number | undefined;
   private end: EntryOf<"turn_end"> | undefined;
 
   constructor(readonly turnId: string) {}
@@ -32,6 +33,7 @@ export class TurnTally {
         if (entry.turnId !== this.turnId) return;
         this.text = textOf(entry.content);
         if (entry.usage) addUsage(this.usage, entry.usage);
+        if (entry.cost !== undefined) this.cost = (this.cost ?? 0) + entry.cost;
         return;
       case "turn_end":
         if (entry.turnId === this.turnId) this.end = entry;
@@ -56,6 +58,8 @@ export class TurnTally {
     };
     if (end.reason !== undefined) r.reason = end.reason;
     if (end.code !== undefined) r.code = end.code;
+    if (end.budget !== undefined) r.budget = end.budget;
+    if (this.cost !== undefined) r.cost = this.cost;
     return r;
   }
 }

@@ -168,6 +168,7 @@ describe("turn chart: the start and the deadline", () => {
           type: "turn.interrupt",
           reason: "turn deadline reached",
           status: "budget_exhausted",
+          budget: { scope: "turn", kind: "time", limit: 500, spent: 500, defaulted: false },
         },
         delay: 500,
       },

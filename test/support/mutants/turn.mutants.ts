@@ -1,4 +1,5 @@
-import { createMachine } from "xstate";
+import { assign, createMachine } from "xstate";
+import { budgetReason, firstExhausted } from "../../../machines/policies/budget.ts";
 import { turnMachine } from "../../../machines/turn.machine.ts";
 
 /** Broken on purpose: the length gate never fires, so a truncated message's calls execute. */
@@ -144,3 +145,20 @@ export const sendsBeforeRecordedTurnMachine = (() => {
     turnMachine.implementations as any,
   ) as unknown as typeof turnMachine;
 })();
+
+/**
+ * Broken on purpose: only the turn's own budget is read, as if every turn (every acceptance
+ * round, every follow-up) started the prompt's, session's and agent's budgets afresh.
+ */
+export const ignoresWiderBudgetsTurnMachine = turnMachine.provide({
+  guards: {
+    budgetExhausted: ({ context }) =>
+      firstExhausted(context.scopes.slice(0, 1), context.spent) !== undefined,
+  },
+  actions: {
+    exhaustBudget: assign(({ context }) => {
+      const budget = firstExhausted(context.scopes.slice(0, 1), context.spent)!;
+      return { status: "budget_exhausted" as const, reason: budgetReason(budget), budget };
+    }),
+  },
+});
