@@ -26,6 +26,7 @@ export { type HandoffOptions, handoffMarkdown } from "./actors/handoff.ts";
 export { createIds } from "./actors/ids.ts";
 export type { PermissionOptions } from "./actors/permissions.ts";
 export { postgresRetryBudget } from "./actors/postgres-retry-budget.ts";
+export { processSlots } from "./actors/provider-slots.ts";
 export { type RetryBudget, tokenBucketBudget } from "./actors/retry-budget.ts";
 export type { Session } from "./actors/session.ts";
 export type { ContextOptions } from "./actors/session-context.ts";

@@ -22,6 +22,7 @@ import { AcceptanceHost, type AcceptanceOptions, checkAcceptanceOptions } from "
 import type { InspectSink } from "./events.ts";
 import { createIds } from "./ids.ts";
 import { PermissionBroker, type PermissionOptions } from "./permissions.ts";
+import { type ProviderSlots, processSlots } from "./provider-slots.ts";
 import { readResultTool } from "./read-result-tool.ts";
 import { recoverCalls } from "./recover-calls.ts";
 import type { RetryBudget } from "./retry-budget.ts";
@@ -86,6 +87,16 @@ export interface AgentOptions {
   loopGuard?: Partial<LoopGuardOptions> | false;
   /** Shared across sessions of one provider: bounds extra attempts when many fail at once. */
   retryBudget?: RetryBudget;
+  /**
+   * Bounds the model requests in flight per provider key, across this agent's sessions
+   * (docs/providers.md, "Concurrency"): `{ openai: 8 }`. The key is `model.provider`, else
+   * the part of the model's name before its first `:` and `.` (`openai:gpt-4o` → `openai`).
+   * A request over the bound waits its turn (FIFO; `attempt.queued`), and the wait counts
+   * against the turn's deadline. Or slots shared by several agents or processes:
+   * `processSlots({...})`, `postgresProviderSlots(pool, {...})` (docs/many-processes.md).
+   * Absent: unbounded.
+   */
+  concurrency?: Readonly<Record<string, number>> | ProviderSlots;
   /** How steering and follow-ups are read. Default: steer "all", followUp "one-at-a-time". */
   drain?: { steer?: DrainMode; followUp?: DrainMode };
   /** Inputs that make a session deterministic in tests (see `keel/testing`). */
@@ -221,6 +232,24 @@ function resolveLimits(limits: AgentOptions["limits"], logger: Logger): TurnLimi
   return resolved;
 }
 
+/** `concurrency` as slots: a map makes this agent's own; slots given are shared as they are. */
+function resolveSlots(concurrency: AgentOptions["concurrency"]): ProviderSlots | undefined {
+  if (concurrency === undefined) return undefined;
+  if (
+    concurrency !== null &&
+    typeof concurrency === "object" &&
+    typeof (concurrency as ProviderSlots).acquire === "function"
+  )
+    return concurrency as ProviderSlots;
+  try {
+    return processSlots(concurrency as Record<string, number>);
+  } catch (err) {
+    throw new TypeError(
+      (err as Error).message.replace("processSlots", "createAgent: `concurrency`"),
+    );
+  }
+}
+
 function defaultLogger(): Logger {
   const level = process.env.KEEL_LOG || "silent";
   return pino({ level, base: undefined }, pino.destination(2));
@@ -315,6 +344,7 @@ export function createAgent(options: AgentOptions): Agent {
     registry.add(readResultTool((id) => sessions.get(id)?.sessionLog));
   // Checked here, once: a bad policy is a RangeError from createAgent, not a failed turn later.
   const retry = resolveRetryPolicy(options.retry ?? {});
+  const slots = resolveSlots(options.concurrency);
   const loopGuard = resolveLoopGuard(options.loopGuard);
   const inspect = options.inspect;
   const traces = options.telemetry?.forAgent(options.model);
@@ -436,6 +466,7 @@ export function createAgent(options: AgentOptions): Agent {
           emit,
           retry,
           retryBudget: options.retryBudget,
+          slots,
           random,
           limits,
           context: new SessionContext({

@@ -20,6 +20,7 @@ import type { AttemptRecovery } from "../session/entries.ts";
 import { truncatedCallResult } from "../tools/prepare/truncated-call.ts";
 import { prepareCall } from "../tools/prepare-call.ts";
 import type { PreparedCall } from "../tools/types.ts";
+import { providerKeyOf, type SlotRelease } from "./provider-slots.ts";
 import type { TurnScope } from "./turn-scope.ts";
 
 const SAMPLING: PollPoint = { type: "sampling" };
@@ -162,8 +163,11 @@ export class ModelAttempts {
             emit({ type: "call.previewed", attemptId, index, name: name || undefined, preview })
         : undefined,
     });
+    let release: SlotRelease | undefined;
     try {
       if (log.needsHistory) await log.loadHistory();
+      if (ctl.signal.aborted) throw ctl.signal.reason;
+      release = await this.takeSlot(attemptId, ctl.signal);
       if (ctl.signal.aborted) throw ctl.signal.reason;
       const instructions = this.turn.deps.context.instructions();
       const stream = model.stream({
@@ -179,6 +183,7 @@ export class ModelAttempts {
         if (event.type === "text.delta")
           emit({ type: "text.streamed", attemptId, text: event.text });
       }
+      release?.(); // the stream has ended: its slot is free before the answer is committed
       if (ctl.signal.aborted) throw ctl.signal.reason;
       const message = assembler.finish();
       if (message.finishReason === undefined) {
@@ -193,9 +198,46 @@ export class ModelAttempts {
       const why = reason instanceof OperationDeadlineError ? reason : error;
       this.failAttempt(self, attempt, attemptId, why, assembler, ctl.signal.aborted);
     } finally {
+      release?.(); // every other way out (error, abort, deadline, idle timeout): once, here
       if (deadlineTimer !== undefined) clock.clearTimeout(deadlineTimer);
       if (this.attemptCtl === ctl) this.attemptCtl = undefined;
     }
+  }
+
+  /**
+   * Takes a slot of the model's provider (`deps.slots`, docs/providers.md "Concurrency") before
+   * the request is sent. A wait is visible (`attempt.queued`, then `attempt.admitted`) and runs
+   * inside the attempt, so the turn's deadline, the operation deadline and an interrupt end it
+   * as they end a request: the abort takes the waiter out of the queue and rejects with its
+   * reason. Undefined without slots.
+   */
+  private async takeSlot(attemptId: string, signal: AbortSignal): Promise<SlotRelease | undefined> {
+    const { slots, model, emit, clock } = this.turn.deps;
+    if (!slots) return undefined;
+    const provider = providerKeyOf(model);
+    const limit = slots.limitOf(provider);
+    if (limit === undefined) return undefined;
+    const turnId = this.turn.turnId;
+    let queuedAt: number | undefined;
+    const phase = this.turn.phase;
+    const release = await slots.acquire(provider, {
+      signal,
+      onQueued: (position) => {
+        queuedAt = clock.now();
+        this.turn.phase = `while waiting for a ${provider} slot (${limit} requests in flight at most)`;
+        emit({ type: "attempt.queued", turnId, attemptId, provider, position, limit });
+      },
+    });
+    this.turn.phase = phase;
+    if (queuedAt !== undefined)
+      emit({
+        type: "attempt.admitted",
+        turnId,
+        attemptId,
+        provider,
+        waitedMs: clock.now() - queuedAt,
+      });
+    return release;
   }
 
   /**

@@ -23,6 +23,7 @@ import { TurnTally } from "../session/turn-result.ts";
 import type { Registry } from "../tools/registry.ts";
 import type { PreparedCall, PrepareOutcome } from "../tools/types.ts";
 import type { PermissionBroker } from "./permissions.ts";
+import type { ProviderSlots } from "./provider-slots.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import type { ToolReport } from "./run-tool.ts";
 import type { SessionContext } from "./session-context.ts";
@@ -40,6 +41,11 @@ export interface TurnDeps {
   emit: (event: AgentEventBody) => void;
   retry: Partial<RetryPolicy>;
   retryBudget?: RetryBudget;
+  /**
+   * Bounds the requests in flight per provider (`createAgent({ concurrency })`): each attempt
+   * holds a slot from before its request until its stream ends. Absent: unbounded.
+   */
+  slots?: ProviderSlots;
   random: () => number;
   limits: TurnLimits;
   /** The session's instructions, context budget and compactions. */
