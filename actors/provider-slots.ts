@@ -27,8 +27,9 @@ export interface ProviderSlots {
   /**
    * Resolves with the release once the request holds a slot: at once when one is free and
    * nobody waits, else in the order requests asked (FIFO). A key without a limit resolves at
-   * once. Contract: rejects only with `signal.reason`, when the signal aborts before the slot
-   * is held (nothing is then held); never holds a slot for a request whose promise rejected.
+   * once. Contract: rejects with `signal.reason` when the signal aborts before the slot is
+   * held, or with an Error when the slots were closed; nothing is held by a request whose
+   * promise rejected.
    */
   acquire(providerKey: string, wait: SlotWait): Promise<SlotRelease>;
 }
