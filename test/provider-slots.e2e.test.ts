@@ -2,6 +2,7 @@ import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createAgent } from "../actors/agent.ts";
 import { processSlots } from "../actors/provider-slots.ts";
+import { createTrace } from "../cli/trace.ts";
 import type { AgentEvent } from "../contracts/events.ts";
 import { openaiModel } from "../providers/openai-model.ts";
 import {
@@ -113,6 +114,18 @@ describe("provider concurrency in one process (real HTTP, openaiModel)", () => {
     expect(out.status).toBe("cancelled");
     expect(events.some((e) => e.type === "attempt.admitted")).toBe(false);
     expect(server.requests).toHaveLength(1);
+    // The trace says what the turn waited for, and the interrupt says where it was.
+    const printed: string[] = [];
+    const trace = createTrace({ out: { write: (c) => printed.push(c) }, color: false });
+    for (const e of events) trace.onEvent(e);
+    expect(printed.join("")).toContain(
+      "waiting for a openai slot: 1 request in flight at most, #1 in the queue",
+    );
+    // The log's turn_aborted entry says where the turn was when it was cut.
+    const aborted = waiter.entries().find((e) => e.type === "turn_aborted");
+    expect(aborted && "where" in aborted && aborted.where).toMatch(
+      /while waiting for a openai slot/,
+    );
     // The holder finishes; its slot and the cancelled waiter's place are both free: the next
     // request goes at once.
     gate.resolve();

@@ -1,7 +1,9 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { processSlots } from "../actors/provider-slots.ts";
+import { createAgent } from "../actors/agent.ts";
+import { processSlots, providerKeyOf } from "../actors/provider-slots.ts";
 import { SlotQueue } from "../machines/policies/slot-queue.ts";
+import { scriptedModel } from "../providers/scripted-model.ts";
 
 type Op =
   | { type: "request" }
@@ -128,5 +130,25 @@ describe("processSlots", () => {
     free();
     expect(() => processSlots({ openai: 0 })).toThrow(/openai must be an integer ≥ 1/);
     expect(() => processSlots({ openai: 2.5 })).toThrow(TypeError);
+  });
+});
+
+describe("the provider key and the concurrency option", () => {
+  it("the key is model.provider, else the name before its first ':' and '.'", () => {
+    expect(providerKeyOf({ name: "openai:gpt-4o" })).toBe("openai");
+    expect(providerKeyOf({ name: "openai.chat:gpt-4o" })).toBe("openai");
+    expect(providerKeyOf({ name: "anthropic.messages:claude" })).toBe("anthropic");
+    expect(providerKeyOf({ name: "vllm-east:llama" })).toBe("vllm-east");
+    expect(providerKeyOf({ name: "openai:gpt-4o", provider: "azure-eu" })).toBe("azure-eu");
+    expect(providerKeyOf({ name: "scripted" })).toBe("scripted");
+  });
+
+  it("createAgent refuses a bad limit with a TypeError naming the option and the key", () => {
+    const model = scriptedModel([{ text: "hi" }]);
+    expect(() => createAgent({ model, concurrency: { openai: 0 } })).toThrow(
+      /createAgent: `concurrency`.openai must be an integer ≥ 1/,
+    );
+    expect(() => createAgent({ model, concurrency: { openai: 1.5 } })).toThrow(TypeError);
+    expect(() => createAgent({ model, concurrency: { openai: 2 } })).not.toThrow();
   });
 });
