@@ -38,6 +38,7 @@ export default defineConfig({
       "test/retry-classify.unit.test.ts",
       "test/retry-classify-advice.unit.test.ts",
       "test/retry-policy.{unit,clock}.test.ts",
+      "test/slot-queue.unit.test.ts",
       "test/retry-decide.unit.test.ts",
       "test/retry.race.test.ts",
       "test/timers.unit.test.ts",
