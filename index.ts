@@ -13,20 +13,22 @@ export type {
   CommandCheck,
   FunctionCheck,
 } from "./actors/acceptance-spec.ts";
-export {
-  type Agent,
-  type AgentOptions,
-  createAgent,
-  type Instructions,
-  type SessionOpenOptions,
-} from "./actors/agent.ts";
+export { createAgent } from "./actors/agent.ts";
+export type {
+  Agent,
+  AgentOptions,
+  Instructions,
+  SessionOpenOptions,
+} from "./actors/agent-options.ts";
 export { workspaceVersion } from "./actors/artifact-version.ts";
 export { type DeletedSessionData, deleteStoredSession } from "./actors/delete-session.ts";
 export { AGENT_EVENT_TYPES, type InspectSink } from "./actors/events.ts";
 export { type HandoffOptions, handoffMarkdown } from "./actors/handoff.ts";
 export { createIds } from "./actors/ids.ts";
 export type { PermissionOptions } from "./actors/permissions.ts";
+export { postgresProviderSlots } from "./actors/postgres-provider-slots.ts";
 export { postgresRetryBudget } from "./actors/postgres-retry-budget.ts";
+export { processSlots } from "./actors/provider-slots.ts";
 export { type RedactResult, redactStoredSession } from "./actors/redact-session.ts";
 export { type RetryBudget, tokenBucketBudget } from "./actors/retry-budget.ts";
 export type { Session } from "./actors/session.ts";

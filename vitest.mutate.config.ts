@@ -61,6 +61,7 @@ export default defineConfig({
         "test/turn.{model,race}.test.ts",
         "test/turn-chart.unit.test.ts",
         "test/turn-limits.unit.test.ts",
+        "test/slot-queue.unit.test.ts",
         "test/budget.{unit,model}.test.ts",
         "test/redaction.unit.test.ts",
         "test/retry-classify-hook.unit.test.ts",

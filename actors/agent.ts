@@ -1,225 +1,51 @@
 import pino, { type Logger } from "pino";
-import type { Budget, PriceTable } from "../contracts/budget.ts";
-import { type Clock, checkDuration, MAX_TIMER_MS, systemClock } from "../contracts/clock.ts";
+import { checkDuration, MAX_TIMER_MS, systemClock } from "../contracts/clock.ts";
 import type { AgentEvent } from "../contracts/events.ts";
-import type { IdGenerator } from "../contracts/ids.ts";
-import type { Model } from "../contracts/model.ts";
-import type { acceptanceMachine } from "../machines/acceptance.machine.ts";
-import type { DrainMode, DrainPolicy } from "../machines/policies/inbox.ts";
-import { type LoopGuardOptions, resolveLoopGuard } from "../machines/policies/loop-guard.ts";
-import { type RetryPolicy, resolveRetryPolicy } from "../machines/policies/retry-policy.ts";
+import { resolveLoopGuard } from "../machines/policies/loop-guard.ts";
+import { resolveRetryPolicy } from "../machines/policies/retry-policy.ts";
 import { READ_RESULT_TOOL } from "../session/clear-results.ts";
-import type { HandoffRecord } from "../session/entries.ts";
 import { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";
-import { hasLeases, type SessionStore, type SessionSummary } from "../session/store.ts";
+import { hasLeases } from "../session/store.ts";
 import { withDefaultBudget } from "../tools/define-tool.ts";
 import { createRegistry, type Registry } from "../tools/registry.ts";
 import { createToolSet, isToolSource, type ToolSource } from "../tools/tool-set.ts";
 import { windowOutputBudget } from "../tools/traits.ts";
 import type { ToolDefinition } from "../tools/types.ts";
 import { AcceptanceHost } from "./acceptance.ts";
-import { type AcceptanceOptions, checkAcceptanceOptions } from "./acceptance-spec.ts";
-import {
-  agentBudgetOptions,
-  type LimitsOption,
-  resolveLimits,
-  sessionBudgetOptions,
-} from "./budget-options.ts";
-import { type DeletedSessionData, deleteStoredSession } from "./delete-session.ts";
-import type { InspectSink } from "./events.ts";
+import { checkAcceptanceOptions } from "./acceptance-spec.ts";
+import type { Agent, AgentOptions, SessionOpenOptions, SessionTools } from "./agent-options.ts";
+import { agentBudgetOptions, resolveLimits, sessionBudgetOptions } from "./budget-options.ts";
+import { deleteStoredSession } from "./delete-session.ts";
 import { createIds } from "./ids.ts";
-import { PermissionBroker, type PermissionOptions } from "./permissions.ts";
+import { PermissionBroker } from "./permissions.ts";
+import { type ProviderSlots, processSlots } from "./provider-slots.ts";
 import { readResultTool } from "./read-result-tool.ts";
 import { recoverCalls } from "./recover-calls.ts";
-import type { RetryBudget } from "./retry-budget.ts";
 import { Session } from "./session.ts";
 import { SessionBudgets } from "./session-budgets.ts";
-import { type ContextOptions, checkContextOptions, SessionContext } from "./session-context.ts";
+import { checkContextOptions, SessionContext } from "./session-context.ts";
 import { defaultLeaseOwner } from "./session-lease.ts";
-import type { SessionRole } from "./session-options.ts";
 import { createSpill, sessionSpillDir } from "./spill-output.ts";
-import type { Telemetry } from "./telemetry.ts";
-import type { TurnDeps } from "./turn-scope.ts";
 
 const isInstructions = (v: unknown) => typeof v === "string" || typeof v === "function";
 
-/** What `createAgent` takes: the model, the tools, the store, and every budget and seam. */
-export interface AgentOptions {
-  /** The model every session talks to (`openaiModel`, `scriptedModel`, or your own `Model`). */
-  model: Model;
-  /**
-   * Tools the model may call, and tool sources (an MCP server's tools: `await mcpTools(…)`), or
-   * a registry to share and change at runtime.
-   */
-  tools?: readonly (ToolDefinition | ToolSource)[] | Registry;
-  /** Where session logs live. Default: in memory (lost on exit). */
-  store?: SessionStore;
-  /**
-   * What the model is told in every request, before the tools and the history (the stable
-   * prefix), or a function of the session that returns it. Recorded in the session's log as a
-   * `settings` entry when a session first runs with instructions different from those in force
-   * there, so a rollback or fork restores the instructions in force at that point;
-   * `session.setInstructions()` changes them mid-session.
-   */
-  instructions?: Instructions;
-  /** The context budget, automatic compaction and overflow recovery (docs/long-sessions.md). */
-  context?: ContextOptions;
-  /**
-   * The folder for the files sessions write beside their log: a tool output over an
-   * `outputBudget` with `overflow: "spill"` goes to
-   * `<dataDir>/sessions/<sessionId>/spill/<callId>-<hash>.txt`, and its result carries the path
-   * and SHA-256. Default `.keel` (next to the default SQLite file, resolved against the working
-   * directory when written). Paths are reported as given, so with a relative `dataDir` a
-   * `read_file` rooted at the working directory (e.g. `builtinTools({ root: "." })`) can page
-   * through them. Nothing is written unless a tool spills.
-   */
-  dataDir?: string;
-  /** Each turn's budget (docs/embedding.md, "Budgets"); `maxSteps` defaults to 50. */
-  limits?: LimitsOption;
-  /** Each prompt's budget (its turn and acceptance rounds). Default: 4 × `maxSteps`, one hour. */
-  promptBudget?: Budget;
-  /** The agent's budget: every session of this agent in this process, summed. Default: none. */
-  budget?: Budget;
-  /** Prices per million tokens by `model.name` (Keel ships none); needed by any `maxCost`. */
-  prices?: PriceTable;
-  /** Default 8. */
-  maxParallelToolCalls?: number;
-  /** How long a cancelled tool may keep running before its outcome is unknown. Default 5 000 ms. */
-  stopDeadlineMs?: number;
-  /** Bound on the end-of-turn finalizer (persist, settle). Default 10 000 ms. */
-  finalizeDeadlineMs?: number;
-  retry?: Partial<RetryPolicy>;
-  /**
-   * The loop guard: the same call (tool and normalised arguments) failing the same way
-   * `repeats` times in a row gets a result telling the model to change approach; at `failAfter`
-   * in a row the turn ends `failed` with reason `loop_detected`. Default `{ repeats: 3,
-   * failAfter: 2 × repeats }`; `false` turns it off.
-   */
-  loopGuard?: Partial<LoopGuardOptions> | false;
-  /** Shared across sessions of one provider: bounds extra attempts when many fail at once. */
-  retryBudget?: RetryBudget;
-  /** How steering and follow-ups are read. Default: steer "all", followUp "one-at-a-time". */
-  drain?: { steer?: DrainMode; followUp?: DrainMode };
-  /** Inputs that make a session deterministic in tests (see `keel/testing`). */
-  clock?: Clock;
-  ids?: IdGenerator;
-  /** Jitter of retry delays (uniform in [0, 1)); default `Math.random`. */
-  random?: () => number;
-  /** A pino logger; default: quiet unless `KEEL_LOG` names a level. */
-  logger?: Logger;
-  /** The inspector (or any sink): sees every actor's events and every session event. */
-  inspect?: InspectSink;
-  /**
-   * OpenTelemetry traces (`await openTelemetry()`): spans for turns, model requests, tool calls
-   * and compactions, from the session events. Absent: `@opentelemetry/api` is never loaded.
-   */
-  telemetry?: Telemetry;
-  /**
-   * Permission rules and the embedder's approver. Absent: every call is allowed. Present:
-   * rules first, then defaults by risk (high asks); a decline ends the turn, a decline with
-   * feedback becomes the call's result (docs/permissions.md).
-   */
-  permissions?: PermissionOptions;
-  /**
-   * Sharing the store with other processes (SQLite file, PostgreSQL): a session runs only in the
-   * process holding its lease (docs/stores.md, docs/many-processes.md). On by default when the store has leases; a
-   * process that opens a session another live runner owns follows it: it reads, its inputs go
-   * to the owner, and it takes the session over (with crash recovery) only when the owner's
-   * lease ends. `false`: no leases (one process per store).
-   */
-  lease?:
-    | false
-    | {
-        /** This process's name in lease rows. Default `host:pid`. */
-        owner?: string;
-        /** Lease duration; renewed every third of it. Default 10 000 ms. */
-        ttlMs?: number;
-        /** How often followers try to take over and owners re-read posted inputs. Default 1 000 ms. */
-        pollMs?: number;
-        /** Called when a session's role changes. */
-        onRole?: (sessionId: string, role: SessionRole) => void;
-      };
-  /** @internal Test seam: builds each session's permission broker (mutation tests only). */
-  permissionBroker?: (options: PermissionOptions) => PermissionBroker;
-  /** @internal Test seam: a variant of the inbox drain policy (mutation tests only). */
-  lanesToDrain?: DrainPolicy;
-  /** @internal Test seam: a variant of the turn statechart (mutation tests only). */
-  turnMachine?: TurnDeps["turnMachine"];
-  /**
-   * Done means accepted (docs/acceptance.md): executable checks the embedder defines, run against the
-   * artifact (by default the files of `workspace`, versioned by their git tree), with evidence
-   * bound to that version. Checks run after each turn (`runAfterTurn`), on `session.accept()`,
-   * and, with `until: "passed"`, in a loop that sends failing evidence back as follow-ups.
-   */
-  acceptance?: AcceptanceOptions;
-  /** @internal Test seam: a variant of the acceptance statechart (mutation tests only). */
-  acceptanceMachine?: typeof acceptanceMachine;
-}
-
-/** Instructions: a text, or a function of the session returning it. */
-export type Instructions = string | ((session: Session) => string);
-
-/** `agent.session(id, options)` / `agent.openSession(id, options)`. */
-export interface SessionOpenOptions {
-  /** Instructions for this session, in place of the agent's. */
-  instructions?: Instructions;
-  /**
-   * Start from a handoff (`session.handoff()` of an earlier session): before any new work the
-   * checks it verified are run again and the model is told what no longer holds.
-   */
-  handoff?: HandoffRecord;
-  /**
-   * This session's tools, beside the agent's: a list adds tools and tool sources (MCP servers);
-   * `only` / `exclude` narrow the agent's tools (its `read_result` built-in stays). The session's
-   * sources are refreshed between turns (`ToolSet.refresh`).
-   */
-  tools?: readonly (ToolDefinition | ToolSource)[] | SessionTools;
-  /** The session's budget, across its turns and reopenings (spend read from its log). */
-  budget?: Budget;
-  /** Each prompt's budget in this session, in place of the agent's `promptBudget`. */
-  promptBudget?: Budget;
-}
-
-/** A session's tools: `add` to the agent's, keep `only` some of the agent's, or `exclude` some. */
-export interface SessionTools {
-  add?: readonly (ToolDefinition | ToolSource)[];
-  only?: readonly string[];
-  exclude?: readonly string[];
-}
-
-/** Sessions over one model, tool set and store. Made by `createAgent`. */
-export interface Agent {
-  /**
-   * Opens (or creates) a session and resolves once its log is loaded and crash recovery ran:
-   * the way to get a session whose `messages()` and `entries()` can be read. The same id gives
-   * the same session until it is closed; after `close()` it opens afresh from the store.
-   * `options` apply when the session object is created (a session already open is returned as
-   * it is).
-   */
-  openSession(id?: string, options?: SessionOpenOptions): Promise<Session>;
-  /**
-   * The session object at once, still opening: inputs wait for it, but reading its log before
-   * `await session.ready` throws. Prefer {@link Agent.openSession}.
-   */
-  session(id?: string, options?: SessionOpenOptions): Session;
-  /** The sessions in the store, with their entry counts and times. */
-  listSessions(): Promise<SessionSummary[]>;
-  /** The tools, shared by every session of this agent; change it to change what they offer. */
-  readonly registry: Registry;
-  /** Where the sessions' logs are kept. */
-  readonly store: SessionStore;
-  /** Closes one session (settles its turn, flushes, releases its lease) and forgets it. */
-  closeSession(id: string): Promise<void>;
-  /**
-   * Deletes a session and everything it owns: closes it if it is open here, then removes it
-   * from the store (entries, checkpoint, posted inputs, lease, ledger rows of its calls) and
-   * removes the folder of its files under `dataDir` (spilled outputs). Refused by the store
-   * (`StoreError` `FENCED`) while another process runs the session. See docs/stores.md.
-   */
-  deleteSession(id: string): Promise<DeletedSessionData>;
-  /** Interrupts running turns, waits for them to settle and flushes every log. */
-  close(): Promise<void>;
+/** `concurrency` as slots: a map makes this agent's own; slots given are shared as they are. */
+function resolveSlots(concurrency: AgentOptions["concurrency"]): ProviderSlots | undefined {
+  if (concurrency === undefined) return undefined;
+  if (
+    concurrency !== null &&
+    typeof concurrency === "object" &&
+    typeof (concurrency as ProviderSlots).acquire === "function"
+  )
+    return concurrency as ProviderSlots;
+  try {
+    return processSlots(concurrency as Record<string, number>);
+  } catch (err) {
+    throw new TypeError(
+      (err as Error).message.replace("processSlots", "createAgent: `concurrency`"),
+    );
+  }
 }
 
 function defaultLogger(): Logger {
@@ -318,6 +144,7 @@ export function createAgent(options: AgentOptions): Agent {
     registry.add(readResultTool((id) => sessions.get(id)?.sessionLog));
   // Checked here, once: a bad policy is a RangeError from createAgent, not a failed turn later.
   const retry = resolveRetryPolicy(options.retry ?? {});
+  const slots = resolveSlots(options.concurrency);
   const loopGuard = resolveLoopGuard(options.loopGuard);
   const inspect = options.inspect;
   const traces = options.telemetry?.forAgent(options.model);
@@ -440,6 +267,7 @@ export function createAgent(options: AgentOptions): Agent {
           emit,
           retry,
           retryBudget: options.retryBudget,
+          slots,
           random,
           limits,
           budgets: new SessionBudgets({

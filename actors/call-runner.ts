@@ -8,7 +8,7 @@ import type { CallRef } from "../machines/tool-call.machine.ts";
 import type { TurnCallSpec } from "../machines/turn.machine.ts";
 import { truncatedCallResult } from "../tools/prepare/truncated-call.ts";
 import type { PrepareOutcome, ToolContext } from "../tools/types.ts";
-import { specOf } from "./model-attempt.ts";
+import { specOf } from "./message-calls.ts";
 import { decideAll } from "./permissions.ts";
 import { runTool, type ToolReport } from "./run-tool.ts";
 import type { TurnScope } from "./turn-scope.ts";

@@ -7,6 +7,8 @@ export const AGENT_EVENT_TYPES = [
   "inbox.consumed",
   "turn.started",
   "attempt.started",
+  "attempt.queued",
+  "attempt.admitted",
   "text.streamed",
   "call.previewed",
   "attempt.ended",

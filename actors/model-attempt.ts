@@ -3,7 +3,6 @@ import { type Message, textOf, toolCallsOf } from "../contracts/messages.ts";
 import { ModelError } from "../contracts/model.ts";
 import { costOf } from "../machines/policies/budget.ts";
 import type { PollPoint } from "../machines/policies/inbox.ts";
-import type { ObservedResult } from "../machines/policies/loop-guard.ts";
 import { classifyModelError } from "../machines/policies/retry-classify.ts";
 import {
   decideRetry,
@@ -11,16 +10,15 @@ import {
   type RetryState,
   remainingWait,
 } from "../machines/policies/retry-policy.ts";
-import { attemptIdOf, type TurnCallSpec } from "../machines/turn.machine.ts";
+import { attemptIdOf } from "../machines/turn.machine.ts";
 import {
   createAssembler,
   type StreamAssembler,
   toAssistantParts,
 } from "../providers/stream-assembler.ts";
 import type { AttemptRecovery } from "../session/entries.ts";
-import { truncatedCallResult } from "../tools/prepare/truncated-call.ts";
-import { prepareCall } from "../tools/prepare-call.ts";
-import type { PreparedCall } from "../tools/types.ts";
+import { prepareMessageCalls } from "./message-calls.ts";
+import { providerKeyOf, type SlotRelease } from "./provider-slots.ts";
 import type { TurnScope } from "./turn-scope.ts";
 
 const NO_USAGE = Object.freeze({ inputTokens: 0, outputTokens: 0 });
@@ -37,16 +35,6 @@ const NO_OUTPUT: Pick<StreamAssembler, "partial" | "hasOutput"> = {
 export class OperationDeadlineError extends Error {
   override readonly name = "OperationDeadlineError";
 }
-
-/** What the batch's scheduler needs to know about a prepared call. */
-export const specOf = (call: PreparedCall): TurnCallSpec => ({
-  callId: call.id,
-  name: call.name,
-  concurrencySafe: call.traits.concurrencySafe,
-  cancellable: call.traits.cancellable,
-  executionMode: call.traits.executionMode,
-  resourceKey: call.resourceKey,
-});
 
 /**
  * The model attempts of one turn: each attempt's write-ahead (its start durable before its
@@ -165,8 +153,11 @@ export class ModelAttempts {
             emit({ type: "call.previewed", attemptId, index, name: name || undefined, preview })
         : undefined,
     });
+    let release: SlotRelease | undefined;
     try {
       if (log.needsHistory) await log.loadHistory();
+      if (ctl.signal.aborted) throw ctl.signal.reason;
+      release = await this.takeSlot(attemptId, ctl.signal);
       if (ctl.signal.aborted) throw ctl.signal.reason;
       const instructions = this.turn.deps.context.instructions();
       const stream = model.stream({
@@ -182,6 +173,7 @@ export class ModelAttempts {
         if (event.type === "text.delta")
           emit({ type: "text.streamed", attemptId, text: event.text });
       }
+      release?.(); // the stream has ended: its slot is free before the answer is committed
       if (ctl.signal.aborted) throw ctl.signal.reason;
       const message = assembler.finish();
       if (message.finishReason === undefined) {
@@ -196,9 +188,46 @@ export class ModelAttempts {
       const why = reason instanceof OperationDeadlineError ? reason : error;
       this.failAttempt(self, attempt, attemptId, why, assembler, ctl.signal.aborted);
     } finally {
+      release?.(); // every other way out (error, abort, deadline, idle timeout): once, here
       if (deadlineTimer !== undefined) clock.clearTimeout(deadlineTimer);
       if (this.attemptCtl === ctl) this.attemptCtl = undefined;
     }
+  }
+
+  /**
+   * Takes a slot of the model's provider (`deps.slots`, docs/providers.md "Concurrency") before
+   * the request is sent. A wait is visible (`attempt.queued`, then `attempt.admitted`) and runs
+   * inside the attempt, so the turn's deadline, the operation deadline and an interrupt end it
+   * as they end a request: the abort takes the waiter out of the queue and rejects with its
+   * reason. Undefined without slots.
+   */
+  private async takeSlot(attemptId: string, signal: AbortSignal): Promise<SlotRelease | undefined> {
+    const { slots, model, emit, clock } = this.turn.deps;
+    if (!slots) return undefined;
+    const provider = providerKeyOf(model);
+    const limit = slots.limitOf(provider);
+    if (limit === undefined) return undefined;
+    const turnId = this.turn.turnId;
+    let queuedAt: number | undefined;
+    const phase = this.turn.phase;
+    const release = await slots.acquire(provider, {
+      signal,
+      onQueued: (position) => {
+        queuedAt = clock.now();
+        this.turn.phase = `while waiting for a ${provider} slot (${limit} requests in flight at most)`;
+        emit({ type: "attempt.queued", turnId, attemptId, provider, position, limit });
+      },
+    });
+    this.turn.phase = phase;
+    if (queuedAt !== undefined)
+      emit({
+        type: "attempt.admitted",
+        turnId,
+        attemptId,
+        provider,
+        waitedMs: clock.now() - queuedAt,
+      });
+    return release;
   }
 
   /**
@@ -231,7 +260,7 @@ export class ModelAttempts {
     attemptId: string,
     message: ReturnType<ReturnType<typeof createAssembler>["finish"]>,
   ): void {
-    const { log, registry, emit } = this.turn.deps;
+    const { log, emit } = this.turn.deps;
     // A continuation's answer extends the partial text it was sent: the message is both.
     const cont = this.continuation;
     this.continuation = undefined;
@@ -274,58 +303,9 @@ export class ModelAttempts {
     this.retryState = undefined;
     this.operationStartedAt = undefined;
     this.turn.lastCalls = toolCalls;
-    this.turn.prepared.clear();
-    this.turn.records.clear();
-    const specs: TurnCallSpec[] = [];
-    for (const c of message.toolCalls) {
-      let outcome = prepareCall(
-        { id: c.id, name: c.name, argumentsText: c.argumentsText },
-        registry,
-      );
-      const refused = outcome.ok ? this.turn.deps.guardCall?.(outcome.call) : undefined;
-      if (refused) {
-        outcome = {
-          ok: false,
-          id: c.id,
-          name: c.name,
-          argumentsText: c.argumentsText,
-          error: refused,
-        };
-      }
-      this.turn.prepared.set(c.id, outcome);
-      if (!outcome.ok) continue;
-      const { call } = outcome;
-      for (const warning of call.warnings) {
-        emit({
-          type: "log.written",
-          level: "warn",
-          message: `${call.name} (${call.id}): ${warning}`,
-        });
-      }
-      specs.push(specOf(call));
-      emit({ type: "call.queued", turnId: this.turn.turnId, callId: call.id, name: call.name });
-    }
+    const { specs, invalid, truncated } = prepareMessageCalls(this.turn, message, toolCalls);
     const usage = message.usage;
     const broker = this.turn.deps.permissions;
-    // The results this message's refused calls get (for length, or for failing preparation),
-    // as the loop guard reads them: the chart folds whichever its path settles.
-    const guard = this.turn.deps.loopGuard;
-    const invalid: ObservedResult[] = [];
-    const truncated: ObservedResult[] = [];
-    if (guard && toolCalls.length > 0) {
-      for (const c of message.toolCalls) {
-        const outcome = this.turn.prepared.get(c.id)!;
-        if (!outcome.ok) invalid.push(this.turn.observed(c.id, c.name, outcome.error));
-        if (message.finishReason === "length") {
-          const result = truncatedCallResult({
-            id: c.id,
-            name: c.name,
-            argumentsText: c.argumentsText,
-          });
-          truncated.push(this.turn.observed(c.id, c.name, result));
-        }
-      }
-    }
     self.send({
       type: "attempt.done",
       ...(invalid.length > 0 ? { invalid } : {}),

@@ -24,6 +24,7 @@ import { TurnTally } from "../session/turn-result.ts";
 import type { Registry } from "../tools/registry.ts";
 import type { PreparedCall, PrepareOutcome } from "../tools/types.ts";
 import type { PermissionBroker } from "./permissions.ts";
+import type { ProviderSlots } from "./provider-slots.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import type { ToolReport } from "./run-tool.ts";
 import type { SessionBudgets } from "./session-budgets.ts";
@@ -42,6 +43,11 @@ export interface TurnDeps {
   emit: (event: AgentEventBody) => void;
   retry: Partial<RetryPolicy>;
   retryBudget?: RetryBudget;
+  /**
+   * Bounds the requests in flight per provider (`createAgent({ concurrency })`): each attempt
+   * holds a slot from before its request until its stream ends. Absent: unbounded.
+   */
+  slots?: ProviderSlots;
   random: () => number;
   limits: TurnLimits;
   /**

@@ -3,7 +3,8 @@ import type * as GraphileWorker from "graphile-worker";
 import type { Runner } from "graphile-worker";
 import { loadPeer } from "../contracts/optional-peer.ts";
 import type { PostgresSessionStore } from "../session/postgres-store.ts";
-import { type AgentOptions, createAgent } from "./agent.ts";
+import { createAgent } from "./agent.ts";
+import type { AgentOptions } from "./agent-options.ts";
 import type { Session } from "./session.ts";
 import { defaultLeaseOwner } from "./session-lease.ts";
 
@@ -11,10 +12,15 @@ import { defaultLeaseOwner } from "./session-lease.ts";
 export const SESSION_TASK = "keel_session";
 
 /** Options of {@link startWorker}: an agent's options (model, tools, limits, …) and the PostgreSQL store. */
-export interface WorkerOptions extends Omit<AgentOptions, "store" | "lease"> {
+export interface WorkerOptions extends Omit<AgentOptions, "store" | "lease" | "concurrency"> {
   store: PostgresSessionStore;
   /** Sessions run at once by this process (default 4). */
   concurrency?: number;
+  /**
+   * Model requests in flight per provider: the agent's `concurrency` (a map, or slots shared
+   * by every worker: `postgresProviderSlots`, docs/many-processes.md).
+   */
+  providerConcurrency?: AgentOptions["concurrency"];
   /** Lease duration (default 10 000 ms; renewed every third). */
   leaseTtlMs?: number;
   /** How often owners re-read posted inputs (default 1 000 ms). */
@@ -75,8 +81,10 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     CREATE OR REPLACE TRIGGER inbox_enqueue AFTER INSERT ON ${s}.inbox FOR EACH ROW EXECUTE FUNCTION ${s}.enqueue_session();
     COMMIT;
   `);
+  const { concurrency: _sessions, providerConcurrency, ...agentOptions } = options;
   const agent = createAgent({
-    ...options,
+    ...agentOptions,
+    concurrency: providerConcurrency,
     store,
     lease: {
       owner: options.owner ?? defaultLeaseOwner(),

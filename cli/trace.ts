@@ -116,6 +116,8 @@ export function createTrace(options: TraceOptions): Trace {
     started: now(),
     /** The last context budget: "used/window" for the status line. */
     context: "",
+    /** The request waiting for a provider slot, for the status line ("" when none waits). */
+    queued: "",
   };
   const startedAt = new Map<string, number>();
   let statusShown = false;
@@ -130,6 +132,7 @@ export function createTrace(options: TraceOptions): Trace {
     if (!tty || paused) return;
     const parts = [`request ${state.requests}`, `${state.tokensIn}↑ ${state.tokensOut}↓ tok`];
     if (state.context) parts.push(`context ${state.context}`);
+    if (state.queued) parts.push(`waiting for ${state.queued}`);
     if (state.running.size) {
       parts.push(`running ${[...state.running.values()].map((c) => c.name).join(", ")}`);
     }
@@ -173,6 +176,19 @@ export function createTrace(options: TraceOptions): Trace {
         break;
       case "text.streamed":
         state.writing += e.text;
+        break;
+      case "attempt.queued":
+        state.queued = `${e.provider} slot, #${e.position}`;
+        print(
+          paint(
+            "33",
+            `  ⧗ waiting for a ${e.provider} slot: ${counted(e.limit, "request")} in flight at most, #${e.position} in the queue`,
+          ),
+        );
+        break;
+      case "attempt.admitted":
+        state.queued = "";
+        print(dim(`  ▷ ${e.provider} slot taken after ${(e.waitedMs / 1000).toFixed(1)} s`));
         break;
       case "attempt.ended":
         if (e.status !== "completed") {

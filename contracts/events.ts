@@ -37,6 +37,27 @@ export type AgentEvent = { sessionId: string; at: number } & (
   | { type: "text.streamed"; attemptId: string; text: string }
   /** A best-effort parse of a tool call's arguments so far, for UIs. */
   | { type: "call.previewed"; attemptId: string; index: number; name?: string; preview: unknown }
+  /**
+   * The attempt's request waits for a slot of its provider (`createAgent({ concurrency })`):
+   * `position` in the queue when it joined (1 = next; with shared slots, this process's
+   * queue), `limit` the provider's bound. The wait counts against the turn's deadline.
+   */
+  | {
+      type: "attempt.queued";
+      turnId: string;
+      attemptId: string;
+      provider: string;
+      position: number;
+      limit: number;
+    }
+  /** A queued attempt holds its slot after `waitedMs`: its request is sent now. */
+  | {
+      type: "attempt.admitted";
+      turnId: string;
+      attemptId: string;
+      provider: string;
+      waitedMs: number;
+    }
   | {
       type: "attempt.ended";
       attemptId: string;

@@ -64,6 +64,11 @@ export interface Model {
   /** Names the provider and model, e.g. in logs and as the retry budget's key. */
   readonly name: string;
   /**
+   * The provider key that `createAgent({ concurrency })` bounds requests by. Absent: the part
+   * of `name` before its first `:` and `.` (`openai:gpt-4o` → `openai`).
+   */
+  readonly provider?: string;
+  /**
    * What the model takes besides text. A user message with an image is refused before any
    * request (by `prompt()` / `steer()`) when `images` is not true.
    */

@@ -306,6 +306,8 @@ export function agentRecord(event: AgentEvent): InspectRecord {
     case "check.ended":
     case "context.measured":
     case "attempt.started":
+    case "attempt.queued":
+    case "attempt.admitted":
     case "loop.detected":
     case "call.queued":
     case "call.stop-requested":

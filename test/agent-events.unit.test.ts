@@ -78,6 +78,23 @@ const SAMPLES: { [K in AgentEventType]: AgentEventOf<K> } = {
   "inbox.consumed": { ...base, type: "inbox.consumed", inboxId: "i", lane: "next-step" },
   "turn.started": { ...base, type: "turn.started", turnId: "t", input: LONG },
   "attempt.started": { ...base, type: "attempt.started", turnId: "t", attemptId: "a", step: 1 },
+  "attempt.queued": {
+    ...base,
+    type: "attempt.queued",
+    turnId: "t",
+    attemptId: "a",
+    provider: "openai",
+    position: 3,
+    limit: 2,
+  },
+  "attempt.admitted": {
+    ...base,
+    type: "attempt.admitted",
+    turnId: "t",
+    attemptId: "a",
+    provider: "openai",
+    waitedMs: 40,
+  },
   "text.streamed": { ...base, type: "text.streamed", attemptId: "a", text: LONG },
   "call.previewed": {
     ...base,

@@ -1,7 +1,8 @@
 import { createAnthropic } from "@ai-sdk/anthropic";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { type AgentOptions, createAgent } from "../actors/agent.ts";
+import { createAgent } from "../actors/agent.ts";
+import type { AgentOptions } from "../actors/agent-options.ts";
 import type { AgentEvent } from "../contracts/events.ts";
 import { ModelError } from "../contracts/model.ts";
 import { classifyModelError } from "../machines/policies/retry-classify.ts";

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { type AgentOptions, createAgent } from "../actors/agent.ts";
+import { createAgent } from "../actors/agent.ts";
+import type { AgentOptions } from "../actors/agent-options.ts";
 import { type ScriptStep, scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { memoryStore } from "../session/memory-store.ts";

@@ -28,6 +28,10 @@ export function describe(r, model) {
       return `${e.turnId} "${e.input}"`;
     case "attempt.started":
       return `${e.attemptId} step ${e.step} of ${e.turnId}`;
+    case "attempt.queued":
+      return `${e.attemptId} waits for a ${e.provider} slot (#${e.position}, ${e.limit} in flight at most)`;
+    case "attempt.admitted":
+      return `${e.attemptId} took a ${e.provider} slot after ${e.waitedMs} ms`;
     case "attempt.ended":
       return `${e.attemptId} ${e.status}${e.error ? `: ${e.error}` : ""}`;
     case "text.streamed":

@@ -305,6 +305,8 @@ function applyAgent(model, e, t) {
       break;
     }
     // Shown in the event log only: nothing of the tree, timeline or panels changes.
+    case "attempt.queued":
+    case "attempt.admitted":
     case "text.streamed":
     case "call.previewed":
     case "call.updated":

@@ -21,6 +21,8 @@ export type FakeStep =
   | { type: "json"; status: number; body: unknown; headers?: Record<string, string> }
   /** Pause until the promise settles (a barrier the test controls). */
   | { type: "gate"; until: Promise<unknown> }
+  /** Pause for `ms` from when this step is reached (not from when the reply was queued). */
+  | { type: "sleep"; ms: number }
   /** Destroy the socket now: a cut connection. */
   | { type: "destroy" }
   /** Stop here and never answer or finish (until `close()`). */
@@ -57,6 +59,10 @@ export interface FakeOpenAIServer {
   /** e.g. `http://127.0.0.1:41234/v1`, for `baseURL`. */
   readonly baseURL: string;
   readonly requests: readonly RecordedRequest[];
+  /** Requests received whose response has not finished (or closed) yet. */
+  readonly inFlight: number;
+  /** The most requests ever in flight at once. */
+  readonly maxInFlight: number;
   /** Queues replies for the next requests, in order. */
   enqueue(...replies: FakeReply[]): void;
   /** Resolves when at least `count` requests have arrived. */
@@ -82,6 +88,8 @@ export async function startFakeOpenAIServer(
   const waiters: { count: number; resolve: () => void }[] = [];
   const sockets = new Set<Socket>();
   let closed = false;
+  let inFlight = 0;
+  let maxInFlight = 0;
   let releaseHangs!: () => void;
   const closing = new Promise<void>((resolve) => {
     releaseHangs = resolve;
@@ -113,7 +121,18 @@ export async function startFakeOpenAIServer(
       at: Date.now(),
     };
     requests.push(record);
+    inFlight++;
+    maxInFlight = Math.max(maxInFlight, inFlight);
+    let done = false;
+    // `finish` fires when the last byte is handed to the OS: before the client can have read it.
+    const ended = () => {
+      if (done) return;
+      done = true;
+      inFlight--;
+    };
+    res.on("finish", ended);
     res.on("close", () => {
+      ended();
       if (!res.writableFinished) record.aborted = true;
     });
     for (const w of waiters.splice(0)) {
@@ -175,6 +194,9 @@ export async function startFakeOpenAIServer(
         case "gate":
           await Promise.race([step.until, closing]);
           break;
+        case "sleep":
+          await Promise.race([new Promise((r) => setTimeout(r, step.ms)), closing]);
+          break;
         case "destroy":
           res.socket?.destroy();
           return;
@@ -196,6 +218,12 @@ export async function startFakeOpenAIServer(
   return {
     baseURL: `http://127.0.0.1:${port}/v1`,
     requests,
+    get inFlight() {
+      return inFlight;
+    },
+    get maxInFlight() {
+      return maxInFlight;
+    },
     enqueue: (...replies) => {
       queue.push(...replies);
     },
