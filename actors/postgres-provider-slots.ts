@@ -90,19 +90,34 @@ export function postgresProviderSlots(
   const setup = () => {
     ready ??= (async () => {
       // Several processes start together: DDL under a transaction-level advisory lock.
-      await pool.query(`BEGIN;
-        SELECT pg_advisory_xact_lock(hashtext('keel provider_slots ${schema.replaceAll("'", "''")}'));
-        CREATE SCHEMA IF NOT EXISTS ${s};
-        CREATE TABLE IF NOT EXISTS ${s}.provider_slots (
-          provider text NOT NULL, slot int NOT NULL, holder text NOT NULL,
-          expires_at timestamptz NOT NULL, PRIMARY KEY (provider, slot));
-        COMMIT;`);
+      // On a client of its own: a failed statement must not hand the pool a connection left
+      // inside an aborted transaction.
+      const ddl = await pool.connect();
+      try {
+        await ddl.query(`BEGIN;
+          SELECT pg_advisory_xact_lock(hashtext('keel provider_slots ${schema.replaceAll("'", "''")}'));
+          CREATE SCHEMA IF NOT EXISTS ${s};
+          CREATE TABLE IF NOT EXISTS ${s}.provider_slots (
+            provider text NOT NULL, slot int NOT NULL, holder text NOT NULL,
+            expires_at timestamptz NOT NULL, PRIMARY KEY (provider, slot));
+          COMMIT;`);
+        ddl.release();
+      } catch (err) {
+        await ddl.query("ROLLBACK").catch(() => {});
+        ddl.release(true);
+        throw err;
+      }
       const client = await pool.connect();
       client.on("error", () => {}); // a lost connection only loses hints: waiters also poll
       client.on("notification", (msg) => {
         if (msg.channel === channel && msg.payload) wakeups.get(msg.payload)?.();
       });
-      await client.query(`LISTEN "${channel}"`);
+      try {
+        await client.query(`LISTEN "${channel}"`);
+      } catch (err) {
+        client.release(true); // not back to the pool the store shares: the next setup retries
+        throw err;
+      }
       if (closed) client.release(true);
       else listener = client;
     })();

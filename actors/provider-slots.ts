@@ -9,8 +9,9 @@ export interface SlotWait {
   /** Aborting it takes the waiter out of the queue at once; `acquire` rejects with its reason. */
   signal: AbortSignal;
   /**
-   * Called once, synchronously, when the request has to wait: its place in the queue (1 = next).
-   * Contract: must not throw.
+   * Called once when the request has to wait, with its place in the queue (1 = next): at once in
+   * a process's own slots, after the database said "full" for shared ones. Contract: must not
+   * throw (a throw is ignored; the wait goes on).
    */
   onQueued?: (position: number) => void;
 }
@@ -111,7 +112,6 @@ export function processSlots(limits: Readonly<Record<string, number>>): Provider
       const ticket = {};
       const asked = q.request(ticket);
       if (asked.granted) return Promise.resolve(releaseOf(q));
-      onQueued?.(asked.position);
       return new Promise<SlotRelease>((resolve, reject) => {
         const onAbort = () => {
           // Still waiting: out of the queue, nothing held. Already granted: the waker ran first.
@@ -126,6 +126,11 @@ export function processSlots(limits: Readonly<Record<string, number>>): Provider
           resolve(releaseOf(q));
         });
         signal.addEventListener("abort", onAbort, { once: true });
+        // Told after the waker is in place: a listener that throws cannot strand the ticket
+        // (a slot handed to a waiter nobody resolves would be held for good).
+        try {
+          onQueued?.(asked.position);
+        } catch {}
       });
     },
   };

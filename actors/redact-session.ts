@@ -87,8 +87,12 @@ export async function redactSession(
   const removed: string[] = [];
   for (const file of files) {
     if (!inSpillFolder(file, log.sessionId)) continue;
-    await rm(file, { force: true });
-    removed.push(file);
+    try {
+      await rm(file);
+      removed.push(file); // only what was there and is gone now
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+    }
   }
   return { ok: true, redacted: targets.ids, files: removed };
 }
@@ -123,5 +127,9 @@ export async function redactStoredSession(
       throw new Error("redactStoredSession: a redaction appends nothing to the log");
     },
   });
-  return redactSession(log, entryIds, { reason: options.reason }, () => clock.now());
+  try {
+    return await redactSession(log, entryIds, { reason: options.reason }, () => clock.now());
+  } finally {
+    await log.close().catch(() => {}); // nothing of its own to write: a redaction appends nothing
+  }
 }

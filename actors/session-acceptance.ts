@@ -11,12 +11,6 @@ import type { AcceptancePort, SessionScope } from "./session-scope.ts";
 const sum = <T>(items: readonly T[], of: (item: T) => number) =>
   items.reduce((total, item) => total + of(item), 0);
 
-/**
- * A session's acceptance (docs/acceptance.md), over its `AcceptanceHost` (actors/acceptance.ts,
- * which hosts the acceptance chart): the checks after a turn and the loop of follow-up turns,
- * `session.accept()`, a new spec, handoffs and the regression check a handoff asks for. Exists
- * only for a session made with `createAgent({ acceptance })`.
- */
 /** The refusal of an acceptance call on session `id`, which has no acceptance spec. */
 export function acceptanceOff(id: string, what: string): Refusal<"ACCEPTANCE_OFF"> {
   return refuse(
@@ -25,6 +19,12 @@ export function acceptanceOff(id: string, what: string): Refusal<"ACCEPTANCE_OFF
   );
 }
 
+/**
+ * A session's acceptance (docs/acceptance.md), over its `AcceptanceHost` (actors/acceptance.ts,
+ * which hosts the acceptance chart): the checks after a turn and the loop of follow-up turns,
+ * `session.accept()`, a new spec, handoffs and the regression check a handoff asks for. Exists
+ * only for a session made with `createAgent({ acceptance })`.
+ */
 export class SessionAcceptance implements AcceptancePort {
   /** Turns of the acceptance loop in the current run (their cost adds to the prompt's). */
   private loopTurns: TurnResult[] = [];

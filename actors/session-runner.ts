@@ -26,6 +26,13 @@ export class SessionRunner implements RunnerPort {
   private instructionsSynced = false;
   /** A handoff whose regression check has not run yet. */
   pendingHandoff: HandoffRecord | undefined;
+  /** Set by `stop()` (a close): no coordinator is made again, no turn starts. */
+  private stopped = false;
+  /**
+   * An edit of the log between turns that must not have a turn start under it (a redaction):
+   * the loop waits for it before it takes a turn's inputs. Set by `exclusive`.
+   */
+  private editing: Promise<unknown> | undefined;
 
   constructor(
     private readonly s: SessionScope,
@@ -38,6 +45,8 @@ export class SessionRunner implements RunnerPort {
   }
 
   wake(): void {
+    // A closed session starts nothing: its queued inputs run after it is reopened.
+    if (this.stopped) return;
     this.coordinator.wake();
   }
 
@@ -65,6 +74,7 @@ export class SessionRunner implements RunnerPort {
 
   /** Stops the coordinator (a close, once the current execution settled). */
   stop(): void {
+    this.stopped = true;
     this.coordinatorRef?.stop();
   }
 
@@ -85,6 +95,7 @@ export class SessionRunner implements RunnerPort {
     const set = this.s.deps.registry as Partial<ToolSet>;
     if (set.refresh) await set.refresh();
     if (cancelled?.()) return notRun("cancelled", "interrupted before the turn started");
+    while (this.editing) await this.editing; // a redaction begun while the set refreshed
     const turn = new TurnRun(this.s.deps);
     this.turn = turn;
     const { budgets, clock } = this.s.deps;
@@ -136,7 +147,14 @@ export class SessionRunner implements RunnerPort {
    */
   private async run(signal: AbortSignal): Promise<void> {
     await this.s.ready;
-    await this.s.deps.budgets?.load();
+    try {
+      // What a turn needs before it can start: its dependencies (built at the first read) and
+      // the session budget's spend, read from the log.
+      await this.s.deps.budgets?.load();
+    } catch (err) {
+      this.cannotStart(err);
+      return;
+    }
     this.syncInstructions();
     const handoff = this.pendingHandoff;
     if (handoff && !signal.aborted) {
@@ -144,6 +162,8 @@ export class SessionRunner implements RunnerPort {
       await checkHandoff(this.s, handoff);
     }
     while (!signal.aborted && this.inputs.hasRunnable()) {
+      while (this.editing) await this.editing;
+      if (signal.aborted || !this.inputs.hasRunnable()) break;
       const { events, consumedSeq } = this.inputs.takeTurn();
       if (events.length === 0) break; // the policy reads no input lane between turns
       // A prompt's budget spans its turn and every acceptance round after it.
@@ -168,6 +188,37 @@ export class SessionRunner implements RunnerPort {
       }
       this.s.deps.budgets?.promptEnded();
     }
+  }
+
+  /**
+   * Runs `edit` (checked by the caller to start with no turn open) with no turn starting until
+   * it settles: an input that arrives meanwhile waits in the inbox, then runs.
+   */
+  async exclusive<T>(edit: () => Promise<T>): Promise<T> {
+    const done = edit();
+    const settled = done.then(
+      () => {},
+      () => {},
+    );
+    this.editing = settled;
+    try {
+      return await done;
+    } finally {
+      if (this.editing === settled) this.editing = undefined;
+    }
+  }
+
+  /**
+   * A turn could not be prepared (the store would not give the log's history, a dependency
+   * threw): the queued inputs are held, not retried in a loop, and every prompt waiting is
+   * answered `failed` with the reason. The next input or `resume()` tries again.
+   */
+  private cannotStart(err: unknown): void {
+    const reason = `the turn could not start: ${err instanceof Error ? err.message : String(err)}`;
+    this.s.options.logger.error({ err }, reason);
+    this.s.emit({ type: "log.written", level: "warn", message: reason });
+    this.inputs.holdAll();
+    this.inputs.answerAll(() => notRun("failed", reason));
   }
 
   /**

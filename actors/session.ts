@@ -345,7 +345,11 @@ export class Session {
     await this.ready;
     const open = this.s.turnOpen("redact entries");
     if (open) return open;
-    return redactSession(this.s.log, entryIds, options, this.s.options.now);
+    // No turn starts until the store and this log both hold the redaction: an input sent
+    // meanwhile waits, then runs on the redacted history.
+    return this.runner.exclusive(() =>
+      redactSession(this.s.log, entryIds, options, this.s.options.now),
+    );
   }
 
   /**

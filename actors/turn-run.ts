@@ -214,11 +214,14 @@ export class TurnRun {
     // queued, and written with the rest once the store takes writes again.
     const logged = this.turn.tally.result();
     if (logged && (logged.status !== status || logged.code !== code || logged.reason !== reason)) {
-      this.turn.append(
-        code === undefined
-          ? { type: "turn_end", turnId: this.turn.turnId, status, reason }
-          : { type: "turn_end", turnId: this.turn.turnId, status, reason, code },
-      );
+      this.turn.append({
+        type: "turn_end",
+        turnId: this.turn.turnId,
+        status,
+        reason,
+        ...(code !== undefined ? { code } : {}),
+        ...(budget !== undefined ? { budget } : {}),
+      });
     }
     this.turn.deps.logger.info({ status, reason, code, budget }, "turn ended");
     this.turn.deps.emit(

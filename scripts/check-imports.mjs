@@ -2,8 +2,9 @@
 // The folders' import rules (docs/architecture.md), checked by `npm run lint`: a file may import only the
 // Keel folders its own folder lists, and `contracts/` and `machines/` only the packages listed.
 // Run: `node scripts/check-imports.mjs [root]`; exits 1 and names each wrong-way import.
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 
 /**
  * Each folder: which Keel folders (or top-level files) it may import, and which packages
@@ -118,7 +119,11 @@ export function violations(root) {
   return found;
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+// Run as a script (a path with spaces or a symlink included), not imported by a test.
+if (
+  process.argv[1] &&
+  realpathSync(fileURLToPath(import.meta.url)) === realpathSync(process.argv[1])
+) {
   const root = path.resolve(process.argv[2] ?? path.join(path.dirname(process.argv[1]), ".."));
   const found = violations(root);
   for (const v of found) console.error(`wrong-way import: ${v}`);

@@ -6,8 +6,9 @@
 // - no import cycle between shipped modules, type-only imports included (a type cycle still
 //   means two files that cannot be read one without the other).
 // Run: `node scripts/check-shape.mjs [root]`; exits 1 and names each breach.
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import ts from "typescript";
 
 export const MAX_LINES = 500;
@@ -279,7 +280,11 @@ export function breaches(root) {
   return found;
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+// Run as a script (a path with spaces or a symlink included), not imported by a test.
+if (
+  process.argv[1] &&
+  realpathSync(fileURLToPath(import.meta.url)) === realpathSync(process.argv[1])
+) {
   const root = path.resolve(process.argv[2] ?? path.join(path.dirname(process.argv[1]), ".."));
   const found = [...breaches(root), ...staleExceptions(root)];
   for (const b of found) console.error(`shape: ${b}`);

@@ -113,6 +113,15 @@ function strykerRun({ label, env, report, files, minimum, deadline }) {
 export const hostReport = (host) =>
   join(root, `test-output/mutation/host-${host.replace(/[/.]/g, "_")}.json`);
 
+/** A host's floor; a host without one is a configuration error, not a run that cannot fail. */
+function floorOf(minimum, host) {
+  const floor = minimum[host];
+  if (!(typeof floor === "number" && floor > 0 && floor <= 100)) {
+    throw new Error(`stryker.config.mjs: HOST_MINIMUM has no floor for ${host}; add one`);
+  }
+  return floor;
+}
+
 async function main() {
   const { MUTATED, HOSTS, HOST_MINIMUM } = await import(join(root, "stryker.config.mjs"));
   const isModule = moduleMatcher(MUTATED);
@@ -161,7 +170,7 @@ async function main() {
       env: { KEEL_MUTATE_HOST: host },
       report: hostReport(host),
       files: [host],
-      minimum: HOST_MINIMUM[host],
+      minimum: floorOf(HOST_MINIMUM, host),
       deadline,
     });
     status ||= r.status;

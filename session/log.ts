@@ -392,19 +392,21 @@ export class SessionLog {
    * read rebuilds the projection, and the next {@link checkpoint} is written afresh (the store
    * dropped the one that held the content). Synchronous; returns the redacted entries.
    * Throws when history is not loaded (await {@link loadHistory} first), when entries are still
-   * queued (flush first: the queue would write the old content), or for an unknown id.
+   * not yet written (flush first: the queue would write the old content), or for an unknown id.
    */
   redact(ids: readonly string[], redaction: Redaction): LogEntry[] {
-    if (this.queue.size > 0) {
-      throw new Error(
-        `session ${this.sessionId}: ${this.queue.size} entries are not yet written; await log.flush() before redacting`,
-      );
-    }
     this.materialize();
     const swapped = ids.map((id) => {
       const old = this.byId.get(id);
       if (!old)
         throw new TypeError(`redact: no entry ${JSON.stringify(id)} in session ${this.sessionId}`);
+      // Entries appended since (an input that arrived meanwhile) may wait in the queue; a target
+      // may not, or the queue would write its old content.
+      if (old.seq > this.queue.durableSeq) {
+        throw new Error(
+          `session ${this.sessionId}: entry ${id} is not yet written; await log.flush() before redacting`,
+        );
+      }
       return Object.freeze(redactEntry(old, redaction));
     });
     for (const e of swapped) {

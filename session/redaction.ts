@@ -106,6 +106,8 @@ export function redactEntry(entry: LogEntry, redaction: Redaction): LogEntry {
         content: redactParts(entry.content, text),
         finishReason: entry.finishReason,
         ...opt("usage", entry.usage),
+        // What the response cost stays: a redaction must not give a budget back.
+        ...opt("cost", entry.cost),
         ...opt("continuation", entry.continuation),
       };
     case "attempt_end": {

@@ -61,6 +61,7 @@ const samples = (): LogEntry[] => [
     ],
     finishReason: "tool_calls",
     usage: { inputTokens: 10, outputTokens: 5 },
+    cost: 0.25,
     continuation: { from: "t1-a1", prefixChars: 6 },
   }),
   at({
@@ -181,7 +182,12 @@ describe("redactEntry: the content goes, the shape stays", () => {
       { type: "text", text: MARK },
       { type: "tool-call", id: "c1", name: "login", arguments: JSON.stringify({ redacted: MARK }) },
     ]);
-    expect(assistant).toMatchObject({ finishReason: "tool_calls", usage: { inputTokens: 10 } });
+    // What it cost stays (a session budget reads it back from the log).
+    expect(assistant).toMatchObject({
+      finishReason: "tool_calls",
+      usage: { inputTokens: 10 },
+      cost: 0.25,
+    });
     expect(attempt).toMatchObject({
       status: "interrupted",
       partialText: MARK,
