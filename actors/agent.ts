@@ -94,7 +94,7 @@ export function createAgent(options: AgentOptions): Agent {
     }
   };
   positive("maxParallelToolCalls", options.maxParallelToolCalls);
-  // Timers: at most 2^31 − 1 ms; Infinity waits the longest a timer can (about 24.8 days).
+  // Timers: at most 2^31 − 1 ms; Infinity waits the longest a timer can.
   const timer = (name: string, value: number | undefined) =>
     value === undefined
       ? undefined

@@ -18,8 +18,8 @@ const CALL_RESULT: PollPoint = { type: "call.result" };
 
 /**
  * A tool's `ctx`. The signal and the child logger are made on first use: most tools touch
- * neither, and together they cost more than the rest of a call's bookkeeping (Node builds an
- * AbortSignal lazily, ≈ 2.5 µs; a pino child ≈ 1 µs).
+ * neither, and together they cost more than the rest of a call's bookkeeping (bench/FIGURES.md,
+ * "Costs behind code choices").
  */
 class CallContext implements ToolContext {
   private logger: Logger | undefined;

@@ -293,8 +293,8 @@ export function cutAnswerReason(finishReason: string): string | undefined {
 
 /**
  * A turn's context before its first attempt. Fields listed, not `{ ...input, step: 0, … }`: on
- * Node 20 every property added after a spread in a literal is a slow runtime call (≈ 0.6 µs
- * each; that literal took ≈ 7 µs).
+ * Node 20 every property added after a spread in a literal is a slow runtime call
+ * (bench/FIGURES.md, "Costs behind code choices").
  */
 export function initialTurnContext(input: TurnInput): TurnContext {
   return {

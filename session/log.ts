@@ -201,7 +201,8 @@ export class SessionLog {
     const seq = this.seq + 1;
     // The seq (base 36, fixed width) leads the id, so ids grow with seq: SQLite's unique index on
     // (session, id) then appends at its right edge instead of writing a random page per commit
-    // (≈ 75 → 44 µs a commit). The random rest keeps ids unique beyond one session.
+    // (bench/FIGURES.md, "Costs behind code choices"). The random rest keeps ids unique beyond
+    // one session.
     const id = flat(`e${seq.toString(36).padStart(7, "0")}${this.ids()}`);
     const at = this.clock.now();
     // Object.assign onto a literal is ~8× cheaper than a spread here; the base fields are
