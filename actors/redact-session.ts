@@ -109,7 +109,7 @@ function inSpillFolder(file: string, sessionId: string): boolean {
 
 /**
  * Redacts entries of a stored session that no session object of this process holds open (what
- * `keel redact` does): opens its log, redacts as {@link redactSession}, and leaves it closed.
+ * `keel redact` does): opens its log, redacts as `redactSession`, and leaves it closed.
  * A session another process runs is refused by the store (`FENCED`): redact it there.
  */
 export async function redactStoredSession(

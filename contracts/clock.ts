@@ -21,7 +21,7 @@ export interface Clock {
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
- * Checks a duration option at the API: a number of milliseconds in [`min`, {@link MAX_TIMER_MS}],
+ * Checks a duration option at the API: a number of milliseconds in [`min`, `MAX_TIMER_MS`],
  * or `Infinity`, which means "no timer" and is returned as `Infinity` for the caller to map to
  * its own "none". Throws a `RangeError` naming the option, what it got and what it takes.
  * This is a pure function.
@@ -38,7 +38,7 @@ export function checkDuration(name: string, value: number, min = 0): number {
 
 /**
  * The real clock: monotonic `performance.now()` anchored at the process's time origin. A delay
- * over {@link MAX_TIMER_MS} waits that long instead of firing at once, as Node's would.
+ * over `MAX_TIMER_MS` waits that long instead of firing at once, as Node's would.
  */
 export const systemClock: Clock = {
   now: () => performance.timeOrigin + performance.now(),

@@ -103,7 +103,7 @@ function tokenizerInstalled(): boolean {
 /**
  * A token counter for `model` (the tokenizer of its family), or undefined when its family is
  * not known or gpt-tokenizer is not installed (callers then estimate from characters). The
- * table loads on the first count. Counting is linear in the text (see {@link countByPieces}).
+ * table loads on the first count. Counting is linear in the text (see `countByPieces`).
  */
 export function openaiTokenCounter(model: string): ((text: string) => number) | undefined {
   const k = lookup(model);

@@ -31,7 +31,7 @@ export interface SqliteStoreOptions {
   durability?: Durability;
   /**
    * How long a write waits for another process's lock before failing with `BUSY` (default
-   * 5000 ms). The wait is asynchronous: the event loop runs meanwhile (see {@link LOCK_SPIN_MS}).
+   * 5000 ms). The wait is asynchronous: the event loop runs meanwhile (see `LOCK_SPIN_MS`).
    */
   busyTimeoutMs?: number;
   /**
@@ -157,7 +157,7 @@ CREATE TABLE IF NOT EXISTS inbox (
  * has committed (durable to `durability`).
  *
  * Several processes may share the file: writes serialise on SQLite's lock. A write waits at most
- * {@link LOCK_SPIN_MS} inside SQLite, then retries from a timer until `busyTimeoutMs` and fails
+ * `LOCK_SPIN_MS` inside SQLite, then retries from a timer until `busyTimeoutMs` and fails
  * with `BUSY` (nothing written), so waiting never stops the event loop (docs/many-processes.md).
  * Throws a `StoreError` naming the path and the fix when it cannot open it (`NOT_WRITABLE`) or a
  * newer Keel wrote it (`IO`).

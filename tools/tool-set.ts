@@ -52,6 +52,7 @@ export interface ToolSet extends Registry {
   snapshot(): ToolSetSnapshot;
 }
 
+/** What `toolSet` assembles: the agent's registry and sources, narrowed, plus the session's own tools. */
 export interface ToolSetOptions {
   /** The agent's registry; its own changes show at once, as they do for every session. */
   base: Registry;

@@ -17,6 +17,7 @@ import { describeServer, type McpServer, serverName } from "./mcp-server.ts";
 
 const require = createRequire(import.meta.url);
 
+/** Options of `mcpTools`: naming, timeouts and where the server's problems are reported. */
 export interface McpToolsOptions {
   /** Names the server in messages and prefixes its tools whose names are taken. Default: from the command or URL. */
   name?: string;
