@@ -148,18 +148,16 @@ export class CallRunner {
     }
   }
 
-  commitBatch(self: AnyActorRef): void {
+  commitBatch(_self: AnyActorRef): void {
     // `batch.committed` says the results are written: it follows the flush that writes them.
     const calls = this.turn.lastCalls.map((c) => {
       const r = this.turn.records.get(c.id)!;
       return { callId: c.id, name: c.name, outcome: r.outcome, result: r.result };
     });
+    this.turn.phase = "after the tool results were committed";
+    // The chart goes on at once: the next request's write-ahead waits for this flush too.
     this.turn.flushSoon().then(
-      () => {
-        this.turn.phase = "after the tool results were committed";
-        this.turn.deps.emit({ type: "batch.committed", turnId: this.turn.turnId, calls });
-        if (self.getSnapshot().status === "active") self.send({ type: "results.durable" });
-      },
+      () => this.turn.deps.emit({ type: "batch.committed", turnId: this.turn.turnId, calls }),
       (err) => this.turn.storeFailed(err),
     );
   }

@@ -74,9 +74,27 @@ export type { ObservedResult };
 /** Why the turn compacts: the budget crossed its threshold, or the provider refused the size. */
 export type CompactionMode = "auto" | "overflow";
 
-export interface TurnContext extends TurnInput {
+/**
+ * What a turn is given and never changes, in one field of its context. XState copies the whole
+ * context on every `assign` with `Object.assign({}, …)`, and V8 turns an object built that way
+ * into a slow dictionary once it has 20 properties: a copy then costs about 12 µs instead of
+ * 0.6 µs, several times a step (bench/FIGURES.md, "Costs behind code choices"). Keeping the
+ * constants here holds the context at 16 fields; `test/chart-context-size.unit.test.ts` checks
+ * every chart's context against the limit.
+ */
+export interface TurnSettings {
+  turnId: string;
+  limits: TurnLimits;
+  maxParallelToolCalls: number;
+  stopDeadlineMs: number;
+  finalizeDeadlineMs: number;
   loopFailAfter: number;
   loopRepeats: number;
+  maxOverflowRecoveries: number;
+}
+
+export interface TurnContext {
+  settings: TurnSettings;
   /**
    * The loop guard's streak over every result of this turn, in the order they settled: it
    * decides whether a step ends the turn (`loopDetected`), so it lives here, not in the host.
@@ -151,8 +169,6 @@ export type TurnEvent =
   | { type: "attempt.recorded"; attempt: number }
   /** The round ended: every call's result, in the order they settled. */
   | { type: "batch.done"; results?: ObservedResult[] }
-  /** The step's results are durable (`commitBatch` wrote them): the turn decides what is next. */
-  | { type: "results.durable" }
   /** Steering drained and the budget measured: `compact` when it crossed the threshold. */
   | { type: "step.prepared"; compact: boolean }
   /** The compaction ended: `ok` when a new baseline replaced the old one. */
@@ -238,8 +254,10 @@ export interface TurnEffects extends ToolCallEffects, BatchEffects {
   /** Give every call that failed preparation its error result (synchronous). */
   rejectInvalid(self: AnyActorRef): void;
   /**
-   * Make the step's results durable, then emit `batch.committed` (call order). Answers
-   * `results.durable`; a refused write answers `turn.interrupt` (failed, with its code).
+   * Write the step's results (synchronous) and start making them durable; once they are, emit
+   * `batch.committed` (call order). Nothing waits on that here: the next request waits for its
+   * own write-ahead (`recordAttempt`), which covers these entries, and a turn that ends waits
+   * for the finalizer's. A refused write answers `turn.interrupt` (failed, with its code).
    */
   commitBatch(self: AnyActorRef): void;
   /**
@@ -298,23 +316,25 @@ export function cutAnswerReason(finishReason: string): string | undefined {
  */
 export function initialTurnContext(input: TurnInput): TurnContext {
   return {
-    turnId: input.turnId,
-    limits: input.limits,
+    settings: {
+      turnId: input.turnId,
+      limits: input.limits,
+      maxParallelToolCalls: input.maxParallelToolCalls,
+      stopDeadlineMs: input.stopDeadlineMs,
+      finalizeDeadlineMs: input.finalizeDeadlineMs,
+      loopFailAfter: input.loopFailAfter ?? 0,
+      loopRepeats: input.loopRepeats ?? 0,
+      maxOverflowRecoveries: input.maxOverflowRecoveries,
+    },
     scopes: input.budgets ? [turnScope(input.limits), ...input.budgets] : [turnScope(input.limits)],
     spent: NOTHING_SPENT,
     budget: undefined,
-    maxParallelToolCalls: input.maxParallelToolCalls,
-    stopDeadlineMs: input.stopDeadlineMs,
-    finalizeDeadlineMs: input.finalizeDeadlineMs,
-    loopFailAfter: input.loopFailAfter ?? 0,
-    loopRepeats: input.loopRepeats ?? 0,
     loop: NO_LOOP,
     step: 0,
     attemptSeq: 0,
     tokens: 0,
     calls: [],
     retryDelayMs: 0,
-    maxOverflowRecoveries: input.maxOverflowRecoveries,
     overflowRecoveries: 0,
     compactMode: "auto",
     cancelRequested: false,
@@ -358,11 +378,11 @@ export function foldLoop(
   context: TurnContext,
   results: readonly ObservedResult[],
 ): { state: LoopState; warned: LoopWarning[] } {
-  if (results.length === 0 || context.loopFailAfter === 0)
+  if (results.length === 0 || context.settings.loopFailAfter === 0)
     return { state: context.loop, warned: [] };
   return foldResults(context.loop, results, {
-    repeats: context.loopRepeats || context.loopFailAfter,
-    failAfter: context.loopFailAfter,
+    repeats: context.settings.loopRepeats || context.settings.loopFailAfter,
+    failAfter: context.settings.loopFailAfter,
   });
 }
 
@@ -482,7 +502,6 @@ export const turnMachine = setup({
         reason: event.reason,
         code: event.code,
         budget: event.budget,
-        stopDeadlineMs: context.stopDeadlineMs,
       };
     }),
     /** The finalizer could not make the turn's end durable: that, not the planned end, is the outcome. */
@@ -526,7 +545,7 @@ export const turnMachine = setup({
       const { count: repeats, tool } = context.loop;
       return {
         status: "failed" as TurnStatus,
-        reason: `loop_detected: ${tool} failed the same way ${repeats} times in a row with the same arguments (loopGuard.failAfter ${context.loopFailAfter})`,
+        reason: `loop_detected: ${tool} failed the same way ${repeats} times in a row with the same arguments (loopGuard.failAfter ${context.settings.loopFailAfter})`,
       };
     }),
     /** The first budget reached (`budgetExhausted` held): the turn ends naming it. */
@@ -565,7 +584,7 @@ export const turnMachine = setup({
     },
     canRecoverOverflow: ({ context, event }) => {
       assertEvent(event, "attempt.failed");
-      return event.overflow === true && context.overflowRecoveries < context.maxOverflowRecoveries;
+      return event.overflow === true && context.overflowRecoveries < context.settings.maxOverflowRecoveries;
     },
     compactDue: ({ event }) => {
       assertEvent(event, "step.prepared");
@@ -581,7 +600,7 @@ export const turnMachine = setup({
     },
     /** The turn's results leave one call failing the same way `loopFailAfter` times in a row. */
     loopDetected: ({ context }) =>
-      context.loopFailAfter > 0 && context.loop.count >= context.loopFailAfter,
+      context.settings.loopFailAfter > 0 && context.loop.count >= context.settings.loopFailAfter,
     /** Some budget of some scope is spent (machines/policies/budget.ts, `firstExhausted`). */
     budgetExhausted: ({ context }) => firstExhausted(context.scopes, context.spent) !== undefined,
     finalizeFailed: ({ event }) => {
@@ -591,8 +610,8 @@ export const turnMachine = setup({
   },
   delays: {
     retryDelay: ({ context }) => context.retryDelayMs,
-    stopDeadline: ({ context }) => context.stopDeadlineMs,
-    finalizeDeadline: ({ context }) => context.finalizeDeadlineMs,
+    stopDeadline: ({ context }) => context.settings.stopDeadlineMs,
+    finalizeDeadline: ({ context }) => context.settings.finalizeDeadlineMs,
   },
 }).createMachine({
   id: "turn",
@@ -626,8 +645,8 @@ export const turnMachine = setup({
         id: "batch",
         src: "batch",
         input: ({ context }) => ({
-          maxParallelToolCalls: context.maxParallelToolCalls,
-          stopDeadlineMs: context.stopDeadlineMs,
+          maxParallelToolCalls: context.settings.maxParallelToolCalls,
+          stopDeadlineMs: context.settings.stopDeadlineMs,
         }),
         // A bug in the batch (it threw): still end through finalizing, so the log gets its turn
         // end and every call of the message its one result.
@@ -906,13 +925,14 @@ export const turnMachine = setup({
             stopping: { on: { "turn.interrupt": {} } },
           },
         },
-        // The step's results are all in (rare paths: no valid call, none allowed, refused).
         // The step's results are all in: write them (the model's next request answers them),
-        // then stop on a loop or a spent budget, or go on. An interrupt here finalizes at once
-        // (the finalizer writes the same entries).
+        // then stop on a loop or a spent budget, or go on. Transient: durability is waited for
+        // where it is needed, before the next request (`sampling.recording`) and before the
+        // turn's end is reported (`finalizing`), so a step makes one flush, not two, and a
+        // refused write still stops the turn before any request (invariants 13, 15).
         committing: {
           entry: "commitBatch",
-          on: { "results.durable": [endOnLoop, ...decideNext()] },
+          always: [endOnLoop, ...decideNext()],
         },
       },
     },
@@ -943,7 +963,7 @@ export const turnMachine = setup({
             status: "failed" as TurnStatus,
             code: "STORE_FAILED" as TurnFailureCode,
             reason: ({ context }) =>
-              `${context.reason ? `${context.reason}; ` : ""}finalizer deadline (finalizeDeadlineMs ${context.finalizeDeadlineMs}) passed before the session store confirmed the turn's end; it may not be in the log`,
+              `${context.reason ? `${context.reason}; ` : ""}finalizer deadline (finalizeDeadlineMs ${context.settings.finalizeDeadlineMs}) passed before the session store confirmed the turn's end; it may not be in the log`,
           }),
         },
       },

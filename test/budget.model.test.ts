@@ -70,7 +70,6 @@ function events(snap: Snap): Snap[] {
     done("tool_calls", 1, true),
     done("stop", 0, false),
     { type: "batch.done" },
-    { type: "results.durable" },
     { type: "end.steered" },
     { type: "end.none" },
     { type: "finalize.done" },

@@ -359,23 +359,19 @@ describe("turn chart: responses", () => {
 
   it("calls of an answer cut by length are refused, never run (invariant 3 of docs/architecture.md)", () => {
     const t = new Turn().sample().done({ finishReason: "length", callCount: 2, tokens: 6 });
-    expect(t.value).toEqual({ running: "committing" });
-    expect(t.ctx).toMatchObject({ step: 1, tokens: 6 });
-    expect(t.fx).toEqual([W0, "refuseCalls", "commitBatch"]);
-    t.send({ type: "results.durable" });
     expect(t.value).toEqual({ running: "preparing" });
+    expect(t.ctx).toMatchObject({ step: 1, tokens: 6 });
+    expect(t.fx).toEqual([W0, "refuseCalls", "commitBatch", "prepare"]);
     // Even when every call failed preparation.
     const u = new Turn().sample().done({ finishReason: "length", callCount: 1, calls: [] });
-    expect(u.fx).toEqual([W0, "refuseCalls", "commitBatch"]);
+    expect(u.fx).toEqual([W0, "refuseCalls", "commitBatch", "prepare"]);
   });
 
   it("calls that all failed preparation are the whole batch: rejected and committed", () => {
     const t = new Turn().sample().done({ callCount: 2, calls: [], tokens: 5 });
-    expect(t.value).toEqual({ running: "committing" });
+    expect(t.value).toEqual({ running: "preparing" });
     expect(t.ctx).toMatchObject({ step: 1, tokens: 5, calls: [] });
-    expect(t.fx).toEqual(["rejectInvalid", W0, "commitBatch"]);
-    t.send({ type: "results.durable" });
-    expect(t.fx).toEqual(["prepare"]);
+    expect(t.fx).toEqual(["rejectInvalid", W0, "commitBatch", "prepare"]);
   });
 
   it("valid calls run in the batch and commit when it is done", () => {
@@ -385,12 +381,10 @@ describe("turn chart: responses", () => {
     expect(t.ctx).toMatchObject({ step: 1, tokens: 8, calls });
     expect(t.fx).toEqual([W0, "rejectInvalid", { sendTo: { type: "batch.run", calls } }]);
     t.send({ type: "batch.done" });
-    // The results are written before the turn decides what is next (batch.committed follows it).
-    expect(t.value).toEqual({ running: "committing" });
-    expect(t.fx).toEqual([W0, "commitBatch"]);
-    t.send({ type: "results.durable" });
+    // The results are written before the turn decides what is next; the next request's
+    // write-ahead (recording) is what waits for them to be durable.
     expect(t.value).toEqual({ running: "preparing" });
-    expect(t.fx).toEqual(["prepare"]);
+    expect(t.fx).toEqual([W0, "commitBatch", "prepare"]);
   });
 
   it("reports of an older attempt are ignored", () => {
@@ -438,10 +432,8 @@ describe("turn chart: permissions", () => {
   it("none allowed: the corrections are the results, and the turn goes on", () => {
     const corrected = [{ callId: "a", feedback: "no" }];
     const t = gated().send({ type: "gate.allowed", calls: [], corrected });
-    expect(t.value).toEqual({ running: "committing" });
-    expect(t.fx).toEqual([{ correctCalls: { corrected } }, W0, "commitBatch"]);
-    t.send({ type: "results.durable" });
-    expect(t.fx).toEqual(["prepare"]);
+    expect(t.value).toEqual({ running: "preparing" });
+    expect(t.fx).toEqual([{ correctCalls: { corrected } }, W0, "commitBatch", "prepare"]);
   });
 
   it("a decline without feedback ends the turn cancelled (invariant 12 of docs/architecture.md)", () => {
@@ -522,7 +514,6 @@ describe("turn chart: retries and overflow", () => {
     // After an overflow recovery, the next automatic compaction is automatic again.
     const again = new Turn().sample().failed({ overflow: true });
     again.send({ type: "compaction.done", ok: true }).record().done().send({ type: "batch.done" });
-    again.send({ type: "results.durable" });
     again.send({ type: "step.prepared", compact: true });
     expect(again.fx).toEqual([{ compact: { mode: "auto" } }]);
     again.send({ type: "compaction.done", ok: false, reason: "no legal cut" });
@@ -541,27 +532,26 @@ describe("turn chart: the loop guard", () => {
     // loopFailAfter 3, loopRepeats 2 (baseInput).
     const t = new Turn().sample().done();
     t.send({ type: "batch.done", results: [fail("c1")] });
-    expect(t.value).toEqual({ running: "committing" });
-    expect(t.fx).toEqual([{ loopWarned: { warnings: [] } }, "commitBatch"]);
-    expect(t.ctx.loop).toMatchObject({ count: 1, tool: "grep" });
-    t.send({ type: "results.durable" });
     expect(t.value).toEqual({ running: "preparing" });
-    expect(t.fx).toEqual(["prepare"]);
+    expect(t.fx).toEqual([{ loopWarned: { warnings: [] } }, "commitBatch", "prepare"]);
+    expect(t.ctx.loop).toMatchObject({ count: 1, tool: "grep" });
     t.sample()
       .done()
       .send({ type: "batch.done", results: [fail("c1")] });
     expect(t.fx[0]).toEqual({
       loopWarned: { warnings: [{ callId: "c1", tool: "grep", repeats: 2 }] },
     });
-    t.send({ type: "results.durable" }).sample().done();
-    t.send({ type: "batch.done", results: [fail("c1")] }).send({ type: "results.durable" });
+    t.sample().done();
+    t.send({ type: "batch.done", results: [fail("c1")] });
     expect(t.value).toBe("finalizing");
     const reason =
       "loop_detected: grep failed the same way 3 times in a row with the same arguments (loopGuard.failAfter 3)";
     expect(t.ctx).toMatchObject({ status: "failed", reason });
-    expect(t.fx).toEqual(
-      leaving({ loopStopped: { repeats: 3, tool: "grep" } }, finalizeFx("failed", reason, false)),
-    );
+    expect(t.fx).toEqual([
+      { loopWarned: { warnings: [{ callId: "c1", tool: "grep", repeats: 3 }] } },
+      "commitBatch",
+      ...leaving({ loopStopped: { repeats: 3, tool: "grep" } }, finalizeFx("failed", reason, false)),
+    ]);
   });
 
   it("results fold in the order they settled: a success or another failure restarts the streak", () => {
@@ -577,7 +567,6 @@ describe("turn chart: the loop guard", () => {
     const t = new Turn({ limits: { maxSteps: 1, maxSpendTokens: 0, deadlineMs: 0 } });
     t.sample().done();
     t.send({ type: "batch.done", results: [fail("c1"), fail("c1"), fail("c1"), fail("c1")] });
-    t.send({ type: "results.durable" });
     expect(t.ctx.status).toBe("failed");
     expect(t.ctx.reason).toMatch(/^loop_detected: grep failed the same way 4 times/);
   });
@@ -587,8 +576,7 @@ describe("turn chart: the loop guard", () => {
       const t = new Turn({ loopFailAfter }).sample().done();
       t.send({ type: "batch.done", results: Array.from({ length: 50 }, () => fail("c1")) });
       expect(t.ctx.loop.count).toBe(0);
-      expect(t.fx).toEqual([{ loopWarned: { warnings: [] } }, "commitBatch"]);
-      t.send({ type: "results.durable" });
+      expect(t.fx).toEqual([{ loopWarned: { warnings: [] } }, "commitBatch", "prepare"]);
       expect(t.value).toEqual({ running: "preparing" });
     }
   });
@@ -600,10 +588,8 @@ describe("turn chart: the loop guard", () => {
       fail("c1", "bad", "edit"),
     ];
     const t = new Turn().sample().done({ calls: [], invalid, tokens: 9 });
-    expect(t.value).toEqual({ running: "committing" });
-    expect(t.ctx).toMatchObject({ step: 1, tokens: 9 });
-    t.send({ type: "results.durable" });
     expect(t.value).toBe("finalizing");
+    expect(t.ctx).toMatchObject({ step: 1, tokens: 9 });
     expect(t.ctx.reason).toMatch(/^loop_detected: edit failed the same way 3 times/);
     // Valid calls beside them: the streak is judged after the batch, not on the answer.
     const valid = new Turn().sample().done({ invalid });
@@ -611,7 +597,7 @@ describe("turn chart: the loop guard", () => {
     expect(valid.ctx.loop.count).toBe(3);
     // An answer cut by length folds the refusals its calls get.
     const cut = new Turn().sample().done({ finishReason: "length", truncated: [fail("c1")] });
-    expect(cut.value).toEqual({ running: "committing" });
+    expect(cut.value).toEqual({ running: "preparing" });
     expect(cut.ctx.loop.count).toBe(1);
   });
 

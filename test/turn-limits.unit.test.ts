@@ -46,7 +46,6 @@ function toolSteps(limits: { maxSteps: number; maxSpendTokens: number }, steps: 
       needsPermission: false,
     });
     [s] = transition(turnMachine, s, { type: "batch.done" });
-    [s] = transition(turnMachine, s, { type: "results.durable" });
     const { step, tokens, status, reason } = s.context;
     views.push({ value: s.value, step, tokens, status, reason });
   }

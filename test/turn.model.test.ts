@@ -80,7 +80,6 @@ function events(snap: Snap): Snap[] {
     { type: "batch.done" },
     { type: "batch.done", results: [same] },
     { type: "batch.done", results: [same, same, same] },
-    { type: "results.durable" },
     // A message whose only call failed preparation, the same way as before.
     { ...done(a, "tool_calls", 1), calls: [], invalid: [same] },
     { type: "xstate.after.retryDelay.turn.running.waiting" },
@@ -152,10 +151,9 @@ function search(machine: AnyStateMachine, depth: number): Found | undefined {
         // The loop guard's streak is the chart's: once the written results of a step make a
         // streak of failAfter, the turn ends loop_detected there, and never on a shorter one.
         const looped =
-          event.type === "results.durable" &&
-          !snap.context.cancelRequested &&
-          JSON.stringify(snap.value).includes("committing") &&
-          snap.context.loop.count >= input.loopFailAfter;
+          actions.some((x: { type: string }) => x.type === "commitBatch") &&
+          !after.context.cancelRequested &&
+          after.context.loop.count >= input.loopFailAfter;
         if (looped) {
           if (after.value !== "finalizing" || after.context.status !== "failed") {
             return { trace: t, problem: "a detected loop did not end the turn" };
@@ -168,7 +166,7 @@ function search(machine: AnyStateMachine, depth: number): Found | undefined {
           }
         }
         if (
-          snap.context.loop.count < input.loopFailAfter &&
+          after.context.loop.count < input.loopFailAfter &&
           !String(snap.context.reason).startsWith("loop_detected") &&
           String(after.context.reason).startsWith("loop_detected")
         ) {
@@ -300,12 +298,11 @@ describe("turn statechart, bounded exhaustive search", () => {
       calls: [spec],
       tokens: 1,
     });
-    const [committing, commit] = transition(turnMachine, s, {
+    const [after, actions] = transition(turnMachine, s, {
       type: "batch.done",
       results: [same, same, same],
     });
-    expect(commit.map((a) => a.type)).toContain("commitBatch");
-    const [after, actions] = transition(turnMachine, committing, { type: "results.durable" });
+    expect(actions.map((a) => a.type)).toContain("commitBatch");
     expect(after.value).toBe("finalizing");
     expect(after.context.status).toBe("failed");
     expect(after.context.reason).toMatch(/^loop_detected: tool failed the same way 3 times/);

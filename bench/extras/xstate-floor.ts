@@ -42,7 +42,7 @@ const effects: TurnEffects = {
   correctCalls: none,
   declineCalls: none,
   rejectInvalid: none,
-  commitBatch: (self) => self.send({ type: "results.durable" }),
+  commitBatch: none,
   loopWarned: none,
   retryScheduled: none,
   loopStopped: none,
