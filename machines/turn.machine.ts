@@ -494,7 +494,7 @@ export const turnMachine = setup({
     executionStopped: effect(),
     finalize: effect<FinalizeParams>(),
     ended: effect<TurnOutput>(),
-    markCancelled: assign(({ context, event }) => {
+    markCancelled: assign(({ event }) => {
       assertEvent(event, "turn.interrupt");
       return {
         cancelRequested: true,
@@ -584,7 +584,10 @@ export const turnMachine = setup({
     },
     canRecoverOverflow: ({ context, event }) => {
       assertEvent(event, "attempt.failed");
-      return event.overflow === true && context.overflowRecoveries < context.settings.maxOverflowRecoveries;
+      return (
+        event.overflow === true &&
+        context.overflowRecoveries < context.settings.maxOverflowRecoveries
+      );
     },
     compactDue: ({ event }) => {
       assertEvent(event, "step.prepared");

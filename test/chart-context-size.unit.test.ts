@@ -58,7 +58,10 @@ describe("chart contexts stay small enough for V8's fast objects", () => {
       expect.arrayContaining(["turn", "batch", "toolCall", "coordinator"]),
     );
     for (const [id, fields] of widest) {
-      expect({ id, fields }).toEqual({ id, fields: expect.toSatisfy((n: number) => n <= V8_FAST_LIMIT) });
+      expect({ id, fields }).toEqual({
+        id,
+        fields: expect.toSatisfy((n: number) => n <= V8_FAST_LIMIT),
+      });
     }
   });
 });

@@ -550,7 +550,10 @@ describe("turn chart: the loop guard", () => {
     expect(t.fx).toEqual([
       { loopWarned: { warnings: [{ callId: "c1", tool: "grep", repeats: 3 }] } },
       "commitBatch",
-      ...leaving({ loopStopped: { repeats: 3, tool: "grep" } }, finalizeFx("failed", reason, false)),
+      ...leaving(
+        { loopStopped: { repeats: 3, tool: "grep" } },
+        finalizeFx("failed", reason, false),
+      ),
     ]);
   });
 
