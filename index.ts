@@ -111,7 +111,7 @@ export type { TurnResult } from "./contracts/turn-result.ts";
 export { type Inspector, type InspectorOptions, startInspector } from "./inspector/server.ts";
 export type { LoopGuardOptions } from "./machines/policies/loop-guard.ts";
 export type { RetryClassifier, RetryPolicy } from "./machines/policies/retry-policy.ts";
-export type { TurnLimits } from "./machines/turn.machine.ts";
+export type { TurnLimits } from "./machines/turn.types.ts";
 export { type AiSdkModelOptions, aiSdkModel } from "./providers/ai-sdk-model.ts";
 export { type OpenAIModelOptions, openaiModel } from "./providers/openai-model.ts";
 export {

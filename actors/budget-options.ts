@@ -3,7 +3,7 @@ import type { Budget, BudgetKind, PriceTable } from "../contracts/budget.ts";
 import { checkDuration } from "../contracts/clock.ts";
 import type { Model } from "../contracts/model.ts";
 import { capsCost, checkBudget } from "../machines/policies/budget.ts";
-import type { TurnLimits } from "../machines/turn.machine.ts";
+import type { TurnLimits } from "../machines/turn.types.ts";
 import { AgentSpend } from "./session-budgets.ts";
 
 /** `createAgent({ limits })`: each turn's budget. */

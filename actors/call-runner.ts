@@ -5,7 +5,7 @@ import type { BatchCallResult, BatchOutput } from "../machines/batch.machine.ts"
 import type { PollPoint } from "../machines/policies/inbox.ts";
 import { type LoopWarning, loopNote } from "../machines/policies/loop-guard.ts";
 import type { CallRef } from "../machines/tool-call.machine.ts";
-import type { TurnCallSpec } from "../machines/turn.machine.ts";
+import type { TurnCallSpec } from "../machines/turn.types.ts";
 import { truncatedCallResult } from "../tools/prepare/truncated-call.ts";
 import type { PrepareOutcome, ToolContext } from "../tools/types.ts";
 import { specOf } from "./message-calls.ts";

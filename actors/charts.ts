@@ -8,7 +8,8 @@ import {
 } from "../machines/coordinator.machine.ts";
 import { isEffect } from "../machines/effect.ts";
 import { type ToolCallEffects, toolCallMachine } from "../machines/tool-call.machine.ts";
-import { type TurnEffects, turnMachine } from "../machines/turn.machine.ts";
+import { turnMachine } from "../machines/turn.machine.ts";
+import type { TurnEffects } from "../machines/turn.types.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: any actor system (its type parameter is the tree's)
 type System = ActorSystem<any>;

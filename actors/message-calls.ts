@@ -4,7 +4,7 @@
 // commit (actors/model-attempt.ts).
 import type { ToolCallPart } from "../contracts/messages.ts";
 import type { ObservedResult } from "../machines/policies/loop-guard.ts";
-import type { TurnCallSpec } from "../machines/turn.machine.ts";
+import type { TurnCallSpec } from "../machines/turn.types.ts";
 import type { createAssembler } from "../providers/stream-assembler.ts";
 import { truncatedCallResult } from "../tools/prepare/truncated-call.ts";
 import { prepareCall } from "../tools/prepare-call.ts";

@@ -9,7 +9,7 @@ import {
   messageTokens,
   type TextCounter,
 } from "../contracts/tokens.ts";
-import type { CompactionMode } from "../machines/turn.machine.ts";
+import type { CompactionMode } from "../machines/turn.types.ts";
 import { type CompactionResult, compactSession } from "../session/compaction.ts";
 import type { CutRule, TokenEstimator } from "../session/compaction-cuts.ts";
 import {

@@ -10,7 +10,7 @@ import type {
   FinalizeParams,
   TurnEffects,
   TurnOutput,
-} from "../machines/turn.machine.ts";
+} from "../machines/turn.types.ts";
 import { refusalCode } from "../session/store-error.ts";
 import type { ToolSet } from "../tools/tool-set.ts";
 import { CallRunner } from "./call-runner.ts";

@@ -15,7 +15,8 @@ import {
   type ObservedResult,
 } from "../machines/policies/loop-guard.ts";
 import type { RetryPolicy } from "../machines/policies/retry-policy.ts";
-import type { TurnLimits, turnMachine } from "../machines/turn.machine.ts";
+import type { turnMachine } from "../machines/turn.machine.ts";
+import type { TurnLimits } from "../machines/turn.types.ts";
 import type { EntryInput, EntryOf } from "../session/entries.ts";
 import { flat } from "../session/flat.ts";
 import type { SessionLog } from "../session/log.ts";

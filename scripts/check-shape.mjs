@@ -38,8 +38,8 @@ const SOURCE = /\.(ts|mts|js|mjs)$/;
  */
 export const LONG_FILES = {
   "machines/turn.machine.ts": {
-    max: 960,
-    why: "one statechart: the turn's states and transitions are read (and model-checked) as one definition; its guards, actions and policies already live elsewhere",
+    max: 780,
+    why: "one statechart: the turn's states and transitions are read (and model-checked) as one definition; its types are in turn.types.ts, its guards, actions and policies elsewhere",
   },
   "session/sqlite-store.ts": {
     max: 860,

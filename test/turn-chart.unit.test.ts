@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { type AnyMachineSnapshot, initialTransition, transition } from "xstate";
-import { type TurnEvent, type TurnInput, turnMachine } from "../machines/turn.machine.ts";
+import { turnMachine } from "../machines/turn.machine.ts";
+import type { TurnEvent, TurnInput } from "../machines/turn.types.ts";
 
 // The turn chart's transitions stated on the chart itself, through XState's pure
 // `initialTransition()`/`transition()`: which state each event leads to, what the context says

@@ -14,7 +14,7 @@ import { pathToFileURL } from "node:url";
 import type { AnyActorRef } from "xstate";
 import { createActor } from "xstate";
 import type { BatchCallSpec } from "../../machines/policies/batch-schedule.ts";
-import type { TurnEffects } from "../../machines/turn.machine.ts";
+import type { TurnEffects } from "../../machines/turn.types.ts";
 
 const root = process.env.KEEL_ROOT ?? new URL("../..", import.meta.url).pathname;
 const charts: typeof import("../../actors/charts.ts") = await import(`${root}/actors/charts.ts`);
