@@ -4,32 +4,18 @@
  * `turn.machine.ts`, which re-exports all of these.
  */
 import type { AnyActorRef } from "xstate";
-import type { BudgetKind, BudgetStop, Spend } from "../contracts/budget.ts";
+import type { BudgetStop, Spend } from "../contracts/budget.ts";
 import type { TurnFailureCode, TurnStatus } from "../contracts/status.ts";
 import type { BatchEffects } from "./batch.machine.ts";
 import type { BatchCallSpec } from "./policies/batch-schedule.ts";
-import type { ScopeBudget } from "./policies/budget.ts";
+import type { ScopeBudget, TurnLimits } from "./policies/budget.ts";
 import type { LoopState, LoopWarning, ObservedResult } from "./policies/loop-guard.ts";
 import type { ToolCallEffects } from "./tool-call.machine.ts";
 
 /** What the batch needs to know about one valid call: the batch's own call spec. */
 export type TurnCallSpec = BatchCallSpec;
 
-/** A turn's budgets (`createAgent({ limits })`); reaching one ends it `budget_exhausted`. */
-export interface TurnLimits {
-  /** Model responses per turn (retries of one response count once). */
-  maxSteps: number;
-  /** Spend cap: input + output tokens per turn, summed from provider usage; 0 = none. */
-  maxSpendTokens: number;
-  /** Wall-clock budget of the whole turn, ms; 0 = none. */
-  deadlineMs: number;
-  /** Input tokens, output tokens and cost (price table's unit) per turn; 0 or absent = none. */
-  maxInputTokens?: number;
-  maxOutputTokens?: number;
-  maxCost?: number;
-  /** The caps that are Keel's defaults, not the embedder's (the result says so when one stops it). */
-  defaulted?: readonly BudgetKind[];
-}
+export type { TurnLimits };
 
 export interface TurnInput {
   turnId: string;

@@ -200,16 +200,24 @@ export const NOTHING_SPENT: Spend = Object.freeze({
   timeMs: 0,
 });
 
-/** A turn's own caps (the turn chart's `TurnLimits`), as a scope. This is a pure function. */
-export function turnScope(limits: {
+/** A turn's budgets (`createAgent({ limits })`); reaching one ends it `budget_exhausted`. */
+export interface TurnLimits {
+  /** Model responses per turn (retries of one response count once). */
   maxSteps: number;
+  /** Spend cap: input + output tokens per turn, summed from provider usage; 0 = none. */
   maxSpendTokens: number;
+  /** Wall-clock budget of the whole turn, ms; 0 = none. */
   deadlineMs: number;
+  /** Input tokens, output tokens and cost (price table's unit) per turn; 0 or absent = none. */
   maxInputTokens?: number;
   maxOutputTokens?: number;
   maxCost?: number;
+  /** The caps that are Keel's defaults, not the embedder's (the result says so when one stops it). */
   defaulted?: readonly BudgetKind[];
-}): ScopeBudget {
+}
+
+/** A turn's own caps (`TurnLimits`), as a scope. This is a pure function. */
+export function turnScope(limits: TurnLimits): ScopeBudget {
   const scope: ScopeBudget = {
     scope: "turn",
     budget: {
