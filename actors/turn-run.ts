@@ -161,11 +161,12 @@ export class TurnRun {
 
   // Before every model request: the first is the turn's start, every later one follows a step.
   // Then the budget: over the threshold, the chart compacts before the request.
-  prepare(self: AnyActorRef): void {
+  prepare(self: AnyActorRef, params: { attempt: number; step: number }): void {
     this.foundAtPrepare = this.turn.deps.poll(this.sampled ? BATCH_COMMITTED : TURN_STARTED) > 0;
     this.sampled = true;
     const { context } = this.turn.deps;
-    self.send({ type: "step.prepared", compact: context.compactDue(context.measure()) });
+    if (context.compactDue(context.measure())) self.send({ type: "compact.due" });
+    else this.attempts.recordAttempt(self, params);
   }
 
   compact(self: AnyActorRef, { mode }: { mode: CompactionMode }): void {
@@ -299,7 +300,7 @@ export class TurnRun {
     const { attempts: a, calls: c } = this;
     return {
       // The turn's own: its steps' preparation and compaction, its end.
-      prepare: (self) => this.prepare(self),
+      prepare: (self, p) => this.prepare(self, p),
       compact: (self, p) => this.compact(self, p),
       abortCompaction: (self) => this.abortCompaction(self),
       pollInbox: (self) => this.pollInbox(self),

@@ -85,7 +85,7 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
         turnId = entry.turnId;
         failedAt.clear();
         actor(at, turnSid(turnId), turnId, "turn");
-        move(at, turnId, "running.preparing", "xstate.init");
+        move(at, turnId, "running.sampling.preparing", "xstate.init");
         // One batch actor for the whole turn, as the turn chart invokes it.
         actor(at, batchSid(turnId), "batch", "batch", turnSid(turnId));
         snap(at, batchSid(turnId), "batch", "idle");
@@ -103,7 +103,7 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
             ? "xstate.after.retryDelay.turn.running.waiting"
             : before.startsWith("running.compacting")
               ? "compaction.done"
-              : "step.prepared",
+              : "attempt.recorded",
         );
         emit(at, {
           type: "attempt.started",
@@ -163,7 +163,7 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
             ? "running.ending"
             : calls.some((c) => ahead.batched.has(c.id))
               ? "running.executing.running"
-              : "running.preparing",
+              : "running.sampling.preparing",
           "attempt.done",
         );
         for (const call of calls) {
@@ -209,7 +209,7 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
         if (pending?.delete(entry.callId) && pending.size === 0) {
           snap(at, batchSid(turnId), "batch", "idle");
           if (turnState.get(turnId)?.startsWith("running.executing")) {
-            move(at, turnId, "running.preparing", "batch.done");
+            move(at, turnId, "running.sampling.preparing", "batch.done");
           }
         }
         break;
@@ -297,7 +297,7 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
         break;
       case "compaction":
         if (turnState.get(turnId)?.startsWith("running")) {
-          move(at, turnId, "running.compacting.summarizing", "step.prepared");
+          move(at, turnId, "running.compacting.summarizing", "compact.due");
         }
         emit(at, {
           type: "log.written",

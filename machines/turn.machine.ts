@@ -30,9 +30,9 @@ import type {
 
 /**
  * After a step's results are in (or steering continued a natural end): stop on a spent budget,
- * else drain steering and sample again. `before` runs first (e.g. `commitBatch`). These are
- * transitions, not transient states: a chain of eventless states (committing → deciding →
- * preparing) is invisible in every snapshot yet cost one microstep each, every step.
+ * else drain steering and sample again (`sampling.preparing`). `before` runs first. These are
+ * transitions, not transient states: a chain of eventless states (deciding → preparing) is
+ * invisible in every snapshot yet costs one microstep each, every step.
  */
 const decideNext = (before: readonly "executionStopped"[] = []) => [
   {
@@ -40,7 +40,7 @@ const decideNext = (before: readonly "executionStopped"[] = []) => [
     target: "#turn.finalizing",
     actions: [...before, "exhaustBudget" as const],
   },
-  { target: "#turn.running.preparing", actions: before },
+  { target: "#turn.running.sampling.preparing", actions: before },
 ];
 
 /**
@@ -182,9 +182,9 @@ export const attemptIdOf = (turnId: string, seq: number) => `${turnId}.a${seq}`;
  * one turn bound ({@link TurnEffects}), and the model search, the race tests, the mutants and
  * the inspector's chart use the same definition.
  *
- * `running` → preparing (drain steering, measure the budget) → [compacting →] sampling →
- * (gating | refusing | executing) → [commit, decide] → preparing … (committing and deciding are
- * transition actions, see `decideNext`). `compacting` runs when the budget crossed its
+ * `running` → sampling.preparing (drain steering, measure the budget, record the attempt) →
+ * [compacting → sampling.recording →] streaming → (gating | refusing | executing) → [commit,
+ * decide] → sampling.preparing … (deciding is a transition action, see `decideNext`). `compacting` runs when the budget crossed its
  * threshold (mode `auto`), or after a context-overflow error while the turn's overflow budget
  * lasts (mode `overflow`: a harder cut, then the request is sent again; a compaction that
  * fails there fails the turn).
@@ -199,7 +199,7 @@ export const attemptIdOf = (turnId: string, seq: number) => `${turnId}.a${seq}`;
  *   round's calls all settle before finalizing (invariant 1);
  * - events of an older attempt are ignored (`isCurrentAttempt`);
  * - leaving `waiting` cancels the retry timer, so an interrupt ends a backoff at once;
- * - `compacting` is entered only from `preparing` (every batch committed) or after a failed
+ * - `compacting` is entered only from `sampling.preparing` (every batch committed) or after a failed
  *   attempt (no batch runs), so a compaction never runs beside a batch (invariant 10); an
  *   interrupt there waits for it to report and appends nothing.
  *
@@ -215,7 +215,7 @@ export const turnMachine = setup({
   },
   actions: {
     // The effects: the runtime performs them (TurnEffects); here they are named no-ops.
-    prepare: effect(),
+    prepare: effect<{ attempt: number; step: number }>(),
     compact: effect<{ mode: CompactionMode }>(),
     abortCompaction: effect(),
     pollInbox: effect(),
@@ -335,10 +335,6 @@ export const turnMachine = setup({
         context.overflowRecoveries < context.settings.maxOverflowRecoveries
       );
     },
-    compactDue: ({ event }) => {
-      assertEvent(event, "step.prepared");
-      return event.compact;
-    },
     overflowUnrecovered: ({ context, event }) => {
       assertEvent(event, "compaction.done");
       return context.compactMode === "overflow" && !event.ok;
@@ -387,7 +383,7 @@ export const turnMachine = setup({
       ],
       exit: cancel("turnDeadline"),
       // Steering is drained (and the budget measured) before the first request as before every later one.
-      initial: "preparing",
+      initial: "starting",
       // One batch actor for the whole turn; each `executing` is one round of it. Leaving
       // `running` stops it, but only `batch.done` leaves `executing`, so no round is cut short.
       invoke: {
@@ -422,21 +418,13 @@ export const turnMachine = setup({
         },
       },
       states: {
-        // Synchronous: `prepare` answers at once; nothing runs here.
-        preparing: {
-          entry: "prepare",
-          on: {
-            "step.prepared": [
-              // A wider scope may be spent before the turn's first request: no request then.
-              { guard: "budgetExhausted", target: "#turn.finalizing", actions: "exhaustBudget" },
-              {
-                guard: "compactDue",
-                target: "compacting",
-                actions: assign({ compactMode: "auto" as CompactionMode }),
-              },
-              { target: "sampling" },
-            ],
-          },
+        // Transient: a wider scope may be spent before the turn's first request (no request
+        // then); later steps are checked by `decideNext` on their way to `sampling.preparing`.
+        starting: {
+          always: [
+            { guard: "budgetExhausted", target: "#turn.finalizing", actions: "exhaustBudget" },
+            { target: "sampling.preparing" },
+          ],
         },
         // Between two steps: every batch has committed, so no cut falls between a call and its
         // result (invariant 10). An interrupt stops the summary request; the old baseline stays.
@@ -486,19 +474,39 @@ export const turnMachine = setup({
           },
         },
         sampling: {
-          entry: [
-            assign({ attemptSeq: ({ context }) => context.attemptSeq + 1 }),
-            {
-              type: "recordAttempt",
-              params: ({ context }) => ({ attempt: context.attemptSeq, step: context.step }),
-            },
-          ],
+          entry: assign({ attemptSeq: ({ context }) => context.attemptSeq + 1 }),
           initial: "recording",
           states: {
+            // A new step (from `starting` or `decideNext`): steering is drained and the context
+            // measured first. When a compaction is due the host answers `compact.due` and writes
+            // nothing (the attempt number is given back); otherwise it records the attempt as
+            // `recording` does, in the same effect, so a step costs one event here, not two.
+            preparing: {
+              entry: {
+                type: "prepare",
+                params: ({ context }) => ({ attempt: context.attemptSeq, step: context.step }),
+              },
+              on: {
+                "compact.due": {
+                  target: "#turn.running.compacting",
+                  actions: assign({
+                    compactMode: "auto" as CompactionMode,
+                    attemptSeq: ({ context }) => context.attemptSeq - 1,
+                  }),
+                },
+                "attempt.recorded": { guard: "isCurrentAttempt", target: "streaming" },
+                "turn.interrupt": { target: "stopping", actions: interruptAttempt },
+              },
+            },
             // Write-ahead: the request goes out only once the attempt's start, and everything the
             // turn wrote before it, is durable. A refused write (a fenced runner) ends the turn
-            // here, before any request (invariants 13, 15).
+            // here, before any request (invariants 13, 15). Entered again after a retry wait or
+            // a compaction (nothing to drain or measure then).
             recording: {
+              entry: {
+                type: "recordAttempt",
+                params: ({ context }) => ({ attempt: context.attemptSeq, step: context.step }),
+              },
               on: {
                 "attempt.recorded": { guard: "isCurrentAttempt", target: "streaming" },
                 "turn.interrupt": { target: "stopping", actions: interruptAttempt },
@@ -511,8 +519,14 @@ export const turnMachine = setup({
               },
               on: { "turn.interrupt": { target: "stopping", actions: interruptAttempt } },
             },
-            // Cancel acknowledged; waiting for the aborted attempt to report.
-            stopping: { on: { "turn.interrupt": {} } },
+            // Cancel acknowledged; waiting for the aborted attempt to report (or, when `prepare`
+            // found a compaction due, for that answer: then no attempt was written).
+            stopping: {
+              on: {
+                "turn.interrupt": {},
+                "compact.due": { target: "#turn.finalizing", actions: "executionStopped" },
+              },
+            },
           },
           on: {
             "attempt.done": [

@@ -136,8 +136,8 @@ export type TurnEvent =
   | { type: "attempt.recorded"; attempt: number }
   /** The round ended: every call's result, in the order they settled. */
   | { type: "batch.done"; results?: ObservedResult[] }
-  /** Steering drained and the budget measured: `compact` when it crossed the threshold. */
-  | { type: "step.prepared"; compact: boolean }
+  /** Steering drained and the budget measured: it crossed the compaction threshold (no attempt was written). */
+  | { type: "compact.due" }
   /** The compaction ended: `ok` when a new baseline replaced the old one. */
   | { type: "compaction.done"; ok: boolean; reason?: string }
   | { type: "end.steered" }
@@ -182,10 +182,11 @@ export interface FinalizeParams extends TurnOutput {
  */
 export interface TurnEffects extends ToolCallEffects, BatchEffects {
   /**
-   * Before each model request: drain steering, then measure the context budget. Answers
-   * `step.prepared` (synchronously), with `compact` when the budget crossed the threshold.
+   * Before each step's model request: drain steering, then measure the context budget. When it
+   * crossed the threshold, answers `compact.due` (synchronously) and writes nothing; otherwise
+   * does what `recordAttempt` does for attempt `attempt` (and answers as it does).
    */
-  prepare(self: AnyActorRef): void;
+  prepare(self: AnyActorRef, params: { attempt: number; step: number }): void;
   /**
    * Compact the history at the latest legal cut (`overflow`: keeping less). Answers
    * `compaction.done`; after `abortCompaction` it answers too, with the old baseline intact.

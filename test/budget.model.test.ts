@@ -64,7 +64,7 @@ function events(snap: Snap): Snap[] {
     cost: big ? 0 : 1,
   });
   return [
-    { type: "step.prepared", compact: false },
+    { type: "compact.due" },
     { type: "attempt.recorded", attempt: a },
     done("tool_calls", 1, false),
     done("tool_calls", 1, true),
@@ -112,7 +112,11 @@ function search(machine: AnyStateMachine, depth: number): string | undefined {
           : counted;
         const t = [...trace, event.type];
         const reached = oracle(count);
-        if (reached && actions.some((x: { type: string }) => x.type === "recordAttempt")) {
+        // `prepare` records the attempt of a new step; `recordAttempt` a retry's or after a compaction.
+        const recorded = actions.some((x: { type: string }) =>
+          ["prepare", "recordAttempt"].includes(x.type),
+        );
+        if (reached && recorded) {
           return `a request after the ${reached.scope} ${reached.kind} budget was spent: ${t.join(" → ")}`;
         }
         if (
@@ -155,10 +159,9 @@ describe("budgets with a scope, bounded exhaustive search of the turn chart", ()
       budget: { maxSteps: 10 },
       spent: { ...NONE, steps: 10 },
     };
-    let [s] = initialTransition(turnMachine, { ...input, budgets: [spent] });
-    let actions: { type: string }[] = [];
-    [s, actions] = transition(turnMachine, s, { type: "step.prepared", compact: false });
+    const [s, actions] = initialTransition(turnMachine, { ...input, budgets: [spent] });
     expect(s.value).toBe("finalizing");
+    expect(actions.map((a) => a.type)).not.toContain("prepare");
     expect(actions.map((a) => a.type)).not.toContain("recordAttempt");
     expect(s.context.budget).toEqual({
       scope: "session",

@@ -127,7 +127,7 @@ describeInChromium("the live statechart in the inspector", (executablePath) => {
     );
     expect(drawn).toEqual(
       expect.arrayContaining([
-        "running.preparing",
+        "running.sampling.preparing",
         "running.compacting.summarizing",
         "running.sampling.streaming",
         "running.waiting",
@@ -140,11 +140,7 @@ describeInChromium("the live statechart in the inspector", (executablePath) => {
     );
     const labels = await page.$$eval(`${chart} .ce text`, (els) => els.map((el) => el.textContent));
     expect(labels).toEqual(
-      expect.arrayContaining([
-        "attempt.failed [canRetry]",
-        "after retryDelay",
-        "step.prepared [compactDue]",
-      ]),
+      expect.arrayContaining(["attempt.failed [canRetry]", "after retryDelay", "compact.due"]),
     );
     // The picture for the docs (docs/inspector-chart.png is a copy): the chart on the whole
     // page, fitted.
@@ -191,9 +187,10 @@ describeInChromium("the live statechart in the inspector", (executablePath) => {
     expect(await taken()).toEqual(["running.sampling→running.waiting on attempt.failed"]);
     await scrubTo(snapIndex(records, turnId, "running.sampling.streaming"));
     await waitLit("running.sampling.streaming");
-    // The request went out once the attempt's start was written (the write-ahead).
+    // The request went out once the attempt's start was written (the write-ahead), which the
+    // step's `prepare` did.
     expect(await taken()).toEqual([
-      "running.sampling.recording→running.sampling.streaming on attempt.recorded",
+      "running.sampling.preparing→running.sampling.streaming on attempt.recorded",
     ]);
   });
 

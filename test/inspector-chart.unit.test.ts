@@ -84,7 +84,7 @@ describe("a statechart read from its machine's definition", () => {
     const chart = chartOf(turnMachine);
     const paths = chart.states.map((s) => s.path);
     for (const state of [
-      "running.preparing",
+      "running.sampling.preparing",
       "running.compacting.summarizing",
       "running.sampling.streaming",
       "running.waiting",
@@ -218,7 +218,7 @@ describe("the page's lit states and marked transition", () => {
     expect(
       takenEdge(chart, {
         from: "running.sampling.streaming",
-        to: "running.preparing",
+        to: "running.sampling.preparing",
         event: "attempt.done",
       }),
     ).toBeUndefined();
@@ -232,10 +232,10 @@ describe("the page's lit states and marked transition", () => {
       t: 1,
       sid: "x:1",
       id: "t1",
-      state: "running.preparing",
+      state: "running.sampling.preparing",
       status: "active",
     });
-    apply(model, { k: "ev", t: 2, sid: "x:1", id: "t1", type: "step.prepared" });
+    apply(model, { k: "ev", t: 2, sid: "x:1", id: "t1", type: "attempt.recorded" });
     apply(model, {
       k: "snap",
       t: 2,
@@ -246,9 +246,9 @@ describe("the page's lit states and marked transition", () => {
     });
     const node = model.nodes.get(model.byId.get("t1")!)!;
     expect(node.last).toEqual({
-      from: "running.preparing",
+      from: "running.sampling.preparing",
       to: "running.sampling.streaming",
-      event: "step.prepared",
+      event: "attempt.recorded",
     });
     apply(model, {
       k: "snap",

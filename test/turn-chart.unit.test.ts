@@ -100,9 +100,9 @@ class Turn {
     };
   }
 
-  /** preparing → sampling (no compaction due), and the attempt's start made durable. */
+  /** No compaction due: `prepare` recorded the attempt, and its start is durable. */
   sample(): this {
-    return this.send({ type: "step.prepared", compact: false }).record();
+    return this.record();
   }
 
   /** The current attempt's start is durable: its request may go out. */
@@ -139,6 +139,10 @@ const fail = (callId: string, signature = "same", tool = "grep") => ({ callId, t
 const ok = (callId: string) => ({ callId, tool: "grep" });
 /** The loop guard's effect for results that made no long streak (it runs wherever results fold). */
 const W0 = { loopWarned: { warnings: [] } };
+/** Where a new step waits: steering drained, the context measured and its attempt recorded. */
+const PREPARING = { running: { sampling: "preparing" } };
+/** The effect that prepares step `step` as attempt `attempt`. */
+const P = (attempt: number, step: number) => ({ prepare: { attempt, step } });
 
 const interrupt = (reason: string, status?: "budget_exhausted"): TurnEvent =>
   status ? { type: "turn.interrupt", reason, status } : { type: "turn.interrupt", reason };
@@ -156,9 +160,9 @@ const leaving = (...own: unknown[]) => [{ cancel: "turnDeadline" }, ...own, fina
 describe("turn chart: the start and the deadline", () => {
   it("starts preparing; with no deadline no timer is armed", () => {
     const t = new Turn();
-    expect(t.value).toEqual({ running: "preparing" });
-    expect(t.fx).toEqual(["prepare"]);
-    expect(t.ctx).toMatchObject({ step: 0, attemptSeq: 0, tokens: 0, status: "completed" });
+    expect(t.value).toEqual(PREPARING);
+    expect(t.fx).toEqual([P(1, 0)]);
+    expect(t.ctx).toMatchObject({ step: 0, attemptSeq: 1, tokens: 0, status: "completed" });
   });
 
   it("a deadline arms one timer that interrupts the turn budget_exhausted", () => {
@@ -173,7 +177,7 @@ describe("turn chart: the start and the deadline", () => {
         },
         delay: 500,
       },
-      "prepare",
+      P(1, 0),
     ]);
     t.sample();
     expect(t.fx).toEqual([{ startAttempt: { attempt: 1, step: 0 } }]);
@@ -203,21 +207,28 @@ describe("turn chart: the start and the deadline", () => {
 });
 
 describe("turn chart: interrupts", () => {
-  it("while preparing (nothing runs): acknowledged, stopped and finalized at once", () => {
+  it("while preparing: the attempt being recorded is aborted; a compaction found due instead ends it at once", () => {
     const t = new Turn().send(interrupt("user pressed stop"));
-    expect(t.value).toBe("finalizing");
+    expect(t.value).toEqual({ running: { sampling: "stopping" } });
     expect(t.ctx).toMatchObject({
       cancelRequested: true,
       status: "cancelled",
       reason: "user pressed stop",
     });
+    expect(t.fx).toEqual([
+      { cancelAcknowledged: { reason: "user pressed stop" } },
+      { abortAttempt: { attempt: 1 } },
+    ]);
+    // The aborted record reports as a failed attempt: the turn finalizes.
+    t.failed({ status: "cancelled", reason: "interrupted" });
+    expect(t.value).toBe("finalizing");
     expect(t.fx).toEqual(
-      leaving(
-        { cancelAcknowledged: { reason: "user pressed stop" } },
-        "executionStopped",
-        finalizeFx("cancelled", "user pressed stop", true),
-      ),
+      leaving("executionStopped", finalizeFx("cancelled", "user pressed stop", true)),
     );
+    // `prepare` found a compaction due (nothing was written): that answer finalizes too.
+    const c = new Turn().send(interrupt("stop")).send({ type: "compact.due" });
+    expect(c.value).toBe("finalizing");
+    expect(c.fx).toEqual(leaving("executionStopped", finalizeFx("cancelled", "stop", true)));
   });
 
   it("while streaming: the attempt is aborted and the turn waits for it to report", () => {
@@ -289,7 +300,7 @@ describe("turn chart: interrupts", () => {
   });
 
   it("while compacting: the summary is aborted and the turn waits for it to report", () => {
-    const t = new Turn().send({ type: "step.prepared", compact: true });
+    const t = new Turn().send({ type: "compact.due" });
     expect(t.value).toEqual({ running: { compacting: "summarizing" } });
     expect(t.fx).toEqual([{ compact: { mode: "auto" } }]);
     t.send(interrupt("stop"));
@@ -305,7 +316,8 @@ describe("turn chart: interrupts", () => {
   });
 
   it("finalizing is not cancellable", () => {
-    const t = new Turn().send(interrupt("stop")).send(interrupt("again"));
+    const t = new Turn().send({ type: "compact.due" }).send(interrupt("stop"));
+    t.send({ type: "compaction.done", ok: true }).send(interrupt("again"));
     expect(t.value).toBe("finalizing");
     expect(t.fx).toEqual([]);
     expect(t.ctx.reason).toBe("stop");
@@ -336,8 +348,8 @@ describe("turn chart: responses", () => {
   it("steering at the natural end continues the turn (within its limits)", () => {
     const t = new Turn().sample().done({ finishReason: "stop", callCount: 0, calls: [] });
     t.send({ type: "end.steered" });
-    expect(t.value).toEqual({ running: "preparing" });
-    expect(t.fx).toEqual(["prepare"]);
+    expect(t.value).toEqual(PREPARING);
+    expect(t.fx).toEqual([P(2, 1)]);
     const last = new Turn({ limits: { maxSteps: 1, maxSpendTokens: 0, deadlineMs: 0 } });
     last.sample().done({ finishReason: "stop", callCount: 0, calls: [] });
     last.send({ type: "end.steered" });
@@ -360,19 +372,19 @@ describe("turn chart: responses", () => {
 
   it("calls of an answer cut by length are refused, never run (invariant 3 of docs/architecture.md)", () => {
     const t = new Turn().sample().done({ finishReason: "length", callCount: 2, tokens: 6 });
-    expect(t.value).toEqual({ running: "preparing" });
+    expect(t.value).toEqual(PREPARING);
     expect(t.ctx).toMatchObject({ step: 1, tokens: 6 });
-    expect(t.fx).toEqual([W0, "refuseCalls", "commitBatch", "prepare"]);
+    expect(t.fx).toEqual([W0, "refuseCalls", "commitBatch", P(2, 1)]);
     // Even when every call failed preparation.
     const u = new Turn().sample().done({ finishReason: "length", callCount: 1, calls: [] });
-    expect(u.fx).toEqual([W0, "refuseCalls", "commitBatch", "prepare"]);
+    expect(u.fx).toEqual([W0, "refuseCalls", "commitBatch", P(2, 1)]);
   });
 
   it("calls that all failed preparation are the whole batch: rejected and committed", () => {
     const t = new Turn().sample().done({ callCount: 2, calls: [], tokens: 5 });
-    expect(t.value).toEqual({ running: "preparing" });
+    expect(t.value).toEqual(PREPARING);
     expect(t.ctx).toMatchObject({ step: 1, tokens: 5, calls: [] });
-    expect(t.fx).toEqual(["rejectInvalid", W0, "commitBatch", "prepare"]);
+    expect(t.fx).toEqual(["rejectInvalid", W0, "commitBatch", P(2, 1)]);
   });
 
   it("valid calls run in the batch and commit when it is done", () => {
@@ -384,8 +396,8 @@ describe("turn chart: responses", () => {
     t.send({ type: "batch.done" });
     // The results are written before the turn decides what is next; the next request's
     // write-ahead (recording) is what waits for them to be durable.
-    expect(t.value).toEqual({ running: "preparing" });
-    expect(t.fx).toEqual([W0, "commitBatch", "prepare"]);
+    expect(t.value).toEqual(PREPARING);
+    expect(t.fx).toEqual([W0, "commitBatch", P(2, 1)]);
   });
 
   it("reports of an older attempt are ignored", () => {
@@ -433,8 +445,8 @@ describe("turn chart: permissions", () => {
   it("none allowed: the corrections are the results, and the turn goes on", () => {
     const corrected = [{ callId: "a", feedback: "no" }];
     const t = gated().send({ type: "gate.allowed", calls: [], corrected });
-    expect(t.value).toEqual({ running: "preparing" });
-    expect(t.fx).toEqual([{ correctCalls: { corrected } }, W0, "commitBatch", "prepare"]);
+    expect(t.value).toEqual(PREPARING);
+    expect(t.fx).toEqual([{ correctCalls: { corrected } }, W0, "commitBatch", P(2, 1)]);
   });
 
   it("a decline without feedback ends the turn cancelled (invariant 12 of docs/architecture.md)", () => {
@@ -508,14 +520,14 @@ describe("turn chart: retries and overflow", () => {
     expect(t.value).toBe("finalizing");
     expect(t.ctx).toMatchObject({ status: "failed", reason: "no legal cut" });
     expect(t.fx).toEqual(leaving(finalizeFx("failed", "no legal cut", false)));
-    const auto = new Turn().send({ type: "step.prepared", compact: true });
+    const auto = new Turn().send({ type: "compact.due" });
     auto.send({ type: "compaction.done", ok: false, reason: "no legal cut" });
     expect(auto.value).toEqual({ running: { sampling: "recording" } });
     expect(auto.ctx.status).toBe("completed");
     // After an overflow recovery, the next automatic compaction is automatic again.
     const again = new Turn().sample().failed({ overflow: true });
     again.send({ type: "compaction.done", ok: true }).record().done().send({ type: "batch.done" });
-    again.send({ type: "step.prepared", compact: true });
+    again.send({ type: "compact.due" });
     expect(again.fx).toEqual([{ compact: { mode: "auto" } }]);
     again.send({ type: "compaction.done", ok: false, reason: "no legal cut" });
     expect(again.value).toEqual({ running: { sampling: "recording" } });
@@ -533,8 +545,8 @@ describe("turn chart: the loop guard", () => {
     // loopFailAfter 3, loopRepeats 2 (baseInput).
     const t = new Turn().sample().done();
     t.send({ type: "batch.done", results: [fail("c1")] });
-    expect(t.value).toEqual({ running: "preparing" });
-    expect(t.fx).toEqual([{ loopWarned: { warnings: [] } }, "commitBatch", "prepare"]);
+    expect(t.value).toEqual(PREPARING);
+    expect(t.fx).toEqual([{ loopWarned: { warnings: [] } }, "commitBatch", P(2, 1)]);
     expect(t.ctx.loop).toMatchObject({ count: 1, tool: "grep" });
     t.sample()
       .done()
@@ -580,8 +592,8 @@ describe("turn chart: the loop guard", () => {
       const t = new Turn({ loopFailAfter }).sample().done();
       t.send({ type: "batch.done", results: Array.from({ length: 50 }, () => fail("c1")) });
       expect(t.ctx.loop.count).toBe(0);
-      expect(t.fx).toEqual([{ loopWarned: { warnings: [] } }, "commitBatch", "prepare"]);
-      expect(t.value).toEqual({ running: "preparing" });
+      expect(t.fx).toEqual([{ loopWarned: { warnings: [] } }, "commitBatch", P(2, 1)]);
+      expect(t.value).toEqual(PREPARING);
     }
   });
 
@@ -601,7 +613,7 @@ describe("turn chart: the loop guard", () => {
     expect(valid.ctx.loop.count).toBe(3);
     // An answer cut by length folds the refusals its calls get.
     const cut = new Turn().sample().done({ finishReason: "length", truncated: [fail("c1")] });
-    expect(cut.value).toEqual({ running: "preparing" });
+    expect(cut.value).toEqual(PREPARING);
     expect(cut.ctx.loop.count).toBe(1);
   });
 
@@ -619,18 +631,18 @@ describe("turn chart: the loop guard", () => {
 
 describe("turn chart: the attempt's write-ahead", () => {
   it("a request goes out only after its attempt's start is durable; a stale recorded changes nothing", () => {
-    const t = new Turn().send({ type: "step.prepared", compact: false });
-    expect(t.value).toEqual({ running: { sampling: "recording" } });
-    expect(t.fx).toEqual([{ recordAttempt: { attempt: 1, step: 0 } }]);
+    const t = new Turn();
+    expect(t.value).toEqual(PREPARING);
+    expect(t.fx).toEqual([P(1, 0)]);
     t.send({ type: "attempt.recorded", attempt: 7 });
-    expect(t.value).toEqual({ running: { sampling: "recording" } });
+    expect(t.value).toEqual(PREPARING);
     expect(t.fx).toEqual([]);
     t.record();
     expect(t.fx).toEqual([{ startAttempt: { attempt: 1, step: 0 } }]);
   });
 
   it("a refused write while recording (an interrupt with the store's code) aborts the attempt before any request", () => {
-    const t = new Turn().send({ type: "step.prepared", compact: false });
+    const t = new Turn();
     t.send({ type: "turn.interrupt", reason: "fenced", status: "failed", code: "LEASE_LOST" });
     expect(t.value).toEqual({ running: { sampling: "stopping" } });
     expect(t.fx).toEqual([

@@ -33,8 +33,7 @@ function toolSteps(limits: { maxSteps: number; maxSpendTokens: number }, steps: 
     maxOverflowRecoveries: 1,
   });
   const views: TurnView[] = [];
-  for (let i = 0; i < steps && s.matches({ running: "preparing" }); i++) {
-    [s] = transition(turnMachine, s, { type: "step.prepared", compact: false });
+  for (let i = 0; i < steps && s.matches({ running: { sampling: "preparing" } }); i++) {
     [s] = transition(turnMachine, s, { type: "attempt.recorded", attempt: s.context.attemptSeq });
     [s] = transition(turnMachine, s, {
       type: "attempt.done",
@@ -60,13 +59,18 @@ describe("turn limits", () => {
       [2, 20],
       [3, 30],
     ]);
-    expect(views.every((v) => JSON.stringify(v.value) === '{"running":"preparing"}')).toBe(true);
+    expect(
+      views.every((v) => JSON.stringify(v.value) === '{"running":{"sampling":"preparing"}}'),
+    ).toBe(true);
   });
 
   it("maxSteps ends the turn budget_exhausted when the step count reaches it, not before", () => {
     const views = toolSteps({ maxSteps: 2, maxSpendTokens: 0 }, 5);
     expect(views).toHaveLength(2);
-    expect(views[0]).toMatchObject({ value: { running: "preparing" }, status: "completed" });
+    expect(views[0]).toMatchObject({
+      value: { running: { sampling: "preparing" } },
+      status: "completed",
+    });
     expect(views[1]).toMatchObject({
       value: "finalizing",
       step: 2,

@@ -29,7 +29,7 @@ const effects: TurnEffects = {
   stopping: none,
   callSettled: none,
   roundDone: () => turn?.send({ type: "batch.done" }),
-  prepare: (self) => self.send({ type: "step.prepared", compact: false }),
+  prepare: (self, { attempt }) => self.send({ type: "attempt.recorded", attempt }),
   compact: none,
   abortCompaction: none,
   pollInbox: none,

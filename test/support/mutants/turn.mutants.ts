@@ -134,7 +134,15 @@ export const sendsBeforeRecordedTurnMachine = (() => {
         ...running,
         states: {
           ...running.states,
-          sampling: { ...sampling, initial: "streaming" },
+          sampling: {
+            ...sampling,
+            states: {
+              ...sampling.states,
+              // The attempt's start is written (entry), then the request goes out at once.
+              preparing: { ...sampling.states.preparing, always: "streaming" },
+              recording: { ...sampling.states.recording, always: "streaming" },
+            },
+          },
         },
       },
     },
