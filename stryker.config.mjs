@@ -28,6 +28,7 @@ export const MUTATED = [
  */
 export const HOSTS = {
   "session/turn-result.ts": [
+    "test/turn-result.unit.test.ts",
     "test/truthful-results.e2e.test.ts",
     "test/session.e2e.test.ts",
     "test/session-takeover.e2e.test.ts",
