@@ -66,7 +66,7 @@ export class ModelAttempts {
     this.turn.phase = `while waiting for model response ${step + 1}`;
     this.turn.deps.poll(SAMPLING);
     this.turn.deps.retryBudget?.warm?.(this.turn.deps.model.name);
-    const { clock, emit } = this.turn.deps;
+    const { clock } = this.turn.deps;
     const attemptId = attemptIdOf(this.turn.turnId, attempt);
     const ctl = new AbortController();
     this.attemptCtl = ctl;
@@ -79,19 +79,21 @@ export class ModelAttempts {
         ? { type: "attempt_start", turnId: this.turn.turnId, attemptId, step, recovery }
         : { type: "attempt_start", turnId: this.turn.turnId, attemptId, step },
     );
-    this.turn.deps.logger.debug({ attemptId, step }, "attempt started");
-    emit({ type: "attempt.started", turnId: this.turn.turnId, attemptId, step });
-    void this.makeDurable(self, attempt, attemptId, ctl);
+    void this.makeDurable(self, attempt, attemptId, step, ctl);
   }
 
-  /** The attempt's write-ahead: everything before its request, durable; then `attempt.recorded`. */
+  /**
+   * The attempt's write-ahead: everything before its request, durable; then `attempt.started`
+   * (after the step's `batch.committed`, whose flush this one follows) and `attempt.recorded`.
+   */
   private async makeDurable(
     self: AnyActorRef,
     attempt: number,
     attemptId: string,
+    step: number,
     ctl: AbortController,
   ): Promise<void> {
-    const { log } = this.turn.deps;
+    const { log, emit, logger } = this.turn.deps;
     try {
       if (log.needsHistory) await log.loadHistory();
       await this.turn.flushSoon();
@@ -99,6 +101,8 @@ export class ModelAttempts {
       // Refused: the turn stops (the chart aborts this attempt, which reports below).
       this.turn.storeFailed(err);
     }
+    logger.debug({ attemptId, step }, "attempt started");
+    emit({ type: "attempt.started", turnId: this.turn.turnId, attemptId, step });
     if (ctl.signal.aborted) {
       this.failAttempt(self, attempt, attemptId, ctl.signal.reason, NO_OUTPUT, true);
       if (this.attemptCtl === ctl) this.attemptCtl = undefined;

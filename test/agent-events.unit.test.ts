@@ -9,6 +9,8 @@ import type { AgentEvent, AgentEventOf, AgentEventType } from "../contracts/even
 import { apply, createModel } from "../inspector/page/model.js";
 import { agentRecord } from "../inspector/records.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
+import { memoryStore } from "../session/memory-store.ts";
+import { sqliteStore } from "../session/sqlite-store.ts";
 import { defineTool } from "../tools/define-tool.ts";
 
 const echo = defineTool({
@@ -45,6 +47,31 @@ describe("event stamping", () => {
     // Stamped in emission order on one clock: never re-stamped later.
     const ats = heard.map((e) => e.at);
     expect(ats).toEqual([...ats].sort((a, b) => a - b));
+  });
+
+  it("a step's events come in the order the log holds them: its results committed, then the next attempt started", async () => {
+    for (const store of [memoryStore(), sqliteStore(":memory:")]) {
+      const model = scriptedModel([
+        { toolCalls: [{ id: "c1", name: "echo", arguments: '{"text":"a"}' }] },
+        { toolCalls: [{ id: "c2", name: "echo", arguments: '{"text":"b"}' }] },
+        { text: "done" },
+      ]);
+      const agent = createAgent({ model, tools: [echo], store });
+      const session = agent.session();
+      const order: string[] = [];
+      session.subscribe((e) => {
+        if (e.type === "attempt.started" || e.type === "batch.committed") order.push(e.type);
+      });
+      expect((await session.prompt("go")).status).toBe("completed");
+      await agent.close();
+      expect(order).toEqual([
+        "attempt.started",
+        "batch.committed",
+        "attempt.started",
+        "batch.committed",
+        "attempt.started",
+      ]);
+    }
   });
 
   it("the inspector alone (no listener) still gets every event, stamped", async () => {
