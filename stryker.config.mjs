@@ -81,8 +81,9 @@ export const HOST_MINIMUM = {
   // so the floor leaves ten points for a quieter run where a timeout becomes a survivor.
   "actors/turn-scope.ts": 40,
   "actors/session-inputs.ts": 40,
+  // 96.5 % (82 of 85; the 3 left are equivalent: docs/testing.md).
+  "session/turn-result.ts": 85,
   // Not yet measured: the same floor until their first run.
-  "session/turn-result.ts": 40,
   "actors/session-runner.ts": 40,
   "actors/turn-run.ts": 40,
   "actors/model-attempt.ts": 40,

@@ -208,6 +208,17 @@ describe("TurnResults: a follower's view of the turns that consumed its inputs",
     expect(r.take()).toEqual([]);
   });
 
+  it("an open turn no input is known to belong to yet keeps its tally across a take", () => {
+    const r = new TurnResults();
+    r.watch("in1");
+    r.add(start("t1"));
+    r.add(attempt("t1"));
+    expect(r.take()).toEqual([]); // its user message is not read yet
+    r.add(user("t1", "in1"));
+    r.add(end("t1", "completed"));
+    expect(r.take()).toMatchObject([{ inboxId: "in1", result: { status: "completed", steps: 1 } }]);
+  });
+
   it("an open turn's tally is kept across takes until it ends", () => {
     const r = new TurnResults();
     r.watch("in1");
