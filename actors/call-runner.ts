@@ -149,17 +149,17 @@ export class CallRunner {
   }
 
   commitBatch(_self: AnyActorRef): void {
-    // `batch.committed` says the results are written: it follows the flush that writes them.
+    // Every result of the step is in the log, in call order: said now, in the log's order (before
+    // the next step's steering, attempt and the turn's end), like `call.settled`. Their
+    // durability is waited for where it matters: by the next request's write-ahead, a
+    // compaction, or the finalizer, whichever comes next; the chart goes on at once.
     const calls = this.turn.lastCalls.map((c) => {
       const r = this.turn.records.get(c.id)!;
       return { callId: c.id, name: c.name, outcome: r.outcome, result: r.result };
     });
     this.turn.phase = "after the tool results were committed";
-    // The chart goes on at once: the next request's write-ahead waits for this flush too.
-    this.turn.flushSoon().then(
-      () => this.turn.deps.emit({ type: "batch.committed", turnId: this.turn.turnId, calls }),
-      (err) => this.turn.storeFailed(err),
-    );
+    this.turn.deps.emit({ type: "batch.committed", turnId: this.turn.turnId, calls });
+    this.turn.flushSoon().catch((err) => this.turn.storeFailed(err));
   }
 
   loopWarned(_self: AnyActorRef, { warnings }: { warnings: LoopWarning[] }): void {

@@ -173,9 +173,25 @@ export class TurnRun {
     this.turn.phase = `while compacting the history (${mode})`;
     const ctl = new AbortController();
     this.compactCtl = ctl;
-    void this.turn.deps.context.compact(mode, ctl.signal).then(({ ok, reason }) => {
+    // The summary request carries the step's results and steering: like any model request, it
+    // goes out only once they are durable (a refused write stops the turn, and asks nothing).
+    const durable = this.turn.flushSoon().then(
+      () => true,
+      (err) => {
+        this.turn.storeFailed(err); // the chart is stopping now: the report below finalizes it
+        return false;
+      },
+    );
+    void durable.then(async (written) => {
+      const { ok, reason } = !written
+        ? { ok: false, reason: "the session store refused a write before the compaction" }
+        : ctl.signal.aborted
+          ? { ok: false, reason: "interrupted" }
+          : await this.turn.deps.context.compact(mode, ctl.signal);
       if (this.compactCtl === ctl) this.compactCtl = undefined;
-      if (!ok && mode === "auto") this.turn.warn(`automatic compaction skipped: ${reason}`);
+      if (!ok && written && mode === "auto") {
+        this.turn.warn(`automatic compaction skipped: ${reason}`);
+      }
       if (self.getSnapshot().status === "active") {
         self.send({ type: "compaction.done", ok, reason });
       }

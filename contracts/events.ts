@@ -92,7 +92,11 @@ export type AgentEvent = { sessionId: string; at: number } & (
       outcome: CallOutcome;
       result: ToolResult;
     }
-  /** In call order, once every call of the batch has settled and been written. */
+  /**
+   * In call order, once every call of the batch has settled and its result is in the session's
+   * log (like `call.settled`, said when written; the next model request, a compaction or the
+   * turn's end waits for them to be durable).
+   */
   | {
       type: "batch.committed";
       turnId: string;

@@ -208,7 +208,10 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
         const pending = batchRunning.get(turnId);
         if (pending?.delete(entry.callId) && pending.size === 0) {
           snap(at, batchSid(turnId), "batch", "idle");
-          if (turnState.get(turnId)?.startsWith("running.executing")) {
+          // A batch the turn's last attempt asked for ended the turn (a spent budget, a loop):
+          // the chart went from executing to finalizing on it, which turn_end replays.
+          const another = (ahead.lastAttempt.get(turnId) ?? -1) > index;
+          if (another && turnState.get(turnId)?.startsWith("running.executing")) {
             move(at, turnId, "running.sampling.preparing", "batch.done");
           }
         }
@@ -336,6 +339,8 @@ interface Ahead {
   nextAttempt: Map<number, NextAttempt>;
   /** Calls that went through a batch: started, or settled by the batch without running. */
   batched: Set<string>;
+  /** Each turn's last `attempt_start` (its index): a batch after it ended the turn. */
+  lastAttempt: Map<string, number>;
 }
 
 /** What the replay needs to know before it reaches the entries that tell it. */
@@ -343,6 +348,7 @@ function lookAhead(entries: readonly LogEntry[]): Ahead {
   const inputs = new Map<string, string>();
   const nextAttempt = new Map<number, NextAttempt>();
   const batched = new Set<string>();
+  const lastAttempt = new Map<string, number>();
   let pendingTurn: string | undefined;
   let failed: number[] = []; // failed attempt ends waiting for the next attempt start
   for (const [index, entry] of entries.entries()) {
@@ -356,6 +362,7 @@ function lookAhead(entries: readonly LogEntry[]): Ahead {
     } else if (entry.type === "attempt_end" && entry.status === "failed") {
       failed.push(index);
     } else if (entry.type === "attempt_start") {
+      lastAttempt.set(entry.turnId, index);
       for (const i of failed) {
         nextAttempt.set(i, {
           turnId: entry.turnId,
@@ -377,7 +384,7 @@ function lookAhead(entries: readonly LogEntry[]): Ahead {
       batched.add(entry.callId);
     }
   }
-  return { inputs, nextAttempt, batched };
+  return { inputs, nextAttempt, batched, lastAttempt };
 }
 
 type NoLiveCounterpart = Extract<

@@ -690,9 +690,10 @@ export const turnMachine = setup({
         },
         // The step's results are all in: write them (the model's next request answers them),
         // then stop on a loop or a spent budget, or go on. Transient: durability is waited for
-        // where it is needed, before the next request (`sampling.recording`) and before the
-        // turn's end is reported (`finalizing`), so a step makes one flush, not two, and a
-        // refused write still stops the turn before any request (invariants 13, 15).
+        // where it is needed, before the next request (`sampling.preparing` / `recording`, and
+        // a compaction's summary request) and before the turn's end is reported
+        // (`finalizing`), so a step makes one flush, not two, and a refused write still stops
+        // the turn before any request (invariants 13, 15).
         committing: {
           entry: "commitBatch",
           always: [endOnLoop, ...decideNext()],

@@ -222,10 +222,11 @@ export interface TurnEffects extends ToolCallEffects, BatchEffects {
   /** Give every call that failed preparation its error result (synchronous). */
   rejectInvalid(self: AnyActorRef): void;
   /**
-   * Write the step's results (synchronous) and start making them durable; once they are, emit
-   * `batch.committed` (call order). Nothing waits on that here: the next request waits for its
-   * own write-ahead (`recordAttempt`), which covers these entries, and a turn that ends waits
-   * for the finalizer's. A refused write answers `turn.interrupt` (failed, with its code).
+   * The step's results are all written: emit `batch.committed` (call order) and start making
+   * them durable (synchronous). Nothing waits on that here: the next request waits for its own
+   * write-ahead (`prepare` / `recordAttempt`), which covers these entries, a compaction flushes
+   * before its summary request, and a turn that ends waits for the finalizer's flush. A refused
+   * write answers `turn.interrupt` (failed, with its code).
    */
   commitBatch(self: AnyActorRef): void;
   /**

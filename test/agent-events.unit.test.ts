@@ -74,6 +74,25 @@ describe("event stamping", () => {
     }
   });
 
+  it("a step that ends the turn (its budget spent) says its batch committed before the turn ended", async () => {
+    for (const store of [memoryStore(), sqliteStore(":memory:")]) {
+      const model = scriptedModel([
+        { toolCalls: [{ id: "c1", name: "echo", arguments: '{"text":"a"}' }] },
+      ]);
+      const agent = createAgent({ model, tools: [echo], store, limits: { maxSteps: 1 } });
+      const session = agent.session();
+      const order: string[] = [];
+      session.subscribe((e) => {
+        if (e.type === "batch.committed" || e.type === "turn.ended") order.push(e.type);
+      });
+      const result = await session.prompt("go");
+      order.push("prompt resolved");
+      await agent.close();
+      expect(result.status).toBe("budget_exhausted");
+      expect(order).toEqual(["batch.committed", "turn.ended", "prompt resolved"]);
+    }
+  });
+
   it("the inspector alone (no listener) still gets every event, stamped", async () => {
     const published: AgentEvent[] = [];
     const sink: InspectSink = { observe: () => {}, publish: (e) => published.push(e) };

@@ -355,3 +355,93 @@ describe("invariant 13: a runner whose write was fenced stops at once", () => {
     expect(r.requests).toBe(2);
   });
 });
+
+describe("invariant 13: a compaction's summary request waits for what the turn wrote", () => {
+  const isSummary = (r: { tools: readonly unknown[] }) => r.tools.length === 0;
+  const bulky = defineTool({
+    name: "bulky",
+    description: "Returns a long text.",
+    parameters: z.object({ n: z.number() }),
+    traits: { readOnly: true, concurrencySafe: true, idempotent: true },
+    execute: async ({ n }) => `page ${n}: ${"lorem ipsum dolor sit amet ".repeat(100)}`,
+  });
+
+  it("a step's results that the store refuses (late, as a network store does) are never sent in a summary request", async () => {
+    // Every append holding a call_result is refused 5 ms after it was asked, so the refusal
+    // lands after the chart has found a compaction due for the next step.
+    const inner = memoryStore();
+    let refused = 0;
+    let healed = false;
+    const store: Store = Object.assign(Object.create(null), inner, {
+      kind: "memory+late-refusal",
+      append: (id: string, entries: readonly LogEntry[], options?: unknown) => {
+        if (!healed && entries.some((e) => e.type === "call_result")) {
+          refused++;
+          return new Promise<void>((_, reject) =>
+            setTimeout(() => reject(new StoreError("IO", "disk full (injected)")), 5),
+          );
+        }
+        return (inner.append as (...a: unknown[]) => Promise<void>)(id, entries, options);
+      },
+    });
+    const model = scriptedModel(
+      (request, index) =>
+        isSummary(request)
+          ? { text: "a summary" }
+          : index === 0
+            ? {
+                toolCalls: [1, 2, 3, 4].map((n) => ({
+                  id: `b${n}`,
+                  name: "bulky",
+                  arguments: `{"n":${n}}`,
+                })),
+              }
+            : { text: "done" },
+      { contextWindow: 4000, maxOutputTokens: 500 },
+    );
+    // A compaction is due once the step's results are in (half the window).
+    const agent = createAgent({ model, tools: [bulky], store, context: { compactAt: 0.5 } });
+    const session = agent.session("late-refusal");
+    const compactions: AgentEvent[] = [];
+    session.subscribe((e) => {
+      if (e.type === "context.compacted") compactions.push(e);
+    });
+    const result = await session.prompt("read page 1");
+    healed = true; // the queued entries are written at close
+    await agent.close();
+    expect(refused).toBeGreaterThan(0);
+    expect(result).toMatchObject({ status: "failed", code: "STORE_FAILED" });
+    // One request (the first step's); the summary of the refused result was never asked for.
+    expect(model.requests.filter(isSummary)).toEqual([]);
+    expect(model.requests).toHaveLength(1);
+    expect(compactions).toEqual([]);
+  });
+
+  it("with a store that takes the writes, the same step is compacted before the next request", async () => {
+    const model = scriptedModel(
+      (request, index) =>
+        isSummary(request)
+          ? { text: "a summary" }
+          : index === 0
+            ? {
+                toolCalls: [1, 2, 3, 4].map((n) => ({
+                  id: `b${n}`,
+                  name: "bulky",
+                  arguments: `{"n":${n}}`,
+                })),
+              }
+            : { text: "done" },
+      { contextWindow: 4000, maxOutputTokens: 500 },
+    );
+    const agent = createAgent({
+      model,
+      tools: [bulky],
+      store: memoryStore(),
+      context: { compactAt: 0.5 },
+    });
+    const result = await agent.session("compacts").prompt("read page 1");
+    await agent.close();
+    expect(result.status).toBe("completed");
+    expect(model.requests.filter(isSummary)).toHaveLength(1);
+  });
+});
