@@ -445,3 +445,51 @@ describe("invariant 13: a compaction's summary request waits for what the turn w
     expect(model.requests.filter(isSummary)).toHaveLength(1);
   });
 });
+
+describe("invariant 13: the next request waits for the step's results to be durable", () => {
+  /** Requests sent while the append of the step's results is held, and the prompt's result. */
+  async function heldResults(turnMachine?: typeof sendsBeforeRecordedTurnMachine) {
+    const inner = memoryStore();
+    const held = deferred();
+    const release = deferred();
+    const store: Store = Object.assign(Object.create(null), inner, {
+      kind: "memory+held",
+      append: async (id: string, entries: readonly LogEntry[], options?: unknown) => {
+        if (entries.some((e) => e.type === "call_result")) {
+          held.resolve();
+          await release.promise;
+        }
+        return (inner.append as (...a: unknown[]) => Promise<void>)(id, entries, options);
+      },
+    });
+    const model = scriptedModel([
+      { toolCalls: [{ id: "a", name: "ping", arguments: '{"n":1}' }] },
+      { text: "the answer" },
+    ]);
+    const agent = createAgent({
+      model,
+      tools: [ping],
+      store,
+      ...(turnMachine ? { turnMachine } : {}),
+    });
+    const prompt = agent.session("held").prompt("go");
+    await held.promise;
+    await new Promise((r) => setTimeout(r, 50));
+    const whileHeld = model.requests.length;
+    release.resolve();
+    const result = await prompt;
+    await agent.close();
+    return { whileHeld, after: model.requests.length, result };
+  }
+
+  it("while the store holds the append of a step's results, no further model request goes out", async () => {
+    const r = await heldResults();
+    expect(r.whileHeld).toBe(1);
+    expect(r.result).toMatchObject({ status: "completed", text: "the answer" });
+    expect(r.after).toBe(2);
+  });
+
+  it("the check catches a turn that sends before its write-ahead is durable", async () => {
+    expect((await heldResults(sendsBeforeRecordedTurnMachine)).whileHeld).toBe(2);
+  });
+});
