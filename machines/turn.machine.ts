@@ -324,6 +324,10 @@ export const turnMachine = setup({
       assertEvent(event, "gate.allowed");
       return event.calls.length === 0;
     },
+    allValid: ({ event }) => {
+      assertEvent(event, "attempt.done");
+      return event.invalid === undefined || event.invalid.length === 0;
+    },
     noValidCalls: ({ event }) => {
       assertEvent(event, "attempt.done");
       return event.calls.length === 0;
@@ -553,6 +557,8 @@ export const turnMachine = setup({
                 target: "gating",
                 actions: ["takeResponse", ...observe(invalidOf)],
               },
+              // The usual step: every call valid, so nothing for the loop guard to fold.
+              { guard: "allValid", target: "executing", actions: "takeResponse" },
               { target: "executing", actions: ["takeResponse", ...observe(invalidOf)] },
             ],
             "attempt.failed": [
