@@ -83,11 +83,12 @@ export const HOST_MINIMUM = {
   "actors/session-inputs.ts": 40,
   // 96.5 % (82 of 85; the 3 left are equivalent: docs/testing.md).
   "session/turn-result.ts": 85,
-  // Not yet measured: the same floor until their first run.
-  "actors/session-runner.ts": 40,
-  "actors/turn-run.ts": 40,
-  "actors/model-attempt.ts": 40,
-  "actors/call-runner.ts": 40,
+  // Measured 2026-12-02 (docs/testing.md): 42.5, 43.4, 45.7 and 53.2 %, each with 28–38
+  // timeouts counted as kills; the floor leaves ten points for a run where some become survivors.
+  "actors/session-runner.ts": 32,
+  "actors/turn-run.ts": 33,
+  "actors/model-attempt.ts": 35,
+  "actors/call-runner.ts": 43,
 };
 
 const host = process.env.KEEL_MUTATE_HOST;
