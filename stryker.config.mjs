@@ -83,12 +83,13 @@ export const HOST_MINIMUM = {
   "actors/session-inputs.ts": 40,
   // 96.5 % (82 of 85; the 3 left are equivalent: docs/testing.md).
   "session/turn-result.ts": 85,
-  // Measured 2026-12-02 (docs/testing.md): 42.5, 43.4, 45.7 and 53.2 %, each with 28–38
-  // timeouts counted as kills; the floor leaves ten points for a run where some become survivors.
-  "actors/session-runner.ts": 32,
-  "actors/turn-run.ts": 33,
+  // Measured 2026-12-02 (docs/testing.md): 42.5, 43.4, 45.7 and 53.2 %, with 28–38 timeouts
+  // each counted as kills; without them 21.9, 26.8, 37.2 and 36.3 %. The floor sits under the
+  // score without timeouts, so a quieter run that turns timeouts into survivors still passes.
+  "actors/session-runner.ts": 20,
+  "actors/turn-run.ts": 25,
   "actors/model-attempt.ts": 35,
-  "actors/call-runner.ts": 43,
+  "actors/call-runner.ts": 34,
 };
 
 const host = process.env.KEEL_MUTATE_HOST;

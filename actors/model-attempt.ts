@@ -84,7 +84,7 @@ export class ModelAttempts {
 
   /**
    * The attempt's write-ahead: everything before its request, durable; then `attempt.started`
-   * (after the step's `batch.committed`, whose flush this one follows) and `attempt.recorded`.
+   * and `attempt.recorded`.
    */
   private async makeDurable(
     self: AnyActorRef,

@@ -182,14 +182,25 @@ export class TurnRun {
         return false;
       },
     );
-    void durable.then(async (written) => {
-      const { ok, reason } = !written
-        ? { ok: false, reason: "the session store refused a write before the compaction" }
-        : ctl.signal.aborted
+    // An interrupt does not wait for a flush that may never settle (a partitioned store): no
+    // summary is asked for then, so nothing needs to be durable first; the finalizer's flush,
+    // bounded by its deadline, ends the turn.
+    const aborted = new Promise<"aborted">((resolve) => {
+      if (ctl.signal.aborted) resolve("aborted");
+      else ctl.signal.addEventListener("abort", () => resolve("aborted"), { once: true });
+    });
+    void Promise.race([durable, aborted]).then(async (written) => {
+      const { ok, reason } =
+        written === "aborted" || ctl.signal.aborted
           ? { ok: false, reason: "interrupted" }
-          : await this.turn.deps.context.compact(mode, ctl.signal);
+          : !written
+            ? { ok: false, reason: "the session store refused a write before the compaction" }
+            : await this.turn.deps.context
+                .compact(mode, ctl.signal)
+                // A bug in the compaction must not leave the turn in `compacting` for good.
+                .catch((err: unknown) => ({ ok: false, reason: `internal error: ${String(err)}` }));
       if (this.compactCtl === ctl) this.compactCtl = undefined;
-      if (!ok && written && mode === "auto") {
+      if (!ok && written === true && mode === "auto") {
         this.turn.warn(`automatic compaction skipped: ${reason}`);
       }
       if (self.getSnapshot().status === "active") {

@@ -208,10 +208,11 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
         const pending = batchRunning.get(turnId);
         if (pending?.delete(entry.callId) && pending.size === 0) {
           snap(at, batchSid(turnId), "batch", "idle");
-          // A batch the turn's last attempt asked for ended the turn (a spent budget, a loop):
-          // the chart went from executing to finalizing on it, which turn_end replays.
-          const another = (ahead.lastAttempt.get(turnId) ?? -1) > index;
-          if (another && turnState.get(turnId)?.startsWith("running.executing")) {
+          // The batch of the turn's last attempt, in a turn that a spent budget or a loop
+          // ended: the chart went from executing to finalizing on it, which turn_end replays.
+          const endedHere =
+            (ahead.lastAttempt.get(turnId) ?? -1) < index && ahead.endedOnCommit.has(turnId);
+          if (!endedHere && turnState.get(turnId)?.startsWith("running.executing")) {
             move(at, turnId, "running.sampling.preparing", "batch.done");
           }
         }
@@ -339,8 +340,10 @@ interface Ahead {
   nextAttempt: Map<number, NextAttempt>;
   /** Calls that went through a batch: started, or settled by the batch without running. */
   batched: Set<string>;
-  /** Each turn's last `attempt_start` (its index): a batch after it ended the turn. */
+  /** Each turn's last `attempt_start` (its index). */
   lastAttempt: Map<string, number>;
+  /** Turns that ended on a spent budget or a detected loop (decided when a step's batch commits). */
+  endedOnCommit: Set<string>;
 }
 
 /** What the replay needs to know before it reaches the entries that tell it. */
@@ -349,6 +352,7 @@ function lookAhead(entries: readonly LogEntry[]): Ahead {
   const nextAttempt = new Map<number, NextAttempt>();
   const batched = new Set<string>();
   const lastAttempt = new Map<string, number>();
+  const endedOnCommit = new Set<string>();
   let pendingTurn: string | undefined;
   let failed: number[] = []; // failed attempt ends waiting for the next attempt start
   for (const [index, entry] of entries.entries()) {
@@ -374,6 +378,10 @@ function lookAhead(entries: readonly LogEntry[]): Ahead {
       failed = [];
     } else if (entry.type === "turn_end") {
       failed = [];
+      const onCommit =
+        entry.status === "budget_exhausted" || entry.reason?.startsWith("loop_detected");
+      if (onCommit) endedOnCommit.add(entry.turnId);
+      else endedOnCommit.delete(entry.turnId);
     } else if (entry.type === "call_started") {
       batched.add(entry.callId);
     } else if (
@@ -384,7 +392,7 @@ function lookAhead(entries: readonly LogEntry[]): Ahead {
       batched.add(entry.callId);
     }
   }
-  return { inputs, nextAttempt, batched, lastAttempt };
+  return { inputs, nextAttempt, batched, lastAttempt, endedOnCommit };
 }
 
 type NoLiveCounterpart = Extract<

@@ -324,7 +324,7 @@ export const turnMachine = setup({
       assertEvent(event, "gate.allowed");
       return event.calls.length === 0;
     },
-    allValid: ({ event }) => {
+    nothingToFold: ({ event }) => {
       assertEvent(event, "attempt.done");
       return event.invalid === undefined || event.invalid.length === 0;
     },
@@ -557,8 +557,9 @@ export const turnMachine = setup({
                 target: "gating",
                 actions: ["takeResponse", ...observe(invalidOf)],
               },
-              // The usual step: every call valid, so nothing for the loop guard to fold.
-              { guard: "allValid", target: "executing", actions: "takeResponse" },
+              // The usual step: no failed preparation for the loop guard to fold (none failed,
+              // or the guard is off and the runner reports none).
+              { guard: "nothingToFold", target: "executing", actions: "takeResponse" },
               { target: "executing", actions: ["takeResponse", ...observe(invalidOf)] },
             ],
             "attempt.failed": [

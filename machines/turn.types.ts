@@ -145,7 +145,7 @@ export type TurnEvent =
   /**
    * The finalizer ended. `failure`: the log could not be made durable (the store refused the
    * write, or fenced it): the turn ends `failed` with that code and reason, whatever it was
-   * about to report, since its end is not in the log (invariant 15).
+   * about to report, since its end is not in the log (invariant 15 of docs/architecture.md).
    */
   | { type: "finalize.done"; failure?: { code: TurnFailureCode; reason: string } }
   | {

@@ -1,5 +1,6 @@
 import { describe, expect, it, vi } from "vitest";
 import { assign, createActor, setup } from "xstate";
+import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
 import type { AgentEvent } from "../contracts/events.ts";
 import { createFeed } from "../inspector/feed.ts";
@@ -14,6 +15,7 @@ import {
 import { replayRecords } from "../inspector/replay.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
+import { defineTool } from "../tools/define-tool.ts";
 
 const ev = (body: Record<string, unknown>, at = 1): AgentEvent =>
   ({ sessionId: "s1", at, ...body }) as AgentEvent;
@@ -344,6 +346,29 @@ describe("what a session publishes to its inspect sink", () => {
 });
 
 describe("replay", () => {
+  it("a turn its step's commit ended (a spent budget) is replayed from executing to finalizing on batch.done, as the live chart went", async () => {
+    const model = scriptedModel([
+      { toolCalls: [{ id: "c1", name: "echo", arguments: '{"text":"a"}' }] },
+    ]);
+    const echo1 = defineTool({
+      name: "echo",
+      description: "Echoes.",
+      parameters: z.object({ text: z.string() }),
+      traits: { concurrencySafe: true, risk: "low" },
+      execute: ({ text }) => text,
+    });
+    const agent = createAgent({ model, tools: [echo1], limits: { maxSteps: 1 } });
+    const session = agent.session("budget-end");
+    expect((await session.prompt("go")).status).toBe("budget_exhausted");
+    const records = replayRecords(session.entries(), "budget-end");
+    await agent.close();
+    const moves = records
+      .filter((r) => r.k === "snap" && "ev" in r && r.ev !== undefined)
+      .map((r) => `${(r as { state: string }).state} on ${(r as { ev: string }).ev}`);
+    expect(moves).toContain("finalizing on batch.done");
+    expect(moves.some((m) => m.startsWith("running.sampling.preparing on batch.done"))).toBe(false);
+  });
+
   /** Log entries with consecutive seq and `at` = 100 + seq (or the given `at`). */
   function log() {
     let seq = 0;

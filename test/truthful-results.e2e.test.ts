@@ -417,6 +417,46 @@ describe("invariant 13: a compaction's summary request waits for what the turn w
     expect(compactions).toEqual([]);
   });
 
+  it("the turn's deadline while the compaction waits on a store that never answers ends the turn (the finalizer's deadline), asking nothing", async () => {
+    const inner = memoryStore();
+    const store: Store = Object.assign(Object.create(null), inner, {
+      kind: "memory+partitioned",
+      append: (id: string, entries: readonly LogEntry[], options?: unknown) =>
+        entries.some((e) => e.type === "call_result")
+          ? new Promise<void>(() => {}) // a partitioned network store: never settles
+          : (inner.append as (...a: unknown[]) => Promise<void>)(id, entries, options),
+    });
+    const model = scriptedModel(
+      (request, index) =>
+        isSummary(request)
+          ? { text: "a summary" }
+          : index === 0
+            ? {
+                toolCalls: [1, 2, 3, 4].map((n) => ({
+                  id: `b${n}`,
+                  name: "bulky",
+                  arguments: `{"n":${n}}`,
+                })),
+              }
+            : { text: "done" },
+      { contextWindow: 4000, maxOutputTokens: 500 },
+    );
+    const agent = createAgent({
+      model,
+      tools: [bulky],
+      store,
+      context: { compactAt: 0.5 },
+      // The deadline interrupts the turn while its compaction waits for the flush (an
+      // interrupt from the caller is written to the same stuck store first).
+      limits: { maxSteps: 10, deadlineMs: 300 },
+      finalizeDeadlineMs: 300,
+    });
+    const result = await agent.session("partitioned").prompt("read page 1");
+    expect(result).toMatchObject({ status: "failed", code: "STORE_FAILED" });
+    expect(model.requests.filter(isSummary)).toEqual([]);
+    expect(model.requests).toHaveLength(1);
+  });
+
   it("with a store that takes the writes, the same step is compacted before the next request", async () => {
     const model = scriptedModel(
       (request, index) =>

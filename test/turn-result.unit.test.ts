@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { LogEntry } from "../session/entries.ts";
 import { TurnResults, TurnTally } from "../session/turn-result.ts";
 
-// The one rule for what a turn reports (invariant 15): its result is read from its log entries,
+// The one rule for what a turn reports (invariant 15 of docs/architecture.md): its result is read from its log entries,
 // by the owner as it appends them and by a follower as it reads them. These state the rule on
 // the tally itself, entry by entry; the e2e tests (truthful-results, session-takeover) state it
 // through whole sessions.
