@@ -365,6 +365,23 @@ describe("invariant 13: a compaction's summary request waits for what the turn w
     traits: { readOnly: true, concurrencySafe: true, idempotent: true },
     execute: async ({ n }) => `page ${n}: ${"lorem ipsum dolor sit amet ".repeat(100)}`,
   });
+  /** Four pages in one step (half a 4 000-token window: a compaction is due), then the answer. */
+  const pagesModel = () =>
+    scriptedModel(
+      (request, index) =>
+        isSummary(request)
+          ? { text: "a summary" }
+          : index === 0
+            ? {
+                toolCalls: [1, 2, 3, 4].map((n) => ({
+                  id: `b${n}`,
+                  name: "bulky",
+                  arguments: `{"n":${n}}`,
+                })),
+              }
+            : { text: "done" },
+      { contextWindow: 4000, maxOutputTokens: 500 },
+    );
 
   it("a step's results that the store refuses (late, as a network store does) are never sent in a summary request", async () => {
     // Every append holding a call_result is refused 5 ms after it was asked, so the refusal
@@ -384,21 +401,7 @@ describe("invariant 13: a compaction's summary request waits for what the turn w
         return (inner.append as (...a: unknown[]) => Promise<void>)(id, entries, options);
       },
     });
-    const model = scriptedModel(
-      (request, index) =>
-        isSummary(request)
-          ? { text: "a summary" }
-          : index === 0
-            ? {
-                toolCalls: [1, 2, 3, 4].map((n) => ({
-                  id: `b${n}`,
-                  name: "bulky",
-                  arguments: `{"n":${n}}`,
-                })),
-              }
-            : { text: "done" },
-      { contextWindow: 4000, maxOutputTokens: 500 },
-    );
+    const model = pagesModel();
     // A compaction is due once the step's results are in (half the window).
     const agent = createAgent({ model, tools: [bulky], store, context: { compactAt: 0.5 } });
     const session = agent.session("late-refusal");
@@ -426,21 +429,7 @@ describe("invariant 13: a compaction's summary request waits for what the turn w
           ? new Promise<void>(() => {}) // a partitioned network store: never settles
           : (inner.append as (...a: unknown[]) => Promise<void>)(id, entries, options),
     });
-    const model = scriptedModel(
-      (request, index) =>
-        isSummary(request)
-          ? { text: "a summary" }
-          : index === 0
-            ? {
-                toolCalls: [1, 2, 3, 4].map((n) => ({
-                  id: `b${n}`,
-                  name: "bulky",
-                  arguments: `{"n":${n}}`,
-                })),
-              }
-            : { text: "done" },
-      { contextWindow: 4000, maxOutputTokens: 500 },
-    );
+    const model = pagesModel();
     const agent = createAgent({
       model,
       tools: [bulky],
@@ -458,21 +447,7 @@ describe("invariant 13: a compaction's summary request waits for what the turn w
   });
 
   it("with a store that takes the writes, the same step is compacted before the next request", async () => {
-    const model = scriptedModel(
-      (request, index) =>
-        isSummary(request)
-          ? { text: "a summary" }
-          : index === 0
-            ? {
-                toolCalls: [1, 2, 3, 4].map((n) => ({
-                  id: `b${n}`,
-                  name: "bulky",
-                  arguments: `{"n":${n}}`,
-                })),
-              }
-            : { text: "done" },
-      { contextWindow: 4000, maxOutputTokens: 500 },
-    );
+    const model = pagesModel();
     const agent = createAgent({
       model,
       tools: [bulky],

@@ -12,7 +12,7 @@
 import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import pino from "pino";
-import { stepModel, touchTool } from "./keel-prompt.ts";
+import { timedPrompt, touchTool } from "./keel-prompt.ts";
 
 type Keel = typeof import("../../index.ts");
 const steps = Number(process.argv[2] ?? 200);
@@ -24,22 +24,7 @@ if (process.env.KEEL_AB_CHILD) {
   const keel = (await import(process.env.KEEL_AB_CHILD)) as Keel;
   const logger = pino({ level: "silent" });
   const touch = touchTool(keel);
-  const once = async (n: number) => {
-    const agent = keel.createAgent({
-      model: stepModel(keel, n, callsPerStep),
-      tools: [touch],
-      store: keel.memoryStore(),
-      limits: { maxSteps: n + 1 },
-      maxParallelToolCalls: 8,
-      logger,
-    });
-    const start = performance.now();
-    const cpu = process.cpuUsage();
-    const out = await agent.session().prompt("go");
-    const used = process.cpuUsage(cpu);
-    if (out.status !== "completed") throw new Error(`prompt ended ${out.status}`);
-    return { wall: ((performance.now() - start) * 1000) / n, cpu: (used.user + used.system) / n };
-  };
+  const once = (n: number) => timedPrompt(keel, n, callsPerStep, { logger, touch });
   // The JIT settles slowly: per-step time still falls after 5 000 steps of this workload, so
   // each process warms up on the measured N for WARM_S seconds (default 12) first.
   const warmUntil = performance.now() + 1000 * Number(process.env.WARM_S ?? 12);

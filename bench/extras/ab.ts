@@ -14,7 +14,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
-import { stepModel, touchTool } from "./keel-prompt.ts";
+import { timedPrompt, touchTool } from "./keel-prompt.ts";
 
 type Keel = typeof import("../../index.ts");
 
@@ -35,26 +35,10 @@ const dir = mkdtempSync(join(tmpdir(), "keel-ab-"));
 function harness(keel: Keel, name: string) {
   const touch = touchTool(keel);
   const store = sqlite ? keel.sqliteStore(join(dir, `${name}.db`)) : undefined;
-  return async (n: number): Promise<{ wall: number; cpu: number }> => {
-    const model = stepModel(keel, n, callsPerStep);
-    const agent = keel.createAgent({
-      model,
-      tools: [touch],
-      store: store ?? keel.memoryStore(),
-      limits: { maxSteps: n + 1 },
-      maxParallelToolCalls: 8,
-      logger,
+  return (n: number) =>
+    timedPrompt(keel, n, callsPerStep, { logger, touch, store }).catch((err: Error) => {
+      throw new Error(`${name}: ${err.message}`);
     });
-    const start = performance.now();
-    const cpu = process.cpuUsage();
-    const out = await agent.session().prompt("go");
-    const used = process.cpuUsage(cpu);
-    if (out.status !== "completed") throw new Error(`${name}: prompt ended ${out.status}`);
-    return {
-      wall: ((performance.now() - start) * 1000) / n,
-      cpu: (used.user + used.system) / n,
-    };
-  };
 }
 
 const run = { A: harness(sides.A, "a"), B: harness(sides.B, "b") };

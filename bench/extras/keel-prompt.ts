@@ -39,3 +39,32 @@ export function stepModel(keel: Keel, steps: number, callsPerStep: number, tag =
     { record: "none" },
   );
 }
+
+/**
+ * One prompt of `steps` steps of `callsPerStep` `touch` calls on a fresh agent (the memory store
+ * unless `store` is given): µs per step, wall and CPU (the process's, GC threads included).
+ */
+export async function timedPrompt(
+  keel: Keel,
+  steps: number,
+  callsPerStep: number,
+  options: { logger: import("pino").Logger; touch: ReturnType<typeof touchTool>; store?: unknown },
+): Promise<{ wall: number; cpu: number }> {
+  const agent = keel.createAgent({
+    model: stepModel(keel, steps, callsPerStep),
+    tools: [options.touch],
+    store: (options.store as ReturnType<Keel["memoryStore"]> | undefined) ?? keel.memoryStore(),
+    limits: { maxSteps: steps + 1 },
+    maxParallelToolCalls: 8,
+    logger: options.logger,
+  });
+  const start = performance.now();
+  const cpu = process.cpuUsage();
+  const out = await agent.session().prompt("go");
+  const used = process.cpuUsage(cpu);
+  if (out.status !== "completed") throw new Error(`prompt ended ${out.status}`);
+  return {
+    wall: ((performance.now() - start) * 1000) / steps,
+    cpu: (used.user + used.system) / steps,
+  };
+}

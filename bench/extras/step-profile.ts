@@ -10,7 +10,7 @@
 import { writeFileSync } from "node:fs";
 import { Session as InspectorSession } from "node:inspector/promises";
 import pino from "pino";
-import { stepModel, touchTool } from "./keel-prompt.ts";
+import { timedPrompt, touchTool } from "./keel-prompt.ts";
 
 type Keel = typeof import("../../index.ts");
 const keel = (await import(process.env.ENTRY ?? "../../index.ts")) as Keel;
@@ -22,20 +22,8 @@ const callsPerStep = Number(process.env.CPS ?? 1);
 const logger = pino({ level: "silent" });
 const touch = touchTool(keel);
 
-async function once(n: number): Promise<number> {
-  const agent = keel.createAgent({
-    model: stepModel(keel, n, callsPerStep),
-    tools: [touch],
-    store: keel.memoryStore(),
-    limits: { maxSteps: n + 1 },
-    maxParallelToolCalls: 8,
-    logger,
-  });
-  const start = performance.now();
-  const result = await agent.session().prompt("go");
-  if (result.status !== "completed") throw new Error(`prompt ended ${result.status}`);
-  return ((performance.now() - start) * 1000) / n;
-}
+const once = async (n: number) =>
+  (await timedPrompt(keel, n, callsPerStep, { logger, touch })).wall;
 
 const warmUntil = performance.now() + 3000;
 while (performance.now() < warmUntil) await once(20);
