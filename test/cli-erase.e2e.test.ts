@@ -106,7 +106,7 @@ describe("keel rm and keel redact", () => {
     const user = entries.b.find((e) => e.type === "user_message")!;
     const ran = await keel(["redact", "b", user.id, "--reason", "a pasted token"], cwd);
     expect(ran).toMatchObject({ code: 0, stderr: "" });
-    expect(ran.stdout).toMatch(/^redacted 2 entries of session b \(e\w+ held a copy\)\n$/);
+    expect(ran.stdout).toMatch(/^redacted 2 entries of session b \(e[\w-]+ held a copy\)\n$/);
     const shown = JSON.parse((await keel(["show", "b", "--json"], cwd)).stdout);
     expect(shown.messages[0]).toEqual({ role: "user", content: "[redacted: a pasted token]" });
     expect(shown.entries.map((e: LogEntry) => e.id)).toEqual(entries.b.map((e) => e.id));
