@@ -94,7 +94,7 @@ export function createAgent(options: AgentOptions): Agent {
     }
   };
   positive("maxParallelToolCalls", options.maxParallelToolCalls);
-  // Timers: at most 2^31 − 1 ms; Infinity waits the longest a timer can.
+  // Timers: at most the longest delay a timer can take (MAX_TIMER_MS); Infinity waits that long.
   const timer = (name: string, value: number | undefined) =>
     value === undefined
       ? undefined

@@ -44,10 +44,10 @@ export type CompactionMode = "auto" | "overflow";
 /**
  * What a turn is given and never changes, in one field of its context. XState copies the whole
  * context on every `assign` with `Object.assign({}, …)`, and V8 turns an object built that way
- * into a slow dictionary once it has 20 properties: a copy then costs about 12 µs instead of
- * 0.6 µs, several times a step (bench/FIGURES.md, "Costs behind code choices"). Keeping the
- * constants here holds the context at 16 fields; `test/chart-context-size.unit.test.ts` checks
- * every chart's context against the limit.
+ * into a slow dictionary past a number of properties, and every later copy and read of it is
+ * much slower (the measured cliff and cost: bench/FIGURES.md, "Costs behind code choices").
+ * Keeping the constants here keeps the context under it; `test/chart-context-size.unit.test.ts`
+ * checks every chart's context against the limit.
  */
 export interface TurnSettings {
   turnId: string;
