@@ -1,4 +1,4 @@
-import { assertEvent, assign, cancel, enqueueActions, not, sendTo, setup } from "xstate";
+import { and, assertEvent, assign, cancel, enqueueActions, not, sendTo, setup } from "xstate";
 import type { TurnFailureCode, TurnStatus } from "../contracts/status.ts";
 import { batchMachine } from "./batch.machine.ts";
 import { effect } from "./effect.ts";
@@ -34,7 +34,7 @@ import type {
  * transitions, not transient states: a chain of eventless states (deciding → preparing) is
  * invisible in every snapshot yet costs one microstep each, every step.
  */
-const decideNext = (before: readonly "executionStopped"[] = []) => [
+const decideNext = (before: readonly ("executionStopped" | "commitBatch")[] = []) => [
   {
     guard: "budgetExhausted" as const,
     target: "#turn.finalizing",
@@ -346,6 +346,18 @@ export const turnMachine = setup({
     canRetry: ({ event }) => {
       assertEvent(event, "attempt.failed");
       return event.retry !== undefined;
+    },
+    /**
+     * Folding the batch's results changes nothing: the loop guard is off, or no streak is open
+     * and every result succeeded (a success ends a streak and warns of nothing).
+     */
+    loopUnchanged: ({ context, event }) => {
+      assertEvent(event, "batch.done");
+      if (context.settings.loopFailAfter === 0) return true;
+      if (context.loop.count !== 0) return false;
+      for (const result of event.results ?? NO_RESULTS)
+        if (result.signature !== undefined) return false;
+      return true;
     },
     /** The turn's results leave one call failing the same way `loopFailAfter` times in a row. */
     loopDetected: ({ context }) =>
@@ -667,6 +679,18 @@ export const turnMachine = setup({
                 guard: "cancelRequested",
                 target: "#turn.finalizing",
                 actions: "executionStopped",
+              },
+              // The usual step: the loop guard has nothing to fold (see `loopUnchanged`), so the
+              // results commit on the way out, in one microstep, as `committing` would.
+              {
+                guard: and(["loopUnchanged", "budgetExhausted"]),
+                target: "#turn.finalizing",
+                actions: ["commitBatch", "exhaustBudget"],
+              },
+              {
+                guard: "loopUnchanged",
+                target: "#turn.running.sampling.preparing",
+                actions: "commitBatch",
               },
               { target: "committing", actions: observe(resultsOf) },
             ],

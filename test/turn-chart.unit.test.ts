@@ -392,9 +392,10 @@ describe("turn chart: responses", () => {
     expect(t.fx).toEqual(["rejectInvalid", { sendTo: { type: "batch.run", calls } }]);
     t.send({ type: "batch.done" });
     // The results are written before the turn decides what is next; the next request's
-    // write-ahead (recording) is what waits for them to be durable.
+    // write-ahead (recording) is what waits for them to be durable. No result failed and no
+    // streak is open, so the loop guard is not consulted: one transition, no fold.
     expect(t.value).toEqual(PREPARING);
-    expect(t.fx).toEqual([W0, "commitBatch", P(2, 1)]);
+    expect(t.fx).toEqual(["commitBatch", P(2, 1)]);
   });
 
   it("reports of an older attempt are ignored", () => {
@@ -576,6 +577,25 @@ describe("turn chart: the loop guard", () => {
     expect(other.ctx.loop).toMatchObject({ count: 1, signature: "other" });
   });
 
+  it("an open streak is folded even when every result succeeded: the success ends it", () => {
+    const t = new Turn().sample().done();
+    t.send({ type: "batch.done", results: [fail("c1")] });
+    expect(t.ctx.loop.count).toBe(1);
+    t.sample().done();
+    t.send({ type: "batch.done", results: [ok("c2")] });
+    expect(t.ctx.loop.count).toBe(0);
+    expect(t.fx).toEqual([W0, "commitBatch", P(3, 2)]);
+    // A clean step with no streak open skips the fold, and a spent budget still ends the turn.
+    const spent = new Turn({ limits: { maxSteps: 1, maxSpendTokens: 0, deadlineMs: 0 } });
+    spent.sample().done();
+    spent.send({ type: "batch.done", results: [ok("c1")] });
+    expect(spent.value).toBe("finalizing");
+    expect(spent.ctx.status).toBe("budget_exhausted");
+    const finalizeAt = spent.fx.findIndex((fx) => typeof fx === "object" && "finalize" in fx);
+    expect(spent.fx.indexOf("commitBatch")).toBeGreaterThan(-1);
+    expect(spent.fx.indexOf("commitBatch")).toBeLessThan(finalizeAt);
+  });
+
   it("a longer streak also ends it, and the loop wins over a spent step budget", () => {
     const t = new Turn({ limits: { maxSteps: 1, maxSpendTokens: 0, deadlineMs: 0 } });
     t.sample().done();
@@ -589,7 +609,7 @@ describe("turn chart: the loop guard", () => {
       const t = new Turn({ loopFailAfter }).sample().done();
       t.send({ type: "batch.done", results: Array.from({ length: 50 }, () => fail("c1")) });
       expect(t.ctx.loop.count).toBe(0);
-      expect(t.fx).toEqual([{ loopWarned: { warnings: [] } }, "commitBatch", P(2, 1)]);
+      expect(t.fx).toEqual(["commitBatch", P(2, 1)]);
       expect(t.value).toEqual(PREPARING);
     }
   });
