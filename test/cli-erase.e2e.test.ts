@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -9,8 +8,8 @@ import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { defaultStorePath, sqliteStore } from "../session/sqlite-store.ts";
 import { defineTool } from "../tools/define-tool.ts";
+import { runKeel } from "./support/run-keel.ts";
 
-const BIN = join(import.meta.dirname, "..", "cli", "bin.js");
 const SECRET = "ghp_CLI-ERASE-0b7d3e";
 
 const dirs: string[] = [];
@@ -18,27 +17,7 @@ afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
-function keel(
-  args: string[],
-  cwd: string,
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
-      cwd,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => {
-      stdout += d;
-    });
-    child.stderr.on("data", (d) => {
-      stderr += d;
-    });
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const keel = (args: string[], cwd: string) => runKeel(args, { cwd });
 
 const echo = defineTool({
   name: "echo",

@@ -10,35 +10,18 @@ import {
   startFakeOpenAIServer,
   streamReply,
 } from "./support/fake-openai-server.ts";
+import { runKeel } from "./support/run-keel.ts";
 
-const BIN = join(import.meta.dirname, "..", "cli", "bin.js");
 const SERVER = join(import.meta.dirname, "support", "mcp-server.ts");
 // The runs' working folders are temporary: tsx is named by its file URL, not found from there.
 const TSX = import.meta.resolve("tsx");
 const children: ChildProcess[] = [];
 
-function keel(args: string[], cwd: string, extra: Record<string, string>) {
-  const env: Record<string, string | undefined> = { ...process.env };
-  for (const k of ["OPENAI_API_KEY", "OPENAI_BASE_URL", "KEEL_PROVIDER", "KEEL_MODEL"])
-    delete env[k];
-  Object.assign(env, extra);
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
-      cwd,
-      env,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => {
-      stdout += d;
-    });
-    child.stderr.on("data", (d) => {
-      stderr += d;
-    });
-    child.on("exit", (code) => resolve({ code, stdout, stderr }));
-  });
-}
+/** The parent's provider variables: a run sees the fake server's, which each test sets. */
+const UNSET = ["OPENAI_API_KEY", "OPENAI_BASE_URL", "KEEL_PROVIDER", "KEEL_MODEL"];
+
+const keel = (args: string[], cwd: string, env: Record<string, string>) =>
+  runKeel(args, { cwd, env, unset: UNSET });
 
 let fake: FakeOpenAIServer;
 beforeEach(async () => {

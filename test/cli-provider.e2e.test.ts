@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -12,8 +11,8 @@ import {
   streamReply,
 } from "./support/fake-openai-server.ts";
 import { geminiReply } from "./support/gemini-wire.ts";
+import { runKeel } from "./support/run-keel.ts";
 
-const BIN = join(import.meta.dirname, "..", "cli", "bin.js");
 const KEYS = [
   "OPENAI_API_KEY",
   "OPENAI_BASE_URL",
@@ -26,27 +25,8 @@ const KEYS = [
   "KEEL_CONTEXT_WINDOW",
 ];
 
-function keel(args: string[], cwd: string, extra: Record<string, string> = {}) {
-  const env: Record<string, string | undefined> = { ...process.env };
-  for (const k of KEYS) delete env[k];
-  Object.assign(env, extra);
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
-      cwd,
-      env,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => {
-      stdout += d;
-    });
-    child.stderr.on("data", (d) => {
-      stderr += d;
-    });
-    child.on("exit", (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const keel = (args: string[], cwd: string, env: Record<string, string> = {}) =>
+  runKeel(args, { cwd, env, unset: KEYS });
 
 let server: FakeOpenAIServer;
 beforeEach(async () => {

@@ -2,7 +2,6 @@
 // that looks like one), and a store that cannot be used says why in one line of its own: a
 // corrupted file, a read-only one (read anyway by the reading commands), one locked by another
 // process. Real `keel` processes, a real PostgreSQL server, a real SQLite file.
-import { spawn } from "node:child_process";
 import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -10,9 +9,9 @@ import Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
 import { postgresStore } from "../session/postgres-store.ts";
 import { startFakeOpenAIServer, streamReply } from "./support/fake-openai-server.ts";
+import { type KeelRun, runKeel } from "./support/run-keel.ts";
 import { usePostgres } from "./support/use-postgres.ts";
 
-const BIN = join(import.meta.dirname, "..", "cli", "bin.js");
 const dirs: string[] = [];
 afterAll(() => {
   for (const d of dirs) {
@@ -28,42 +27,19 @@ function tempDir(): string {
   return d;
 }
 
-interface Ran {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+/** The parent's provider variables: a run sees only those its test sets. */
+const UNSET = ["OPENAI_API_KEY", "OPENAI_BASE_URL", "KEEL_MODEL", "KEEL_CONTEXT_WINDOW"];
 
-/** Runs `keel` with no TTY and no provider variables but `env`; as `nobody` with `asNobody` when root. */
+/** Runs `keel` with no provider variables but `env`; as `nobody` with `asNobody` when root. */
 function keel(
   args: string[],
   cwd: string,
   env: Record<string, string> = {},
   options: { asNobody?: boolean } = {},
-): Promise<Ran> {
-  const clean: NodeJS.ProcessEnv = { ...process.env };
-  for (const k of ["OPENAI_API_KEY", "OPENAI_BASE_URL", "KEEL_MODEL", "KEEL_CONTEXT_WINDOW"]) {
-    delete clean[k];
-  }
-  const nobody = options.asNobody && process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {};
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
-      cwd,
-      env: { ...clean, ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-      ...nobody,
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => {
-      stdout += d;
-    });
-    child.stderr.on("data", (d) => {
-      stderr += d;
-    });
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
+): Promise<KeelRun> {
+  const user =
+    options.asNobody && process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : undefined;
+  return runKeel(args, { cwd, env, unset: UNSET, user });
 }
 
 /** A store file holding one session of the scripted demo; returns its path and the session id. */

@@ -10,46 +10,17 @@ import {
   startFakeOpenAIServer,
   streamReply,
 } from "./support/fake-openai-server.ts";
+import { KEEL_BIN, runKeel } from "./support/run-keel.ts";
 
-const BIN = join(import.meta.dirname, "..", "cli", "bin.js");
+/** The parent's variables a run sees only when a test sets them. */
+const UNSET = ["OPENAI_API_KEY", "OPENAI_BASE_URL", "KEEL_DEBUG", "NO_COLOR"];
 
-interface Ran {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs the real `keel` binary (node cli/bin.js …) with no TTY. */
-function keel(
-  args: string[],
-  options: { cwd: string; env?: Record<string, string> },
-): Promise<Ran> {
-  return new Promise((resolve, reject) => {
-    const env: Record<string, string | undefined> = { ...process.env, ...options.env };
-    for (const key of ["OPENAI_API_KEY", "OPENAI_BASE_URL", "KEEL_DEBUG", "NO_COLOR"]) {
-      if (!options.env || !(key in options.env)) delete env[key];
-    }
-    const child = spawn(process.execPath, [BIN, ...args], {
-      cwd: options.cwd,
-      env,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => {
-      stdout += d;
-    });
-    child.stderr.on("data", (d) => {
-      stderr += d;
-    });
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const keel = (args: string[], options: { cwd: string; env?: Record<string, string> }) =>
+  runKeel(args, { ...options, unset: UNSET });
 
 /** Starts `keel inspect --json …`, reads its first line ({ url }), and stops it with SIGINT. */
 async function inspectServer(args: string[], cwd: string) {
-  const child = spawn(process.execPath, [BIN, "inspect", "--json", ...args], {
+  const child = spawn(process.execPath, [KEEL_BIN, "inspect", "--json", ...args], {
     cwd,
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -354,10 +325,14 @@ describe.concurrent("keel binary", { timeout: 90_000 }, () => {
       );
       await expect(fetch(url!)).rejects.toThrow();
 
-      const child = spawn(process.execPath, [BIN, "demo", "--store", "memory", "--keep-open"], {
-        cwd: dir,
-        stdio: ["ignore", "pipe", "pipe"],
-      });
+      const child = spawn(
+        process.execPath,
+        [KEEL_BIN, "demo", "--store", "memory", "--keep-open"],
+        {
+          cwd: dir,
+          stdio: ["ignore", "pipe", "pipe"],
+        },
+      );
       let stdout = "";
       const exited = new Promise<number | null>((resolve) => child.on("close", resolve));
       const open = await new Promise<string>((resolve, reject) => {
