@@ -591,7 +591,9 @@ describe("turn chart: the loop guard", () => {
     spent.send({ type: "batch.done", results: [ok("c1")] });
     expect(spent.value).toBe("finalizing");
     expect(spent.ctx.status).toBe("budget_exhausted");
-    const finalizeAt = spent.fx.findIndex((fx) => typeof fx === "object" && "finalize" in fx);
+    const finalizeAt = spent.fx.findIndex(
+      (fx) => typeof fx === "object" && fx !== null && "finalize" in fx,
+    );
     expect(spent.fx.indexOf("commitBatch")).toBeGreaterThan(-1);
     expect(spent.fx.indexOf("commitBatch")).toBeLessThan(finalizeAt);
   });
