@@ -139,6 +139,8 @@ export class SessionRunner implements RunnerPort {
     if (this.coordinatorRef !== ref || ref.state().value !== "idle") return;
     this.coordinatorRef = undefined;
     ref.stop();
+    // Idle: what the log can read back from the store leaves memory until it is needed.
+    this.s.log.rest();
   }
 
   /**

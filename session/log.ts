@@ -283,6 +283,20 @@ export class SessionLog {
     this.loadedPrefix = null;
   }
 
+  /**
+   * The session is idle: when every entry is durable and the store reads them back
+   * synchronously (memory, SQLite), drops them from memory as a checkpoint's release does. The
+   * projection stays (the next request is built from it); `entries()`, `path()` and old ids are
+   * read back from the store at their first need. Over PostgreSQL (asynchronous reads) the
+   * entries stay, so its synchronous readers keep working without `loadHistory()`.
+   */
+  rest(): void {
+    const store = this.store;
+    if (!hasCheckpoints(store) || !store.loadUpToSync || this.dirty) return;
+    if (this.queue.size > 0 || this.queue.durableSeq !== this.seq) return;
+    this.release(this.seq);
+  }
+
   /** Flushes, then writes a checkpoint so the next open is fast. The store stays open. */
   async close(): Promise<void> {
     await this.flush();

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { AnyActorRef } from "xstate";
 import { z } from "zod";
@@ -5,6 +8,8 @@ import { createAgent } from "../actors/agent.ts";
 import type { InspectSink } from "../actors/events.ts";
 import { PermissionBroker, type PermissionOptions } from "../actors/permissions.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
+import { memoryStore } from "../session/memory-store.ts";
+import { sqliteStore } from "../session/sqlite-store.ts";
 import { defineTool } from "../tools/define-tool.ts";
 
 const echo = defineTool({
@@ -101,5 +106,95 @@ describe("an opened session that was never prompted holds no turn dependencies",
     expect((await sessions[1].prompt("again")).status).toBe("completed");
     expect(built).toEqual(["b"]);
     await agent.close();
+  });
+});
+
+describe("an idle session gives its entries back to the store", () => {
+  /** A store whose synchronous and asynchronous history reads are counted (or removed). */
+  function countedStore(base: ReturnType<typeof memoryStore>, sync: boolean) {
+    const reads = { sync: 0, async: 0 };
+    const loadUpTo = base.loadUpTo!.bind(base);
+    const loadUpToSync = base.loadUpToSync!.bind(base);
+    base.loadUpTo = (id, seq) => {
+      reads.async++;
+      return loadUpTo(id, seq);
+    };
+    base.loadUpToSync = sync
+      ? (id, seq) => {
+          reads.sync++;
+          return loadUpToSync(id, seq);
+        }
+      : undefined;
+    return { store: base, reads };
+  }
+
+  for (const kind of ["memory", "sqlite"] as const) {
+    it(`${kind}: the entries leave memory at rest and are read back once, on the first read that needs them; prompts in between read none`, async () => {
+      const dir = mkdtempSync(join(tmpdir(), "keel-rest-"));
+      const base = kind === "memory" ? memoryStore() : sqliteStore(join(dir, "s.db"));
+      const { store, reads } = countedStore(base as ReturnType<typeof memoryStore>, true);
+      const agent = createAgent({ model: oneStep(), tools: [echo], store });
+      const session = await agent.openSession("rest");
+      for (const text of ["one", "two", "three"]) {
+        expect((await session.prompt(text)).status).toBe("completed");
+        await session.awaitIdle();
+        await Promise.resolve();
+      }
+      // Three turns went by at rest: the projection built every request, no history was read.
+      expect(reads).toEqual({ sync: 0, async: 0 });
+      const messages = session.messages().map((m) => m.role);
+      expect(messages).toEqual(
+        Array.from({ length: 3 }, () => ["user", "assistant", "tool", "assistant"]).flat(),
+      );
+      const entries = session.entries();
+      expect(reads.sync).toBe(1);
+      expect(entries.map((e) => e.seq)).toEqual(entries.map((_, i) => i + 1));
+      expect(entries.filter((e) => e.type === "turn_end")).toHaveLength(3);
+      expect(entries).toEqual(await store.load("rest"));
+      session.entries();
+      expect(reads.sync).toBe(1);
+      await agent.close();
+      rmSync(dir, { recursive: true, force: true });
+    });
+  }
+
+  it("a store that reads only asynchronously (PostgreSQL) keeps the entries: entries() needs no loadHistory()", async () => {
+    const { store, reads } = countedStore(memoryStore(), false);
+    const agent = createAgent({ model: oneStep(), tools: [echo], store });
+    const session = await agent.openSession("keep");
+    expect((await session.prompt("go")).status).toBe("completed");
+    await session.awaitIdle();
+    await Promise.resolve();
+    expect(session.entries().filter((e) => e.type === "turn_end")).toHaveLength(1);
+    expect(reads).toEqual({ sync: 0, async: 0 });
+    await agent.close();
+  });
+
+  it("entries the store refused stay in memory at rest (they are in no store yet) and are written by the next flush", async () => {
+    const base = memoryStore();
+    const { store } = countedStore(base, true);
+    const append = base.append.bind(base);
+    // The input of the second prompt is stored; every write of its turn after that is refused.
+    let writes = 0;
+    let refuseFrom = Number.POSITIVE_INFINITY;
+    let refuse = true;
+    store.append = (id, entries, options) =>
+      ++writes >= refuseFrom && refuse
+        ? Promise.reject(new Error("disk full"))
+        : append(id, entries, options);
+    const agent = createAgent({ model: oneStep(), tools: [echo], store });
+    const session = await agent.openSession("refused");
+    expect((await session.prompt("go")).status).toBe("completed");
+    await session.awaitIdle();
+    refuseFrom = writes + 2;
+    const failed = await session.prompt("again");
+    expect(failed.status).toBe("failed");
+    await session.awaitIdle();
+    await Promise.resolve();
+    const held = session.entries();
+    expect(held.length).toBeGreaterThan((await store.load("refused")).length);
+    refuse = false;
+    await agent.close();
+    expect((await store.load("refused")).map((e) => e.id)).toEqual(held.map((e) => e.id));
   });
 });
