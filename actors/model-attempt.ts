@@ -60,6 +60,9 @@ export class ModelAttempts {
   /** How the next attempt follows the failed one (its `attempt_start` records it). */
   private recovery: AttemptRecovery | undefined;
 
+  /** Ends the current attempt's wait for its write-ahead (an interrupt while it is written). */
+  private stopWaiting: (() => void) | undefined;
+
   constructor(private readonly turn: TurnScope) {}
 
   recordAttempt(self: AnyActorRef, { attempt, step }: { attempt: number; step: number }): void {
@@ -94,13 +97,24 @@ export class ModelAttempts {
     ctl: AbortController,
   ): Promise<void> {
     const { log, emit, logger } = this.turn.deps;
-    try {
-      if (log.needsHistory) await log.loadHistory();
-      await this.turn.flushSoon();
-    } catch (err) {
+    const durable = (
+      log.needsHistory
+        ? log.loadHistory().then(() => this.turn.flushSoon())
+        : this.turn.flushSoon()
+    ).catch((err: unknown) => {
       // Refused: the turn stops (the chart aborts this attempt, which reports below).
       this.turn.storeFailed(err);
-    }
+    });
+    // An interrupt does not wait for a write that may never settle (a partitioned store): no
+    // request goes out, so nothing needs to be durable first; the finalizer's flush, bounded by
+    // its deadline, ends the turn. (`abortAttempt` ends the wait: cheaper than a listener.)
+    await Promise.race([
+      durable,
+      new Promise<void>((resolve) => {
+        this.stopWaiting = resolve;
+      }),
+    ]);
+    this.stopWaiting = undefined;
     logger.debug({ attemptId, step }, "attempt started");
     emit({ type: "attempt.started", turnId: this.turn.turnId, attemptId, step });
     if (ctl.signal.aborted) {
@@ -117,6 +131,7 @@ export class ModelAttempts {
 
   abortAttempt(_self: AnyActorRef): void {
     this.attemptCtl?.abort(new Error("interrupted"));
+    this.stopWaiting?.();
   }
 
   retryScheduled(

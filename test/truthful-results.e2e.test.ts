@@ -507,4 +507,36 @@ describe("invariant 13: the next request waits for the step's results to be dura
   it("the check catches a turn that sends before its write-ahead is durable", async () => {
     expect((await heldResults(sendsBeforeRecordedTurnMachine)).whileHeld).toBe(2);
   });
+
+  it("an interrupt while the next attempt waits on a store that never answers ends the turn (the finalizer's deadline), asking nothing", async () => {
+    const inner = memoryStore();
+    const store: Store = Object.assign(Object.create(null), inner, {
+      kind: "memory+partitioned",
+      append: (id: string, entries: readonly LogEntry[], options?: unknown) =>
+        entries.some((e) => e.type === "call_result")
+          ? new Promise<void>(() => {}) // a partitioned network store: never settles
+          : (inner.append as (...a: unknown[]) => Promise<void>)(id, entries, options),
+    });
+    const model = scriptedModel([
+      { toolCalls: [{ id: "a", name: "ping", arguments: '{"n":1}' }] },
+      { text: "the answer" },
+    ]);
+    // The turn's deadline interrupts it while the second attempt's write-ahead waits.
+    const agent = createAgent({
+      model,
+      tools: [ping],
+      store,
+      limits: { maxSteps: 10, deadlineMs: 300 },
+      finalizeDeadlineMs: 300,
+    });
+    const ended: string[] = [];
+    const session = agent.session("partitioned-attempt");
+    session.subscribe((e) => {
+      if (e.type === "turn.ended") ended.push(e.status);
+    });
+    const result = await session.prompt("go");
+    expect(result).toMatchObject({ status: "failed", code: "STORE_FAILED" });
+    expect(ended).toEqual(["failed"]);
+    expect(model.requests).toHaveLength(1);
+  });
 });
