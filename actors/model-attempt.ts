@@ -98,9 +98,7 @@ export class ModelAttempts {
   ): Promise<void> {
     const { log, emit, logger } = this.turn.deps;
     const durable = (
-      log.needsHistory
-        ? log.loadHistory().then(() => this.turn.flushSoon())
-        : this.turn.flushSoon()
+      log.needsHistory ? log.loadHistory().then(() => this.turn.flushSoon()) : this.turn.flushSoon()
     ).catch((err: unknown) => {
       // Refused: the turn stops (the chart aborts this attempt, which reports below).
       this.turn.storeFailed(err);
