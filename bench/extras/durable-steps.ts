@@ -66,15 +66,22 @@ interface ChildOut {
 const child = (argv: string[]) =>
   new Promise<ChildOut>((done, fail) => {
     const p = spawn(process.execPath, ["--import", "tsx", CHILD, ...argv], {
-      stdio: ["ignore", "pipe", "inherit"],
+      stdio: ["ignore", "pipe", "pipe"],
     });
     let out = "";
+    let err = "";
     p.stdout.on("data", (d) => (out += d));
-    p.on("exit", (code) =>
-      code === 0
-        ? done(JSON.parse(out))
-        : fail(new Error(`child exited ${code}: ${argv.join(" ")}`)),
-    );
+    p.stderr.on("data", (d) => {
+      err += d;
+      process.stderr.write(d);
+    });
+    p.on("close", (code) => {
+      if (code === 0) return done(JSON.parse(out));
+      // The error's own line (e.g. a StoreError saying the lease expired), for the row.
+      const why = err.split("\n").find((l) => /^\w*Error\b/.test(l)) ?? `exit code ${code}`;
+      console.error(`child exited ${code}: ${argv.join(" ")}`);
+      fail(new Error(`child exited ${code}: ${why.replace(/\/\S+\.db:?/g, "").slice(0, 160)}`));
+    });
   });
 
 const pct = (xs: number[], p: number) => {
@@ -141,6 +148,8 @@ const ceilings: {
 async function stepsRow(side: (typeof sides)[number], kind: Kind, procs: number, n: number) {
   const target = where(kind);
   const server0 = kind === "postgres" ? serverCpuMs(pgServer!.pid) : 0;
+  // A side that cannot finish a row (its process died: A before group commit lost leases at
+  // 1 000 sessions) is a result, not the end of the run.
   const outs = await Promise.all(
     Array.from({ length: procs }, (_, i) =>
       child([
@@ -153,7 +162,27 @@ async function stepsRow(side: (typeof sides)[number], kind: Kind, procs: number,
         `${side.name}${i}`,
       ]),
     ),
-  );
+  ).catch((error: Error) => error);
+  if (outs instanceof Error) {
+    rows.push({
+      side: side.name,
+      kind,
+      procs,
+      n,
+      steps: 0,
+      stepsPerS: Number.NaN,
+      p50: Number.NaN,
+      p99: Number.NaN,
+      cpuUsPerStep: Number.NaN,
+      serverUsPerStep: Number.NaN,
+      stallMs: Number.NaN,
+      group: Number.NaN,
+      failed: n * procs,
+      failure: outs.message,
+    });
+    console.error(`${side.name} ${kind} ${procs}×${n}: did not finish: ${outs.message}`);
+    return;
+  }
   const serverMs = kind === "postgres" ? serverCpuMs(pgServer!.pid) - server0 : 0;
   const latencies = outs.flatMap((o) => o.latencies ?? []);
   const steps = latencies.length;
@@ -251,7 +280,7 @@ const out: string[] = [
 for (const r of rows) {
   const m = memoryOf(r);
   out.push(
-    `| ${r.side} | ${NAMES[r.kind]} | ${r.procs} | ${r.n} | ${r.steps} | ${f(r.stepsPerS)} | ${m ? f(r.stepsPerS / m.stepsPerS, 2) : "–"} | ${f(r.p50, 2)} | ${f(r.p99, 2)} | ${f(r.cpuUsPerStep)} | ${r.kind === "postgres" ? f(r.serverUsPerStep) : "–"} | ${f(r.stallMs, 1)} | ${f(r.group, 1)} | ${r.failed}${r.failure ? ` (${r.failure.slice(0, 80)})` : ""} |`,
+    `| ${r.side} | ${NAMES[r.kind]} | ${r.procs} | ${r.n} | ${r.steps} | ${f(r.stepsPerS)} | ${m ? f(r.stepsPerS / m.stepsPerS, 2) : "–"} | ${f(r.p50, 2)} | ${f(r.p99, 2)} | ${f(r.cpuUsPerStep)} | ${r.kind === "postgres" ? f(r.serverUsPerStep) : "–"} | ${f(r.stallMs, 1)} | ${f(r.group, 1)} | ${r.failed}${r.failure ? ` (${r.failure})` : ""} |`,
   );
 }
 out.push(
