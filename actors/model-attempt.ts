@@ -106,13 +106,15 @@ export class ModelAttempts {
     // An interrupt does not wait for a write that may never settle (a partitioned store): no
     // request goes out, so nothing needs to be durable first; the finalizer's flush, bounded by
     // its deadline, ends the turn. (`abortAttempt` ends the wait: cheaper than a listener.)
+    let stop: (() => void) | undefined;
     await Promise.race([
       durable,
       new Promise<void>((resolve) => {
+        stop = resolve;
         this.stopWaiting = resolve;
       }),
     ]);
-    this.stopWaiting = undefined;
+    if (this.stopWaiting === stop) this.stopWaiting = undefined;
     logger.debug({ attemptId, step }, "attempt started");
     emit({ type: "attempt.started", turnId: this.turn.turnId, attemptId, step });
     if (ctl.signal.aborted) {

@@ -34,7 +34,7 @@ import type {
  * transitions, not transient states: a chain of eventless states (deciding → preparing) is
  * invisible in every snapshot yet costs one microstep each, every step.
  */
-const decideNext = (before: readonly ("executionStopped" | "commitBatch")[] = []) => [
+const decideNext = (before: readonly "executionStopped"[] = []) => [
   {
     guard: "budgetExhausted" as const,
     target: "#turn.finalizing",
@@ -683,7 +683,7 @@ export const turnMachine = setup({
               // The usual step: the loop guard has nothing to fold (see `loopUnchanged`), so the
               // results commit on the way out, in one microstep, as `committing` would.
               {
-                guard: and(["loopUnchanged", "budgetExhausted"]),
+                guard: and(["budgetExhausted", "loopUnchanged"]),
                 target: "#turn.finalizing",
                 actions: ["commitBatch", "exhaustBudget"],
               },

@@ -73,6 +73,10 @@ export class SessionLog {
   private checkpointSeq = 0;
   /** The inbox folded from every entry so far; null: not known yet (an old checkpoint). */
   private inboxState: Inbox | null = emptyInbox();
+  /** The entries in memory were released by `rest()` (not by a checkpoint). */
+  private rested = false;
+  /** History released at rest was read back: later rests keep it (see `rest`). */
+  private historyRead = false;
   private refusals = new Set<(error: unknown) => void>();
 
   private constructor(options: SessionLogOptions) {
@@ -287,14 +291,17 @@ export class SessionLog {
    * The session is idle: when every entry is durable and the store reads them back
    * synchronously (memory, SQLite), drops them from memory as a checkpoint's release does. The
    * projection stays (the next request is built from it); `entries()`, `path()` and old ids are
-   * read back from the store at their first need. Over PostgreSQL (asynchronous reads) the
-   * entries stay, so its synchronous readers keep working without `loadHistory()`.
+   * read back from the store at their first need. A log whose history was read back after a
+   * rest keeps it at later rests: something reads it (a client following the session), and
+   * decoding it again every turn would cost O(history) each time. Over PostgreSQL (asynchronous
+   * reads) the entries stay, so its synchronous readers keep working without `loadHistory()`.
    */
   rest(): void {
     const store = this.store;
-    if (!hasCheckpoints(store) || !store.loadUpToSync || this.dirty) return;
+    if (this.historyRead || !hasCheckpoints(store) || !store.loadUpToSync || this.dirty) return;
     if (this.queue.size > 0 || this.queue.durableSeq !== this.seq) return;
     this.release(this.seq);
+    this.rested = this.loadPrefix !== null;
   }
 
   /** Flushes, then writes a checkpoint so the next open is fast. The store stays open. */
@@ -380,7 +387,7 @@ export class SessionLog {
 
   /**
    * Every entry of the log (all branches) in `seq` order. Live until the log next releases the
-   * history a checkpoint covers (then call again); do not mutate.
+   * history a checkpoint covers, or the session rests (then call again); do not mutate.
    */
   entries(): readonly LogEntry[] {
     this.materialize();
@@ -485,6 +492,8 @@ export class SessionLog {
     this.loadPrefix = null;
     this.loadPrefixSync = null;
     this.loadedPrefix = null;
+    if (this.rested) this.historyRead = true;
+    this.rested = false;
     for (const e of prefix) this.byId.set(e.id, Object.freeze(e));
     this.all = prefix.concat(this.all);
     this.pathEntries = pathTo(this.leaf, this.byId);

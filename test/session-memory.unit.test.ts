@@ -132,29 +132,41 @@ describe("an idle session gives its entries back to the store", () => {
     it(`${kind}: the entries leave memory at rest and are read back once, on the first read that needs them; prompts in between read none`, async () => {
       const dir = mkdtempSync(join(tmpdir(), "keel-rest-"));
       const base = kind === "memory" ? memoryStore() : sqliteStore(join(dir, "s.db"));
-      const { store, reads } = countedStore(base as ReturnType<typeof memoryStore>, true);
-      const agent = createAgent({ model: oneStep(), tools: [echo], store });
-      const session = await agent.openSession("rest");
-      for (const text of ["one", "two", "three"]) {
-        expect((await session.prompt(text)).status).toBe("completed");
+      let agent: ReturnType<typeof createAgent> | undefined;
+      try {
+        const { store, reads } = countedStore(base as ReturnType<typeof memoryStore>, true);
+        agent = createAgent({ model: oneStep(), tools: [echo], store });
+        const session = await agent.openSession("rest");
+        for (const text of ["one", "two", "three"]) {
+          expect((await session.prompt(text)).status).toBe("completed");
+          await session.awaitIdle();
+          await Promise.resolve();
+        }
+        // Three turns went by at rest: the projection built every request, no history was read.
+        expect(reads).toEqual({ sync: 0, async: 0 });
+        const messages = session.messages().map((m) => m.role);
+        expect(messages).toEqual(
+          Array.from({ length: 3 }, () => ["user", "assistant", "tool", "assistant"]).flat(),
+        );
+        const entries = session.entries();
+        expect(reads.sync).toBe(1);
+        expect(entries.map((e) => e.seq)).toEqual(entries.map((_, i) => i + 1));
+        expect(entries.filter((e) => e.type === "turn_end")).toHaveLength(3);
+        expect(entries).toEqual(await store.load("rest"));
+        session.entries();
+        expect(reads.sync).toBe(1);
+        // Its history is read now (a client following it): later rests keep it in memory, so a
+        // reader after each turn does not decode the whole history again every turn.
+        expect((await session.prompt("four")).status).toBe("completed");
         await session.awaitIdle();
         await Promise.resolve();
+        expect(session.entries().filter((e) => e.type === "turn_end")).toHaveLength(4);
+        expect(reads.sync).toBe(1);
+      } finally {
+        await agent?.close();
+        if ("close" in base) await (base as { close: () => unknown }).close();
+        rmSync(dir, { recursive: true, force: true });
       }
-      // Three turns went by at rest: the projection built every request, no history was read.
-      expect(reads).toEqual({ sync: 0, async: 0 });
-      const messages = session.messages().map((m) => m.role);
-      expect(messages).toEqual(
-        Array.from({ length: 3 }, () => ["user", "assistant", "tool", "assistant"]).flat(),
-      );
-      const entries = session.entries();
-      expect(reads.sync).toBe(1);
-      expect(entries.map((e) => e.seq)).toEqual(entries.map((_, i) => i + 1));
-      expect(entries.filter((e) => e.type === "turn_end")).toHaveLength(3);
-      expect(entries).toEqual(await store.load("rest"));
-      session.entries();
-      expect(reads.sync).toBe(1);
-      await agent.close();
-      rmSync(dir, { recursive: true, force: true });
     });
   }
 

@@ -149,8 +149,9 @@ async function stepsRow(side: (typeof sides)[number], kind: Kind, procs: number,
   const target = where(kind);
   const server0 = kind === "postgres" ? serverCpuMs(pgServer!.pid) : 0;
   // A side that cannot finish a row (its process died: A before group commit lost leases at
-  // 1 000 sessions) is a result, not the end of the run.
-  const outs = await Promise.all(
+  // 1 000 sessions) is a result, not the end of the run. Every child has ended before the row
+  // is recorded: the next row must not start while the others of this one still run.
+  const settled = await Promise.allSettled(
     Array.from({ length: procs }, (_, i) =>
       child([
         "steps",
@@ -162,7 +163,11 @@ async function stepsRow(side: (typeof sides)[number], kind: Kind, procs: number,
         `${side.name}${i}`,
       ]),
     ),
-  ).catch((error: Error) => error);
+  );
+  const crash = settled.find((r) => r.status === "rejected");
+  const outs = crash
+    ? (crash.reason as Error)
+    : settled.map((r) => (r as PromiseFulfilledResult<ChildOut>).value);
   if (outs instanceof Error) {
     rows.push({
       side: side.name,
