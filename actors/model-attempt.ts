@@ -82,47 +82,47 @@ export class ModelAttempts {
         ? { type: "attempt_start", turnId: this.turn.turnId, attemptId, step, recovery }
         : { type: "attempt_start", turnId: this.turn.turnId, attemptId, step },
     );
-    void this.makeDurable(self, attempt, attemptId, step, ctl);
+    this.makeDurable(self, attempt, attemptId, step, ctl);
   }
 
   /**
    * The attempt's write-ahead: everything before its request, durable; then `attempt.started`
-   * and `attempt.recorded`.
+   * and `attempt.recorded`. An interrupt does not wait for a write that may never settle (a
+   * partitioned store): no request goes out then, so nothing needs to be durable first, and the
+   * finalizer's flush, bounded by its deadline, ends the turn. Callbacks, not a `Promise.race`:
+   * this runs every step, and the race's promises were most of its allocation.
    */
-  private async makeDurable(
+  private makeDurable(
     self: AnyActorRef,
     attempt: number,
     attemptId: string,
     step: number,
     ctl: AbortController,
-  ): Promise<void> {
+  ): void {
     const { log, emit, logger } = this.turn.deps;
-    const durable = (
-      log.needsHistory ? log.loadHistory().then(() => this.turn.flushSoon()) : this.turn.flushSoon()
-    ).catch((err: unknown) => {
+    let waiting = true;
+    const proceed = () => {
+      if (!waiting) return;
+      waiting = false;
+      if (this.stopWaiting === proceed) this.stopWaiting = undefined;
+      logger.debug({ attemptId, step }, "attempt started");
+      emit({ type: "attempt.started", turnId: this.turn.turnId, attemptId, step });
+      if (ctl.signal.aborted) {
+        this.failAttempt(self, attempt, attemptId, ctl.signal.reason, NO_OUTPUT, true);
+        if (this.attemptCtl === ctl) this.attemptCtl = undefined;
+      } else {
+        self.send({ type: "attempt.recorded", attempt });
+      }
+    };
+    this.stopWaiting = proceed;
+    (log.needsHistory
+      ? log.loadHistory().then(() => this.turn.flushSoon())
+      : this.turn.flushSoon()
+    ).then(proceed, (err: unknown) => {
       // Refused: the turn stops (the chart aborts this attempt, which reports below).
       this.turn.storeFailed(err);
+      proceed();
     });
-    // An interrupt does not wait for a write that may never settle (a partitioned store): no
-    // request goes out, so nothing needs to be durable first; the finalizer's flush, bounded by
-    // its deadline, ends the turn. (`abortAttempt` ends the wait: cheaper than a listener.)
-    let stop: (() => void) | undefined;
-    await Promise.race([
-      durable,
-      new Promise<void>((resolve) => {
-        stop = resolve;
-        this.stopWaiting = resolve;
-      }),
-    ]);
-    if (this.stopWaiting === stop) this.stopWaiting = undefined;
-    logger.debug({ attemptId, step }, "attempt started");
-    emit({ type: "attempt.started", turnId: this.turn.turnId, attemptId, step });
-    if (ctl.signal.aborted) {
-      this.failAttempt(self, attempt, attemptId, ctl.signal.reason, NO_OUTPUT, true);
-      if (this.attemptCtl === ctl) this.attemptCtl = undefined;
-    } else {
-      self.send({ type: "attempt.recorded", attempt });
-    }
   }
 
   startAttempt(self: AnyActorRef, { attempt }: { attempt: number; step: number }): void {
@@ -131,7 +131,9 @@ export class ModelAttempts {
 
   abortAttempt(_self: AnyActorRef): void {
     this.attemptCtl?.abort(new Error("interrupted"));
-    this.stopWaiting?.();
+    // After this action, as a settled write would be: the abort is reported from outside it.
+    const stop = this.stopWaiting;
+    if (stop) queueMicrotask(stop);
   }
 
   retryScheduled(
