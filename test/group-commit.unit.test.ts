@@ -139,12 +139,50 @@ describe("GroupCommit", () => {
 
   it("'immediate' gathers every append called before the event loop's next check phase", async () => {
     const h = harness("immediate");
+    // Two sessions overlap (b arrives while a's group is pending): writers are concurrent.
+    h.submit("a", 0);
+    h.submit("b", 0);
+    await h.tick();
+    h.ends[0]([undefined, undefined]);
+    await h.tick();
     h.submit("a", 1);
     await Promise.resolve();
     h.submit("b", 2);
     queueMicrotask(() => h.submit("c", 3));
     await h.tick();
-    expect(h.groups.map((g) => g.map((i) => i.n))).toEqual([[1, 2, 3]]);
+    expect(h.groups.map((g) => g.map((i) => i.n))).toEqual([
+      [0, 0],
+      [1, 2, 3],
+    ]);
+  });
+
+  it("'immediate' with a lone writer starts at once: nobody would join it", async () => {
+    const h = harness("immediate");
+    h.submit("a", 1);
+    await Promise.resolve();
+    await Promise.resolve();
+    // Before the check phase: the group already went out.
+    expect(h.groups.map((g) => g.map((i) => i.n))).toEqual([[1]]);
+    h.ends[0]([undefined]);
+    await h.tick();
+    // Sessions that write one after another (the committer idle between them) are alone too.
+    h.submit("b", 2);
+    await Promise.resolve();
+    expect(h.groups.map((g) => g.map((i) => i.n))).toEqual([[1], [2]]);
+    // Another key arriving while b's commit is in flight: concurrent now, so the next group
+    // waits for the check phase and gathers.
+    h.submit("c", 3);
+    h.ends[1]([undefined]);
+    await h.tick();
+    h.ends[2]([undefined]);
+    await h.tick();
+    h.submit("a", 4);
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(h.groups).toHaveLength(3);
+    h.submit("b", 5);
+    await h.tick();
+    expect(h.groups.map((g) => g.map((i) => i.n))).toEqual([[1], [2], [3], [4, 5]]);
   });
 
   it("idle() resolves once nothing is queued or in flight", async () => {

@@ -6,9 +6,12 @@
  *
  * ENTRY defaults to this checkout's sources. Prints µs per step over the profiled rounds (the
  * profiler adds its own cost: compare two checkouts with `ab.ts`, not with this figure).
+ * `STORE=sqlite` for a SQLite store (durability "process", a temporary file), as in `ab.ts`.
  */
-import { writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { Session as InspectorSession } from "node:inspector/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import pino from "pino";
 import { timedPrompt, touchTool } from "./keel-prompt.ts";
 
@@ -21,9 +24,11 @@ const rounds = Number(roundsArg ?? 40);
 const callsPerStep = Number(process.env.CPS ?? 1);
 const logger = pino({ level: "silent" });
 const touch = touchTool(keel);
+const dir = mkdtempSync(join(tmpdir(), "keel-profile-"));
+const store = process.env.STORE === "sqlite" ? keel.sqliteStore(join(dir, "s.db")) : undefined;
 
 const once = async (n: number) =>
-  (await timedPrompt(keel, n, callsPerStep, { logger, touch })).wall;
+  (await timedPrompt(keel, n, callsPerStep, { logger, touch, store })).wall;
 
 const warmUntil = performance.now() + 3000;
 while (performance.now() < warmUntil) await once(20);
@@ -36,5 +41,6 @@ for (let r = 0; r < rounds; r++) times.push(await once(steps));
 const { profile } = await profiler.post("Profiler.stop");
 writeFileSync(out, JSON.stringify(profile));
 profiler.disconnect();
+rmSync(dir, { recursive: true, force: true });
 times.sort((a, b) => a - b);
 console.log(`median ${times[times.length >> 1]?.toFixed(0)} µs/step (profiled), written ${out}`);
