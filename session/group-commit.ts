@@ -25,7 +25,9 @@ export interface GroupCommitOptions<T> {
    * whose commit is synchronous and so is never in flight: every append issued before then joins.
    * A lone writer (no append of another key arrived while one was queued or in flight for
    * {@link LONE_WRITER_MS}) starts at the microtask even so: nobody would join, and the wait for
-   * the check phase was most of its append's time.
+   * the check phase was most of its append's time. It still waits for the check phase once every
+   * {@link LONE_WRITER_YIELD_MS}, so a run of instant steps lets timers (a lease's heartbeat) and
+   * I/O in.
    */
   start: "microtask" | "immediate";
 }
@@ -44,6 +46,9 @@ export interface GroupCommitStats {
  * session writes alone (one after another, as sessions that run in turn do, is alone too).
  */
 export const LONE_WRITER_MS = 50;
+
+/** The longest a lone writer's appends go without letting the event loop turn (see `start`). */
+export const LONE_WRITER_YIELD_MS = 10;
 
 interface Waiting<T> {
   item: T;
@@ -72,24 +77,32 @@ export class GroupCommit<T> {
   /** The key of the last item submitted, and when one of another key last overlapped it. */
   private lastKey: string | undefined;
   private concurrentAt = Number.NEGATIVE_INFINITY;
+  /** When a group last started at the check phase (the event loop turned before it). */
+  private turnedAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly options: GroupCommitOptions<T>) {}
 
   /** Queues `item`; resolves once it is durable, rejects with what refused it. */
   submit(item: T): Promise<void> {
-    const gather = this.options.start === "immediate" && !this.alone(this.options.key(item));
+    const now = performance.now();
+    const gather =
+      this.options.start === "immediate" &&
+      (!this.alone(this.options.key(item), now) || now - this.turnedAt > LONE_WRITER_YIELD_MS);
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ item, resolve, reject });
       if (this.busy) return;
       this.busy = true;
-      if (gather) setImmediate(() => this.run());
+      if (gather)
+        setImmediate(() => {
+          this.turnedAt = performance.now();
+          this.run();
+        });
       else queueMicrotask(() => this.run());
     });
   }
 
   /** Whether `key` writes alone: see {@link LONE_WRITER_MS}. */
-  private alone(key: string): boolean {
-    const now = performance.now();
+  private alone(key: string, now: number): boolean {
     if (key !== this.lastKey) {
       if (this.busy) this.concurrentAt = now;
       this.lastKey = key;

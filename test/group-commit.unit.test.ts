@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { type CommitOutcome, GroupCommit } from "../session/group-commit.ts";
 
 interface Item {
@@ -156,33 +156,54 @@ describe("GroupCommit", () => {
     ]);
   });
 
-  it("'immediate' with a lone writer starts at once: nobody would join it", async () => {
-    const h = harness("immediate");
-    h.submit("a", 1);
-    await Promise.resolve();
-    await Promise.resolve();
-    // Before the check phase: the group already went out.
-    expect(h.groups.map((g) => g.map((i) => i.n))).toEqual([[1]]);
-    h.ends[0]([undefined]);
-    await h.tick();
-    // Sessions that write one after another (the committer idle between them) are alone too.
-    h.submit("b", 2);
-    await Promise.resolve();
-    expect(h.groups.map((g) => g.map((i) => i.n))).toEqual([[1], [2]]);
-    // Another key arriving while b's commit is in flight: concurrent now, so the next group
-    // waits for the check phase and gathers.
-    h.submit("c", 3);
-    h.ends[1]([undefined]);
-    await h.tick();
-    h.ends[2]([undefined]);
-    await h.tick();
-    h.submit("a", 4);
-    await Promise.resolve();
-    await Promise.resolve();
-    expect(h.groups).toHaveLength(3);
-    h.submit("b", 5);
-    await h.tick();
-    expect(h.groups.map((g) => g.map((i) => i.n))).toEqual([[1], [2], [3], [4, 5]]);
+  it("'immediate' with a lone writer starts at once (nobody would join it), yet lets the event loop turn every 10 ms", async () => {
+    vi.useFakeTimers({ toFake: ["performance"] });
+    try {
+      const h = harness("immediate");
+      const before = () => Promise.resolve().then(() => Promise.resolve());
+      // The first group waits for the check phase: the loop has not turned for this committer.
+      h.submit("a", 1);
+      await before();
+      expect(h.groups).toHaveLength(0);
+      await h.tick();
+      expect(h.groups.map((g) => g.map((i) => i.n))).toEqual([[1]]);
+      h.ends[0]([undefined]);
+      await h.tick();
+      // Alone, within 10 ms of that turn: the next group goes out before the check phase.
+      h.submit("a", 2);
+      await before();
+      expect(h.groups.map((g) => g.map((i) => i.n))).toEqual([[1], [2]]);
+      h.ends[1]([undefined]);
+      await h.tick();
+      // Sessions that write one after another (the committer idle between them) are alone too.
+      h.submit("b", 3);
+      await before();
+      expect(h.groups).toHaveLength(3);
+      // 10 ms later without a turn of the loop: this one waits for the check phase.
+      vi.advanceTimersByTime(11);
+      h.ends[2]([undefined]);
+      await h.tick();
+      h.submit("b", 4);
+      await before();
+      expect(h.groups).toHaveLength(3);
+      await h.tick();
+      expect(h.groups).toHaveLength(4);
+      // Another key arriving while b's commit is in flight: concurrent now, so the next group
+      // waits for the check phase and gathers, though the loop turned just before.
+      h.submit("c", 5);
+      h.ends[3]([undefined]);
+      await h.tick();
+      h.ends[4]([undefined]);
+      await h.tick();
+      h.submit("a", 6);
+      await before();
+      expect(h.groups).toHaveLength(5);
+      h.submit("b", 7);
+      await h.tick();
+      expect(h.groups.map((g) => g.map((i) => i.n))).toEqual([[1], [2], [3], [4], [5], [6, 7]]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("idle() resolves once nothing is queued or in flight", async () => {
