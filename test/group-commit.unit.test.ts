@@ -160,10 +160,10 @@ describe("GroupCommit", () => {
     vi.useFakeTimers({ toFake: ["performance"] });
     try {
       const h = harness("immediate");
-      const before = () => Promise.resolve().then(() => Promise.resolve());
+      const microtasks = () => Promise.resolve().then(() => Promise.resolve());
       // The first group waits for the check phase: the loop has not turned for this committer.
       h.submit("a", 1);
-      await before();
+      await microtasks();
       expect(h.groups).toHaveLength(0);
       await h.tick();
       expect(h.groups.map((g) => g.map((i) => i.n))).toEqual([[1]]);
@@ -171,20 +171,20 @@ describe("GroupCommit", () => {
       await h.tick();
       // Alone, within 10 ms of that turn: the next group goes out before the check phase.
       h.submit("a", 2);
-      await before();
+      await microtasks();
       expect(h.groups.map((g) => g.map((i) => i.n))).toEqual([[1], [2]]);
       h.ends[1]([undefined]);
       await h.tick();
       // Sessions that write one after another (the committer idle between them) are alone too.
       h.submit("b", 3);
-      await before();
+      await microtasks();
       expect(h.groups).toHaveLength(3);
       // 10 ms later without a turn of the loop: this one waits for the check phase.
       vi.advanceTimersByTime(11);
       h.ends[2]([undefined]);
       await h.tick();
       h.submit("b", 4);
-      await before();
+      await microtasks();
       expect(h.groups).toHaveLength(3);
       await h.tick();
       expect(h.groups).toHaveLength(4);
@@ -196,7 +196,7 @@ describe("GroupCommit", () => {
       h.ends[4]([undefined]);
       await h.tick();
       h.submit("a", 6);
-      await before();
+      await microtasks();
       expect(h.groups).toHaveLength(5);
       h.submit("b", 7);
       await h.tick();
