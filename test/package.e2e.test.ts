@@ -3,7 +3,7 @@
 // examples of the README and of every page under docs/ run against it, and the `keel` command installed globally into a
 // temporary prefix and run from another folder. Slow (≈ 1 min: a build, two installs, three
 // compilations), so everything is done once and each test reads a part of it.
-import { execFile, spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import {
   cpSync,
   existsSync,
@@ -27,6 +27,7 @@ import {
   streamReply,
 } from "./support/fake-openai-server.ts";
 import { examplesOf, fenceInfos, type ReadmeExample } from "./support/readme-examples.ts";
+import { runNode } from "./support/run-keel.ts";
 
 const run = promisify(execFile);
 const ROOT = join(import.meta.dirname, "..");
@@ -530,31 +531,17 @@ async function runExample(name: string, extraEnv: NodeJS.ProcessEnv = {}) {
   }
   const cwd = join(project, `run-${name}`);
   mkdirSync(cwd, { recursive: true });
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const key of ["OPENAI_API_KEY", "OPENAI_BASE_URL", "KEEL_MODEL", "KEEL_CONTEXT_WINDOW"]) {
-    delete env[key];
-  }
-  Object.assign(env, {
-    ...extraEnv,
-    KEEL_EXAMPLE_SCRIPT: JSON.stringify(script ?? []),
-    KEEL_EXAMPLE_REPORT: reportFile,
+  const run = await runNode([file], {
+    cwd,
+    unset: ["OPENAI_API_KEY", "OPENAI_BASE_URL", "KEEL_MODEL", "KEEL_CONTEXT_WINDOW"],
+    env: {
+      ...(extraEnv as Record<string, string>),
+      KEEL_EXAMPLE_SCRIPT: JSON.stringify(script ?? []),
+      KEEL_EXAMPLE_REPORT: reportFile,
+    },
+    killAfterMs: 30_000,
   });
-  const result = await new Promise<Exec>((resolve) => {
-    const child = spawn(process.execPath, [file], { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => {
-      stdout += d;
-    });
-    child.stderr.on("data", (d) => {
-      stderr += d;
-    });
-    const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code: code ?? 1, stdout, stderr });
-    });
-  });
+  const result: Exec = { code: run.code ?? 1, stdout: run.stdout, stderr: run.stderr };
   const report = existsSync(reportFile) ? JSON.parse(readFileSync(reportFile, "utf8")) : undefined;
   return { ...result, report };
 }

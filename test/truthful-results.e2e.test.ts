@@ -356,6 +356,18 @@ describe("invariant 13: a runner whose write was fenced stops at once", () => {
   });
 });
 
+/** A store that takes every write but the one holding a call's result, which never settles (a partitioned network store). */
+function partitionedStore(): Store {
+  const inner = memoryStore();
+  return Object.assign(Object.create(null), inner, {
+    kind: "memory+partitioned",
+    append: (id: string, entries: readonly LogEntry[], options?: unknown) =>
+      entries.some((e) => e.type === "call_result")
+        ? new Promise<void>(() => {})
+        : (inner.append as (...a: unknown[]) => Promise<void>)(id, entries, options),
+  });
+}
+
 describe("invariant 13: a compaction's summary request waits for what the turn wrote", () => {
   const isSummary = (r: { tools: readonly unknown[] }) => r.tools.length === 0;
   const bulky = defineTool({
@@ -421,14 +433,7 @@ describe("invariant 13: a compaction's summary request waits for what the turn w
   });
 
   it("the turn's deadline while the compaction waits on a store that never answers ends the turn (the finalizer's deadline), asking nothing", async () => {
-    const inner = memoryStore();
-    const store: Store = Object.assign(Object.create(null), inner, {
-      kind: "memory+partitioned",
-      append: (id: string, entries: readonly LogEntry[], options?: unknown) =>
-        entries.some((e) => e.type === "call_result")
-          ? new Promise<void>(() => {}) // a partitioned network store: never settles
-          : (inner.append as (...a: unknown[]) => Promise<void>)(id, entries, options),
-    });
+    const store = partitionedStore();
     const model = pagesModel();
     const agent = createAgent({
       model,
@@ -461,6 +466,13 @@ describe("invariant 13: a compaction's summary request waits for what the turn w
   });
 });
 
+/** A model that calls `ping` once, then answers "the answer". */
+const pingThenAnswer = () =>
+  scriptedModel([
+    { toolCalls: [{ id: "a", name: "ping", arguments: '{"n":1}' }] },
+    { text: "the answer" },
+  ]);
+
 describe("invariant 13: the next request waits for the step's results to be durable", () => {
   /** Requests sent while the append of the step's results is held, and the prompt's result. */
   async function heldResults(turnMachine?: typeof sendsBeforeRecordedTurnMachine) {
@@ -477,10 +489,7 @@ describe("invariant 13: the next request waits for the step's results to be dura
         return (inner.append as (...a: unknown[]) => Promise<void>)(id, entries, options);
       },
     });
-    const model = scriptedModel([
-      { toolCalls: [{ id: "a", name: "ping", arguments: '{"n":1}' }] },
-      { text: "the answer" },
-    ]);
+    const model = pingThenAnswer();
     const agent = createAgent({
       model,
       tools: [ping],
@@ -509,24 +518,14 @@ describe("invariant 13: the next request waits for the step's results to be dura
   });
 
   it("an interrupt while the next attempt waits on a store that never answers ends the turn (the finalizer's deadline), asking nothing", async () => {
-    const inner = memoryStore();
-    const store: Store = Object.assign(Object.create(null), inner, {
-      kind: "memory+partitioned",
-      append: (id: string, entries: readonly LogEntry[], options?: unknown) =>
-        entries.some((e) => e.type === "call_result")
-          ? new Promise<void>(() => {}) // a partitioned network store: never settles
-          : (inner.append as (...a: unknown[]) => Promise<void>)(id, entries, options),
-    });
-    const model = scriptedModel([
-      { toolCalls: [{ id: "a", name: "ping", arguments: '{"n":1}' }] },
-      { text: "the answer" },
-    ]);
+    const model = pingThenAnswer();
     // The turn's deadline interrupts it while the second attempt's write-ahead waits.
+    const limits = { maxSteps: 10, deadlineMs: 300 };
     const agent = createAgent({
       model,
       tools: [ping],
-      store,
-      limits: { maxSteps: 10, deadlineMs: 300 },
+      store: partitionedStore(),
+      limits,
       finalizeDeadlineMs: 300,
     });
     const ended: string[] = [];

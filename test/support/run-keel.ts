@@ -26,11 +26,22 @@ export interface KeelRunOptions {
  * Resolves once its output streams have closed, so `stdout` and `stderr` are whole.
  */
 export function runKeel(args: string[], options: KeelRunOptions): Promise<KeelRun> {
+  return runNode([KEEL_BIN, ...args], options);
+}
+
+/**
+ * Runs `node <args>` as `runKeel` runs `keel`; `killAfterMs` kills it (SIGKILL) if it has not
+ * exited by then (its run then ends with code null).
+ */
+export function runNode(
+  args: string[],
+  options: KeelRunOptions & { killAfterMs?: number },
+): Promise<KeelRun> {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const name of options.unset ?? []) delete env[name];
   Object.assign(env, options.env);
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [KEEL_BIN, ...args], {
+    const child = spawn(process.execPath, args, {
       cwd: options.cwd,
       env,
       stdio: ["ignore", "pipe", "pipe"],
@@ -44,7 +55,17 @@ export function runKeel(args: string[], options: KeelRunOptions): Promise<KeelRu
     child.stderr.on("data", (d) => {
       stderr += d;
     });
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
+    const timer =
+      options.killAfterMs === undefined
+        ? undefined
+        : setTimeout(() => child.kill("SIGKILL"), options.killAfterMs);
+    child.on("error", (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
   });
 }
