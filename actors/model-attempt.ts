@@ -119,7 +119,7 @@ export class ModelAttempts {
       ? log.loadHistory().then(() => this.turn.flushSoon())
       : this.turn.flushSoon()
     ).then(proceed, (err: unknown) => {
-      // Refused: the turn stops (the chart aborts this attempt, which reports below).
+      // Refused: the turn stops (the chart aborts this attempt, and `proceed` reports that).
       this.turn.storeFailed(err);
       proceed();
     });

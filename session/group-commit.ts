@@ -84,10 +84,7 @@ export class GroupCommit<T> {
 
   /** Queues `item`; resolves once it is durable, rejects with what refused it. */
   submit(item: T): Promise<void> {
-    const now = performance.now();
-    const gather =
-      this.options.start === "immediate" &&
-      (!this.alone(this.options.key(item), now) || now - this.turnedAt > LONE_WRITER_YIELD_MS);
+    const gather = this.options.start === "immediate" && this.gathers(this.options.key(item));
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ item, resolve, reject });
       if (this.busy) return;
@@ -101,13 +98,18 @@ export class GroupCommit<T> {
     });
   }
 
-  /** Whether `key` writes alone: see {@link LONE_WRITER_MS}. */
-  private alone(key: string, now: number): boolean {
+  /**
+   * Whether an `"immediate"` group for `key` waits for the check phase: writers are concurrent
+   * (see {@link LONE_WRITER_MS}), or a lone writer has not let the loop turn for
+   * {@link LONE_WRITER_YIELD_MS}.
+   */
+  private gathers(key: string): boolean {
+    const now = performance.now();
     if (key !== this.lastKey) {
       if (this.busy) this.concurrentAt = now;
       this.lastKey = key;
     }
-    return now - this.concurrentAt > LONE_WRITER_MS;
+    return now - this.concurrentAt <= LONE_WRITER_MS || now - this.turnedAt > LONE_WRITER_YIELD_MS;
   }
 
   /** Items queued or in flight. */

@@ -153,8 +153,9 @@ CREATE TABLE IF NOT EXISTS inbox (
  * Group commit: the appends of every session of this store issued before the event loop's next
  * check phase (`setImmediate`) are written in one IMMEDIATE transaction, each call's batch in a
  * savepoint of its own: a call refused (fenced, seq conflict, duplicate id) writes nothing and
- * fails alone, the others commit. Each `append` resolves once the transaction holding its batch
- * has committed (durable to `durability`).
+ * fails alone, the others commit. A session writing alone does not wait for the check phase,
+ * but for once every 10 ms (session/group-commit.ts). Each `append` resolves once the
+ * transaction holding its batch has committed (durable to `durability`).
  *
  * Several processes may share the file: writes serialise on SQLite's lock. A write waits at most
  * `LOCK_SPIN_MS` inside SQLite, then retries from a timer until `busyTimeoutMs` and fails
