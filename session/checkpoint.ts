@@ -75,3 +75,13 @@ export function hasCheckpoints(store: SessionStore): store is SessionStore & Che
 export function checkpointDue(policy: CheckpointPolicy, seq: number, lastSeq: number): boolean {
   return seq - lastSeq >= Math.max(policy.minEntries, policy.growth * lastSeq);
 }
+
+/** The checkpoint in `body`, or null when it is not one this version wrote (then `open` replays). */
+export function parseCheckpoint(body: string): LogCheckpoint | null {
+  try {
+    const c = JSON.parse(body) as LogCheckpoint;
+    return c?.v === 1 && typeof c.seq === "number" ? c : null;
+  } catch {
+    return null;
+  }
+}

@@ -1,7 +1,6 @@
 import { type ChatMessage, toChatMessages } from "../contracts/chat.ts";
 import type { Clock } from "../contracts/clock.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
-import { jsonProblem, MAX_JSON_DEPTH, toEncodable } from "../contracts/json-limits.ts";
 import type { Message } from "../contracts/messages.ts";
 import { emptyInbox, type Inbox, inboxSnapshot, restoreInbox } from "../machines/policies/inbox.ts";
 import { activeLeaf, pathTo } from "./active-path.ts";
@@ -11,12 +10,13 @@ import {
   defaultCheckpointPolicy,
   hasCheckpoints,
   type LogCheckpoint,
+  parseCheckpoint,
 } from "./checkpoint.ts";
 import type { EntryInput, EntryOf, LogEntry } from "./entries.ts";
-import { flat } from "./flat.ts";
+import { checkEntryRefs, stampEntry } from "./entry-input.ts";
 import { applyInboxEntry, inboxFromEntries } from "./inbox-log.ts";
 import { type AskedCall, type OpenWork, Projection } from "./projection.ts";
-import { type Redaction, redactEntry } from "./redaction.ts";
+import { type Redaction, redactDurable, replaceBySeq } from "./redaction.ts";
 import type { Lease, SessionStore } from "./store.ts";
 import { WriteQueue } from "./write-queue.ts";
 
@@ -197,26 +197,16 @@ export class SessionLog {
    * replaced: one bad value never makes a flush fail, which would lose every entry queued with it.
    */
   append<T extends EntryInput>(input: T): EntryOf<T["type"]> {
-    this.validate(input);
-    const problem = jsonProblem(input, "entry", ENTRY_DEPTH);
-    if (problem !== undefined) {
-      input = Object.assign(toEncodable(input, ENTRY_DEPTH) as T, { encodingProblem: problem });
-    }
-    const seq = this.seq + 1;
-    // The seq (base 36, fixed width) leads the id, so ids grow with seq: SQLite's unique index on
-    // (session, id) then appends at its right edge instead of writing a random page per commit
-    // (bench/FIGURES.md, "Costs behind code choices"). The random rest keeps ids unique beyond
-    // one session.
-    const id = flat(`e${seq.toString(36).padStart(7, "0")}${this.ids()}`);
-    const at = this.clock.now();
-    // Object.assign onto a literal is ~8× cheaper than a spread here; the base fields are
-    // written again afterwards so input can never override them.
-    const entry = Object.assign({ id, parentId: this.leaf, seq, at }, input) as unknown as LogEntry;
-    entry.id = id;
-    entry.parentId = this.leaf;
-    entry.seq = seq;
-    entry.at = at;
-    Object.freeze(entry);
+    // A leaf move rebuilds the path from the whole history: load it now, before anything of
+    // this entry is placed, so a failed load leaves the log as it was.
+    if (input.type === "leaf") this.materialize();
+    checkEntryRefs(
+      input,
+      this.sessionId,
+      (id) => this.get(id),
+      () => this.path(),
+    );
+    const entry = stampEntry(input, this.seq + 1, this.leaf, this.clock.now(), this.ids());
     this.place(entry);
     this.queue.push(entry);
     return entry as EntryOf<T["type"]>;
@@ -418,29 +408,14 @@ export class SessionLog {
    */
   redact(ids: readonly string[], redaction: Redaction): LogEntry[] {
     this.materialize();
-    const swapped = ids.map((id) => {
-      const old = this.byId.get(id);
-      if (!old)
-        throw new TypeError(`redact: no entry ${JSON.stringify(id)} in session ${this.sessionId}`);
-      // Entries appended since (an input that arrived meanwhile) may wait in the queue; a target
-      // may not, or the queue would write its old content.
-      if (old.seq > this.queue.durableSeq) {
-        throw new Error(
-          `session ${this.sessionId}: entry ${id} is not yet written; await log.flush() before redacting`,
-        );
-      }
-      return Object.freeze(redactEntry(old, redaction));
+    const swapped = redactDurable(ids, redaction, {
+      sessionId: this.sessionId,
+      get: (id) => this.byId.get(id),
+      durableSeq: this.queue.durableSeq,
     });
     for (const e of swapped) {
       this.byId.set(e.id, e);
-      let lo = 0;
-      let hi = this.all.length - 1;
-      while (lo < hi) {
-        const mid = (lo + hi) >>> 1;
-        if (this.all[mid].seq < e.seq) lo = mid + 1;
-        else hi = mid;
-      }
-      if (this.all[lo]?.id === e.id) this.all[lo] = e;
+      replaceBySeq(this.all, e);
     }
     this.pathEntries = pathTo(this.leaf, this.byId);
     this.dirty = true;
@@ -515,42 +490,5 @@ export class SessionLog {
     this.pathEntries = pathTo(this.leaf, this.byId);
     this.projection = Projection.fromPath(this.pathEntries);
     this.inboxState = inboxFromEntries(this.all);
-  }
-
-  private validate(input: EntryInput): void {
-    // A leaf move rebuilds the path from the whole history: load it now, before anything of
-    // this entry is placed, so a failed load leaves the log as it was.
-    if (input.type === "leaf") this.materialize();
-    if (input.type === "leaf" && input.leafId !== null) {
-      const target = this.get(input.leafId);
-      if (!target || target.type === "leaf") {
-        throw new TypeError(
-          `leaf entry: leafId ${JSON.stringify(input.leafId)} is ${target ? "a leaf entry, not a position" : "not an entry of this session"}; pass the id of a message-bearing entry, or null for the root`,
-        );
-      }
-    } else if (input.type === "context_edit" && !this.get(input.targetId)) {
-      throw new TypeError(
-        `context_edit: targetId ${JSON.stringify(input.targetId)} is not an entry of session ${this.sessionId}; pass the id of an existing entry (see messageSources())`,
-      );
-    } else if (
-      input.type === "compaction" &&
-      !this.path().some((e) => e.id === input.firstKeptId)
-    ) {
-      throw new TypeError(
-        `compaction: firstKeptId ${JSON.stringify(input.firstKeptId)} is not on the active path; pass the id of the first entry to keep (an entry of path())`,
-      );
-    }
-  }
-}
-
-/** An entry's own levels (entry → result → continuation → args) above the values' limit. */
-const ENTRY_DEPTH = MAX_JSON_DEPTH + 4;
-
-function parseCheckpoint(body: string): LogCheckpoint | null {
-  try {
-    const c = JSON.parse(body) as LogCheckpoint;
-    return c?.v === 1 && typeof c.seq === "number" ? c : null;
-  } catch {
-    return null;
   }
 }

@@ -286,3 +286,41 @@ export function spilledFilesOf(entry: LogEntry): string[] {
   const path = entry.result.continuation?.path;
   return typeof path === "string" && path !== "" ? [path] : [];
 }
+
+/**
+ * The frozen redacted copies of the entries `ids` of a session's log (`redactEntry`), for the
+ * log to swap in. Throws for an id the log does not hold, and for an entry not yet durable: an
+ * entry still queued would be written with its old content (flush first).
+ */
+export function redactDurable(
+  ids: readonly string[],
+  redaction: Redaction,
+  log: { sessionId: string; get: (id: string) => LogEntry | undefined; durableSeq: number },
+): LogEntry[] {
+  return ids.map((id) => {
+    const old = log.get(id);
+    if (!old)
+      throw new TypeError(`redact: no entry ${JSON.stringify(id)} in session ${log.sessionId}`);
+    if (old.seq > log.durableSeq) {
+      throw new Error(
+        `session ${log.sessionId}: entry ${id} is not yet written; await log.flush() before redacting`,
+      );
+    }
+    return Object.freeze(redactEntry(old, redaction));
+  });
+}
+
+/**
+ * Puts `entry` in place of the entry with its seq and id in `entries` (ascending seq), found by
+ * binary search; does nothing when no such entry is there (it was released from memory).
+ */
+export function replaceBySeq(entries: LogEntry[], entry: LogEntry): void {
+  let lo = 0;
+  let hi = entries.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (entries[mid].seq < entry.seq) lo = mid + 1;
+    else hi = mid;
+  }
+  if (entries[lo]?.id === entry.id) entries[lo] = entry;
+}
