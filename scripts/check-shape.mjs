@@ -45,10 +45,6 @@ export const LONG_FILES = {
     max: 860,
     why: "the store contract for one database: every method is one SQL transaction over the same schema and handle, and the schema's migrations sit beside the statements that need them",
   },
-  "session/log.ts": {
-    max: 560,
-    why: "the session's one source of truth: the write-ahead append and flush path, the fencing it enforces, redaction in place and the projection reads a turn makes share one in-memory state and one order (the projection, recovery and redaction rules themselves live in their own files)",
-  },
   "session/postgres-store.ts": {
     max: 760,
     why: "the store contract for PostgreSQL: each method is one round trip whose fencing check must match the others'; group commit and erase are already separate files",
