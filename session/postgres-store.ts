@@ -3,8 +3,11 @@ import type pg from "pg";
 import { loadPeer } from "../contracts/optional-peer.ts";
 import type { CheckpointStore } from "./checkpoint.ts";
 import type { LogEntry } from "./entries.ts";
-import { type CommitOutcome, GroupCommit, rememberGroupCommit } from "./group-commit.ts";
+import { rememberGroupCommit } from "./group-commit.ts";
+import { postgresCommitter } from "./postgres-append.ts";
 import { deletePostgresSession, redactPostgresEntries } from "./postgres-erase.ts";
+import { asStoreError, redact } from "./postgres-errors.ts";
+import { migrations } from "./postgres-schema.ts";
 import type {
   AppendOptions,
   LeaseInfo,
@@ -13,9 +16,15 @@ import type {
   SessionStore,
   SessionSummary,
 } from "./store.ts";
-import { checkBatch, fenced, StoreError } from "./store-error.ts";
+import { checkBatch, StoreError } from "./store-error.ts";
 
-/** Options of {@link postgresStore}. */
+/**
+ * The PostgreSQL session store: `postgresStore` opens it and each of its methods is one round
+ * trip (or one transaction) over Keel's schema, and this file is the entry point every importer
+ * uses. Its parts live beside it: the schema's DDL (postgres-schema.ts), the group-committed
+ * append path (postgres-append.ts), deletion and redaction (postgres-erase.ts) and how pg's
+ * errors are reported (postgres-errors.ts).
+ */
 
 const require = createRequire(import.meta.url);
 
@@ -23,6 +32,7 @@ const require = createRequire(import.meta.url);
 const pgModule = (): typeof pg =>
   loadPeer<typeof pg>(require, "pg", "postgresStore (the PostgreSQL session store)");
 
+/** Options of {@link postgresStore}. */
 export interface PostgresStoreOptions {
   /** The schema Keel's tables live in (default `keel`), so they can share a database. */
   schema?: string;
@@ -47,165 +57,6 @@ export interface PostgresSessionStore extends SessionStore, CheckpointStore, Lea
  * 3: `append_group`, the appends of many sessions in one statement (group commit).
  */
 export const POSTGRES_SCHEMA_VERSION = 3;
-
-/** SQLSTATEs `append_entries` raises (not PostgreSQL's: class K is free). */
-const FENCED_STATE = "KF001";
-const SEQ_STATE = "KS001";
-
-const schemaSql = (s: string) => `
-CREATE SCHEMA IF NOT EXISTS ${s};
-CREATE TABLE IF NOT EXISTS ${s}.keel_meta (key text PRIMARY KEY, value jsonb);
-CREATE TABLE IF NOT EXISTS ${s}.sessions (
-  session_id text PRIMARY KEY,
-  created_at double precision NOT NULL
-);
-CREATE TABLE IF NOT EXISTS ${s}.entries (
-  session_id text NOT NULL,
-  seq bigint NOT NULL,
-  id text NOT NULL,
-  parent_id text,
-  type text NOT NULL,
-  at double precision NOT NULL,
-  body text NOT NULL,
-  PRIMARY KEY (session_id, seq)
-);
-CREATE UNIQUE INDEX IF NOT EXISTS entries_by_id ON ${s}.entries (session_id, id);
-CREATE TABLE IF NOT EXISTS ${s}.checkpoints (
-  session_id text PRIMARY KEY,
-  seq bigint NOT NULL,
-  body text NOT NULL
-);
-CREATE TABLE IF NOT EXISTS ${s}.inbox (
-  session_id text NOT NULL,
-  inbox_id text NOT NULL,
-  n bigserial,
-  lane text NOT NULL,
-  source text NOT NULL,
-  body text NOT NULL,
-  posted_at timestamptz NOT NULL DEFAULT clock_timestamp(),
-  taken boolean NOT NULL DEFAULT false,
-  PRIMARY KEY (session_id, inbox_id)
-);
-CREATE INDEX IF NOT EXISTS inbox_untaken ON ${s}.inbox (session_id, n) WHERE NOT taken;
-CREATE TABLE IF NOT EXISTS ${s}.leases (
-  session_id text PRIMARY KEY,
-  owner text NOT NULL,
-  token bigint NOT NULL,
-  expires_at timestamptz NOT NULL,
-  released boolean NOT NULL DEFAULT false,
-  pending boolean NOT NULL DEFAULT false
-);
-CREATE TABLE IF NOT EXISTS ${s}.ledger (
-  caller text NOT NULL,
-  key text NOT NULL,
-  fingerprint text NOT NULL,
-  status text NOT NULL,
-  result text,
-  created_at double precision NOT NULL,
-  updated_at double precision NOT NULL,
-  PRIMARY KEY (caller, key)
-);
-CREATE INDEX IF NOT EXISTS ledger_by_age ON ${s}.ledger (updated_at);
-CREATE TABLE IF NOT EXISTS ${s}.retry_budget (
-  provider text PRIMARY KEY,
-  tokens double precision NOT NULL,
-  updated_at timestamptz NOT NULL
-);
-`;
-
-/**
- * Version 2: one append in one statement, so one round trip instead of six (BEGIN, the lease
- * check, the seq check, two inserts, COMMIT). The lease row is locked FOR SHARE until the
- * statement's transaction commits: a takeover waits for this append, and a lost lease refuses
- * the whole batch. Raises KF001 when the lease (or its absence) refuses the writer, KS001 with
- * the stored last seq when the batch does not continue it.
- */
-const appendFunctionSql = (s: string) => `
-CREATE OR REPLACE FUNCTION ${s}.append_entries(
-  p_session text, p_fenced boolean, p_token bigint,
-  p_seq bigint[], p_id text[], p_parent text[], p_type text[], p_at float8[], p_body text[]
-) RETURNS void LANGUAGE plpgsql AS $fn$
-DECLARE
-  v_token bigint;
-  v_live boolean;
-  v_last bigint;
-BEGIN
-  SELECT token, NOT released AND expires_at > clock_timestamp() INTO v_token, v_live
-    FROM ${s}.leases WHERE session_id = p_session FOR SHARE;
-  IF (p_fenced AND (v_live IS NOT TRUE OR v_token <> p_token)) OR (NOT p_fenced AND v_live) THEN
-    RAISE EXCEPTION 'the lease refuses this append' USING ERRCODE = '${FENCED_STATE}';
-  END IF;
-  SELECT coalesce(max(seq), 0) INTO v_last FROM ${s}.entries WHERE session_id = p_session;
-  IF p_seq[1] <= v_last THEN
-    RAISE EXCEPTION '%', v_last USING ERRCODE = '${SEQ_STATE}';
-  END IF;
-  INSERT INTO ${s}.sessions (session_id, created_at) VALUES (p_session, p_at[1])
-    ON CONFLICT (session_id) DO NOTHING;
-  INSERT INTO ${s}.entries (session_id, seq, id, parent_id, type, at, body)
-    SELECT p_session, * FROM unnest(p_seq, p_id, p_parent, p_type, p_at, p_body);
-END $fn$;
-`;
-
-/**
- * Version 3: the appends of a group (one per session) in one statement, so one round trip and
- * one commit for the group. Every session's checks are those of `append_entries` (its lease row
- * locked FOR SHARE, the fencing token, the expected seq) plus ids already stored, all made before
- * anything is written: a refused append writes nothing and the others are inserted. Returns one
- * verdict per append: NULL (written), 'fenced', 'seq:<stored last seq>' or 'dup:<id>'. Entries
- * come flattened, `p_of` naming each one's append (1-based); `p_start` is each append's first
- * entry. No subtransaction per append: a group of more than 64 would overflow the server's
- * subtransaction cache and slow every other session's snapshots.
- */
-const groupFunctionSql = (s: string) => `
-CREATE OR REPLACE FUNCTION ${s}.append_group(
-  p_session text[], p_fenced boolean[], p_token bigint[], p_start int[],
-  p_of int[], p_seq bigint[], p_id text[], p_parent text[], p_type text[], p_at float8[], p_body text[]
-) RETURNS text[] LANGUAGE plpgsql AS $fn$
-DECLARE
-  v_dup_of int[];
-  v_dup_id text[];
-  v_out text[];
-BEGIN
-  PERFORM 1 FROM ${s}.leases WHERE session_id = ANY(p_session) ORDER BY session_id FOR SHARE;
-  SELECT array_agg(d.o), array_agg(d.id) INTO v_dup_of, v_dup_id FROM (
-    SELECT x.o, min(x.id) AS id FROM unnest(p_of, p_id) AS x(o, id)
-    JOIN ${s}.entries e ON e.session_id = p_session[x.o] AND e.id = x.id GROUP BY x.o
-  ) d;
-  SELECT array_agg(CASE
-      WHEN (c.fenced AND (l.token IS NULL OR l.released OR l.expires_at <= clock_timestamp()
-              OR l.token <> c.token))
-        OR (NOT c.fenced AND l.token IS NOT NULL AND NOT l.released
-              AND l.expires_at > clock_timestamp()) THEN 'fenced'
-      WHEN p_seq[c.start] <= m.last THEN 'seq:' || m.last
-      WHEN c.i = ANY(v_dup_of) THEN 'dup:' || v_dup_id[array_position(v_dup_of, c.i::int)]
-    END ORDER BY c.i) INTO v_out
-  FROM unnest(p_session, p_fenced, p_token, p_start) WITH ORDINALITY AS c(sid, fenced, token, start, i)
-  LEFT JOIN ${s}.leases l ON l.session_id = c.sid
-  CROSS JOIN LATERAL (
-    SELECT coalesce(max(e.seq), 0) AS last FROM ${s}.entries e WHERE e.session_id = c.sid
-  ) m;
-  INSERT INTO ${s}.sessions (session_id, created_at)
-    SELECT c.sid, p_at[c.start] FROM unnest(p_session, p_start) WITH ORDINALITY AS c(sid, start, i)
-    WHERE v_out[c.i] IS NULL
-    ON CONFLICT (session_id) DO NOTHING;
-  INSERT INTO ${s}.entries (session_id, seq, id, parent_id, type, at, body)
-    SELECT p_session[x.o], x.seq, x.id, x.parent, x.type, x.at, x.body
-    FROM unnest(p_of, p_seq, p_id, p_parent, p_type, p_at, p_body)
-      AS x(o, seq, id, parent, type, at, body)
-    WHERE v_out[x.o] IS NULL;
-  RETURN v_out;
-END $fn$;
-`;
-
-/** What takes a schema of each version to the next: index v migrates version v to v + 1. */
-const migrations = [schemaSql, appendFunctionSql, groupFunctionSql];
-
-/** One `append` call waiting for its group. */
-interface AppendRequest {
-  sessionId: string;
-  entries: readonly LogEntry[];
-  options: AppendOptions;
-}
 
 /** `name` as a quoted SQL identifier; throws a TypeError naming the rule when it is not a plain name. */
 export function quoteSchema(name: string): string {
@@ -283,118 +134,7 @@ export async function postgresStore(
       client.release();
     }
   };
-  /** One append in one statement (`append_entries`); rejects with what refused it. */
-  const appendOne = async ({ sessionId, entries, options: opts }: AppendRequest) => {
-    try {
-      await pool.query({
-        name: `keel_append_${name}`,
-        text: `SELECT ${s}.append_entries($1, $2, $3, $4::bigint[], $5::text[], $6::text[], $7::text[], $8::float8[], $9::text[])`,
-        values: [
-          sessionId,
-          opts.lease !== undefined,
-          opts.lease?.token ?? 0,
-          entries.map((e) => e.seq),
-          entries.map((e) => e.id),
-          entries.map((e) => e.parentId),
-          entries.map((e) => e.type),
-          entries.map((e) => e.at),
-          entries.map((e) => JSON.stringify(e)),
-        ],
-      });
-    } catch (error) {
-      const code = (error as { code?: string }).code;
-      if (code === FENCED_STATE)
-        throw fenced(sessionId, `postgres store ${where}`, opts.lease?.token);
-      if (code === SEQ_STATE) {
-        const last = Number((error as { message?: string }).message);
-        throw checkBatch(sessionId, last, entries) ?? error;
-      }
-      throw asStoreError(error, where, "append");
-    }
-  };
-  /** Several sessions' appends in one statement (`append_group`): one verdict each. */
-  const appendGroup = async (group: readonly AppendRequest[]): Promise<CommitOutcome[]> => {
-    const start: number[] = [];
-    const of: number[] = [];
-    const cols = { seq: [] as number[], id: [] as string[], parent: [] as (string | null)[] };
-    const more = { type: [] as string[], at: [] as number[], body: [] as string[] };
-    group.forEach((req, i) => {
-      start.push(of.length + 1);
-      for (const e of req.entries) {
-        of.push(i + 1);
-        cols.seq.push(e.seq);
-        cols.id.push(e.id);
-        cols.parent.push(e.parentId);
-        more.type.push(e.type);
-        more.at.push(e.at);
-        more.body.push(JSON.stringify(e));
-      }
-    });
-    const r = await pool.query<{ verdicts: (string | null)[] }>({
-      name: `keel_append_group_${name}`,
-      text: `SELECT ${s}.append_group($1::text[], $2::boolean[], $3::bigint[], $4::int[], $5::int[], $6::bigint[], $7::text[], $8::text[], $9::text[], $10::float8[], $11::text[]) AS verdicts`,
-      values: [
-        group.map((req) => req.sessionId),
-        group.map((req) => req.options.lease !== undefined),
-        group.map((req) => req.options.lease?.token ?? 0),
-        start,
-        of,
-        cols.seq,
-        cols.id,
-        cols.parent,
-        more.type,
-        more.at,
-        more.body,
-      ],
-    });
-    const verdicts = r.rows[0].verdicts;
-    return group.map((req, i) => refusal(req, verdicts[i]));
-  };
-  const refusal = (req: AppendRequest, verdict: string | null): CommitOutcome => {
-    if (verdict === null) return undefined;
-    const { sessionId, entries } = req;
-    if (verdict === "fenced")
-      return fenced(sessionId, `postgres store ${where}`, req.options.lease?.token);
-    if (verdict.startsWith("seq:")) {
-      const last = Number(verdict.slice(4));
-      return (
-        checkBatch(sessionId, last, entries) ??
-        new StoreError("SEQ_CONFLICT", `session ${sessionId}: stored seq ${last} (${verdict})`)
-      );
-    }
-    return new StoreError(
-      "DUPLICATE_ID",
-      `postgres store ${where}: append: session ${sessionId}: an entry with id ${verdict.slice(4)} is already stored`,
-    );
-  };
-  /**
-   * Commits a group. Alone: `append_entries`, as a lone append always went. Together: one
-   * `append_group`; should the statement fail as a whole (a unique violation or deadlock raced
-   * with another process's writer of the same unleased session, after its checks passed), the
-   * group wrote nothing and each append is retried alone, so only the one that conflicts fails.
-   */
-  const commitGroup = async (group: readonly AppendRequest[]): Promise<CommitOutcome[]> => {
-    const alone = (req: AppendRequest) =>
-      appendOne(req).then(
-        () => undefined,
-        (error: unknown) => error as Error,
-      );
-    if (group.length === 1) return [await alone(group[0])];
-    try {
-      return await appendGroup(group);
-    } catch (error) {
-      const code = (error as { code?: string }).code;
-      if (code !== "23505" && code !== "40P01") throw asStoreError(error, where, "append");
-      const outcomes: CommitOutcome[] = [];
-      for (const req of group) outcomes.push(await alone(req));
-      return outcomes;
-    }
-  };
-  const committer = new GroupCommit<AppendRequest>({
-    start: "microtask",
-    key: (req) => req.sessionId,
-    commit: commitGroup,
-  });
+  const committer = postgresCommitter(pool, s, name, where);
   const decode = (rows: { body: string }[]) => rows.map((r) => JSON.parse(r.body) as LogEntry);
   const loadRange = async (sessionId: string, from: number, to: number) =>
     decode(
@@ -690,52 +430,4 @@ async function migrate(pool: pg.Pool, s: string, name: string, where: string): P
   } finally {
     client.release();
   }
-}
-
-/** A URL without its password, for messages. */
-function redact(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = "***";
-    return u.toString();
-  } catch {
-    return "(unparseable URL)";
-  }
-}
-
-function asStoreError(error: unknown, where: string, what: string): unknown {
-  if (error instanceof StoreError) return error;
-  const e = error as { code?: string; constraint?: string; message?: string };
-  if (e.code === "23505") {
-    const seq = e.constraint === "entries_pkey";
-    return new StoreError(
-      seq ? "SEQ_CONFLICT" : "DUPLICATE_ID",
-      seq
-        ? `postgres store ${where}: ${what}: another writer appended the same seq to this session first (one writer per session: reopen it to continue)`
-        : `postgres store ${where}: ${what}: an entry with this id is already stored (${e.message})`,
-      { cause: error },
-    );
-  }
-  if (
-    e.code === "ECONNREFUSED" ||
-    e.code === "ENOTFOUND" ||
-    e.code === "28P01" ||
-    e.code === "3D000"
-  ) {
-    return new StoreError(
-      "IO",
-      `postgres store ${where}: ${what} failed (${e.code}: ${e.message}): check that the server runs, the URL (host, port, database, user, password) and that this user may connect`,
-      { cause: error },
-    );
-  }
-  if (typeof e.code === "string" && /^[0-9A-Z]{5}$/.test(e.code)) {
-    return new StoreError(
-      "IO",
-      `postgres store ${where}: ${what} failed (${e.code}: ${e.message})`,
-      {
-        cause: error,
-      },
-    );
-  }
-  return error;
 }
