@@ -1,23 +1,41 @@
-import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
-import { createRequire } from "node:module";
-import { dirname, join, resolve } from "node:path";
-import type Database from "better-sqlite3";
-import { loadPeer } from "../contracts/optional-peer.ts";
+// The SQLite session store: `sqliteStore` and its options and types, each operation one
+// transaction over the file's statements, with group commit, lease fencing and the asynchronous
+// wait for another process's lock. Opening and migrating the file is in session/sqlite-open.ts,
+// the SQL in session/sqlite-statements.ts, the error mapping in session/sqlite-errors.ts; this
+// file stays the entry point the rest of Keel imports.
+import { join, resolve } from "node:path";
 import type { CheckpointStore } from "./checkpoint.ts";
-import { LOG_SCHEMA_VERSION, type LogEntry } from "./entries.ts";
+import type { LogEntry } from "./entries.ts";
 import { type CommitOutcome, GroupCommit, rememberGroupCommit } from "./group-commit.ts";
 import { sqliteEraser, truncateWal } from "./sqlite-erase.ts";
+import {
+  asStoreError,
+  backoff,
+  busy,
+  isBusy,
+  isRefusal,
+  openError,
+  sleep,
+} from "./sqlite-errors.ts";
 import { rememberDatabase } from "./sqlite-handle.ts";
+import {
+  migrate,
+  notCurrent,
+  openDatabase,
+  openReadOnly,
+  SCHEMA,
+  SCHEMA_VERSION,
+  schemaVersion,
+} from "./sqlite-open.ts";
+import { sqliteStatements } from "./sqlite-statements.ts";
 import type {
   AppendOptions,
   LeaseInfo,
   LeaseStore,
-  PostedInput,
   SessionStore,
   SessionSummary,
 } from "./store.ts";
 import { checkBatch, fenced, StoreError } from "./store-error.ts";
-import { upgradeEntryV2 } from "./upgrade-entry.ts";
 
 /**
  * How far a resolved `append` survives: "process" — a kill -9 of this process (WAL,
@@ -84,68 +102,6 @@ export function defaultStorePath(cwd: string): string {
 }
 
 /**
- * The version of Keel's tables in the file, kept in Keel's own `keel_meta` table (not
- * `PRAGMA user_version`: the file is shared with the application's own tables through the
- * ledger, and the application may version those). 2: `sessions` holds only when each session
- * began; its last seq, entry count and last time are read from `entries` (by its primary key), so
- * an append writes no summary row: one page fewer in every commit's WAL (what it saves:
- * bench/FIGURES.md). Older files are migrated when opened, after which a
- * Keel from before version 2 can no longer append to them: every process sharing a store file
- * must be upgraded together. 3: the entries' bodies are in log schema 3's shape (neutral message
- * parts, session/entries.ts `LOG_SCHEMA_VERSION`); a version-2 file's assistant messages and
- * attempt ends are rewritten when it is opened, and its checkpoints (derived projections of the
- * old shape) dropped, in the same transaction. The `leases` (one runner per session, fencing
- * tokens) and `inbox` (inputs posted by other processes) tables are only added, with
- * CREATE TABLE IF NOT EXISTS when a file is opened: no version of their own.
- */
-const SCHEMA_VERSION = LOG_SCHEMA_VERSION;
-
-const SCHEMA = `
-CREATE TABLE IF NOT EXISTS keel_meta (
-  key TEXT PRIMARY KEY,
-  value
-);
-CREATE TABLE IF NOT EXISTS sessions (
-  session_id TEXT PRIMARY KEY,
-  created_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS entries (
-  session_id TEXT NOT NULL,
-  seq INTEGER NOT NULL,
-  id TEXT NOT NULL,
-  parent_id TEXT,
-  type TEXT NOT NULL,
-  at REAL NOT NULL,
-  body TEXT NOT NULL,
-  PRIMARY KEY (session_id, seq)
-);
-CREATE UNIQUE INDEX IF NOT EXISTS entries_by_id ON entries (session_id, id);
-CREATE TABLE IF NOT EXISTS checkpoints (
-  session_id TEXT PRIMARY KEY,
-  seq INTEGER NOT NULL,
-  body TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS leases (
-  session_id TEXT PRIMARY KEY,
-  owner TEXT NOT NULL,
-  token INTEGER NOT NULL,
-  expires_at REAL NOT NULL,
-  released INTEGER NOT NULL DEFAULT 0,
-  pending INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS inbox (
-  n INTEGER PRIMARY KEY AUTOINCREMENT,
-  session_id TEXT NOT NULL,
-  inbox_id TEXT NOT NULL,
-  lane TEXT NOT NULL,
-  source TEXT NOT NULL,
-  body TEXT NOT NULL,
-  taken INTEGER NOT NULL DEFAULT 0,
-  UNIQUE (session_id, inbox_id)
-);
-`;
-
-/**
  * Opens (creating it and its directory if needed) a SQLite session store: WAL journal, entries
  * stored as JSON with `session_id, seq, id, parent_id, type, at` columns, a `sessions` table of
  * when each began (an older file is migrated when opened).
@@ -189,49 +145,27 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
     db.close();
     throw openError(error, path);
   }
-  // The last seq of a session: the end of its primary key's range, O(log n).
-  const lastSeq = db
-    .prepare<[string], number | null>("SELECT max(seq) FROM entries WHERE session_id = ?")
-    .pluck();
-  const insert = db.prepare(
-    "INSERT INTO entries (session_id, seq, id, parent_id, type, at, body) VALUES (?, ?, ?, ?, ?, ?, ?)",
-  );
-  // Every append (a lookup, and no write once the row exists): a session whose row went
-  // missing gets it back rather than staying out of list().
-  const begin = db.prepare(
-    "INSERT INTO sessions (session_id, created_at) VALUES (?, ?) ON CONFLICT (session_id) DO NOTHING",
-  );
-  const load = db
-    .prepare<[string], string>("SELECT body FROM entries WHERE session_id = ? ORDER BY seq")
-    .pluck();
-  const loadRange = db
-    .prepare<[string, number, number], string>(
-      "SELECT body FROM entries WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq",
-    )
-    .pluck();
-  const saveCheckpoint = db.prepare(
-    `INSERT INTO checkpoints (session_id, seq, body) VALUES (?, ?, ?)
-     ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, body = excluded.body WHERE excluded.seq >= checkpoints.seq`,
-  );
-  const loadCheckpoint = db.prepare<[string], { seq: number; body: string }>(
-    "SELECT seq, body FROM checkpoints WHERE session_id = ?",
-  );
-  const list = db.prepare<
-    [],
-    { session_id: string; entries: number; created_at: number; updated_at: number }
-  >(
-    `SELECT s.session_id, s.created_at,
-       (SELECT count(*) FROM entries e WHERE e.session_id = s.session_id) AS entries,
-       coalesce((SELECT e.at FROM entries e WHERE e.session_id = s.session_id
-         ORDER BY e.seq DESC LIMIT 1), s.created_at) AS updated_at
-     FROM sessions s ORDER BY s.created_at, s.session_id`,
-  );
+  const {
+    lastSeq,
+    insert,
+    begin,
+    load,
+    loadRange,
+    saveCheckpoint,
+    loadCheckpoint,
+    list,
+    leaseRow,
+    takeLease,
+    renew,
+    release,
+    post,
+    posted,
+    take,
+    untaken,
+    needing,
+  } = sqliteStatements(db);
   // Leases use this host's wall clock (every process sharing the file is on this host).
   const now = options.now ?? (() => Date.now());
-  const leaseRow = db.prepare<
-    [string],
-    { owner: string; token: number; expires_at: number; released: number; pending: number }
-  >("SELECT owner, token, expires_at, released, pending FROM leases WHERE session_id = ?");
   // One call's batch. Called inside the group's transaction, so better-sqlite3 wraps it in a
   // savepoint: a refusal rolls back only this batch.
   const appendOne = db.transaction((req: AppendRequest) => {
@@ -279,17 +213,6 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
       return [refusal as StoreError];
     }
   };
-  const takeLease = db.prepare<
-    [{ sessionId: string; owner: string; expiresAt: number; now: number; ifToken: number }],
-    { token: number }
-  >(
-    `INSERT INTO leases AS l (session_id, owner, token, expires_at, released, pending)
-     VALUES (@sessionId, @owner, 1, @expiresAt, 0, 0)
-     ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, token = l.token + 1,
-       expires_at = excluded.expires_at, released = 0, pending = 0
-     WHERE l.released OR l.expires_at <= @now OR l.token = @ifToken
-     RETURNING token`,
-  );
   const acquire = db.transaction(
     (sessionId: string, owner: string, ttlMs: number, ifToken: number) => {
       const t = now();
@@ -304,34 +227,6 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
       };
     },
   );
-  const renew = db.prepare(
-    "UPDATE leases SET expires_at = ? WHERE session_id = ? AND token = ? AND NOT released AND expires_at > ?",
-  );
-  const release = db.prepare(
-    "UPDATE leases SET released = 1, pending = ? WHERE session_id = ? AND token = ? AND NOT released AND expires_at > ?",
-  );
-  const post = db.prepare(
-    "INSERT INTO inbox (session_id, inbox_id, lane, source, body) VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, inbox_id) DO NOTHING",
-  );
-  const posted = db.prepare<[string], PostedInput>(
-    "SELECT inbox_id AS id, lane, source, body FROM inbox WHERE session_id = ? AND NOT taken ORDER BY n",
-  );
-  const take = db.prepare("UPDATE inbox SET taken = 1 WHERE session_id = ? AND inbox_id = ?");
-  const untaken = db
-    .prepare<[], string>("SELECT DISTINCT session_id FROM inbox WHERE NOT taken")
-    .pluck();
-  const needing = db
-    .prepare<[{ now: number; limit: number }], string>(
-      `SELECT session_id FROM (
-         SELECT DISTINCT session_id FROM inbox WHERE NOT taken
-         UNION
-         SELECT session_id FROM leases WHERE (released AND pending) OR (NOT released AND expires_at <= @now)
-       ) need
-       WHERE NOT EXISTS (SELECT 1 FROM leases l WHERE l.session_id = need.session_id
-         AND NOT l.released AND l.expires_at > @now)
-       LIMIT @limit`,
-    )
-    .pluck();
   const watchers = new Set<ReturnType<typeof setInterval>>();
   let closed = false;
   const refuseClosed = (what: string) =>
@@ -559,268 +454,4 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
   rememberDatabase(store, db, retryBusy);
   rememberGroupCommit(store, committer);
   return store;
-}
-
-/**
- * Brings the file to {@link SCHEMA_VERSION} in one IMMEDIATE transaction (so two processes
- * opening an old file do not both migrate it, and a failure leaves the file as it was): creates
- * the tables of a new file; on a version 0/1 file drops the summary columns `sessions` no longer
- * keeps (their values are read from `entries` now); on a version 0–2 file rewrites the bodies of
- * entries written in log schema 2 (`upgradeEntryV2`) and drops the checkpoints. Throws a
- * `StoreError` naming the file when it cannot.
- */
-function migrate(db: Database.Database, path: string): void {
-  const SUMMARY = ["updated_at", "entries", "last_seq"];
-  const run = db.transaction(() => {
-    if (schemaVersion(db, path) === SCHEMA_VERSION) return; // another process just did it
-    db.exec(SCHEMA);
-    const columns = db.prepare("SELECT name FROM pragma_table_info('sessions')").pluck().all();
-    for (const column of SUMMARY) {
-      if (!columns.includes(column)) continue;
-      try {
-        db.exec(`ALTER TABLE sessions DROP COLUMN ${column}`);
-      } catch (error) {
-        throw new StoreError(
-          "IO",
-          `sqlite store ${path}: cannot migrate Keel's tables to schema version ${SCHEMA_VERSION}: dropping sessions.${column} failed (${(error as Error).message}); a view, trigger or index of yours that uses sessions.${SUMMARY.join("/")} must be dropped first`,
-          { cause: error },
-        );
-      }
-    }
-    upgradeBodies(db);
-    db.prepare(
-      "INSERT INTO keel_meta (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-    ).run(SCHEMA_VERSION);
-  });
-  try {
-    run.immediate();
-  } catch (error) {
-    throw asStoreError(error, path, "open (schema)");
-  }
-}
-
-/** Rewrites schema-2 entry bodies to schema 3 and drops the checkpoints; inside `migrate`'s transaction. */
-function upgradeBodies(db: Database.Database): void {
-  const rows = db
-    .prepare<[], { session_id: string; seq: number; body: string }>(
-      "SELECT session_id, seq, body FROM entries WHERE type IN ('assistant_message', 'attempt_end')",
-    )
-    .iterate();
-  const update = db.prepare("UPDATE entries SET body = ? WHERE session_id = ? AND seq = ?");
-  const changed: [string, string, number][] = [];
-  for (const row of rows) {
-    const upgraded = upgradeEntryV2(JSON.parse(row.body));
-    if (upgraded) changed.push([JSON.stringify(upgraded), row.session_id, row.seq]);
-  }
-  for (const args of changed) update.run(...args);
-  db.exec("DELETE FROM checkpoints");
-}
-
-/**
- * The version of Keel's tables in the file (0: none, or from before versions were kept). Reads
- * only. Throws a `StoreError` when a newer Keel wrote the file.
- */
-function schemaVersion(db: Database.Database, path: string): number {
-  const hasMeta = db
-    .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'keel_meta'")
-    .get();
-  const value = hasMeta
-    ? db.prepare("SELECT value FROM keel_meta WHERE key = 'schema_version'").pluck().get()
-    : undefined;
-  const version = typeof value === "number" ? value : 0;
-  if (version > SCHEMA_VERSION) {
-    throw new StoreError(
-      "IO",
-      `sqlite store ${path}: Keel's tables in this file are schema version ${version}, newer than this Keel's ${SCHEMA_VERSION}; open it with a newer Keel`,
-    );
-  }
-  return version;
-}
-
-const require = createRequire(import.meta.url);
-
-/** better-sqlite3, an optional peer: loaded when the first SQLite store opens. */
-function betterSqlite3(): typeof Database {
-  return loadPeer<typeof Database>(
-    require,
-    "better-sqlite3",
-    "sqliteStore (the SQLite session store)",
-  );
-}
-
-function openDatabase(path: string): Database.Database {
-  const Sqlite = betterSqlite3(); // before anything is created: .keel/ included
-  if (path !== ":memory:") {
-    const dir = dirname(resolve(path));
-    try {
-      mkdirSync(dir, { recursive: true });
-    } catch (error) {
-      throw new StoreError(
-        "NOT_WRITABLE",
-        `cannot create the session store directory ${dir} (${(error as NodeJS.ErrnoException).code ?? error}): make it writable (e.g. chmod u+w on its parent) or pass another store path`,
-        { cause: error },
-      );
-    }
-  }
-  try {
-    const db = new Sqlite(path);
-    db.pragma("user_version"); // touches the file: fails now, not at the first append
-    return db;
-  } catch (error) {
-    throw openError(error, path);
-  }
-}
-
-/**
- * Opens an existing file read-only. SQLite reads a WAL file through its `-shm` companion, which
- * it must be able to create: in a folder this user cannot write, the file is read from a copy
- * in memory instead (complete when no `-wal` holds frames not yet in the file).
- */
-function openReadOnly(path: string): Database.Database {
-  const Sqlite = betterSqlite3();
-  if (!existsSync(path)) {
-    throw new StoreError("IO", `no session store at ${path}: pass the file a session was run with`);
-  }
-  try {
-    const db = new Sqlite(path, { readonly: true, fileMustExist: true });
-    db.pragma("user_version");
-    return db;
-  } catch (error) {
-    const code = (error as { code?: string }).code ?? "";
-    if (code !== "SQLITE_READONLY_DIRECTORY" && code !== "SQLITE_CANTOPEN") {
-      throw openError(error, path);
-    }
-  }
-  const wal = `${path}-wal`;
-  if (existsSync(wal) && statSync(wal).size > 0) {
-    throw new StoreError(
-      "NOT_WRITABLE",
-      `the session store ${path} cannot be read: its folder is read-only for this user and its write-ahead log (${wal}) holds changes not yet in the file; open it once as a user who can write the folder`,
-    );
-  }
-  const bytes = readFileSync(path);
-  // The header's read and write versions (bytes 18 and 19) say WAL (2); an in-memory copy
-  // cannot use WAL, and with no -wal to read the file alone is the whole database.
-  if (bytes.length >= 20 && bytes[18] === 2 && bytes[19] === 2) bytes[18] = bytes[19] = 1;
-  try {
-    const db = new Sqlite(bytes, { readonly: true });
-    db.pragma("user_version");
-    return db;
-  } catch (error) {
-    throw openError(error, path);
-  }
-}
-
-/** A store file of an older version, opened read-only: it cannot be migrated. */
-function notCurrent(path: string, version: number): StoreError {
-  return new StoreError(
-    "IO",
-    version === 0
-      ? `${path} holds no Keel sessions (it is a SQLite file without Keel's tables): pass the store file a session was run with`
-      : `the session store ${path} is schema version ${version}, older than this Keel's ${SCHEMA_VERSION}: open it once for writing (e.g. keel run) to upgrade it`,
-  );
-}
-
-/**
- * What went wrong opening the file, in one message that names the path and the fix for that
- * cause: corrupted (`CORRUPT`), locked by another process (`LOCKED`), or not writable
- * (`NOT_WRITABLE`). A `StoreError` passes through unchanged.
- */
-function openError(error: unknown, path: string): unknown {
-  if (error instanceof StoreError) return error;
-  const code = (error as { code?: string }).code ?? "";
-  const sqlite = `SQLite: ${(error as Error).message}`;
-  if (code === "SQLITE_NOTADB" || code.startsWith("SQLITE_CORRUPT")) {
-    return new StoreError(
-      "CORRUPT",
-      `the session store ${path} is not a SQLite database or is corrupted (${sqlite}): move it aside and run again to start a new store, or pass another store path`,
-      { cause: error },
-    );
-  }
-  if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")) {
-    return new StoreError(
-      "LOCKED",
-      `the session store ${path} is locked by another process (${sqlite}): wait for it to finish, or stop it`,
-      { cause: error },
-    );
-  }
-  if (
-    code.startsWith("SQLITE_READONLY") ||
-    code.startsWith("SQLITE_CANTOPEN") ||
-    code === "SQLITE_PERM" ||
-    code === "SQLITE_AUTH"
-  ) {
-    return new StoreError(
-      "NOT_WRITABLE",
-      `the session store ${path} cannot be opened for writing by this user (${sqlite}): make the file and its folder writable, or pass another store path`,
-      { cause: error },
-    );
-  }
-  if (code.startsWith("SQLITE_")) {
-    return new StoreError("IO", `the session store ${path} cannot be opened (${sqlite})`, {
-      cause: error,
-    });
-  }
-  return error;
-}
-
-/** A refusal of one call's batch, which fails that call alone (see `appendGroup`). */
-function isRefusal(error: unknown): boolean {
-  if (!(error instanceof StoreError)) return false;
-  return error.code === "FENCED" || error.code === "SEQ_CONFLICT" || error.code === "DUPLICATE_ID";
-}
-
-/** Another connection holds the lock this write needs (nothing of the try was written). */
-function isBusy(error: unknown): boolean {
-  const code = (error as { code?: unknown }).code;
-  return typeof code === "string" && code.startsWith("SQLITE_BUSY");
-}
-
-function busy(path: string, what: string, ms: number, cause: unknown): StoreError {
-  return new StoreError(
-    "BUSY",
-    `sqlite store ${path}: ${what}: the file stayed locked by other writing processes for ${ms} ms (busyTimeoutMs), so nothing was written. Processes writing one SQLite file take turns on its lock; past a few busy writers use PostgreSQL (postgresStore, docs/many-processes.md), or raise busyTimeoutMs`,
-    { cause },
-  );
-}
-
-/** The wait before retry `attempt` (0-based) of a write that found the file locked: 1 … 16 ms, jittered. */
-function backoff(attempt: number): number {
-  return 2 ** Math.min(attempt, 4) * (0.5 + Math.random());
-}
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-function asStoreError(error: unknown, path: string, what: string): unknown {
-  if (error instanceof StoreError) return error;
-  const code = (error as { code?: string }).code ?? "";
-  if (code === "SQLITE_CONSTRAINT_UNIQUE" || code === "SQLITE_CONSTRAINT_PRIMARYKEY") {
-    return new StoreError(
-      "DUPLICATE_ID",
-      `sqlite store ${path}: ${what}: an entry with this id or seq is already stored (${(error as Error).message})`,
-      { cause: error },
-    );
-  }
-  if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")) {
-    return new StoreError(
-      "LOCKED",
-      `sqlite store ${path}: ${what} failed: the file is locked by another process (${code}); wait for it to finish, or stop it`,
-      { cause: error },
-    );
-  }
-  if (code.startsWith("SQLITE_READONLY") || code === "SQLITE_CANTOPEN" || code === "SQLITE_PERM") {
-    return new StoreError(
-      "NOT_WRITABLE",
-      `sqlite store ${path}: ${what} failed (${code}): make the file and its directory writable, or pass another store path`,
-      { cause: error },
-    );
-  }
-  if (code.startsWith("SQLITE_")) {
-    return new StoreError(
-      "IO",
-      `sqlite store ${path}: ${what} failed (${code}: ${(error as Error).message})`,
-      { cause: error },
-    );
-  }
-  return error;
 }
