@@ -1,43 +1,33 @@
-import { randomUUID } from "node:crypto";
+/**
+ * The control protocol server's connection (docs/protocol.md): the NDJSON input pump and its
+ * backpressure, frame checks, the `hello` handshake, the table of requests in flight and the
+ * shutdown that ends them all. It is the entry point the CLI and the tests import; what one
+ * request does lives beside it: session-table.ts opens and closes sessions, permission-asks.ts
+ * asks the client for permissions, session-requests.ts runs the requests about one session.
+ */
 import type { Readable, Writable } from "node:stream";
 import type { Logger } from "pino";
 import { MAX_TIMER_MS } from "../../contracts/clock.ts";
 import { LineDecoder, type LineResult } from "../../contracts/ndjson.ts";
 import {
   DEFAULT_MAX_FRAME_BYTES,
-  type EntryRecord,
   majorOf,
   PROTOCOL_VERSION,
   REQUEST_TYPES,
   type RequestFrame,
   type RequestId,
-  type RequestMap,
   type RequestType,
   SERVER_CAPABILITIES,
-  type SessionPermissions,
 } from "../../contracts/protocol.ts";
-import {
-  type Agent,
-  type AgentOptions,
-  createAgent,
-  type Model,
-  type PermissionAction,
-  type PermissionOptions,
-  type PermissionReply,
-  type PermissionRequest,
-  type PermissionRule,
-  type Session,
-  type SessionStore,
-} from "../../index.ts";
-import { COLLAPSED_NOTE, shownCall } from "../shown-text.ts";
-import { clientTool } from "./client-tools.ts";
-import { ControlChannel, ControlFailure } from "./control.ts";
-import { gatedModel } from "./gated-model.ts";
-import { previewThrottle } from "./previews.ts";
+import type { AgentOptions, Model, SessionStore } from "../../index.ts";
+import { ControlChannel } from "./control.ts";
 import { ProtocolError } from "./protocol-error.ts";
-import { isRequestType, readId, readReply, readRequest } from "./requests.ts";
+import { isRequestType, readId, readRequest } from "./requests.ts";
+import { runSessionRequest } from "./session-requests.ts";
+import { sessionTable } from "./session-table.ts";
 import { FrameWriter } from "./writer.ts";
 
+/** The connection {@link serve} runs on, and the defaults of the sessions it opens. */
 export interface ServerOptions {
   input: Readable;
   output: Writable;
@@ -60,6 +50,7 @@ export interface ServerOptions {
   agent?: Partial<Omit<AgentOptions, "model" | "tools" | "store" | "permissions" | "logger">>;
 }
 
+/** A running server: see {@link serve}. */
 export interface Server {
   /** Resolves with the terminal reason once turns are settled, logs flushed and stdout ended. */
   readonly closed: Promise<string>;
@@ -67,16 +58,6 @@ export interface Server {
   shutdown(reason: string): Promise<string>;
   /** Observability for tests: the writer (coalescing, congestion). */
   readonly writer: FrameWriter;
-}
-
-interface OpenSession {
-  id: string;
-  agent: Agent;
-  session: Session;
-  ready: Promise<void>;
-  unsubscribe?: () => void;
-  /** Stops withdrawing the session's decided `permission.request`s (see `open`). */
-  stopWithdrawing: () => void;
 }
 
 interface InFlight {
@@ -111,13 +92,7 @@ export function serve(options: ServerOptions): Server {
       );
   }
   const decoder = new LineDecoder(maxFrameBytes);
-  const sessions = new Map<string, OpenSession>();
-  /** Sessions being closed: an open of the same id waits for its close to end. */
-  const closingSessions = new Map<string, Promise<void>>();
   const inflight = new Map<string, InFlight>();
-  /** Control id of each waiting `permission.request`, by session and permission request id. */
-  const asks = new Map<string, string>();
-  const askKey = (sessionId: string, requestId: string) => JSON.stringify([sessionId, requestId]);
   let helloReceived = false;
   let closing: Promise<string> | undefined;
   let resolveClosed!: (reason: string) => void;
@@ -133,6 +108,18 @@ export function serve(options: ServerOptions): Server {
   const send = writer.send.bind(writer);
   const control = new ControlChannel(send);
   const gate = () => (writer.congested ? writer.whenWritable() : undefined);
+  const table = sessionTable({
+    store: options.store,
+    model: options.model,
+    ...(options.agent ? { agent: options.agent } : {}),
+    logger: log,
+    control,
+    send,
+    gate,
+    controlTimeoutMs,
+    permissionTimeoutMs,
+  });
+  const { sessions } = table;
 
   send({
     type: "hello",
@@ -331,286 +318,23 @@ export function serve(options: ServerOptions): Server {
     helloReceived = true;
   }
 
-  function opened(sessionId: string): OpenSession {
-    const entry = sessions.get(sessionId);
-    if (!entry) {
-      throw new ProtocolError(
-        "UNKNOWN_SESSION",
-        `no open session ${JSON.stringify(sessionId)}: open it with session.open first (sessions.list shows stored ones)`,
-      );
-    }
-    return entry;
-  }
-
   async function run(request: RequestFrame): Promise<unknown> {
     switch (request.type) {
       case "session.open":
-        return open(request);
-      case "sessions.list": {
-        const stored = await options.store.list();
-        const listed = stored.map((s) => ({ ...s, open: sessions.has(s.sessionId) }));
-        return { sessions: listed } satisfies RequestMap["sessions.list"]["result"];
-      }
+        return table.open(request);
+      case "sessions.list":
+        return table.list();
       default:
         break;
     }
-    const entry = opened(request.sessionId);
+    const entry = table.opened(request.sessionId);
     // Closed at once (before any await): an open of the same id sent next waits for this close.
     if (request.type === "session.close") {
-      await closeSession(entry);
+      await table.close(entry);
       return {};
     }
     await entry.ready;
-    const { session } = entry;
-    switch (request.type) {
-      case "prompt": {
-        const inboxId = `in_${randomUUID()}`;
-        const result = await session.prompt(request.text, { id: inboxId });
-        return { inboxId, ...result } satisfies RequestMap["prompt"]["result"];
-      }
-      case "steer":
-        return { inboxId: await session.steer(request.text) };
-      case "follow_up":
-        return { inboxId: await session.followUp(request.text) };
-      case "interrupt":
-        // Awaited: a refused append (disk full) is this request's error, not a crash.
-        await session.interrupt(request.reason ?? "interrupted by the client");
-        return {};
-      case "permission.reply": {
-        const replied = session.replyPermission(request.requestId, request.reply);
-        if (!replied.ok) throw new ProtocolError("REFUSED", replied.message, replied.code);
-        return {};
-      }
-      case "compact": {
-        const result = await session.compact(
-          request.keepRecentTokens !== undefined
-            ? { keepRecentTokens: request.keepRecentTokens }
-            : {},
-        );
-        if (!result.ok) throw new ProtocolError("REFUSED", result.message, result.code);
-        return {
-          entryId: result.entry.id,
-          firstKeptId: result.firstKeptId,
-          tokensBefore: result.tokensBefore,
-          tokensAfter: result.tokensAfter,
-          summarized: result.summarized,
-          omitted: result.omitted,
-          durable: result.durable,
-        } satisfies RequestMap["compact"]["result"];
-      }
-      case "messages":
-        return { messages: [...session.messages()] };
-      case "entries": {
-        const after = request.afterSeq ?? -1;
-        const entries = session.entries().filter((e) => e.seq > after);
-        return { entries: entries as unknown as EntryRecord[] };
-      }
-      case "subscribe": {
-        entry.unsubscribe?.();
-        const only = request.events ? new Set<string>(request.events) : undefined;
-        const sessionId = entry.id;
-        // Argument previews go out bounded and throttled (cli/serve/previews.ts).
-        const bounded = previewThrottle(() => performance.now());
-        entry.unsubscribe = session.subscribe((event) => {
-          if (only && !only.has(event.type)) return;
-          const shown = bounded(event);
-          if (shown) send({ type: "event", sessionId, event: shown });
-        });
-        return {};
-      }
-      case "unsubscribe":
-        entry.unsubscribe?.();
-        entry.unsubscribe = undefined;
-        return {};
-      default: {
-        const never: never = request;
-        return never;
-      }
-    }
-  }
-
-  async function open(request: RequestFrame<"session.open">) {
-    const closingNow =
-      request.sessionId === undefined ? undefined : closingSessions.get(request.sessionId);
-    if (closingNow) await closingNow.catch(() => {});
-    if (request.sessionId !== undefined && sessions.has(request.sessionId)) {
-      throw new ProtocolError(
-        "SESSION_OPEN",
-        `session ${request.sessionId} is already open in this server; use it, or session.close it first`,
-      );
-    }
-    // The id is needed by the tools and the permission gate before the agent exists.
-    const sessionId = request.sessionId ?? `s_${randomUUID()}`;
-    const tools = (request.tools ?? []).map((spec, i) =>
-      clientTool(spec, i, {
-        execute: (params) => control.request("tool.execute", { sessionId, ...params }),
-        cancel: (id, reason) => control.notifyCancel(id, reason),
-        invalidReply: (id, message) =>
-          send({ type: "error", ref: id, code: "INVALID_REPLY", message }),
-        defaultTimeoutMs: controlTimeoutMs,
-      }),
-    );
-    const names = new Set<string>();
-    for (const tool of tools) {
-      if (names.has(tool.name)) {
-        throw new ProtocolError(
-          "INVALID_TOOL",
-          `two tools are named "${tool.name}"; tool names must be unique`,
-        );
-      }
-      names.add(tool.name);
-    }
-    const permissions = request.permissions
-      ? readPermissions(request.permissions, sessionId)
-      : undefined;
-    let model: Model;
-    try {
-      model = options.model();
-    } catch (err) {
-      throw new ProtocolError(
-        "INTERNAL",
-        `the server could not create a model: ${(err as Error).message}`,
-      );
-    }
-    const agent = createAgent({
-      ...options.agent,
-      model: gatedModel(model, gate),
-      tools,
-      store: options.store,
-      logger: log,
-      ...(permissions ? { permissions } : {}),
-    });
-    const session = agent.session(sessionId);
-    // A request is decided by its own reply, a reply to another request that reached it, a
-    // policy or the end of its turn: its `permission.request` is withdrawn when the decision is
-    // emitted, before the call runs or settles.
-    const stopWithdrawing = session.subscribe((event) => {
-      if (event.type === "permission.decided") withdrawAsk(sessionId, event.requestId);
-    });
-    const entry: OpenSession = {
-      id: sessionId,
-      agent,
-      session,
-      ready: session.ready,
-      stopWithdrawing,
-    };
-    sessions.set(sessionId, entry);
-    try {
-      await session.ready;
-    } catch (err) {
-      sessions.delete(sessionId);
-      stopWithdrawing();
-      await agent.close().catch(() => {});
-      throw new ProtocolError(
-        "INTERNAL",
-        `session ${sessionId} could not be loaded from the store: ${(err as Error).message}`,
-      );
-    }
-    return {
-      sessionId,
-      entries: session.entries().length,
-    } satisfies RequestMap["session.open"]["result"];
-  }
-
-  function readPermissions(value: SessionPermissions, sessionId: string): PermissionOptions {
-    const bad = (message: string): never => {
-      throw new ProtocolError("INVALID_FRAME", `session.open: permissions.${message}`);
-    };
-    const actions = new Set<PermissionAction>(["allow", "deny", "ask"]);
-    const risks = new Set(["low", "medium", "high"]);
-    if (value.rules !== undefined && !Array.isArray(value.rules)) bad("rules must be an array");
-    for (const [i, rule] of (value.rules ?? []).entries()) {
-      const r = rule as Partial<PermissionRule> | null;
-      if (!r || !actions.has(r.action as PermissionAction))
-        bad(`rules[${i}].action must be "allow", "deny" or "ask"`);
-      if (r?.tool !== undefined && typeof r.tool !== "string")
-        bad(`rules[${i}].tool must be a tool name or "*"`);
-      if (r?.risk !== undefined && !risks.has(r.risk))
-        bad(`rules[${i}].risk must be "low", "medium" or "high"`);
-    }
-    for (const [risk, action] of Object.entries(value.defaults ?? {})) {
-      if (!risks.has(risk) || !actions.has(action as PermissionAction)) {
-        bad(
-          `defaults must map "low" | "medium" | "high" to "allow" | "deny" | "ask"; got ${risk}: ${JSON.stringify(action)}`,
-        );
-      }
-    }
-    const timeoutMs = value.timeoutMs ?? permissionTimeoutMs;
-    if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMER_MS)
-      bad(
-        `timeoutMs must be an integer from 1 to ${MAX_TIMER_MS} (milliseconds; 2^31 − 1 is the longest timer, a longer one would fire at once), got ${JSON.stringify(value.timeoutMs)}`,
-      );
-    const onTimeout = value.onTimeout ?? "deny";
-    if (onTimeout !== "deny" && onTimeout !== "deny_with_feedback")
-      bad('onTimeout must be "deny" or "deny_with_feedback"');
-    return {
-      ...(value.rules ? { rules: value.rules } : {}),
-      ...(value.defaults ? { defaults: value.defaults } : {}),
-      ask: (request) => askClient(sessionId, request, timeoutMs, onTimeout),
-    };
-  }
-
-  /** One `permission.request`; the broker reads a rejection as `deny`. */
-  async function askClient(
-    sessionId: string,
-    request: PermissionRequest,
-    timeoutMs: number,
-    onTimeout: "deny" | "deny_with_feedback",
-  ): Promise<PermissionReply> {
-    const shown = shownCall(request.args);
-    const display = `${request.tool} ${shown.text}${shown.collapsed ? ` ${COLLAPSED_NOTE}` : ""}`;
-    const sent = control.request("permission.request", {
-      sessionId,
-      request,
-      timeoutMs,
-      display,
-    });
-    const key = askKey(sessionId, request.requestId);
-    asks.set(key, sent.id);
-    try {
-      const value = await sent.result;
-      return readReply(value, (expected) => {
-        const message = `the reply to permission.request ${sent.id} must be ${expected}; read as deny`;
-        send({ type: "error", ref: sent.id, code: "INVALID_REPLY", message });
-        throw new ProtocolError("INVALID_FRAME", message);
-      });
-    } catch (err) {
-      if (err instanceof ControlFailure && err.kind === "timeout") {
-        return onTimeout === "deny"
-          ? { type: "deny" }
-          : {
-              type: "deny_with_feedback",
-              feedback: `no one answered the permission request for ${request.tool} within ${timeoutMs} ms, so it did not run`,
-            };
-      }
-      throw err;
-    } finally {
-      if (asks.get(key) === sent.id) asks.delete(key);
-    }
-  }
-
-  /** Withdraws the `permission.request` of a request that was decided (if one still waits). */
-  function withdrawAsk(sessionId: string, requestId: string): void {
-    const key = askKey(sessionId, requestId);
-    const id = asks.get(key);
-    if (id === undefined) return;
-    asks.delete(key);
-    control.withdraw(
-      id,
-      "decided: a reply to another request of the session answered it, or its turn ended",
-    );
-  }
-
-  function closeSession(entry: OpenSession): Promise<void> {
-    if (sessions.get(entry.id) !== entry) return closingSessions.get(entry.id) ?? Promise.resolve();
-    sessions.delete(entry.id);
-    const done = entry.agent.close().finally(() => {
-      entry.unsubscribe?.();
-      entry.stopWithdrawing();
-      if (closingSessions.get(entry.id) === done) closingSessions.delete(entry.id);
-    });
-    closingSessions.set(entry.id, done);
-    return done;
+    return runSessionRequest(entry, request, send);
   }
 
   function shutdown(reason: string): Promise<string> {
@@ -636,7 +360,7 @@ export function serve(options: ServerOptions): Server {
       control.failAll(reason);
       const settled = Promise.all(
         [...sessions.values()].map((e) =>
-          closeSession(e).catch((err) => log.error({ err }, "closing a session failed")),
+          table.close(e).catch((err) => log.error({ err }, "closing a session failed")),
         ),
       );
       const deadline = options.shutdownDeadlineMs ?? 20_000;
