@@ -41,22 +41,6 @@ export const LONG_FILES = {
     max: 780,
     why: "one statechart: the turn's states and transitions are read (and model-checked) as one definition; its types are in turn.types.ts, its guards, actions and policies elsewhere",
   },
-  "session/sqlite-store.ts": {
-    max: 860,
-    why: "the store contract for one database: every method is one SQL transaction over the same schema and handle, and the schema's migrations sit beside the statements that need them",
-  },
-  "session/postgres-store.ts": {
-    max: 760,
-    why: "the store contract for PostgreSQL: each method is one round trip whose fencing check must match the others'; group commit and erase are already separate files",
-  },
-  "providers/ai-sdk-model.ts": {
-    max: 800,
-    why: "one adapter: the AI SDK's stream parts mapped onto Keel's model events, request and response sides together so a field is translated the same way both ways",
-  },
-  "cli/serve/server.ts": {
-    max: 700,
-    why: "the protocol's dispatcher: one method per request type of docs/protocol.md, sharing the connection's state; frames, display and the gated model are already separate files",
-  },
 };
 
 /** Classes allowed past MAX_MEMBERS public members, with why. */
