@@ -145,32 +145,14 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
     db.close();
     throw openError(error, path);
   }
-  const {
-    lastSeq,
-    insert,
-    begin,
-    load,
-    loadRange,
-    saveCheckpoint,
-    loadCheckpoint,
-    list,
-    leaseRow,
-    takeLease,
-    renew,
-    release,
-    post,
-    posted,
-    take,
-    untaken,
-    needing,
-  } = sqliteStatements(db);
+  const sql = sqliteStatements(db);
   // Leases use this host's wall clock (every process sharing the file is on this host).
   const now = options.now ?? (() => Date.now());
   // One call's batch. Called inside the group's transaction, so better-sqlite3 wraps it in a
   // savepoint: a refusal rolls back only this batch.
   const appendOne = db.transaction((req: AppendRequest) => {
     const { sessionId, entries, options: opts } = req;
-    const lease = leaseRow.get(sessionId);
+    const lease = sql.leaseRow.get(sessionId);
     const live = lease !== undefined && !lease.released && lease.expires_at > now();
     if (opts.lease) {
       if (!live || lease.token !== opts.lease.token)
@@ -178,12 +160,12 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
     } else if (live) {
       throw fenced(sessionId, `sqlite store ${path}`, undefined);
     }
-    const last = lastSeq.get(sessionId) ?? 0;
+    const last = sql.lastSeq.get(sessionId) ?? 0;
     const error = checkBatch(sessionId, last, entries);
     if (error) throw error;
-    begin.run(sessionId, entries[0].at);
+    sql.begin.run(sessionId, entries[0].at);
     for (const e of entries)
-      insert.run(sessionId, e.seq, e.id, e.parentId, e.type, e.at, JSON.stringify(e));
+      sql.insert.run(sessionId, e.seq, e.id, e.parentId, e.type, e.at, JSON.stringify(e));
   });
   const appendGroup = db.transaction((group: readonly AppendRequest[]): CommitOutcome[] => {
     const outcomes: CommitOutcome[] = [];
@@ -216,8 +198,8 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
   const acquire = db.transaction(
     (sessionId: string, owner: string, ttlMs: number, ifToken: number) => {
       const t = now();
-      const before = leaseRow.get(sessionId);
-      const row = takeLease.get({ sessionId, owner, expiresAt: t + ttlMs, now: t, ifToken });
+      const before = sql.leaseRow.get(sessionId);
+      const row = sql.takeLease.get({ sessionId, owner, expiresAt: t + ttlMs, now: t, ifToken });
       if (!row) return null;
       return {
         sessionId,
@@ -314,17 +296,17 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
     async renewLease(lease, ttlMs) {
       return retryBusy("renewLease", () => {
         const t = now();
-        return renew.run(t + ttlMs, lease.sessionId, lease.token, t).changes === 1;
+        return sql.renew.run(t + ttlMs, lease.sessionId, lease.token, t).changes === 1;
       });
     },
     async releaseLease(lease, opts = {}) {
       await retryBusy("releaseLease", () =>
-        release.run(opts.pending ? 1 : 0, lease.sessionId, lease.token, now()),
+        sql.release.run(opts.pending ? 1 : 0, lease.sessionId, lease.token, now()),
       );
     },
     async readLease(sessionId): Promise<LeaseInfo | null> {
       return retryBusy("readLease", () => {
-        const row = leaseRow.get(sessionId);
+        const row = sql.leaseRow.get(sessionId);
         if (!row) return null;
         return {
           sessionId,
@@ -338,17 +320,17 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
     },
     async postInput(sessionId, input) {
       await retryBusy("postInput", () =>
-        post.run(sessionId, input.id, input.lane, input.source, input.body),
+        sql.post.run(sessionId, input.id, input.lane, input.source, input.body),
       );
     },
     async postedInputs(sessionId) {
-      return retryBusy("postedInputs", () => posted.all(sessionId));
+      return retryBusy("postedInputs", () => sql.posted.all(sessionId));
     },
     async markTaken(sessionId, ids) {
       await retryBusy("markTaken", () =>
         db
           .transaction(() => {
-            for (const id of ids) take.run(sessionId, id);
+            for (const id of ids) sql.take.run(sessionId, id);
           })
           .immediate(),
       );
@@ -358,7 +340,7 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
       const timer = setInterval(() => {
         if (closed) return;
         try {
-          for (const id of untaken.all()) listener(id);
+          for (const id of sql.untaken.all()) listener(id);
         } catch {
           // a busy file: the next tick reads again
         }
@@ -373,17 +355,17 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
     async sessionsNeedingRunner(limit) {
       return retryBusy("sessionsNeedingRunner", () => {
         const t = now();
-        return needing.all({ now: t, limit });
+        return sql.needing.all({ now: t, limit });
       });
     },
     async load(sessionId) {
       return retryBusy("load", () =>
-        load.all(sessionId).map((body) => JSON.parse(body) as LogEntry),
+        sql.load.all(sessionId).map((body) => JSON.parse(body) as LogEntry),
       );
     },
     async loadAfter(sessionId, afterSeq) {
       return guard("load (the log's tail)", () =>
-        loadRange
+        sql.loadRange
           .all(sessionId, afterSeq, Number.MAX_SAFE_INTEGER)
           .map((body) => JSON.parse(body) as LogEntry),
       );
@@ -404,14 +386,14 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
       return entries;
     },
     async saveCheckpoint(sessionId, seq, body) {
-      await retryBusy("saveCheckpoint", () => saveCheckpoint.run(sessionId, seq, body));
+      await retryBusy("saveCheckpoint", () => sql.saveCheckpoint.run(sessionId, seq, body));
     },
     async loadFromCheckpoint(sessionId) {
       return retryBusy("loadFromCheckpoint", () => {
-        const checkpoint = loadCheckpoint.get(sessionId);
+        const checkpoint = sql.loadCheckpoint.get(sessionId);
         if (!checkpoint) return null;
         const decode = (from: number, to: number) =>
-          loadRange.all(sessionId, from, to).map((body) => JSON.parse(body) as LogEntry);
+          sql.loadRange.all(sessionId, from, to).map((body) => JSON.parse(body) as LogEntry);
         return {
           seq: checkpoint.seq,
           body: checkpoint.body,
@@ -425,17 +407,17 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
     },
     async loadUpTo(sessionId, seq) {
       return retryBusy("load (history up to a checkpoint)", () =>
-        loadRange.all(sessionId, 0, seq).map((body) => JSON.parse(body) as LogEntry),
+        sql.loadRange.all(sessionId, 0, seq).map((body) => JSON.parse(body) as LogEntry),
       );
     },
     loadUpToSync(sessionId, seq) {
       return guard("load (history up to a checkpoint)", () =>
-        loadRange.all(sessionId, 0, seq).map((body) => JSON.parse(body) as LogEntry),
+        sql.loadRange.all(sessionId, 0, seq).map((body) => JSON.parse(body) as LogEntry),
       );
     },
     async list(): Promise<SessionSummary[]> {
       return retryBusy("list", () =>
-        list.all().map((r) => ({
+        sql.list.all().map((r) => ({
           sessionId: r.session_id,
           entries: r.entries,
           createdAt: r.created_at,
