@@ -158,6 +158,21 @@ export class ModelError extends Error {
   }
 }
 
+/**
+ * The error of a request a provider's chunk watchdog aborted: no first chunk, or no next chunk,
+ * within `ms` (`kind` says which). The same words for every provider.
+ */
+export function watchdogError(
+  timedOut: { kind: ModelErrorKind; ms: number },
+  cause: unknown,
+): ModelError {
+  const what = timedOut.kind === "first_chunk_timeout" ? "no first chunk" : "no chunk";
+  return new ModelError(`${what} within ${timedOut.ms} ms; the request was aborted`, {
+    kind: timedOut.kind,
+    cause,
+  });
+}
+
 /** The model-facing description of a tool (OpenAI Chat Completions `tools[]` item). */
 export interface ModelToolSpec {
   type: "function";

@@ -4,7 +4,7 @@
 // (ai-sdk-stream.ts) and the adapter share one mapping without importing each other.
 import { APICallError, TypeValidationError } from "@ai-sdk/provider";
 import type { ModelErrorKind } from "../contracts/model.ts";
-import { ModelError } from "../contracts/model.ts";
+import { ModelError, watchdogError } from "../contracts/model.ts";
 
 /** An `error` stream part: the provider's error object (or an APICallError) as a ModelError. */
 export function inStreamError(error: unknown): ModelError {
@@ -132,13 +132,7 @@ export function toModelError(
   timedOut: { kind: ModelErrorKind; ms: number } | undefined,
   abortReason: unknown,
 ): ModelError {
-  if (timedOut) {
-    const what = timedOut.kind === "first_chunk_timeout" ? "no first chunk" : "no chunk";
-    return new ModelError(`${what} within ${timedOut.ms} ms; the request was aborted`, {
-      kind: timedOut.kind,
-      cause: err,
-    });
-  }
+  if (timedOut) return watchdogError(timedOut, err);
   if (abortReason !== undefined)
     return new ModelError("the request was aborted by the caller", {
       kind: "aborted",

@@ -3,7 +3,7 @@ import type { ChatCompletionChunk } from "openai/resources/chat/completions";
 import type { Clock } from "../contracts/clock.ts";
 import { checkDuration, systemClock } from "../contracts/clock.ts";
 import type { Model, ModelErrorKind, ModelEvent, ModelRequest } from "../contracts/model.ts";
-import { ModelError } from "../contracts/model.ts";
+import { ModelError, watchdogError } from "../contracts/model.ts";
 import { chunkMapper } from "./openai-chunks.ts";
 import { providerFetch } from "./openai-fetch.ts";
 import {
@@ -300,13 +300,7 @@ function toModelError(
   abortReason: unknown,
   baseURL: string,
 ): ModelError {
-  if (timedOut) {
-    const what = timedOut.kind === "first_chunk_timeout" ? "no first chunk" : "no chunk";
-    return new ModelError(`${what} within ${timedOut.ms} ms; the request was aborted`, {
-      kind: timedOut.kind,
-      cause: err,
-    });
-  }
+  if (timedOut) return watchdogError(timedOut, err);
   if (abortReason !== undefined || err instanceof OpenAI.APIUserAbortError)
     return new ModelError("the request was aborted by the caller", {
       kind: "aborted",
