@@ -44,6 +44,12 @@ export interface CheckpointStore {
   /** Contract: null when the session has no checkpoint. */
   loadFromCheckpoint(sessionId: string): Promise<CheckpointLoad | null>;
   /**
+   * Optional: `loadFromCheckpoint`, synchronously (stores that read synchronously). With it, a
+   * session that sleeps after a quiet spell (`dormantAfterMs`) lets its log go and reopens it at
+   * the next read or input without an `await`.
+   */
+  loadFromCheckpointSync?(sessionId: string): CheckpointLoad | null;
+  /**
    * Optional. Contract: resolves to the session's entries with seq ≤ `seq`, in seq order, while
    * the store is open. With it, a log drops the history a checkpoint covers from memory and
    * reloads it only when asked for it (see `SessionLog.loadHistory`).
@@ -69,6 +75,20 @@ export const defaultCheckpointPolicy: CheckpointPolicy = { minEntries: 2000, gro
 export function hasCheckpoints(store: SessionStore): store is SessionStore & CheckpointStore {
   const s = store as Partial<CheckpointStore>;
   return typeof s.saveCheckpoint === "function" && typeof s.loadFromCheckpoint === "function";
+}
+
+/** Whether `store` reads checkpoints and history synchronously (memory, SQLite): a log over it can sleep. */
+export function reopensSync(
+  store: SessionStore,
+): store is SessionStore &
+  CheckpointStore &
+  Required<Pick<CheckpointStore, "loadFromCheckpointSync" | "loadUpToSync">> {
+  const s = store as Partial<CheckpointStore>;
+  return (
+    hasCheckpoints(store) &&
+    typeof s.loadFromCheckpointSync === "function" &&
+    typeof s.loadUpToSync === "function"
+  );
 }
 
 /** Whether a checkpoint is due at `seq`. This is a pure function. */

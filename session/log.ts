@@ -5,16 +5,19 @@ import type { Message } from "../contracts/messages.ts";
 import { emptyInbox, type Inbox, inboxSnapshot, restoreInbox } from "../machines/policies/inbox.ts";
 import { activeLeaf, pathTo } from "./active-path.ts";
 import {
+  type CheckpointLoad,
   type CheckpointPolicy,
   checkpointDue,
   defaultCheckpointPolicy,
   hasCheckpoints,
   type LogCheckpoint,
   parseCheckpoint,
+  reopensSync,
 } from "./checkpoint.ts";
 import type { EntryInput, EntryOf, LogEntry } from "./entries.ts";
 import { checkEntryRefs, stampEntry } from "./entry-input.ts";
 import { applyInboxEntry, inboxFromEntries } from "./inbox-log.ts";
+import { UnloadedHistory } from "./log-history.ts";
 import { type AskedCall, type OpenWork, Projection } from "./projection.ts";
 import { type Redaction, redactDurable, replaceBySeq } from "./redaction.ts";
 import type { Lease, SessionStore } from "./store.ts";
@@ -62,19 +65,13 @@ export class SessionLog {
   private pathEntries: LogEntry[] = [];
   private projection = new Projection();
   private dirty = false;
-  /** Loads the entries covered by the checkpoint we opened from; null once materialised. */
-  private loadPrefix: (() => Promise<LogEntry[]>) | null = null;
-  /** The same history, read synchronously, when the store can (memory, SQLite). */
-  private loadPrefixSync: (() => LogEntry[]) | null = null;
-  /** The history `loadHistory` fetched, placed at the next synchronous read. */
-  private loadedPrefix: LogEntry[] | null = null;
+  /** The history a checkpoint or a rest let go (session/log-history.ts). */
+  private unloaded: UnloadedHistory | null = null;
   /** The lease every append carries (a shared store's fencing token), if any. */
   private lease: Lease | undefined;
   private checkpointSeq = 0;
   /** The inbox folded from every entry so far; null: not known yet (an old checkpoint). */
   private inboxState: Inbox | null = emptyInbox();
-  /** The entries in memory were released by `rest()` (not by a checkpoint). */
-  private rested = false;
   /** History released at rest was read back: later rests keep it (see `rest`). */
   private historyRead = false;
   private refusals = new Set<(error: unknown) => void>();
@@ -102,27 +99,46 @@ export class SessionLog {
     const log = new SessionLog(options);
     const { store, sessionId } = options;
     const load = hasCheckpoints(store) ? await store.loadFromCheckpoint(sessionId) : null;
-    const checkpoint = load ? parseCheckpoint(load.body) : null;
-    const projection = checkpoint ? Projection.restore(checkpoint.projection) : null;
-    if (!load || !checkpoint || !projection) {
-      log.replay(await store.load(sessionId));
-      log.queue.startAt(log.seq);
-      return log;
+    if (!load || !log.restore(load)) log.replay(await store.load(sessionId));
+    else {
+      // A tail that reads the history (targets, a rebuild) or an inbox-less checkpoint: load it.
+      if (!log.inboxState || load.tail.some((e) => e.type === "leaf" || e.type === "context_edit"))
+        await log.loadHistory();
+      for (const e of load.tail) log.place(Object.freeze(e));
+      if (log.dirty) await log.loadHistory();
     }
-    log.projection = projection;
-    log.seq = log.checkpointSeq = checkpoint.seq;
-    log.leaf = checkpoint.leafId;
-    log.loadPrefix = load.loadPrefix;
-    log.loadPrefixSync = load.loadPrefixSync ?? null;
-    log.inboxState = checkpoint.inbox ? restoreInbox(checkpoint.inbox) : null;
-    // Entries that pick their targets from the history, a checkpoint from before the inbox was
-    // kept in it, or a tail that forces a rebuild: load the history now (reads are async).
-    if (!log.inboxState || load.tail.some((e) => e.type === "leaf" || e.type === "context_edit"))
-      await log.loadHistory();
-    for (const e of load.tail) log.place(Object.freeze(e));
-    if (log.dirty) await log.loadHistory();
     log.queue.startAt(log.seq);
     return log;
+  }
+
+  /**
+   * `open`, synchronously, over a store that reads synchronously (memory, SQLite; else null): a
+   * session that slept reopens its log so, from the checkpoint it wrote going to sleep.
+   */
+  static openSync(options: SessionLogOptions): SessionLog | null {
+    const { store, sessionId } = options;
+    if (!reopensSync(store)) return null;
+    const load = store.loadFromCheckpointSync(sessionId);
+    const log = new SessionLog(options);
+    if (!load)
+      log.replay(store.loadUpToSync(sessionId, Number.MAX_SAFE_INTEGER)); // none yet
+    else if (!load.loadPrefixSync || !log.restore(load)) return null;
+    else for (const e of load.tail) log.place(Object.freeze(e)); // history read as needed
+    log.queue.startAt(log.seq);
+    return log;
+  }
+
+  /** Takes a checkpoint's state (false: unreadable, replay the entries instead). */
+  private restore(load: CheckpointLoad): boolean {
+    const checkpoint = parseCheckpoint(load.body);
+    const projection = checkpoint ? Projection.restore(checkpoint.projection) : null;
+    if (!checkpoint || !projection) return false;
+    this.projection = projection;
+    this.seq = this.checkpointSeq = checkpoint.seq;
+    this.leaf = checkpoint.leafId;
+    this.unloaded = new UnloadedHistory(load.loadPrefix, load.loadPrefixSync ?? null);
+    this.inboxState = checkpoint.inbox ? restoreInbox(checkpoint.inbox) : null;
+    return true;
   }
 
   /**
@@ -145,10 +161,7 @@ export class SessionLog {
    * readers throw when it was not loaded. Cheap when nothing is missing.
    */
   async loadHistory(): Promise<void> {
-    const load = this.loadPrefix;
-    if (!load || this.loadedPrefix) return;
-    const prefix = await load();
-    if (this.loadPrefix === load) this.loadedPrefix = prefix;
+    await this.unloaded?.fetch();
   }
 
   /**
@@ -161,7 +174,7 @@ export class SessionLog {
 
   /** Whether the synchronous readers can run without `loadHistory` first. */
   get historyLoaded(): boolean {
-    return !this.loadPrefix || this.loadedPrefix !== null || this.loadPrefixSync !== null;
+    return !this.unloaded || this.unloaded.readable;
   }
 
   /** The seq of the last entry (0: none): how many entries the session has, on every branch. */
@@ -236,11 +249,11 @@ export class SessionLog {
 
   /**
    * Persists a projection checkpoint at the current seq, if the store supports it and every
-   * entry is durable (otherwise it does nothing: call after `flush`). O(projection size).
+   * entry is durable (call after `flush`); resolves to whether one is at the last entry now.
    */
-  async checkpoint(): Promise<void> {
-    if (!hasCheckpoints(this.store) || this.queue.size > 0 || this.seq === this.checkpointSeq)
-      return;
+  async checkpoint(): Promise<boolean> {
+    if (!hasCheckpoints(this.store) || this.queue.size > 0) return false;
+    if (this.seq === this.checkpointSeq) return true;
     const seq = this.seq;
     const body: LogCheckpoint = {
       v: 1,
@@ -252,6 +265,7 @@ export class SessionLog {
     await this.store.saveCheckpoint(this.sessionId, seq, JSON.stringify(body));
     this.checkpointSeq = Math.max(this.checkpointSeq, seq);
     this.release(seq);
+    return this.checkpointSeq === this.seq;
   }
 
   /**
@@ -260,7 +274,7 @@ export class SessionLog {
    * memory, history decoded again on first need). Keeps a long session's memory at its
    * projection plus the entries since the last checkpoint, not its whole history.
    */
-  private release(seq: number): void {
+  private release(seq: number, byRest = false): void {
     const store = this.store;
     if (!hasCheckpoints(store) || !store.loadUpTo) return;
     let k = 0;
@@ -272,26 +286,25 @@ export class SessionLog {
     for (const e of tail) this.byId.set(e.id, e);
     this.pathEntries = [];
     const sessionId = this.sessionId;
-    this.loadPrefix = () => store.loadUpTo!(sessionId, seq);
-    this.loadPrefixSync = store.loadUpToSync ? () => store.loadUpToSync!(sessionId, seq) : null;
-    this.loadedPrefix = null;
+    this.unloaded = new UnloadedHistory(
+      () => store.loadUpTo!(sessionId, seq),
+      store.loadUpToSync ? () => store.loadUpToSync!(sessionId, seq) : null,
+      byRest,
+    );
   }
 
   /**
    * The session is idle: when every entry is durable and the store reads them back
-   * synchronously (memory, SQLite), drops them from memory as a checkpoint's release does. The
-   * projection stays (the next request is built from it); `entries()`, `path()` and old ids are
-   * read back from the store at their first need. A log whose history was read back after a
-   * rest keeps it at later rests: something reads it (a client following the session), and
-   * decoding it again every turn would cost O(history) each time. Over PostgreSQL (asynchronous
-   * reads) the entries stay, so its synchronous readers keep working without `loadHistory()`.
+   * synchronously (memory, SQLite), drops them from memory as a checkpoint's release does; the
+   * projection stays. A log whose history was read back after a rest keeps it at later rests:
+   * something reads it (a client following the session), and decoding it every turn would cost
+   * O(history). Over PostgreSQL (asynchronous reads) the entries stay.
    */
   rest(): void {
     const store = this.store;
     if (this.historyRead || !hasCheckpoints(store) || !store.loadUpToSync || this.dirty) return;
     if (this.queue.size > 0 || this.queue.durableSeq !== this.seq) return;
-    this.release(this.seq);
-    this.rested = this.loadPrefix !== null;
+    this.release(this.seq, true);
   }
 
   /** Flushes, then writes a checkpoint so the next open is fast. The store stays open. */
@@ -393,7 +406,7 @@ export class SessionLog {
   /** The entry with this id, if any. */
   get(id: string): LogEntry | undefined {
     const e = this.byId.get(id);
-    if (e || !this.loadPrefix) return e;
+    if (e || !this.unloaded) return e;
     this.materialize();
     return this.byId.get(id);
   }
@@ -440,7 +453,7 @@ export class SessionLog {
       return;
     }
     this.leaf = entry.id;
-    if (!this.loadPrefix) this.pathEntries.push(entry);
+    if (!this.unloaded) this.pathEntries.push(entry);
     if (this.dirty) return; // the next read rebuilds from the path
     const target = entry.type === "context_edit" ? this.get(entry.targetId) : undefined;
     if (!this.projection.apply(entry, target)) this.dirty = true;
@@ -457,18 +470,11 @@ export class SessionLog {
 
   /** Decodes the history a checkpoint let `open` skip (once). */
   private materialize(): void {
-    if (!this.loadPrefix) return;
-    const prefix = this.loadedPrefix ?? this.loadPrefixSync?.();
-    if (!prefix) {
-      throw new Error(
-        `session ${this.sessionId}: the history before seq ${this.checkpointSeq} is not loaded (the log opened from a checkpoint); await log.loadHistory() before reading entries(), path(), old entries, or moving the leaf`,
-      );
-    }
-    this.loadPrefix = null;
-    this.loadPrefixSync = null;
-    this.loadedPrefix = null;
-    if (this.rested) this.historyRead = true;
-    this.rested = false;
+    const unloaded = this.unloaded;
+    if (!unloaded) return;
+    const prefix = unloaded.take(this.sessionId, this.checkpointSeq);
+    this.unloaded = null;
+    if (unloaded.byRest) this.historyRead = true;
     for (const e of prefix) this.byId.set(e.id, Object.freeze(e));
     this.all = prefix.concat(this.all);
     this.pathEntries = pathTo(this.leaf, this.byId);

@@ -1,4 +1,4 @@
-import type { CheckpointStore } from "./checkpoint.ts";
+import type { CheckpointLoad, CheckpointStore } from "./checkpoint.ts";
 import type { LogEntry } from "./entries.ts";
 import { redactEntry } from "./redaction.ts";
 import type { SessionStore, SessionSummary } from "./store.ts";
@@ -33,6 +33,27 @@ export function memoryStore(): SessionStore & CheckpointStore {
     if (closed)
       throw new StoreError("CLOSED", "memory store: used after close(); open a new store");
   };
+  function loadFromCheckpointSync(sessionId: string): CheckpointLoad | null {
+    ensureOpen();
+    const session = sessions.get(sessionId);
+    const checkpoint = saved.get(sessionId);
+    if (!session || !checkpoint) return null;
+    const end = upTo(session, checkpoint.seq);
+    return {
+      seq: checkpoint.seq,
+      body: checkpoint.body,
+      tail: decode(session, end, session.entries.length),
+      loadPrefix: async () => {
+        ensureOpen();
+        return decode(session, 0, end);
+      },
+      loadPrefixSync: () => {
+        ensureOpen();
+        return decode(session, 0, end);
+      },
+    };
+  }
+
   return {
     kind: "memory",
     async append(sessionId, entries) {
@@ -112,25 +133,9 @@ export function memoryStore(): SessionStore & CheckpointStore {
       if (!current || seq >= current.seq) saved.set(sessionId, { seq, body });
     },
     async loadFromCheckpoint(sessionId) {
-      ensureOpen();
-      const session = sessions.get(sessionId);
-      const checkpoint = saved.get(sessionId);
-      if (!session || !checkpoint) return null;
-      const end = upTo(session, checkpoint.seq);
-      return {
-        seq: checkpoint.seq,
-        body: checkpoint.body,
-        tail: decode(session, end, session.entries.length),
-        loadPrefix: async () => {
-          ensureOpen();
-          return decode(session, 0, end);
-        },
-        loadPrefixSync: () => {
-          ensureOpen();
-          return decode(session, 0, end);
-        },
-      };
+      return loadFromCheckpointSync(sessionId);
     },
+    loadFromCheckpointSync,
     async loadUpTo(sessionId, seq) {
       ensureOpen();
       const session = sessions.get(sessionId);

@@ -4,7 +4,7 @@
 // the SQL in session/sqlite-statements.ts, the error mapping in session/sqlite-errors.ts; this
 // file stays the entry point the rest of Keel imports.
 import { join, resolve } from "node:path";
-import type { CheckpointStore } from "./checkpoint.ts";
+import type { CheckpointLoad, CheckpointStore } from "./checkpoint.ts";
 import type { LogEntry } from "./entries.ts";
 import { type CommitOutcome, GroupCommit, rememberGroupCommit } from "./group-commit.ts";
 import { sqliteEraser, truncateWal } from "./sqlite-erase.ts";
@@ -241,6 +241,22 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
       }
     }
   };
+  /** The latest checkpoint and the entries after it (reads the file: call inside a guard). */
+  const checkpointLoad = (sessionId: string): CheckpointLoad | null => {
+    const checkpoint = sql.loadCheckpoint.get(sessionId);
+    if (!checkpoint) return null;
+    const decode = (from: number, to: number) =>
+      sql.loadRange.all(sessionId, from, to).map((body) => JSON.parse(body) as LogEntry);
+    return {
+      seq: checkpoint.seq,
+      body: checkpoint.body,
+      tail: decode(checkpoint.seq, Number.MAX_SAFE_INTEGER),
+      loadPrefix: () =>
+        retryBusy("load (history before the checkpoint)", () => decode(0, checkpoint.seq)),
+      loadPrefixSync: () =>
+        guard("load (history before the checkpoint)", () => decode(0, checkpoint.seq)),
+    };
+  };
   const eraser = sqliteEraser(db, { path, now });
   const removeSession = db.transaction(eraser.deleteSession);
   const redactRows = db.transaction(eraser.redactEntries);
@@ -389,21 +405,10 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
       await retryBusy("saveCheckpoint", () => sql.saveCheckpoint.run(sessionId, seq, body));
     },
     async loadFromCheckpoint(sessionId) {
-      return retryBusy("loadFromCheckpoint", () => {
-        const checkpoint = sql.loadCheckpoint.get(sessionId);
-        if (!checkpoint) return null;
-        const decode = (from: number, to: number) =>
-          sql.loadRange.all(sessionId, from, to).map((body) => JSON.parse(body) as LogEntry);
-        return {
-          seq: checkpoint.seq,
-          body: checkpoint.body,
-          tail: decode(checkpoint.seq, Number.MAX_SAFE_INTEGER),
-          loadPrefix: () =>
-            retryBusy("load (history before the checkpoint)", () => decode(0, checkpoint.seq)),
-          loadPrefixSync: () =>
-            guard("load (history before the checkpoint)", () => decode(0, checkpoint.seq)),
-        };
-      });
+      return retryBusy("loadFromCheckpoint", () => checkpointLoad(sessionId));
+    },
+    loadFromCheckpointSync(sessionId) {
+      return guard("loadFromCheckpoint", () => checkpointLoad(sessionId));
     },
     async loadUpTo(sessionId, seq) {
       return retryBusy("load (history up to a checkpoint)", () =>
