@@ -68,6 +68,15 @@ export interface AgentOptions {
   prices?: PriceTable;
   /** Default 8. */
   maxParallelToolCalls?: number;
+  /**
+   * How long a session stays idle before it lets its log go (docs/many-sessions.md): a session
+   * that sleeps holds no history, projection or per-turn state, and its next read or input
+   * reopens them from the store's checkpoint, synchronously, in O(projection). It sleeps only
+   * when no turn runs, no input is queued, it has no acceptance spec, this process writes its
+   * log, and the store reads checkpoints synchronously (memory, SQLite; PostgreSQL sessions stay
+   * in memory). Default 30 000 ms; `Infinity` keeps every session in memory.
+   */
+  dormantAfterMs?: number;
   /** How long a cancelled tool may keep running before its outcome is unknown. Default 5 000 ms. */
   stopDeadlineMs?: number;
   /** Bound on the end-of-turn finalizer (persist, settle). Default 10 000 ms. */

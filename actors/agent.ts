@@ -3,6 +3,7 @@ import { checkDuration, MAX_TIMER_MS, systemClock } from "../contracts/clock.ts"
 import type { AgentEvent } from "../contracts/events.ts";
 import { resolveLoopGuard } from "../machines/policies/loop-guard.ts";
 import { resolveRetryPolicy } from "../machines/policies/retry-policy.ts";
+import { reopensSync } from "../session/checkpoint.ts";
 import { READ_RESULT_TOOL } from "../session/clear-results.ts";
 import { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";
@@ -17,6 +18,7 @@ import { checkAcceptanceOptions } from "./acceptance-spec.ts";
 import type { Agent, AgentOptions, SessionOpenOptions, SessionTools } from "./agent-options.ts";
 import { agentBudgetOptions, resolveLimits, sessionBudgetOptions } from "./budget-options.ts";
 import { deleteStoredSession } from "./delete-session.ts";
+import { Dormancy } from "./dormancy.ts";
 import { createIds } from "./ids.ts";
 import { PermissionBroker } from "./permissions.ts";
 import { type ProviderSlots, processSlots } from "./provider-slots.ts";
@@ -61,7 +63,7 @@ function sessionTools(
   registry: Registry,
   sources: readonly ToolSource[],
   tools: SessionOpenOptions["tools"],
-  logger: Logger,
+  logger: () => Logger,
 ): Registry {
   if (sources.length === 0 && tools === undefined) return registry;
   const own: SessionTools = Array.isArray(tools) ? { add: tools } : ((tools as SessionTools) ?? {});
@@ -72,7 +74,7 @@ function sessionTools(
     only: own.only,
     exclude: own.exclude,
     keep: [READ_RESULT_TOOL],
-    onWarning: (message) => logger.warn(message),
+    onWarning: (message) => logger().warn(message),
   });
 }
 
@@ -101,6 +103,10 @@ export function createAgent(options: AgentOptions): Agent {
       : Math.min(checkDuration(`createAgent: \`${name}\``, value, 1), MAX_TIMER_MS);
   const stopDeadlineMs = timer("stopDeadlineMs", options.stopDeadlineMs);
   const finalizeDeadlineMs = timer("finalizeDeadlineMs", options.finalizeDeadlineMs);
+  const dormantAfterMs =
+    options.dormantAfterMs === undefined
+      ? 30_000
+      : checkDuration("createAgent: `dormantAfterMs`", options.dormantAfterMs);
   timer("lease.ttlMs", options.lease ? options.lease.ttlMs : undefined);
   timer("lease.pollMs", options.lease ? options.lease.pollMs : undefined);
   positive("limits.maxSteps", options.limits?.maxSteps);
@@ -140,6 +146,11 @@ export function createAgent(options: AgentOptions): Agent {
     );
   }
   const sessions = new Map<string, Session>();
+  // A store that cannot reopen a log synchronously keeps its sessions in memory.
+  const dormancy =
+    dormantAfterMs !== Number.POSITIVE_INFINITY && reopensSync(store)
+      ? new Dormancy(dormantAfterMs, clock, logger)
+      : undefined;
   if (contextOptions.readResultTool)
     registry.add(readResultTool((id) => sessions.get(id)?.sessionLog));
   // Checked here, once: a bad policy is a RangeError from createAgent, not a failed turn later.
@@ -200,7 +211,9 @@ export function createAgent(options: AgentOptions): Agent {
         );
       }
       const own = sessionBudgetOptions(sessionOptions, promptBudget, limits, options.model, prices);
-      const sessionLogger = logger.child({ sessionId });
+      // Made where it is used, not kept per session: a pino child is ~0.4 KB, and the session's
+      // own parts log only warnings and errors. A turn's dependencies keep one while awake.
+      const sessionLogger = () => logger.child({ sessionId });
       const tools = sessionTools(registry, sources, sessionOptions.tools, sessionLogger);
       const session: Session = new Session({
         sessionId,
@@ -219,14 +232,17 @@ export function createAgent(options: AgentOptions): Agent {
           await previous?.catch(() => {});
           return SessionLog.open({ sessionId, store, clock, ids });
         },
+        openLogSync: () => SessionLog.openSync({ sessionId, store, clock, ids }),
+        rested: dormancy && (() => dormancy.rested(session)),
         onClosed: () => {
+          dormancy?.forget(session);
           if (sessions.get(sessionId) === session) sessions.delete(sessionId);
         },
         recover: (log) =>
           recoverCalls({
             log,
             registry: tools,
-            logger: sessionLogger,
+            logger: sessionLogger(),
             ...(traces ? { onSettled: (entry) => traces.recovered(sessionId, entry) } : {}),
           }),
         lease: shared
@@ -247,7 +263,7 @@ export function createAgent(options: AgentOptions): Agent {
                 options: { ...options.acceptance! },
                 log,
                 clock,
-                logger: sessionLogger,
+                logger: sessionLogger(),
                 emit,
                 inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
                 followUp,
@@ -263,7 +279,7 @@ export function createAgent(options: AgentOptions): Agent {
           registry: tools,
           clock,
           ids,
-          logger: sessionLogger,
+          logger: sessionLogger(),
           emit,
           retry,
           retryBudget: options.retryBudget,
@@ -325,6 +341,7 @@ export function createAgent(options: AgentOptions): Agent {
     async close() {
       await Promise.all([...sessions.values()].map((s) => s.close()));
       sessions.clear();
+      dormancy?.stop();
       if (unwatch) await (await unwatch.catch(() => async () => {}))();
     },
   };

@@ -138,7 +138,7 @@ export class SessionAcceptance implements AcceptancePort {
         report = { ...outcome, specVersion: host.spec.version };
       }
     } catch (err) {
-      this.s.options.logger.error({ err }, "acceptance could not run");
+      this.s.options.logger().error({ err }, "acceptance could not run");
       report = host.snapshotReport();
     }
     const turns = this.loopTurns;

@@ -1,12 +1,14 @@
-// How a session takes a log as its state: at open, and when a follower takes over. Kept apart
-// from the facade (actors/session.ts) because it wires the parts together: the turn
-// dependencies built on the log, its acceptance, fencing, and the records a stopped process
-// owed it.
+// How a session takes a log as its state: at open, when a follower takes over, and when it
+// wakes from a sleep; and how it lets the log go to sleep. Kept apart from the facade
+// (actors/session.ts) because it wires the parts together: the turn dependencies built on the
+// log, its acceptance, fencing, and the records a stopped process owed it.
+import { reopensSync } from "../session/checkpoint.ts";
 import type { SessionLog } from "../session/log.ts";
 import { refusalCode } from "../session/store-error.ts";
 import { SessionAcceptance } from "./session-acceptance.ts";
 import type { SessionInputs } from "./session-inputs.ts";
 import type { SessionLease } from "./session-lease.ts";
+import type { SessionRunner } from "./session-runner.ts";
 import type { SessionScope } from "./session-scope.ts";
 
 /**
@@ -20,25 +22,7 @@ export async function adoptLog(
   log: SessionLog,
   setAcceptance: (part: SessionAcceptance | undefined) => void,
 ): Promise<void> {
-  s.log = log;
-  // A write the store fenced: another runner owns the session now. Stop, and follow it.
-  log.onRefused((error) => {
-    if (s.log === log && refusalCode(error) === "LEASE_LOST") {
-      lease?.lost("another runner writes it now (the store refused this runner's write)");
-    }
-  });
-  inputs.holdRestored(); // restored inputs wait for resume() or a new input
-  // Built at their first read (an idle session holds none), on the object `deps` made: a spread
-  // copy of it got a hidden class of its own in every session.
-  s.depsFrom(() => {
-    const deps = s.options.deps(
-      log,
-      (e) => s.emit(e),
-      (point) => inputs.poll(point),
-    );
-    deps.wantsPreviews = () => s.listeners.size > 0;
-    return deps;
-  });
+  wireLog(s, inputs, lease, log);
   // What writes to the log at open is the lease holder's to do (or a store's only process).
   const writer = !s.options.lease || log.heldLease !== undefined;
   const host = writer
@@ -59,4 +43,106 @@ export async function adoptLog(
   }
   // An interrupt a stopped process received and did not record: its turn is long over.
   if (writer && inputs.recordStrandedInterrupts()) await log.flush();
+}
+
+/**
+ * The synchronous part of taking `log`: the session's parts read it from here on, a fenced
+ * write makes the lease follow, restored inputs are held, and the per-turn dependencies are
+ * built on it at their first read. Also how a session that slept takes its reopened log.
+ */
+export function wireLog(
+  s: SessionScope,
+  inputs: SessionInputs,
+  lease: SessionLease | undefined,
+  log: SessionLog,
+): void {
+  s.log = log;
+  // A write the store fenced: another runner owns the session now. Stop, and follow it.
+  log.onRefused((error) => {
+    if (s.awake && s.log === log && refusalCode(error) === "LEASE_LOST") {
+      lease?.lost("another runner writes it now (the store refused this runner's write)");
+    }
+  });
+  inputs.holdRestored(); // restored inputs wait for resume() or a new input
+  // Built at their first read (an idle session holds none), on the object `deps` made: a spread
+  // copy of it got a hidden class of its own in every session.
+  s.depsFrom(() => {
+    const deps = s.options.deps(
+      log,
+      (e) => s.emit(e),
+      (point) => inputs.poll(point),
+    );
+    deps.wantsPreviews = () => s.listened;
+    return deps;
+  });
+}
+
+/**
+ * Opens the session (its `ready`): takes the lease when the store is shared, loads the log,
+ * recovers what a stopped process left (the lease's holder only), adopts the log, then owns or
+ * follows. Open and idle, the session may sleep until its first input.
+ */
+export async function openSessionLog(
+  s: SessionScope,
+  runner: SessionRunner,
+  lease: SessionLease | undefined,
+): Promise<void> {
+  const { options } = s;
+  const held = lease ? await lease.take() : null;
+  const log = await options.openLog();
+  if (held) log.fence(held);
+  // Crash recovery only by the lease's holder: a follower never touches a live owner's log.
+  if (!lease || held) await options.recover?.(log);
+  await s.adopt(log);
+  if (lease) {
+    if (held) lease.becomeOwner(held);
+    else lease.becomeFollower();
+  }
+  runner.pendingHandoff = options.handoff;
+  s.opened = true;
+  options.rested?.();
+}
+
+/** Takes a log reopened after a sleep: fenced with the lease still held, then wired. */
+export function rewireLog(
+  s: SessionScope,
+  inputs: SessionInputs,
+  lease: SessionLease | undefined,
+  log: SessionLog,
+): void {
+  const held = lease?.held;
+  if (held) log.fence(held);
+  wireLog(s, inputs, lease, log);
+}
+
+/**
+ * Lets the log and what is built on it go when the session is quiet (the agent's
+ * `dormantAfterMs` after it went idle): open and not closing, this process writes it, no
+ * acceptance, no turn, no input queued, being called or waiting, and the store reads checkpoints
+ * synchronously. Writes a checkpoint at the last entry first, so the next read or input reopens
+ * the log from it in O(projection), not O(history). Resolves to whether it slept.
+ */
+export async function sleepWhenQuiet(
+  s: SessionScope,
+  runner: SessionRunner,
+  inputs: SessionInputs,
+): Promise<boolean> {
+  const log = s.awake ? s.log : undefined;
+  const quiet = () =>
+    s.opened &&
+    s.closing === undefined &&
+    (s.role === "solo" || s.role === "owner") &&
+    s.acceptance === undefined &&
+    runner.resting &&
+    inputs.quiet;
+  if (!log || !reopensSync(log.store) || !quiet()) return false;
+  const checkpointed = await log.checkpoint();
+  // Anything that happened while the checkpoint was written keeps the session awake: an entry
+  // appended after it, a turn, an input, a takeover.
+  if (!checkpointed || !s.awake || s.log !== log || log.pendingCount() > 0 || !quiet())
+    return false;
+  if (log.durableSeq !== log.lastSeq) return false;
+  s.sleep();
+  inputs.compact();
+  return true;
 }

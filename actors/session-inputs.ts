@@ -27,9 +27,9 @@ const IDLE: PollPoint = { type: "idle" };
  */
 export class SessionInputs implements InputsPort {
   /** Prompts waiting for the turn that consumes their input. */
-  private readonly waiters = new Map<string, (result: PromptResult) => void>();
+  private waiterMap: Map<string, (result: PromptResult) => void> | undefined;
   /** Inputs called but not yet acknowledged: pending work for `awaitIdle()`. */
-  private readonly submitting = new Set<Promise<unknown>>();
+  private submittingSet: Set<Promise<unknown>> | undefined;
   /** Log seq at the last interrupt: older queued inputs wait for an explicit wake. */
   private interruptedAt = -1;
   /**
@@ -40,6 +40,23 @@ export class SessionInputs implements InputsPort {
   private heldAt = -1;
 
   constructor(private readonly s: SessionScope) {}
+
+  // Made at the first input, and let go when the session sleeps (`compact`).
+  private get waiters(): Map<string, (result: PromptResult) => void> {
+    this.waiterMap ??= new Map();
+    return this.waiterMap;
+  }
+
+  private get submitting(): Set<Promise<unknown>> {
+    this.submittingSet ??= new Set();
+    return this.submittingSet;
+  }
+
+  /** The session goes to sleep quiet: its empty bookkeeping goes with its log. */
+  compact(): void {
+    if (this.waiterMap?.size === 0) this.waiterMap = undefined;
+    if (this.submittingSet?.size === 0) this.submittingSet = undefined;
+  }
 
   /** A prompt: its input, then its turn's result. See `Session.prompt`. */
   async prompt(input: UserInput, options: InboxOptions): Promise<PromptResult> {
@@ -88,12 +105,12 @@ export class SessionInputs implements InputsPort {
 
   /** Resolves once every input called so far is acknowledged (or refused). */
   async submitted(): Promise<void> {
-    while (this.submitting.size > 0) await Promise.allSettled([...this.submitting]);
+    while (this.submittingSet?.size) await Promise.allSettled([...this.submittingSet]);
   }
 
   /** Whether an input was called and is not acknowledged yet. */
   get unacknowledged(): boolean {
-    return this.submitting.size > 0;
+    return (this.submittingSet?.size ?? 0) > 0;
   }
 
   private async receive(
@@ -231,7 +248,15 @@ export class SessionInputs implements InputsPort {
   }
 
   pendingWork(): boolean {
+    if (!this.s.awake) return false; // a session sleeps with an empty inbox
     return this.s.log.inbox().queue.some((e) => e.lane !== "interrupt" && e.seq > this.heldAt);
+  }
+
+  /** No input is queued, being called, or waiting for its turn's result (a session may sleep). */
+  get quiet(): boolean {
+    return (
+      !this.waiterMap?.size && !this.submittingSet?.size && this.s.log.inbox().queue.length === 0
+    );
   }
 
   adoptWaiters(waiters: Map<string, (result: PromptResult) => void>): void {
@@ -258,6 +283,7 @@ export class SessionInputs implements InputsPort {
 
   /** Whether runnable inputs are queued (none held back by an interrupt or a restart). */
   hasRunnable(): boolean {
+    if (!this.s.awake) return false; // a session sleeps with an empty inbox
     return this.s.log
       .inbox()
       .queue.some((e) => e.lane !== "interrupt" && e.seq > this.interruptedAt);

@@ -19,9 +19,9 @@ export class SessionLease implements LeasePort {
   private pulling: Promise<void> | null = null;
   private repull = false;
   /** Prompts submitted while following: resolved from the owner's log. */
-  private readonly forwarded = new Map<string, (result: PromptResult) => void>();
+  private forwardedMap: Map<string, (result: PromptResult) => void> | undefined;
   /** The owner's turns that forwarded prompts wait for, read from its log's tail. */
-  private readonly results = new TurnResults();
+  private turnResults: TurnResults | undefined;
   /** The seq of the last owner's entry read (a follower reads only what comes after it). */
   private readAfter = 0;
   private readingTail = false;
@@ -34,6 +34,22 @@ export class SessionLease implements LeasePort {
     private readonly s: SessionScope,
     private readonly options: SessionLeaseOptions,
   ) {}
+
+  // A follower's state, made at its first forwarded prompt: an owner's session holds none.
+  private get forwarded(): Map<string, (result: PromptResult) => void> {
+    this.forwardedMap ??= new Map();
+    return this.forwardedMap;
+  }
+
+  private get results(): TurnResults {
+    this.turnResults ??= new TurnResults();
+    return this.turnResults;
+  }
+
+  /** The lease this runner holds (undefined: it follows, or the session is not shared). */
+  get held(): Lease | undefined {
+    return this.lease;
+  }
 
   /** Takes the lease at open, if free (null: another live runner holds it). */
   take(): Promise<(Lease & { takeover: boolean }) | null> {
@@ -98,7 +114,7 @@ export class SessionLease implements LeasePort {
   lost(why: string): void {
     const { s } = this;
     if (s.role !== "owner") return;
-    s.options.logger.warn({ sessionId: s.id }, "session lease lost; following its new owner");
+    s.options.logger().warn({ sessionId: s.id }, "session lease lost; following its new owner");
     this.becomeFollower();
     const reason = `lease lost (session ${s.id}: ${why}); this runner stopped and wrote nothing more. The session follows its new owner`;
     s.runner.cancelRunning(reason, "failed", "LEASE_LOST");
@@ -169,7 +185,7 @@ export class SessionLease implements LeasePort {
    * does (its poll timer is referenced then, and only then).
    */
   private keepAlive(): void {
-    if (this.forwarded.size > 0) this.forwardPoll?.ref?.();
+    if ((this.forwardedMap?.size ?? 0) > 0) this.forwardPoll?.ref?.();
     else this.forwardPoll?.unref?.();
   }
 
@@ -246,7 +262,7 @@ export class SessionLease implements LeasePort {
         if (woke && s.role === "owner") s.runner.wake();
       } while (this.repull && s.role === "owner");
     })()
-      .catch((err) => s.options.logger.warn({ err }, "pulling posted inputs failed"))
+      .catch((err) => s.options.logger().warn({ err }, "pulling posted inputs failed"))
       .finally(() => {
         this.pulling = null;
       });
@@ -258,7 +274,7 @@ export class SessionLease implements LeasePort {
    * that turn's result as the log holds it (session/turn-result.ts, the owner's own rule).
    */
   private async settleForwarded(): Promise<void> {
-    if (this.forwarded.size === 0 || this.readingTail) return;
+    if (!this.forwardedMap?.size || this.readingTail) return;
     this.readingTail = true;
     try {
       const { store } = this.options;

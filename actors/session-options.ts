@@ -53,7 +53,15 @@ export interface SessionOptions {
     poll: (point: PollPoint) => number,
   ) => TurnDeps;
   openLog: () => Promise<SessionLog>;
-  logger: Logger;
+  /**
+   * Reopens the log synchronously from the store's checkpoint (memory, SQLite), after the
+   * session slept; undefined when the store cannot. Without it the session never sleeps.
+   */
+  openLogSync?: () => SessionLog | null;
+  /** Called when the session is idle again (its runner let go): the agent may put it to sleep. */
+  rested?: () => void;
+  /** The session's logger (a child of the agent's, made at each call: warnings and errors only). */
+  logger: () => Logger;
   now: () => number;
   ids: (prefix?: string) => string;
   drain: { steer: DrainMode; followUp: DrainMode };

@@ -44,6 +44,13 @@ export class SessionRunner implements RunnerPort {
     return this.turn;
   }
 
+  /** No execution runs or is about to start, and no edit of the log is in progress. */
+  get resting(): boolean {
+    return (
+      this.coordinatorRef === undefined && this.turn === undefined && this.editing === undefined
+    );
+  }
+
   wake(): void {
     // A closed session starts nothing: its queued inputs run after it is reopened.
     if (this.stopped) return;
@@ -104,7 +111,7 @@ export class SessionRunner implements RunnerPort {
       return await turn.start(inputs);
     } catch (err) {
       // A bug, not a turn outcome: still answer every prompt waiting on this turn.
-      this.s.options.logger.error({ err }, "a turn could not run");
+      this.s.options.logger().error({ err }, "a turn could not run");
       return notRun("failed", `internal error: ${String(err)}`);
     } finally {
       this.turn = undefined;
@@ -141,6 +148,7 @@ export class SessionRunner implements RunnerPort {
     ref.stop();
     // Idle: what the log can read back from the store leaves memory until it is needed.
     this.s.log.rest();
+    this.s.options.rested?.();
   }
 
   /**
@@ -217,7 +225,7 @@ export class SessionRunner implements RunnerPort {
    */
   private cannotStart(err: unknown): void {
     const reason = `the turn could not start: ${err instanceof Error ? err.message : String(err)}`;
-    this.s.options.logger.error({ err }, reason);
+    this.s.options.logger().error({ err }, reason);
     this.s.emit({ type: "log.written", level: "warn", message: reason });
     this.inputs.holdAll();
     this.inputs.answerAll(() => notRun("failed", reason));
@@ -248,7 +256,7 @@ export class SessionRunner implements RunnerPort {
       if (text !== this.s.log.settings().instructions) this.recordInstructions(text);
     } catch (err) {
       const message = `instructions not updated: ${err instanceof Error ? err.message : String(err)}`;
-      this.s.options.logger.warn({ err }, message);
+      this.s.options.logger().warn({ err }, message);
       this.s.emit({ type: "log.written", level: "warn", message });
     }
   }

@@ -79,7 +79,11 @@ export interface AcceptancePort {
 export class SessionScope {
   readonly id: string;
   readonly options: SessionOptions;
-  log!: SessionLog;
+  private liveLog: SessionLog | undefined;
+  /** The log was let go after a quiet spell (`sleep`): the next read of `log` reopens it. */
+  private asleep = false;
+  /** Takes a log reopened after a sleep as the session's state (set by `Session`). */
+  rewire!: (log: SessionLog) => void;
   /** Builds the per-turn dependencies on the adopted log (`depsFrom`), at their first read. */
   private makeDeps: (() => TurnDeps) | undefined;
   private madeDeps: TurnDeps | undefined;
@@ -90,7 +94,7 @@ export class SessionScope {
   opened = false;
   /** `close()` was called (its promise). */
   closing: Promise<void> | undefined;
-  readonly listeners = new Set<(event: AgentEvent) => void>();
+  private listenerSet: Set<(event: AgentEvent) => void> | undefined;
   /** The `Session` these parts belong to (what an instructions function is called with). */
   session!: object;
   /** Takes a log as the session's state (`Session.adopt`): at open and at a takeover. */
@@ -105,13 +109,71 @@ export class SessionScope {
     this.options = options;
   }
 
+  /** `session.subscribe` listeners (made at the first; let go empty when the session sleeps). */
+  get listeners(): Set<(event: AgentEvent) => void> {
+    this.listenerSet ??= new Set();
+    return this.listenerSet;
+  }
+
+  /** Whether anyone listens to this session's events. */
+  get listened(): boolean {
+    return (this.listenerSet?.size ?? 0) > 0;
+  }
+
+  /**
+   * The session's log (undefined before it is open). A session that slept (`sleep`) reopens it
+   * here, synchronously, from the store's checkpoint: every reader and input finds it as before.
+   */
+  get log(): SessionLog {
+    return this.liveLog ?? (this.asleep ? this.wake() : (undefined as unknown as SessionLog));
+  }
+
+  set log(log: SessionLog) {
+    this.liveLog = log;
+    this.asleep = false;
+  }
+
+  /** Whether the log is in memory now (false before it is open and while the session sleeps). */
+  get awake(): boolean {
+    return this.liveLog !== undefined;
+  }
+
+  /**
+   * Lets the log and the per-turn dependencies built on it go (the caller checked the session is
+   * quiet and its log checkpointed at its last entry): what an idle session holds is then its
+   * options, listeners and parts, not its history or projection.
+   */
+  sleep(): void {
+    this.liveLog = undefined;
+    this.asleep = true;
+    this.makeDeps = undefined;
+    this.madeDeps = undefined;
+    if (this.listenerSet?.size === 0) this.listenerSet = undefined;
+  }
+
+  private wake(): SessionLog {
+    const log = this.options.openLogSync?.();
+    if (!log) {
+      throw new Error(
+        `session ${this.id}: its log was let go while it was idle and the store cannot reopen it synchronously now; close the session and open it again with \`await agent.openSession(${JSON.stringify(this.id)})\``,
+      );
+    }
+    this.rewire(log);
+    // Woken by a read, it may sleep again; an input's turn re-arms it when it ends.
+    this.options.rested?.();
+    return log;
+  }
+
   /**
    * The per-turn dependencies built on the log (undefined before it is open). Built at the
    * first read, not at open: a session that is opened and never prompted holds none of them
    * (its context budget, spill writer, permission broker).
    */
   get deps(): TurnDeps {
-    if (this.madeDeps === undefined && this.makeDeps !== undefined) this.madeDeps = this.makeDeps();
+    if (this.madeDeps === undefined) {
+      if (this.asleep) this.wake();
+      if (this.makeDeps !== undefined) this.madeDeps = this.makeDeps();
+    }
     return this.madeDeps as TurnDeps;
   }
 
@@ -136,7 +198,8 @@ export class SessionScope {
    */
   emit(body: AgentEventBody): void {
     const publish = this.options.publish;
-    if (this.listeners.size === 0 && !publish) return;
+    const listeners = this.listenerSet;
+    if (!listeners?.size && !publish) return;
     // Not `{ ...body, sessionId, at }`: each property after a spread is a slow runtime call on
     // Node 20, paid per event.
     const event = Object.assign({}, body, {
@@ -144,13 +207,14 @@ export class SessionScope {
       at: this.options.now(),
     }) as AgentEvent;
     publish?.(event);
-    for (const listener of this.listeners) {
-      try {
-        listener(event);
-      } catch (err) {
-        this.options.logger.warn({ err }, "a session listener threw");
+    if (listeners)
+      for (const listener of listeners) {
+        try {
+          listener(event);
+        } catch (err) {
+          this.options.logger().warn({ err }, "a session listener threw");
+        }
       }
-    }
   }
 
   /**

@@ -22,7 +22,7 @@ import type { AcceptanceSpec } from "./acceptance-spec.ts";
 import type { HandoffOptions } from "./handoff.ts";
 import { type RedactOptions, type RedactResult, redactSession } from "./redact-session.ts";
 import { acceptanceOff, type SessionAcceptance } from "./session-acceptance.ts";
-import { adoptLog } from "./session-adopt.ts";
+import { adoptLog, openSessionLog, rewireLog, sleepWhenQuiet } from "./session-adopt.ts";
 import {
   changeInstructions,
   checkClearOptions,
@@ -94,20 +94,8 @@ export class Session {
     s.inputs = inputs;
     s.runner = runner;
     s.lease = lease;
-    this.ready = (async () => {
-      const held = lease ? await lease.take() : null;
-      const log = await options.openLog();
-      if (held) log.fence(held);
-      // Crash recovery only by the lease's holder: a follower never touches a live owner's log.
-      if (!lease || held) await options.recover?.(log);
-      await this.adopt(log);
-      if (lease) {
-        if (held) lease.becomeOwner(held);
-        else lease.becomeFollower();
-      }
-      runner.pendingHandoff = options.handoff;
-      s.opened = true;
-    })();
+    s.rewire = (log) => rewireLog(s, inputs, lease, log);
+    this.ready = openSessionLog(s, runner, lease);
     s.ready = this.ready;
     // Observed here so a failed open is not an unhandled rejection; callers still see it.
     this.ready.catch(() => {});
@@ -118,6 +106,16 @@ export class Session {
     return adoptLog(this.s, this.inputs, this.lease, log, (part) => {
       this.acceptancePart = part;
     });
+  }
+
+  /** @internal Lets the log go if the session is quiet (actors/session-adopt.ts, `sleepWhenQuiet`). */
+  sleep(): Promise<boolean> {
+    return sleepWhenQuiet(this.s, this.runner, this.inputs);
+  }
+
+  /** @internal Whether the session sleeps now: its log is let go until its next read or input. */
+  get asleep(): boolean {
+    return this.s.opened && !this.s.awake;
   }
 
   /** Whether `close()` was called: a closed session accepts no input (reopen it by id). */
@@ -467,14 +465,15 @@ export class Session {
       await this.ready.catch(() => {});
       // A takeover already loading the log ends first (as the owner): this close releases it.
       await this.lease?.settle();
-      if (s.log) this.inputs.holdAll();
+      if (s.awake) this.inputs.holdAll();
       this.runner.cancelRunning("session closed"); // a shutdown, not an input: no inbox event
       await this.runner.awaitSettlement().catch(() => {});
       this.runner.stop();
       try {
         await this.lease?.settle();
         // A follower's log is the owner's: nothing of it is this process's to write.
-        if (s.log && s.role !== "follower") await s.log.close();
+        // A session that slept wrote its checkpoint and has nothing left to flush.
+        if (s.awake && s.role !== "follower") await s.log.close();
         if (s.role === "owner") await this.lease?.release().catch(() => {});
       } finally {
         this.lease?.clearTimers();

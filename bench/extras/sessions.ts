@@ -2,7 +2,9 @@
  * Memory of Keel sessions in one process (memory store, heap after two forced GCs):
  * - `idle`: sessions opened and ready, no turn yet;
  * - `afterTurn`: sessions that ran one prompt (one tool step, then text) and are idle again;
- * - `midTurn`: sessions whose one tool call is running (held on a gate) when the heap is read.
+ * - `midTurn`: sessions whose one tool call is running (held on a gate) when the heap is read;
+ * - `idleAsleep`, `afterTurnAsleep`: `idle` and `afterTurn` on an agent with `dormantAfterMs: 0`,
+ *   read once every session has slept (its log let go, reopened from the store at its next use).
  * Each figure is (heap with the sessions − heap before them) / count. Keel is its built package,
  * dist/index.js, like in the step benchmark (lib/keel-entry.ts; `KEEL_ENTRY` names another entry).
  */
@@ -17,6 +19,9 @@ export interface SessionsOptions {
   idle: number;
   afterTurn: number;
   midTurn: number;
+  /** Counts for the rows on an agent whose sessions sleep as soon as they are idle (0: skipped). */
+  idleAsleep?: number;
+  afterTurnAsleep?: number;
 }
 
 export interface SessionsFigure {
@@ -28,7 +33,14 @@ export interface SessionsFigure {
 }
 
 export type SessionsResult =
-  | { ok: true; idle: SessionsFigure; afterTurn: SessionsFigure; midTurn: SessionsFigure }
+  | {
+      ok: true;
+      idle: SessionsFigure;
+      afterTurn: SessionsFigure;
+      midTurn: SessionsFigure;
+      idleAsleep?: SessionsFigure;
+      afterTurnAsleep?: SessionsFigure;
+    }
   | { ok: false; error: string };
 
 type Keel = KeelModule;
@@ -84,12 +96,17 @@ async function main(keel: Keel, o: SessionsOptions): Promise<SessionsResult> {
       return workload.toolResult;
     },
   });
-  const newAgent = () =>
+  const newAgent = (dormantAfterMs?: number) =>
     keel.createAgent({
       model: keel.scriptedModel(oneStep, { record: "none" }),
       tools: [touch],
       store: keel.memoryStore(),
+      ...(dormantAfterMs === undefined ? {} : { dormantAfterMs }),
     });
+  // Sleeping is a timer's work after each session went idle: give it a few turns of the loop.
+  const settle = async () => {
+    for (let i = 0; i < 5; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+  };
 
   const idle = await measure(o.idle, async (count) => {
     const agent = newAgent();
@@ -133,7 +150,31 @@ async function main(keel: Keel, o: SessionsOptions): Promise<SessionsResult> {
       },
     };
   });
-  return { ok: true, idle, afterTurn, midTurn };
+  const idleAsleep = o.idleAsleep
+    ? await measure(o.idleAsleep, async (count) => {
+        const agent = newAgent(0);
+        const sessions = Array.from({ length: count }, (_, i) => agent.session(`idle-z-${i}`));
+        await Promise.all(sessions.map((s) => s.ready));
+        await settle();
+        return { hold: sessions, release: () => agent.close() };
+      })
+    : undefined;
+  const afterTurnAsleep = o.afterTurnAsleep
+    ? await measure(o.afterTurnAsleep, async (count) => {
+        const agent = newAgent(0);
+        const sessions = Array.from({ length: count }, (_, i) => agent.session(`turn-z-${i}`));
+        for (const s of sessions) {
+          const r = await s.prompt(workload.prompt);
+          if (r.status !== "completed") throw new Error(`a turn ended ${r.status}: ${r.reason}`);
+        }
+        await settle();
+        // Asleep, each still answers: its log is reopened from the store at the first read.
+        if (sessions[0].messages().length === 0)
+          throw new Error("a session that slept lost its log");
+        return { hold: sessions, release: () => agent.close() };
+      })
+    : undefined;
+  return { ok: true, idle, afterTurn, midTurn, idleAsleep, afterTurnAsleep };
 }
 
 try {

@@ -1,0 +1,215 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { createAgent } from "../actors/agent.ts";
+import type { ModelRequest } from "../contracts/model.ts";
+import { scriptedModel } from "../providers/scripted-model.ts";
+import { memoryStore } from "../session/memory-store.ts";
+import { sqliteStore } from "../session/sqlite-store.ts";
+import type { SessionStore } from "../session/store.ts";
+import { defineTool } from "../tools/define-tool.ts";
+
+const echo = defineTool({
+  name: "echo",
+  description: "Echoes.",
+  parameters: z.object({ text: z.string() }),
+  traits: { concurrencySafe: true, risk: "low" },
+  execute: ({ text }) => text,
+});
+
+/** One tool step, then text; every request the model got is kept. */
+function oneStep() {
+  const requests: ModelRequest[] = [];
+  const model = scriptedModel(
+    (request) => {
+      requests.push(request);
+      return request.messages.at(-1)?.role === "tool"
+        ? { text: `done ${requests.length}` }
+        : { toolCalls: [{ name: "echo", arguments: '{"text":"hi"}' }] };
+    },
+    { record: "none" },
+  );
+  return { model, requests };
+}
+
+/** Lets the dormancy timer fire and the sleep's checkpoint write settle. */
+const settle = async (ms = 20) => {
+  for (let i = 0; i < 3; i++) await new Promise((resolve) => setTimeout(resolve, ms));
+};
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+describe("an idle session sleeps: its log goes, and comes back from the store at its next use", () => {
+  it("after dormantAfterMs idle it sleeps; reads, then a prompt, reopen it and the conversation goes on where it was", async () => {
+    const { model, requests } = oneStep();
+    const agent = createAgent({ model, tools: [echo], dormantAfterMs: 0 });
+    const session = await agent.openSession("s1");
+    expect((await session.prompt("first")).status).toBe("completed");
+    const before = { messages: session.messages(), entries: session.entries() };
+    const log = session.sessionLog;
+    await settle();
+    expect(session.asleep).toBe(true);
+
+    // A read reopens it: the same history, from a new log object.
+    expect(session.messages()).toEqual(before.messages);
+    expect(session.asleep).toBe(false);
+    expect(session.sessionLog).not.toBe(log);
+    expect(session.entries()).toEqual(before.entries);
+
+    await settle();
+    expect(session.asleep).toBe(true);
+    // An input reopens it: the model sees the whole conversation, and nothing was written twice.
+    const r = await session.prompt("second");
+    expect(r.status).toBe("completed");
+    const last = requests.at(-1)!;
+    expect(
+      last.messages.some((m) => m.role === "user" && JSON.stringify(m).includes("first")),
+    ).toBe(true);
+    const ids = session.entries().map((e) => e.id);
+    expect(new Set(ids).size).toBe(ids.length);
+    const seqs = session.entries().map((e) => e.seq);
+    expect(seqs).toEqual(seqs.map((_, i) => i + 1));
+    await agent.close();
+  });
+
+  it("a session opened and never prompted sleeps too, and its first prompt runs", async () => {
+    const { model } = oneStep();
+    const agent = createAgent({ model, tools: [echo], dormantAfterMs: 0 });
+    const session = await agent.openSession("new");
+    await settle();
+    expect(session.asleep).toBe(true);
+    expect((await session.prompt("go")).status).toBe("completed");
+    await agent.close();
+  });
+
+  it("never while a turn runs or an input waits; not before dormantAfterMs", async () => {
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    const slow = defineTool({
+      name: "echo",
+      description: "Waits.",
+      parameters: z.object({ text: z.string() }),
+      traits: { concurrencySafe: true, risk: "low" },
+      execute: async ({ text }) => {
+        await gate;
+        return text;
+      },
+    });
+    const { model } = oneStep();
+    const agent = createAgent({ model, tools: [slow], dormantAfterMs: 10 });
+    const session = await agent.openSession("busy");
+    // A follow-up: no prompt waits on its result, so only the running turn keeps it awake.
+    await session.followUp("go");
+    await settle();
+    expect(session.currentTurn).toBeDefined();
+    expect(session.asleep).toBe(false);
+    const queued = session.prompt("then this");
+    await settle();
+    expect(session.asleep).toBe(false); // mid-turn, with a prompt queued
+    open();
+    expect((await queued).status).toBe("completed");
+    await session.awaitIdle();
+    expect(session.asleep).toBe(false); // idle, but not for 10 ms yet
+    await settle();
+    expect(session.asleep).toBe(true);
+    await agent.close();
+  });
+
+  it("with Infinity, or over a store that cannot reopen a log synchronously, sessions stay in memory", async () => {
+    const never = createAgent({ model: oneStep().model, tools: [echo], dormantAfterMs: Infinity });
+    const a = await never.openSession("a");
+    await a.prompt("go");
+    // The store without synchronous checkpoint reads (like PostgreSQL's): async methods only.
+    const base = memoryStore();
+    const asyncOnly = Object.fromEntries(
+      Object.entries(base).filter(([k]) => k !== "loadFromCheckpointSync"),
+    ) as unknown as SessionStore;
+    const other = createAgent({
+      model: oneStep().model,
+      tools: [echo],
+      store: asyncOnly,
+      dormantAfterMs: 0,
+    });
+    const b = await other.openSession("b");
+    await b.prompt("go");
+    await settle();
+    expect(a.asleep).toBe(false);
+    expect(b.asleep).toBe(false);
+    await never.close();
+    await other.close();
+  });
+
+  it("an input that arrives while the sleep's checkpoint is being written keeps the session awake, and its turn runs", async () => {
+    const base = memoryStore();
+    let release!: () => void;
+    let writing!: () => void;
+    const written = new Promise<void>((resolve) => {
+      writing = resolve;
+    });
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let hold = false;
+    const store = {
+      ...base,
+      async saveCheckpoint(id: string, seq: number, body: string) {
+        if (hold) {
+          writing();
+          await held;
+        }
+        return base.saveCheckpoint(id, seq, body);
+      },
+    } as typeof base;
+    const agent = createAgent({ model: oneStep().model, tools: [echo], store, dormantAfterMs: 0 });
+    const session = await agent.openSession("racy");
+    await session.prompt("first");
+    hold = true;
+    await written; // the sleep is writing its checkpoint
+    const second = session.prompt("second");
+    release();
+    expect((await second).status).toBe("completed");
+    expect(session.messages().filter((m) => m.role === "user")).toHaveLength(2);
+    hold = false;
+    await settle();
+    expect(session.asleep).toBe(true); // once idle again
+    await agent.close();
+  });
+
+  it("rejects a dormantAfterMs that is not a duration, saying what it takes", () => {
+    expect(() => createAgent({ model: oneStep().model, dormantAfterMs: -1 })).toThrow(
+      /dormantAfterMs.*from 0 to/,
+    );
+    expect(() => createAgent({ model: oneStep().model, dormantAfterMs: Number.NaN })).toThrow(
+      /dormantAfterMs/,
+    );
+  });
+
+  it("on SQLite, a session that slept keeps its lease and writes with its fencing token after it wakes", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "keel-dormant-"));
+    dirs.push(dir);
+    const store = sqliteStore(join(dir, "s.db"));
+    const agent = createAgent({ model: oneStep().model, tools: [echo], store, dormantAfterMs: 0 });
+    const session = await agent.openSession("leased");
+    expect(session.role).toBe("owner");
+    await session.prompt("go");
+    await settle();
+    expect(session.asleep).toBe(true);
+    expect(session.role).toBe("owner");
+    expect((await session.prompt("again")).status).toBe("completed");
+    expect(session.sessionLog.heldLease).toBeDefined();
+    // Another agent on the file: the session is this process's, its history whole.
+    await agent.close();
+    const reader = createAgent({ model: oneStep().model, store: sqliteStore(join(dir, "s.db")) });
+    const reopened = await reader.openSession("leased");
+    expect(reopened.entries().filter((e) => e.type === "inbox").length).toBe(2);
+    await reader.close();
+    store.close?.();
+  });
+});
