@@ -69,7 +69,7 @@ export interface AgentOptions {
   /** Default 8. */
   maxParallelToolCalls?: number;
   /**
-   * How long a session stays idle before it lets its log go (docs/many-sessions.md): a session
+   * How long a session stays idle before it lets its log go (docs/embedding.md, "Idle sessions sleep"): a session
    * that sleeps holds no history, projection or per-turn state, and its next read or input
    * reopens them from the store's checkpoint, synchronously, in O(projection). It sleeps only
    * when no turn runs, no input is queued, it has no acceptance spec, this process writes its

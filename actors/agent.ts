@@ -272,7 +272,7 @@ export function createAgent(options: AgentOptions): Agent {
           : undefined,
         inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
         publish,
-        deps: (log, emit, poll) => ({
+        deps: (log, emit, poll, carried) => ({
           sessionId,
           log,
           model: options.model,
@@ -286,24 +286,28 @@ export function createAgent(options: AgentOptions): Agent {
           slots,
           random,
           limits,
-          budgets: new SessionBudgets({
-            log,
-            clock,
-            session: own.session,
-            prompt: own.prompt.budget,
-            promptDefaulted: own.prompt.defaulted,
-            agent: agentSpend,
-          }),
+          budgets:
+            carried?.budgets?.rebind(log) ??
+            new SessionBudgets({
+              log,
+              clock,
+              session: own.session,
+              prompt: own.prompt.budget,
+              promptDefaulted: own.prompt.defaulted,
+              agent: agentSpend,
+            }),
           price,
-          context: new SessionContext({
-            log,
-            model: options.model,
-            registry: tools,
-            ids,
-            emit,
-            options: contextOptions,
-            clock,
-          }),
+          context:
+            carried?.context.rebind(log) ??
+            new SessionContext({
+              log,
+              model: options.model,
+              registry: tools,
+              ids,
+              emit,
+              options: contextOptions,
+              clock,
+            }),
           // Each recovery keeps less, then clips (actors/session-context.ts): room for all three.
           maxOverflowRecoveries: contextOptions.overflowRecoveries ?? 3,
           maxParallelToolCalls: options.maxParallelToolCalls ?? 8,
@@ -314,10 +318,12 @@ export function createAgent(options: AgentOptions): Agent {
           spill: createSpill(sessionSpillDir(dataDir, sessionId)),
           turnMachine: options.turnMachine,
           loopGuard,
-          permissions: options.permissions
-            ? (options.permissionBroker?.(options.permissions) ??
-              new PermissionBroker(options.permissions))
-            : undefined,
+          permissions: carried
+            ? carried.permissions
+            : options.permissions
+              ? (options.permissionBroker?.(options.permissions) ??
+                new PermissionBroker(options.permissions))
+              : undefined,
         }),
       });
       sessions.set(sessionId, session);

@@ -71,6 +71,7 @@ export function wireLog(
       log,
       (e) => s.emit(e),
       (point) => inputs.poll(point),
+      s.takeCarried(),
     );
     deps.wantsPreviews = () => s.listened;
     return deps;
@@ -133,10 +134,18 @@ export async function sleepWhenQuiet(
     s.closing === undefined &&
     (s.role === "solo" || s.role === "owner") &&
     s.acceptance === undefined &&
+    !s.editing &&
     runner.resting &&
     inputs.quiet;
   if (!log || !reopensSync(log.store) || !quiet()) return false;
-  const checkpointed = await log.checkpoint();
+  const writing = log.checkpoint();
+  s.sleeping = writing.catch(() => {});
+  let checkpointed: boolean;
+  try {
+    checkpointed = await writing;
+  } finally {
+    s.sleeping = undefined;
+  }
   // Anything that happened while the checkpoint was written keeps the session awake: an entry
   // appended after it, a turn, an input, a takeover.
   if (!checkpointed || !s.awake || s.log !== log || log.pendingCount() > 0 || !quiet())

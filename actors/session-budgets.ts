@@ -53,6 +53,15 @@ export class SessionBudgets {
 
   constructor(private readonly o: SessionBudgetsOptions) {}
 
+  /**
+   * Works on `log`, the session's log reopened after a sleep: the session's spend, read once,
+   * carries over. Returns itself.
+   */
+  rebind(log: SessionLog): this {
+    this.o.log = log;
+    return this;
+  }
+
   /** Reads what the session spent from its log (once; only when the session has a budget). */
   async load(): Promise<void> {
     if (this.session || !capped(this.o.session)) return;

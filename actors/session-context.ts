@@ -137,6 +137,17 @@ export class SessionContext {
     });
   }
 
+  /**
+   * Works on `log`, the session's log reopened after a sleep (the same entries): what this
+   * context learned (the provider's measured usage, a compaction that could not help, overflow
+   * recoveries) carries over. Returns itself.
+   */
+  rebind(log: SessionLog): this {
+    this.deps.log = log;
+    this.budget.rebind(log);
+    return this;
+  }
+
   /** The instructions in force: the last `settings` entry's on the active path. */
   instructions(): string | undefined {
     const v = this.deps.log.settings().instructions;

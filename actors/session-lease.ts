@@ -153,7 +153,7 @@ export class SessionLease implements LeasePort {
     this.lease = undefined;
     s.setRole("follower");
     while (this.pulling) await this.pulling;
-    await s.log.flush().catch(() => {});
+    if (s.awake) await s.log.flush().catch(() => {}); // one that slept has nothing to flush
     await this.options.store.releaseLease(lease, { pending: s.inputs.pendingWork() });
     return true;
   }

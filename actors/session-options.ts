@@ -43,6 +43,12 @@ export interface InboxOptions {
   source?: InboxSource;
 }
 
+/**
+ * @internal What a session's per-turn dependencies learned that outlives a sleep: the context's
+ * measured usage and compaction state, the session's spend, the permissions granted "always".
+ */
+export type CarriedDeps = Pick<TurnDeps, "context" | "budgets" | "permissions">;
+
 /** @internal How the agent makes a session (`agent.session(id)`). */
 export interface SessionOptions {
   sessionId: string;
@@ -51,6 +57,7 @@ export interface SessionOptions {
     log: SessionLog,
     emit: (e: AgentEventBody) => void,
     poll: (point: PollPoint) => number,
+    carried?: CarriedDeps,
   ) => TurnDeps;
   openLog: () => Promise<SessionLog>;
   /**

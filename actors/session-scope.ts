@@ -7,7 +7,7 @@ import type { PollPoint } from "../machines/policies/inbox.ts";
 import type { HandoffRecord } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import type { PostedInput } from "../session/store.ts";
-import type { PromptResult, SessionOptions, SessionRole } from "./session-options.ts";
+import type { CarriedDeps, PromptResult, SessionOptions, SessionRole } from "./session-options.ts";
 import type { TurnDeps } from "./turn-scope.ts";
 
 /** A turn's inputs: the user's messages it starts with. */
@@ -87,6 +87,8 @@ export class SessionScope {
   /** Builds the per-turn dependencies on the adopted log (`depsFrom`), at their first read. */
   private makeDeps: (() => TurnDeps) | undefined;
   private madeDeps: TurnDeps | undefined;
+  /** What the dependencies dropped at a sleep had learned, for the next ones (`takeCarried`). */
+  private carried: CarriedDeps | undefined;
   role: SessionRole = "solo";
   /** Resolves once the log is loaded and recovery ran (`session.ready`). */
   ready!: Promise<void>;
@@ -97,6 +99,11 @@ export class SessionScope {
   private listenerSet: Set<(event: AgentEvent) => void> | undefined;
   /** The `Session` these parts belong to (what an instructions function is called with). */
   session!: object;
+  /** Edits of the log in progress (`edit`): the session does not sleep under one. */
+  private edits = 0;
+  /** The checkpoint a sleep is writing: an edit starts once it is written. */
+  sleeping: Promise<unknown> | undefined;
+
   /** Takes a log as the session's state (`Session.adopt`): at open and at a takeover. */
   adopt!: (log: SessionLog) => Promise<void>;
   runner!: RunnerPort;
@@ -133,6 +140,26 @@ export class SessionScope {
     this.asleep = false;
   }
 
+  /**
+   * Runs an edit of the log between turns (a compaction, a redaction, a branch move, new
+   * instructions): the session does not sleep while it runs, so the edit never writes through a
+   * log the session let go; once the last one ends the session may sleep again.
+   */
+  async edit<T>(run: () => T | Promise<T>): Promise<T> {
+    while (this.sleeping) await this.sleeping;
+    this.edits++;
+    try {
+      return await run();
+    } finally {
+      if (--this.edits === 0 && !this.closing) this.options.rested?.();
+    }
+  }
+
+  /** Whether an edit of the log runs (`edit`). */
+  get editing(): boolean {
+    return this.edits > 0;
+  }
+
   /** Whether the log is in memory now (false before it is open and while the session sleeps). */
   get awake(): boolean {
     return this.liveLog !== undefined;
@@ -146,6 +173,8 @@ export class SessionScope {
   sleep(): void {
     this.liveLog = undefined;
     this.asleep = true;
+    const d = this.madeDeps;
+    if (d) this.carried = { context: d.context, budgets: d.budgets, permissions: d.permissions };
     this.makeDeps = undefined;
     this.madeDeps = undefined;
     if (this.listenerSet?.size === 0) this.listenerSet = undefined;
@@ -160,7 +189,7 @@ export class SessionScope {
     }
     this.rewire(log);
     // Woken by a read, it may sleep again; an input's turn re-arms it when it ends.
-    this.options.rested?.();
+    if (!this.closing) this.options.rested?.();
     return log;
   }
 
@@ -175,6 +204,13 @@ export class SessionScope {
       if (this.makeDeps !== undefined) this.madeDeps = this.makeDeps();
     }
     return this.madeDeps as TurnDeps;
+  }
+
+  /** What the dependencies let go at the last sleep learned (once: the next build takes it). */
+  takeCarried(): CarriedDeps | undefined {
+    const carried = this.carried;
+    this.carried = undefined;
+    return carried;
   }
 
   /** How `deps` is built on a newly adopted log; the ones built on the previous log are dropped. */

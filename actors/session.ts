@@ -199,14 +199,15 @@ export class Session {
     requestId: string,
     reply: PermissionReply,
   ): { ok: true } | Refusal<"UNKNOWN_REQUEST"> {
-    const broker = this.s.deps?.permissions;
-    if (!broker) {
+    // A session that sleeps has no turn, so no request waits: it is not woken to say so.
+    const broker = this.s.awake ? this.s.deps?.permissions : this.s.opened ? null : undefined;
+    if (broker === undefined) {
       return refuse(
         "UNKNOWN_REQUEST",
         `no permission request ${requestId} is waiting: session ${this.id} asks no permissions (createAgent has no \`permissions\` option)`,
       );
     }
-    if (!broker.reply(requestId, reply)) {
+    if (!broker?.reply(requestId, reply)) {
       return refuse(
         "UNKNOWN_REQUEST",
         `no permission request ${requestId} is waiting in session ${this.id}: it was answered already or its turn ended; see session.pendingPermissions()`,
@@ -217,12 +218,12 @@ export class Session {
 
   /** Permission requests waiting for a reply. */
   pendingPermissions(): PermissionRequest[] {
-    return this.s.deps?.permissions?.waiting() ?? [];
+    return this.s.awake ? (this.s.deps?.permissions?.waiting() ?? []) : [];
   }
 
   /** The queued, not yet consumed inputs. */
   queued(lane?: InboxLane): readonly InboxEvent[] {
-    return this.s.log ? this.inputs.queued(lane) : [];
+    return this.s.awake ? this.inputs.queued(lane) : []; // one that sleeps has an empty inbox
   }
 
   /** Removes queued inputs (of one lane, or all); their prompts resolve as cancelled. */
@@ -285,7 +286,7 @@ export class Session {
     options: { keepRecentTokens?: number; signal?: AbortSignal } = {},
   ): Promise<CompactionResult> {
     await this.ready;
-    return compactNow(this.s, options);
+    return this.s.edit(() => compactNow(this.s, options));
   }
 
   /**
@@ -324,7 +325,7 @@ export class Session {
       throw new TypeError(`setInstructions: instructions must be a string, got ${typeof text}`);
     }
     await this.ready;
-    return changeInstructions(this.s, this.runner, text);
+    return this.s.edit(() => changeInstructions(this.s, this.runner, text));
   }
 
   /**
@@ -345,8 +346,8 @@ export class Session {
     if (open) return open;
     // No turn starts until the store and this log both hold the redaction: an input sent
     // meanwhile waits, then runs on the redacted history.
-    return this.runner.exclusive(() =>
-      redactSession(this.s.log, entryIds, options, this.s.options.now),
+    return this.s.edit(() =>
+      this.runner.exclusive(() => redactSession(this.s.log, entryIds, options, this.s.options.now)),
     );
   }
 
@@ -367,7 +368,7 @@ export class Session {
   > {
     checkClearOptions(options);
     await this.ready;
-    return clearResults(this.s, options);
+    return this.s.edit(() => clearResults(this.s, options));
   }
 
   /**
@@ -493,6 +494,6 @@ export class Session {
 
   private async branch(move: () => BranchResult): Promise<BranchResult> {
     await this.ready;
-    return moveBranch(this.s, move);
+    return this.s.edit(() => moveBranch(this.s, move));
   }
 }

@@ -67,7 +67,7 @@ interface Anchor {
 export class ContextBudget {
   readonly window: number;
   readonly reserve: number;
-  private readonly source: ContextSource;
+  private source: ContextSource;
   private readonly count: TextCounter;
   private view: readonly Message[] | null = null;
   private costs: number[] = [];
@@ -111,6 +111,19 @@ export class ContextBudget {
     if (last && last.used === used && last.trusted === trusted) return last;
     this.last = { used, window: this.window, reserve: this.reserve, trusted };
     return this.last;
+  }
+
+  /**
+   * Reads from `source` from now on: the same session's log reopened after a sleep, its
+   * messages as they were. The running sum and the provider's measured usage carry over.
+   */
+  rebind(source: ContextSource): void {
+    this.source = source;
+    const messages = source.history();
+    source.takeChanges();
+    if (this.anchor && this.anchor.view === this.view)
+      this.anchor = { ...this.anchor, view: messages };
+    if (this.view !== null) this.view = messages;
   }
 
   /** The last measured usage (null before the first `measure`). */

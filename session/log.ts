@@ -120,10 +120,10 @@ export class SessionLog {
     if (!reopensSync(store)) return null;
     const load = store.loadFromCheckpointSync(sessionId);
     const log = new SessionLog(options);
-    if (!load)
-      log.replay(store.loadUpToSync(sessionId, Number.MAX_SAFE_INTEGER)); // none yet
-    else if (!load.loadPrefixSync || !log.restore(load)) return null;
-    else for (const e of load.tail) log.place(Object.freeze(e)); // history read as needed
+    if (load?.loadPrefixSync && log.restore(load)) {
+      for (const e of load.tail) log.place(Object.freeze(e)); // history read as needed
+    } // No checkpoint (no entries yet), or one this Keel cannot read: every entry, as `open`.
+    else log.replay(store.loadUpToSync(sessionId, Number.MAX_SAFE_INTEGER));
     log.queue.startAt(log.seq);
     return log;
   }

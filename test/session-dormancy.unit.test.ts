@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
-import type { ModelRequest } from "../contracts/model.ts";
+import type { Model, ModelRequest } from "../contracts/model.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import { memoryStore } from "../session/memory-store.ts";
 import { sqliteStore } from "../session/sqlite-store.ts";
@@ -123,6 +123,10 @@ describe("an idle session sleeps: its log goes, and comes back from the store at
   });
 
   it("with Infinity, or over a store that cannot reopen a log synchronously, sessions stay in memory", async () => {
+    // The same wait puts a session of an agent with dormantAfterMs 0 to sleep (the control).
+    const control = createAgent({ model: oneStep().model, tools: [echo], dormantAfterMs: 0 });
+    const c = await control.openSession("c");
+    await c.prompt("go");
     const never = createAgent({ model: oneStep().model, tools: [echo], dormantAfterMs: Infinity });
     const a = await never.openSession("a");
     await a.prompt("go");
@@ -140,8 +144,10 @@ describe("an idle session sleeps: its log goes, and comes back from the store at
     const b = await other.openSession("b");
     await b.prompt("go");
     await settle();
+    expect(c.asleep).toBe(true);
     expect(a.asleep).toBe(false);
     expect(b.asleep).toBe(false);
+    await control.close();
     await never.close();
     await other.close();
   });
@@ -179,6 +185,90 @@ describe("an idle session sleeps: its log goes, and comes back from the store at
     hold = false;
     await settle();
     expect(session.asleep).toBe(true); // once idle again
+    await agent.close();
+  });
+
+  it("a manual compaction waiting on its summary keeps the session awake: the compaction is written to the live log, then the session sleeps", async () => {
+    let release!: () => void;
+    const summaryHeld = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let summaryAsked!: () => void;
+    const asked = new Promise<void>((resolve) => {
+      summaryAsked = resolve;
+    });
+    const inner = scriptedModel(
+      (request) => {
+        if (request.tools.length === 0) return { text: "the summary" };
+        return request.messages.at(-1)?.role === "tool"
+          ? { text: "done" }
+          : { toolCalls: [{ name: "echo", arguments: '{"text":"hi"}' }] };
+      },
+      { record: "none" },
+    );
+    // The summary request (no tools) waits until the test lets it answer.
+    const model: Model = {
+      name: inner.name,
+      async *stream(request) {
+        if (request.tools.length === 0) {
+          summaryAsked();
+          await summaryHeld;
+        }
+        yield* inner.stream(request);
+      },
+    };
+    const agent = createAgent({ model, tools: [echo], dormantAfterMs: 0 });
+    const session = await agent.openSession("compacting");
+    for (const text of ["one", "two", "three"]) await session.prompt(text);
+    const compaction = session.compact({ keepRecentTokens: 1 });
+    await asked;
+    await settle(); // the dormancy timer fires while the summary is awaited
+    expect(session.asleep).toBe(false);
+    release();
+    const result = await compaction;
+    expect(result.ok).toBe(true);
+    expect(result.ok && result.durable).toBe(true);
+    await settle();
+    expect(session.asleep).toBe(true);
+    // Reopened, the log holds the compaction; a prompt after it runs.
+    expect(session.entries().some((e) => e.type === "compaction")).toBe(true);
+    expect((await session.prompt("four")).status).toBe("completed");
+    await agent.close();
+  });
+
+  it("what a session learned outlives its sleep: a permission granted always is not asked again, the provider's measured usage stays trusted", async () => {
+    const asks: string[] = [];
+    const model = scriptedModel(
+      (request) =>
+        request.messages.at(-1)?.role === "tool"
+          ? { text: "done", usage: { inputTokens: 50, outputTokens: 5 } }
+          : { toolCalls: [{ name: "echo", arguments: '{"text":"hi"}' }] },
+      { record: "none" },
+    );
+    const agent = createAgent({
+      model,
+      tools: [echo],
+      dormantAfterMs: 0,
+      permissions: {
+        rules: [{ tool: "echo", action: "ask" }],
+        ask: async (request) => {
+          asks.push(request.requestId);
+          return { type: "allow_always" };
+        },
+      },
+    });
+    const session = await agent.openSession("granted");
+    expect((await session.prompt("go")).status).toBe("completed");
+    expect(asks).toHaveLength(1);
+    const usage = session.contextUsage();
+    expect(usage.trusted).toBe(true);
+    await settle();
+    expect(session.asleep).toBe(true);
+    expect(session.contextUsage()).toEqual(usage); // woken by the read: the same, still trusted
+    await settle();
+    expect(session.asleep).toBe(true);
+    expect((await session.prompt("again")).status).toBe("completed");
+    expect(asks).toHaveLength(1); // granted always, before the sleep
     await agent.close();
   });
 

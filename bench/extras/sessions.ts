@@ -8,6 +8,9 @@
  * Each figure is (heap with the sessions − heap before them) / count. Keel is its built package,
  * dist/index.js, like in the step benchmark (lib/keel-entry.ts; `KEEL_ENTRY` names another entry).
  */
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { z } from "zod";
 import type { ModelRequest } from "../../contracts/model.ts";
 import { importKeel, type KeelModule } from "../lib/keel-entry.ts";
@@ -100,7 +103,11 @@ async function main(keel: Keel, o: SessionsOptions): Promise<SessionsResult> {
     keel.createAgent({
       model: keel.scriptedModel(oneStep, { record: "none" }),
       tools: [touch],
-      store: keel.memoryStore(),
+      // STORE=sqlite: each agent on its own file, so the store's data is on disk, not in the heap.
+      store:
+        process.env.STORE === "sqlite"
+          ? keel.sqliteStore(join(mkdtempSync(join(tmpdir(), "keel-sessions-")), "s.db"))
+          : keel.memoryStore(),
       ...(dormantAfterMs === undefined ? {} : { dormantAfterMs }),
     });
   // Sleeping is a timer's work after each session went idle: give it a few turns of the loop.
@@ -179,7 +186,13 @@ async function main(keel: Keel, o: SessionsOptions): Promise<SessionsResult> {
 
 try {
   const o = readChildOptions<SessionsOptions>();
-  const keel = await importKeel(["createAgent", "defineTool", "scriptedModel", "memoryStore"]);
+  const keel = await importKeel([
+    "createAgent",
+    "defineTool",
+    "scriptedModel",
+    "memoryStore",
+    "sqliteStore",
+  ]);
   emitResult(await main(keel, o));
   process.exit(0);
 } catch (e) {
