@@ -66,12 +66,12 @@ export function wireLog(
   inputs.holdRestored(); // restored inputs wait for resume() or a new input
   // Built at their first read (an idle session holds none), on the object `deps` made: a spread
   // copy of it got a hidden class of its own in every session.
-  s.depsFrom(() => {
+  s.slot.depsFrom(() => {
     const deps = s.options.deps(
       log,
       (e) => s.emit(e),
       (point) => inputs.poll(point),
-      s.takeCarried(),
+      s.slot.takeCarried(),
     );
     deps.wantsPreviews = () => s.listened;
     return deps;
@@ -134,17 +134,17 @@ export async function sleepWhenQuiet(
     s.closing === undefined &&
     (s.role === "solo" || s.role === "owner") &&
     s.acceptance === undefined &&
-    !s.editing &&
+    !s.slot.editing &&
     runner.resting &&
     inputs.quiet;
   if (!log || !reopensSync(log.store) || !quiet()) return false;
   const writing = log.checkpoint();
-  s.sleeping = writing.catch(() => {});
+  s.slot.sleeping = writing.catch(() => {});
   let checkpointed: boolean;
   try {
     checkpointed = await writing;
   } finally {
-    s.sleeping = undefined;
+    s.slot.sleeping = undefined;
   }
   // Anything that happened while the checkpoint was written keeps the session awake: an entry
   // appended after it, a turn, an input, a takeover.

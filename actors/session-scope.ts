@@ -7,7 +7,8 @@ import type { PollPoint } from "../machines/policies/inbox.ts";
 import type { HandoffRecord } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import type { PostedInput } from "../session/store.ts";
-import type { CarriedDeps, PromptResult, SessionOptions, SessionRole } from "./session-options.ts";
+import { SessionLogSlot } from "./session-log-slot.ts";
+import type { PromptResult, SessionOptions, SessionRole } from "./session-options.ts";
 import type { TurnDeps } from "./turn-scope.ts";
 
 /** A turn's inputs: the user's messages it starts with. */
@@ -79,16 +80,8 @@ export interface AcceptancePort {
 export class SessionScope {
   readonly id: string;
   readonly options: SessionOptions;
-  private liveLog: SessionLog | undefined;
-  /** The log was let go after a quiet spell (`sleep`): the next read of `log` reopens it. */
-  private asleep = false;
-  /** Takes a log reopened after a sleep as the session's state (set by `Session`). */
-  rewire!: (log: SessionLog) => void;
-  /** Builds the per-turn dependencies on the adopted log (`depsFrom`), at their first read. */
-  private makeDeps: (() => TurnDeps) | undefined;
-  private madeDeps: TurnDeps | undefined;
-  /** What the dependencies dropped at a sleep had learned, for the next ones (`takeCarried`). */
-  private carried: CarriedDeps | undefined;
+  /** The log and the per-turn dependencies built on it, awake or asleep. */
+  readonly slot: SessionLogSlot;
   role: SessionRole = "solo";
   /** Resolves once the log is loaded and recovery ran (`session.ready`). */
   ready!: Promise<void>;
@@ -99,10 +92,6 @@ export class SessionScope {
   private listenerSet: Set<(event: AgentEvent) => void> | undefined;
   /** The `Session` these parts belong to (what an instructions function is called with). */
   session!: object;
-  /** Edits of the log in progress (`edit`): the session does not sleep under one. */
-  private edits = 0;
-  /** The checkpoint a sleep is writing: an edit starts once it is written. */
-  sleeping: Promise<unknown> | undefined;
 
   /** Takes a log as the session's state (`Session.adopt`): at open and at a takeover. */
   adopt!: (log: SessionLog) => Promise<void>;
@@ -114,6 +103,7 @@ export class SessionScope {
   constructor(options: SessionOptions) {
     this.id = options.sessionId;
     this.options = options;
+    this.slot = new SessionLogSlot(this);
   }
 
   /** `session.subscribe` listeners (made at the first; let go empty when the session sleeps). */
@@ -128,69 +118,29 @@ export class SessionScope {
   }
 
   /**
-   * The session's log (undefined before it is open). A session that slept (`sleep`) reopens it
-   * here, synchronously, from the store's checkpoint: every reader and input finds it as before.
+   * The session's log (undefined before it is open). A session that slept reopens it here,
+   * synchronously, from the store's checkpoint: every reader and input finds it as before.
    */
   get log(): SessionLog {
-    return this.liveLog ?? (this.asleep ? this.wake() : (undefined as unknown as SessionLog));
+    return this.slot.log;
   }
 
   set log(log: SessionLog) {
-    this.liveLog = log;
-    this.asleep = false;
-  }
-
-  /**
-   * Runs an edit of the log between turns (a compaction, a redaction, a branch move, new
-   * instructions): the session does not sleep while it runs, so the edit never writes through a
-   * log the session let go; once the last one ends the session may sleep again.
-   */
-  async edit<T>(run: () => T | Promise<T>): Promise<T> {
-    while (this.sleeping) await this.sleeping;
-    this.edits++;
-    try {
-      return await run();
-    } finally {
-      if (--this.edits === 0 && !this.closing) this.options.rested?.();
-    }
-  }
-
-  /** Whether an edit of the log runs (`edit`). */
-  get editing(): boolean {
-    return this.edits > 0;
+    this.slot.set(log);
   }
 
   /** Whether the log is in memory now (false before it is open and while the session sleeps). */
   get awake(): boolean {
-    return this.liveLog !== undefined;
+    return this.slot.awake;
   }
 
   /**
-   * Lets the log and the per-turn dependencies built on it go (the caller checked the session is
-   * quiet and its log checkpointed at its last entry): what an idle session holds is then its
-   * options, listeners and parts, not its history or projection.
+   * Lets the log and the per-turn dependencies built on it go (`SessionLogSlot.sleep`), and
+   * the listener set when empty: what an idle session holds is then its options and parts.
    */
   sleep(): void {
-    this.liveLog = undefined;
-    this.asleep = true;
-    const d = this.madeDeps;
-    if (d) this.carried = { context: d.context, budgets: d.budgets, permissions: d.permissions };
-    this.makeDeps = undefined;
-    this.madeDeps = undefined;
+    this.slot.sleep();
     if (this.listenerSet?.size === 0) this.listenerSet = undefined;
-  }
-
-  private wake(): SessionLog {
-    const log = this.options.openLogSync?.();
-    if (!log) {
-      throw new Error(
-        `session ${this.id}: its log was let go while it was idle and the store cannot reopen it synchronously now; close the session and open it again with \`await agent.openSession(${JSON.stringify(this.id)})\``,
-      );
-    }
-    this.rewire(log);
-    // Woken by a read, it may sleep again; an input's turn re-arms it when it ends.
-    if (!this.closing) this.options.rested?.();
-    return log;
   }
 
   /**
@@ -199,24 +149,7 @@ export class SessionScope {
    * (its context budget, spill writer, permission broker).
    */
   get deps(): TurnDeps {
-    if (this.madeDeps === undefined) {
-      if (this.asleep) this.wake();
-      if (this.makeDeps !== undefined) this.madeDeps = this.makeDeps();
-    }
-    return this.madeDeps as TurnDeps;
-  }
-
-  /** What the dependencies let go at the last sleep learned (once: the next build takes it). */
-  takeCarried(): CarriedDeps | undefined {
-    const carried = this.carried;
-    this.carried = undefined;
-    return carried;
-  }
-
-  /** How `deps` is built on a newly adopted log; the ones built on the previous log are dropped. */
-  depsFrom(make: () => TurnDeps): void {
-    this.makeDeps = make;
-    this.madeDeps = undefined;
+    return this.slot.deps;
   }
 
   get follower(): boolean {

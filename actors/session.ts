@@ -94,7 +94,7 @@ export class Session {
     s.inputs = inputs;
     s.runner = runner;
     s.lease = lease;
-    s.rewire = (log) => rewireLog(s, inputs, lease, log);
+    s.slot.rewire = (log) => rewireLog(s, inputs, lease, log);
     this.ready = openSessionLog(s, runner, lease);
     s.ready = this.ready;
     // Observed here so a failed open is not an unhandled rejection; callers still see it.
@@ -286,7 +286,7 @@ export class Session {
     options: { keepRecentTokens?: number; signal?: AbortSignal } = {},
   ): Promise<CompactionResult> {
     await this.ready;
-    return this.s.edit(() => compactNow(this.s, options));
+    return this.s.slot.edit(() => compactNow(this.s, options));
   }
 
   /**
@@ -325,7 +325,7 @@ export class Session {
       throw new TypeError(`setInstructions: instructions must be a string, got ${typeof text}`);
     }
     await this.ready;
-    return this.s.edit(() => changeInstructions(this.s, this.runner, text));
+    return this.s.slot.edit(() => changeInstructions(this.s, this.runner, text));
   }
 
   /**
@@ -346,7 +346,7 @@ export class Session {
     if (open) return open;
     // No turn starts until the store and this log both hold the redaction: an input sent
     // meanwhile waits, then runs on the redacted history.
-    return this.s.edit(() =>
+    return this.s.slot.edit(() =>
       this.runner.exclusive(() => redactSession(this.s.log, entryIds, options, this.s.options.now)),
     );
   }
@@ -368,7 +368,7 @@ export class Session {
   > {
     checkClearOptions(options);
     await this.ready;
-    return this.s.edit(() => clearResults(this.s, options));
+    return this.s.slot.edit(() => clearResults(this.s, options));
   }
 
   /**
@@ -494,6 +494,6 @@ export class Session {
 
   private async branch(move: () => BranchResult): Promise<BranchResult> {
     await this.ready;
-    return this.s.edit(() => moveBranch(this.s, move));
+    return this.s.slot.edit(() => moveBranch(this.s, move));
   }
 }
