@@ -2,6 +2,9 @@
 // wakes from a sleep; and how it lets the log go to sleep. Kept apart from the facade
 // (actors/session.ts) because it wires the parts together: the turn dependencies built on the
 // log, its acceptance, fencing, and the records a stopped process owed it.
+
+import type { AgentEventBody } from "../contracts/events.ts";
+import type { PollPoint } from "../machines/policies/inbox.ts";
 import { reopensSync } from "../session/checkpoint.ts";
 import type { SessionLog } from "../session/log.ts";
 import { refusalCode } from "../session/store-error.ts";
@@ -10,6 +13,7 @@ import type { SessionInputs } from "./session-inputs.ts";
 import type { SessionLease } from "./session-lease.ts";
 import type { SessionRunner } from "./session-runner.ts";
 import type { SessionScope } from "./session-scope.ts";
+import type { TurnDeps } from "./turn-scope.ts";
 
 /**
  * Takes `log` as the session's state. `setAcceptance` receives the session's acceptance facade
@@ -66,16 +70,26 @@ export function wireLog(
   inputs.holdRestored(); // restored inputs wait for resume() or a new input
   // Built at their first read (an idle session holds none), on the object `deps` made: a spread
   // copy of it got a hidden class of its own in every session.
-  s.slot.depsFrom(() => {
-    const deps = s.options.deps(
-      log,
-      (e) => s.emit(e),
-      (point) => inputs.poll(point),
-      s.slot.takeCarried(),
-    );
-    deps.wantsPreviews = () => s.listened;
-    return deps;
-  });
+  s.slot.depsFrom(() => buildDeps(s, inputs, log));
+}
+
+/**
+ * The per-turn dependencies on `log`. Apart from `wireLog` so that the callbacks made here
+ * (which a sleep keeps, in the context it carries) do not hold `wireLog`'s scope, and with it
+ * the log the sleep let go.
+ */
+function buildDeps(s: SessionScope, inputs: SessionInputs, log: SessionLog): TurnDeps {
+  const carried = s.slot.takeCarried();
+  const deps = s.options.deps(log, ...sessionCallbacks(s, inputs), carried);
+  deps.wantsPreviews = () => s.listened;
+  return deps;
+}
+
+function sessionCallbacks(
+  s: SessionScope,
+  inputs: SessionInputs,
+): [emit: (e: AgentEventBody) => void, poll: (point: PollPoint) => number] {
+  return [(e) => s.emit(e), (point) => inputs.poll(point)];
 }
 
 /**

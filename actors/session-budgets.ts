@@ -53,6 +53,11 @@ export class SessionBudgets {
 
   constructor(private readonly o: SessionBudgetsOptions) {}
 
+  /** Lets go of the log while the session sleeps; `rebind` takes the reopened one. */
+  detach(): void {
+    this.o.log = undefined as unknown as SessionLog;
+  }
+
   /**
    * Works on `log`, the session's log reopened after a sleep: the session's spend, read once,
    * carries over. Returns itself.

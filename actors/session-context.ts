@@ -137,6 +137,12 @@ export class SessionContext {
     });
   }
 
+  /** Lets go of the log while the session sleeps; `rebind` takes the reopened one. */
+  detach(): void {
+    this.deps.log = undefined as unknown as SessionLog;
+    this.budget.detach();
+  }
+
   /**
    * Works on `log`, the session's log reopened after a sleep (the same entries): what this
    * context learned (the provider's measured usage, a compaction that could not help, overflow

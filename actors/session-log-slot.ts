@@ -80,7 +80,12 @@ export class SessionLogSlot {
     this.live = undefined;
     this.asleep = true;
     const d = this.madeDeps;
-    if (d) this.carried = { context: d.context, budgets: d.budgets, permissions: d.permissions };
+    if (d) {
+      // Kept without the log they were built on: the sleep lets that go.
+      d.context.detach();
+      d.budgets?.detach();
+      this.carried = { context: d.context, budgets: d.budgets, permissions: d.permissions };
+    }
     this.makeDeps = undefined;
     this.madeDeps = undefined;
   }

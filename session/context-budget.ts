@@ -59,6 +59,9 @@ interface Anchor {
   head: number;
 }
 
+/** The view of a detached budget (`detach`): what it measured holds for the reopened log. */
+const ASLEEP: readonly Message[] = Object.freeze([]);
+
 /**
  * The running budget of one session. `measure` reads only what changed since its last call:
  * appended messages and in-place changes, never the whole history (except once after a
@@ -67,7 +70,7 @@ interface Anchor {
 export class ContextBudget {
   readonly window: number;
   readonly reserve: number;
-  private source: ContextSource;
+  private source: ContextSource | null;
   private readonly count: TextCounter;
   private view: readonly Message[] | null = null;
   private costs: number[] = [];
@@ -114,16 +117,26 @@ export class ContextBudget {
   }
 
   /**
+   * Lets go of the source and its messages while the session sleeps (`rebind` takes the
+   * reopened one): the running sum, the token costs and the provider's measured usage stay.
+   */
+  detach(): void {
+    const a = this.anchor;
+    if (a && a.view === this.view) this.anchor = { ...a, view: ASLEEP };
+    if (this.view !== null) this.view = ASLEEP;
+    this.source = null;
+  }
+
+  /**
    * Reads from `source` from now on: the same session's log reopened after a sleep, its
-   * messages as they were. The running sum and the provider's measured usage carry over.
+   * messages as they were when it was detached. What was measured carries over.
    */
   rebind(source: ContextSource): void {
     this.source = source;
     const messages = source.history();
     source.takeChanges();
-    if (this.anchor && this.anchor.view === this.view)
-      this.anchor = { ...this.anchor, view: messages };
-    if (this.view !== null) this.view = messages;
+    if (this.anchor?.view === ASLEEP) this.anchor = { ...this.anchor, view: messages };
+    if (this.view === ASLEEP) this.view = messages;
   }
 
   /** The last measured usage (null before the first `measure`). */
@@ -149,8 +162,9 @@ export class ContextBudget {
 
   /** Folds appended and changed messages into the running sum. */
   private sync(): void {
-    const messages = this.source.history();
-    const changes = this.source.takeChanges();
+    const source = this.source!;
+    const messages = source.history();
+    const changes = source.takeChanges();
     if (messages !== this.view || changes === "all") {
       this.view = messages;
       this.costs = [];
