@@ -1,6 +1,8 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
@@ -269,6 +271,37 @@ describe("an idle session sleeps: its log goes, and comes back from the store at
     expect(session.asleep).toBe(true);
     expect((await session.prompt("again")).status).toBe("completed");
     expect(asks).toHaveLength(1); // granted always, before the sleep
+    await agent.close();
+  });
+
+  it("the log a session let go is garbage-collected: nothing it keeps across the sleep holds it", async () => {
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    const model = scriptedModel(
+      (request) =>
+        request.messages.at(-1)?.role === "tool"
+          ? { text: "done", usage: { inputTokens: 50, outputTokens: 5 } }
+          : { toolCalls: [{ name: "echo", arguments: '{"text":"hi"}' }] },
+      { record: "none" },
+    );
+    // A session budget and permissions: the context, the spend and the broker are carried.
+    const agent = createAgent({
+      model,
+      tools: [echo],
+      dormantAfterMs: 0,
+      permissions: { rules: [{ tool: "echo", action: "allow" }] },
+    });
+    const session = agent.session("leak", { budget: { maxSteps: 100 } });
+    await session.prompt("go");
+    const ref = new WeakRef(session.sessionLog);
+    await settle();
+    expect(session.asleep).toBe(true);
+    for (let i = 0; i < 10 && ref.deref(); i++) {
+      await new Promise((r) => setTimeout(r, 10));
+      gc();
+    }
+    expect(ref.deref()).toBeUndefined();
+    expect((await session.prompt("again")).status).toBe("completed");
     await agent.close();
   });
 
