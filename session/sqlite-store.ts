@@ -120,6 +120,11 @@ export function defaultStorePath(cwd: string): string {
  * newer Keel wrote it (`IO`).
  */
 export function sqliteStore(path: string, options: SqliteStoreOptions = {}): SqliteSessionStore {
+  if (typeof path !== "string" || path.length === 0) {
+    throw new TypeError(
+      `sqliteStore: the first argument is the database file's path, a non-empty string, and options come second: sqliteStore(".keel/sessions.db", { durability: "power" }); got ${path === null ? "null" : typeof path}`,
+    );
+  }
   const durability = options.durability ?? "process";
   const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
   const db = options.readOnly ? openReadOnly(path) : openDatabase(path);

@@ -65,6 +65,14 @@ const columns = (path: string) => {
 };
 
 describe("sqlite store schema", () => {
+  it("a path that is not a string (an options object first, as other stores take) is a TypeError saying the call's shape", () => {
+    const call = sqliteStore as unknown as (path: unknown) => unknown;
+    expect(() => call({ path: "x.db" })).toThrow(
+      /sqliteStore: the first argument is the database file's path.*sqliteStore\(".keel\/sessions.db", \{ durability: "power" \}\); got object/,
+    );
+    expect(() => call("")).toThrow(/non-empty string.*got string/);
+  });
+
   it("a new file is version 3: sessions keep only when they began", async () => {
     const path = file();
     const store = sqliteStore(path);
