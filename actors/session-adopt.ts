@@ -26,6 +26,7 @@ export async function adoptLog(
   log: SessionLog,
   setAcceptance: (part: SessionAcceptance | undefined) => void,
 ): Promise<void> {
+  s.slot.takeCarried(); // a log taken at open or at a takeover starts fresh
   wireLog(s, inputs, lease, log);
   // What writes to the log at open is the lease holder's to do (or a store's only process).
   const writer = !s.options.lease || log.heldLease !== undefined;
@@ -79,7 +80,10 @@ export function wireLog(
  * the log the sleep let go.
  */
 function buildDeps(s: SessionScope, inputs: SessionInputs, log: SessionLog): TurnDeps {
-  const carried = s.slot.takeCarried();
+  // Only for the log the session slept on: another runner's writes (a lost lease, a takeover)
+  // make a fresh start, as a session that never slept gets.
+  const kept = s.slot.takeCarried();
+  const carried = kept?.seq === log.lastSeq ? kept : undefined;
   const deps = s.options.deps(log, ...sessionCallbacks(s, inputs), carried);
   deps.wantsPreviews = () => s.listened;
   return deps;

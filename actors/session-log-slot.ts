@@ -84,7 +84,8 @@ export class SessionLogSlot {
       // Kept without the log they were built on: the sleep lets that go.
       d.context.detach();
       d.budgets?.detach();
-      this.carried = { context: d.context, budgets: d.budgets, permissions: d.permissions };
+      const { context, budgets, permissions } = d;
+      this.carried = { context, budgets, permissions, seq: d.log.lastSeq };
     }
     this.makeDeps = undefined;
     this.madeDeps = undefined;
@@ -97,6 +98,11 @@ export class SessionLogSlot {
    */
   async edit<T>(run: () => T | Promise<T>): Promise<T> {
     while (this.sleeping) await this.sleeping;
+    if (this.owner.closing) {
+      throw new Error(
+        `session ${this.owner.id} is closed: its log is not edited any more; reopen it with \`await agent.openSession(${JSON.stringify(this.owner.id)})\` and edit that`,
+      );
+    }
     this.edits++;
     try {
       return await run();

@@ -47,7 +47,10 @@ export interface InboxOptions {
  * @internal What a session's per-turn dependencies learned that outlives a sleep: the context's
  * measured usage and compaction state, the session's spend, the permissions granted "always".
  */
-export type CarriedDeps = Pick<TurnDeps, "context" | "budgets" | "permissions">;
+export type CarriedDeps = Pick<TurnDeps, "context" | "budgets" | "permissions"> & {
+  /** The log's last seq when the session slept: what is carried holds for that log only. */
+  seq: number;
+};
 
 /** @internal How the agent makes a session (`agent.session(id)`). */
 export interface SessionOptions {

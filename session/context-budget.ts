@@ -118,25 +118,34 @@ export class ContextBudget {
 
   /**
    * Lets go of the source and its messages while the session sleeps (`rebind` takes the
-   * reopened one): the running sum, the token costs and the provider's measured usage stay.
+   * reopened one). What changed since the last `measure` (an edit between turns) is folded in
+   * first; the provider's measured usage is kept only if it is for the view as it is now.
    */
   detach(): void {
-    const a = this.anchor;
-    if (a && a.view === this.view) this.anchor = { ...a, view: ASLEEP };
-    if (this.view !== null) this.view = ASLEEP;
+    if (this.view !== null) {
+      this.sync();
+      const a = this.anchor;
+      this.anchor = a && a.view === this.view ? { ...a, view: ASLEEP } : null;
+      this.view = ASLEEP;
+    }
     this.source = null;
   }
 
   /**
-   * Reads from `source` from now on: the same session's log reopened after a sleep, its
-   * messages as they were when it was detached. What was measured carries over.
+   * Reads from `source` from now on: the session's log reopened after a sleep. Its view is
+   * counted afresh (O(projection), once a wake); the provider's measured usage carries over
+   * when the view counts as it did at `detach` (no edit since), else it is dropped.
    */
   rebind(source: ContextSource): void {
     this.source = source;
-    const messages = source.history();
-    source.takeChanges();
-    if (this.anchor?.view === ASLEEP) this.anchor = { ...this.anchor, view: messages };
-    if (this.view === ASLEEP) this.view = messages;
+    if (this.view !== ASLEEP) return; // never measured: nothing carried
+    const { sum, costs } = this;
+    this.view = null;
+    this.sync();
+    const a = this.anchor;
+    if (a?.view !== ASLEEP) return;
+    const same = this.sum === sum && this.costs.length === costs.length;
+    this.anchor = same ? { ...a, view: this.view as unknown as readonly Message[] } : null;
   }
 
   /** The last measured usage (null before the first `measure`). */

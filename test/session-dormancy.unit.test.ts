@@ -6,6 +6,7 @@ import { runInNewContext } from "node:vm";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
+import type { Session } from "../actors/session.ts";
 import type { Model, ModelRequest } from "../contracts/model.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import { memoryStore } from "../session/memory-store.ts";
@@ -35,6 +36,16 @@ function oneStep() {
   );
   return { model, requests };
 }
+
+/** One tool step, then text with the provider's usage (what the context budget trusts). */
+const measuredStep = () =>
+  scriptedModel(
+    (request) =>
+      request.messages.at(-1)?.role === "tool"
+        ? { text: "done", usage: { inputTokens: 50, outputTokens: 5 } }
+        : { toolCalls: [{ name: "echo", arguments: '{"text":"hi"}' }] },
+    { record: "none" },
+  );
 
 /** Lets the dormancy timer fire and the sleep's checkpoint write settle. */
 const settle = async (ms = 20) => {
@@ -77,6 +88,8 @@ describe("an idle session sleeps: its log goes, and comes back from the store at
     const seqs = session.entries().map((e) => e.seq);
     expect(seqs).toEqual(seqs.map((_, i) => i + 1));
     await agent.close();
+    // Closed (asleep or not), its log is not edited: reopening it is the way, and it says so.
+    await expect(session.compact()).rejects.toThrow(/session s1 is closed.*openSession\("s1"\)/);
   });
 
   it("a session opened and never prompted sleeps too, and its first prompt runs", async () => {
@@ -240,13 +253,7 @@ describe("an idle session sleeps: its log goes, and comes back from the store at
 
   it("what a session learned outlives its sleep: a permission granted always is not asked again, the provider's measured usage stays trusted", async () => {
     const asks: string[] = [];
-    const model = scriptedModel(
-      (request) =>
-        request.messages.at(-1)?.role === "tool"
-          ? { text: "done", usage: { inputTokens: 50, outputTokens: 5 } }
-          : { toolCalls: [{ name: "echo", arguments: '{"text":"hi"}' }] },
-      { record: "none" },
-    );
+    const model = measuredStep();
     const agent = createAgent({
       model,
       tools: [echo],
@@ -274,16 +281,78 @@ describe("an idle session sleeps: its log goes, and comes back from the store at
     await agent.close();
   });
 
+  it("an edit before the sleep (a rollback, a compaction) is counted after it: the context usage is what a session that never slept reports", async () => {
+    const model = () =>
+      scriptedModel(
+        (request) =>
+          request.tools.length === 0
+            ? { text: "the summary" }
+            : request.messages.at(-1)?.role === "tool"
+              ? { text: "done", usage: { inputTokens: 5000, outputTokens: 5 } }
+              : { toolCalls: [{ name: "echo", arguments: '{"text":"hi"}' }] },
+        { record: "none" },
+      );
+    const edits = {
+      rollback: async (session: Session) => {
+        // Back to the end of the first turn (its final text).
+        const first = session.entries().filter((e) => e.type === "assistant_message")[1];
+        expect((await session.rollback(first.id)).ok).toBe(true);
+      },
+      compact: async (session: Session) => {
+        expect((await session.compact({ keepRecentTokens: 1 })).ok).toBe(true);
+      },
+    };
+    for (const [name, run] of Object.entries(edits)) {
+      const usage: Record<string, unknown> = {};
+      for (const dormantAfterMs of [0, Number.POSITIVE_INFINITY]) {
+        const agent = createAgent({ model: model(), tools: [echo], dormantAfterMs });
+        const session = await agent.openSession(`edit-${name}`);
+        for (const text of ["one", "two", "three"]) await session.prompt(text);
+        expect(session.contextUsage().trusted).toBe(true);
+        await run(session);
+        await settle();
+        expect(session.asleep).toBe(dormantAfterMs === 0);
+        usage[String(dormantAfterMs)] = session.contextUsage();
+        await agent.close();
+      }
+      expect({ name, usage: usage["0"] }).toEqual({ name, usage: usage.Infinity });
+    }
+  });
+
+  it("what a sleep kept is dropped when another writer appended meanwhile: the session wakes on that log as a fresh one would", async () => {
+    for (const external of [false, true]) {
+      const store = memoryStore();
+      const agent = createAgent({ model: measuredStep(), tools: [echo], store, dormantAfterMs: 0 });
+      const session = await agent.openSession("shared");
+      await session.prompt("go");
+      expect(session.contextUsage().trusted).toBe(true);
+      await settle();
+      expect(session.asleep).toBe(true);
+      if (external) {
+        // Another runner's entry (as after a lost lease and a takeover elsewhere).
+        const last = await store.load("shared");
+        const tip = last.at(-1)!;
+        await store.append("shared", [
+          {
+            id: "other",
+            parentId: tip.id,
+            seq: tip.seq + 1,
+            at: tip.at + 1,
+            type: "settings",
+            settings: {},
+          },
+        ]);
+      }
+      // Its measured usage holds for its own log only.
+      expect(session.contextUsage().trusted).toBe(!external);
+      await agent.close();
+    }
+  });
+
   it("the log a session let go is garbage-collected: nothing it keeps across the sleep holds it", async () => {
     setFlagsFromString("--expose-gc");
     const gc = runInNewContext("gc") as () => void;
-    const model = scriptedModel(
-      (request) =>
-        request.messages.at(-1)?.role === "tool"
-          ? { text: "done", usage: { inputTokens: 50, outputTokens: 5 } }
-          : { toolCalls: [{ name: "echo", arguments: '{"text":"hi"}' }] },
-      { record: "none" },
-    );
+    const model = measuredStep();
     // A session budget and permissions: the context, the spend and the broker are carried.
     const agent = createAgent({
       model,
