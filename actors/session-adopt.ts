@@ -3,8 +3,6 @@
 // (actors/session.ts) because it wires the parts together: the turn dependencies built on the
 // log, its acceptance, fencing, and the records a stopped process owed it.
 
-import type { AgentEventBody } from "../contracts/events.ts";
-import type { PollPoint } from "../machines/policies/inbox.ts";
 import { reopensSync } from "../session/checkpoint.ts";
 import type { SessionLog } from "../session/log.ts";
 import { refusalCode } from "../session/store-error.ts";
@@ -76,24 +74,22 @@ export function wireLog(
 
 /**
  * The per-turn dependencies on `log`. Apart from `wireLog` so that the callbacks made here
- * (which a sleep keeps, in the context it carries) do not hold `wireLog`'s scope, and with it
- * the log the sleep let go.
+ * (which a sleep keeps, in the context it carries) hold only `s` and `inputs`, not `wireLog`'s
+ * scope and with it the log the sleep let go.
  */
 function buildDeps(s: SessionScope, inputs: SessionInputs, log: SessionLog): TurnDeps {
   // Only for the log the session slept on: another runner's writes (a lost lease, a takeover)
   // make a fresh start, as a session that never slept gets.
   const kept = s.slot.takeCarried();
   const carried = kept?.seq === log.lastSeq ? kept : undefined;
-  const deps = s.options.deps(log, ...sessionCallbacks(s, inputs), carried);
+  const deps = s.options.deps(
+    log,
+    (e) => s.emit(e),
+    (point) => inputs.poll(point),
+    carried,
+  );
   deps.wantsPreviews = () => s.listened;
   return deps;
-}
-
-function sessionCallbacks(
-  s: SessionScope,
-  inputs: SessionInputs,
-): [emit: (e: AgentEventBody) => void, poll: (point: PollPoint) => number] {
-  return [(e) => s.emit(e), (point) => inputs.poll(point)];
 }
 
 /**
@@ -166,9 +162,8 @@ export async function sleepWhenQuiet(
   }
   // Anything that happened while the checkpoint was written keeps the session awake: an entry
   // appended after it, a turn, an input, a takeover.
-  if (!checkpointed || !s.awake || s.log !== log || log.pendingCount() > 0 || !quiet())
-    return false;
-  if (log.durableSeq !== log.lastSeq) return false;
+  const unchanged = log.pendingCount() === 0 && log.durableSeq === log.lastSeq;
+  if (!checkpointed || !unchanged || !s.awake || s.log !== log || !quiet()) return false;
   s.sleep();
   inputs.compact();
   return true;
