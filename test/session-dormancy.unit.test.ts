@@ -13,14 +13,7 @@ import { memoryStore } from "../session/memory-store.ts";
 import { sqliteStore } from "../session/sqlite-store.ts";
 import type { SessionStore } from "../session/store.ts";
 import { defineTool } from "../tools/define-tool.ts";
-
-const echo = defineTool({
-  name: "echo",
-  description: "Echoes.",
-  parameters: z.object({ text: z.string() }),
-  traits: { concurrencySafe: true, risk: "low" },
-  execute: ({ text }) => text,
-});
+import { echo } from "./session-fixtures.ts";
 
 /** One tool step, then text; every request the model got is kept. */
 function oneStep() {

@@ -3,6 +3,7 @@
  * opener and entry builders for a typical step (attempt → assistant message → calls).
  */
 
+import { z } from "zod";
 import { seededIds } from "../actors/ids.ts";
 import type { ChatToolCall } from "../contracts/chat.ts";
 import type { Clock } from "../contracts/clock.ts";
@@ -11,6 +12,16 @@ import type { EntryInput } from "../session/entries.ts";
 import { SessionLog } from "../session/log.ts";
 import { memoryStore } from "../session/memory-store.ts";
 import type { SessionStore } from "../session/store.ts";
+import { defineTool } from "../tools/define-tool.ts";
+
+/** A low-risk tool that returns its `text` (the sessions' one-step workload). */
+export const echo = defineTool({
+  name: "echo",
+  description: "Echoes.",
+  parameters: z.object({ text: z.string() }),
+  traits: { concurrencySafe: true, risk: "low" },
+  execute: ({ text }) => text,
+});
 
 /** A clock whose `now()` advances by 1 ms per call; timers are not used by the log. */
 export function countingClock(start = 1_000): Clock {

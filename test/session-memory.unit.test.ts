@@ -3,22 +3,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { AnyActorRef } from "xstate";
-import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
 import type { InspectSink } from "../actors/events.ts";
 import { PermissionBroker, type PermissionOptions } from "../actors/permissions.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import { memoryStore } from "../session/memory-store.ts";
 import { sqliteStore } from "../session/sqlite-store.ts";
-import { defineTool } from "../tools/define-tool.ts";
-
-const echo = defineTool({
-  name: "echo",
-  description: "Echoes.",
-  parameters: z.object({ text: z.string() }),
-  traits: { concurrencySafe: true, risk: "low" },
-  execute: ({ text }) => text,
-});
+import { echo } from "./session-fixtures.ts";
 
 /** Every actor a session's runtime created, and those still running. */
 function actorsSeen() {
