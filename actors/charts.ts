@@ -7,6 +7,11 @@ import {
   coordinatorMachine,
 } from "../machines/coordinator.machine.ts";
 import { isEffect } from "../machines/effect.ts";
+import {
+  type SessionEffects,
+  type SessionMachine,
+  sessionMachine,
+} from "../machines/session.machine.ts";
 import { type ToolCallEffects, toolCallMachine } from "../machines/tool-call.machine.ts";
 import { turnMachine } from "../machines/turn.machine.ts";
 import type { TurnEffects } from "../machines/turn.types.ts";
@@ -30,9 +35,15 @@ export function bindEffects(system: System, effects: BatchEffects & ToolCallEffe
 export function bindEffects(system: System, effects: AcceptanceEffects): void;
 /** A session's coordinator (its doorbell): its host's effects (`actors/coordinator.ts`). */
 export function bindEffects(system: System, effects: CoordinatorEffects): void;
+/** A session's chart: its host's effects (`actors/session-chart.ts`). */
+export function bindEffects(system: System, effects: SessionEffects): void;
 export function bindEffects(
   system: System,
-  effects: (BatchEffects & ToolCallEffects) | AcceptanceEffects | CoordinatorEffects,
+  effects:
+    | (BatchEffects & ToolCallEffects)
+    | AcceptanceEffects
+    | CoordinatorEffects
+    | SessionEffects,
 ): void {
   runs.set(system, effects as unknown as AnyEffects);
 }
@@ -134,4 +145,24 @@ export function declaredAcceptanceEffects(): string[] {
 /** The names of every effect the three charts declare (a test checks `TurnRun` has each). */
 export function declaredEffects(): string[] {
   return [turnMachine, batchMachine, toolCallMachine].flatMap((m) => Object.keys(effectsOf(m)));
+}
+
+const hostedSessions = new WeakMap<SessionMachine, SessionMachine>();
+
+/**
+ * The session chart (`sessionMachine`, or a test's variant) with its effects bound through
+ * {@link bindEffects} to the session's host (`actors/session-chart.ts`). Built once per variant.
+ */
+export function hostedSessionMachine(variant: SessionMachine = sessionMachine): SessionMachine {
+  let machine = hostedSessions.get(variant);
+  if (!machine) {
+    machine = variant.provide({ actions: effectsOf(variant) }) as SessionMachine;
+    hostedSessions.set(variant, machine);
+  }
+  return machine;
+}
+
+/** The names of every effect the session chart declares (a test checks the host has each). */
+export function declaredSessionEffects(): string[] {
+  return Object.keys(effectsOf(sessionMachine));
 }

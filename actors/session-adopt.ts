@@ -3,10 +3,12 @@
 // (actors/session.ts) because it wires the parts together: the turn dependencies built on the
 // log, its acceptance, fencing, and the records a stopped process owed it.
 
-import { reopensSync } from "../session/checkpoint.ts";
+import type { SnapshotFrom } from "xstate";
+import type { SessionMachine } from "../machines/session.machine.ts";
 import type { SessionLog } from "../session/log.ts";
 import { refusalCode } from "../session/store-error.ts";
 import { SessionAcceptance } from "./session-acceptance.ts";
+import { sleepAllowed } from "./session-effects.ts";
 import type { SessionInputs } from "./session-inputs.ts";
 import type { SessionLease } from "./session-lease.ts";
 import type { SessionRunner } from "./session-runner.ts";
@@ -100,6 +102,7 @@ function buildDeps(s: SessionScope, inputs: SessionInputs, log: SessionLog): Tur
 export async function openSessionLog(
   s: SessionScope,
   runner: SessionRunner,
+  inputs: SessionInputs,
   lease: SessionLease | undefined,
 ): Promise<void> {
   const { options } = s;
@@ -115,7 +118,8 @@ export async function openSessionLog(
   }
   runner.pendingHandoff = options.handoff;
   s.opened = true;
-  options.rested?.();
+  const role = s.role === "owner" || s.role === "follower" ? s.role : "solo";
+  s.chart.send({ type: "opened", role, runnable: inputs.runnableCount() });
 }
 
 /** Takes a log reopened after a sleep: fenced with the lease still held, then wired. */
@@ -131,40 +135,48 @@ export function rewireLog(
 }
 
 /**
- * Lets the log and what is built on it go when the session is quiet (the agent's
- * `dormantAfterMs` after it went idle): open and not closing, this process writes it, no
- * acceptance, no turn, no input queued, being called or waiting, and the store reads checkpoints
- * synchronously. Writes a checkpoint at the last entry first, so the next read or input reopens
- * the log from it in O(projection), not O(history). Resolves to whether it slept.
+ * Asks the session chart to sleep (the agent's `dormantAfterMs` after it went idle). The chart
+ * decides (its residency region: no turn, no edit, no runnable input, a writer's role) with
+ * what only the host can see (`sleepAllowed`); it then writes a checkpoint at the last entry,
+ * so the next read or input reopens the log from it in O(projection), not O(history), and lets
+ * the log go unless anything happened meanwhile. Resolves to whether it slept.
  */
-export async function sleepWhenQuiet(
-  s: SessionScope,
-  runner: SessionRunner,
-  inputs: SessionInputs,
-): Promise<boolean> {
-  const log = s.awake ? s.log : undefined;
-  const quiet = () =>
-    s.opened &&
-    s.closing === undefined &&
-    (s.role === "solo" || s.role === "owner") &&
-    s.acceptance === undefined &&
-    !s.slot.editing &&
-    runner.resting &&
-    inputs.quiet;
-  if (!log || !reopensSync(log.store) || !quiet()) return false;
-  const writing = log.checkpoint();
-  s.slot.sleeping = writing.catch(() => {});
-  let checkpointed: boolean;
-  try {
-    checkpointed = await writing;
-  } finally {
-    s.slot.sleeping = undefined;
+export function sleepWhenQuiet(s: SessionScope, inputs: SessionInputs): Promise<boolean> {
+  const { chart } = s;
+  if (chart.closed || !chart.matches({ open: { residency: "awake" } })) {
+    return Promise.resolve(false);
   }
-  // Anything that happened while the checkpoint was written keeps the session awake: an entry
-  // appended after it, a turn, an input, a takeover.
-  const unchanged = log.pendingCount() === 0 && log.durableSeq === log.lastSeq;
-  if (!checkpointed || !unchanged || !s.awake || s.log !== log || !quiet()) return false;
-  s.sleep();
-  inputs.compact();
-  return true;
+  chart.send({ type: "sleep", allowed: sleepAllowed(s, inputs) });
+  if (!chart.matches({ open: { residency: "checkpointing" } })) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const previous = chart.onSnapshot;
+    chart.onSnapshot = (snapshot) => {
+      previous?.(snapshot);
+      if (snapshot.matches({ open: { residency: "checkpointing" } })) return;
+      chart.onSnapshot = previous;
+      resolve(chart.asleep);
+    };
+  });
+}
+
+/**
+ * The session's reaction to its chart's snapshots: when the work region goes idle the log
+ * lets go of what it can read back from the store (`rest`), and when the session becomes quiet
+ * (open and awake, no turn, no edit) the agent's dormancy is told, so it sleeps after
+ * `dormantAfterMs` unless it works again meanwhile.
+ */
+export function restWhenQuiet(s: SessionScope): (snapshot: SnapshotFrom<SessionMachine>) => void {
+  let wasIdle = true;
+  let wasQuiet = false;
+  return (snapshot) => {
+    const idle = snapshot.matches({ open: { work: "idle" } });
+    if (idle && !wasIdle && s.awake) s.log.rest();
+    wasIdle = idle || !snapshot.matches("open");
+    const quiet =
+      idle &&
+      snapshot.matches({ open: { edits: "none" } }) &&
+      snapshot.matches({ open: { residency: "awake" } });
+    if (quiet && !wasQuiet && s.opened && s.closing === undefined) s.options.rested?.();
+    wasQuiet = quiet;
+  };
 }

@@ -203,9 +203,14 @@ export class SessionInputs implements InputsPort {
 
   /** Queued inputs run again: what an interrupt or a restart held back. */
   resume(): void {
+    this.release();
+    if (this.hasRunnable()) this.s.runner.wake();
+  }
+
+  /** Queued inputs are runnable again (what `resume` does before it rings the doorbell). */
+  release(): void {
     this.interruptedAt = -1;
     this.heldAt = -1;
-    if (this.hasRunnable()) this.s.runner.wake();
   }
 
   holdRestored(): void {
@@ -287,6 +292,14 @@ export class SessionInputs implements InputsPort {
     return this.s.log
       .inbox()
       .queue.some((e) => e.lane !== "interrupt" && e.seq > this.interruptedAt);
+  }
+
+  /**
+   * How many inputs the next turn would take now (the `idle` point of the inbox policy), 0 when
+   * none is runnable: what the session chart's doorbell decides "again or idle" from.
+   */
+  runnableCount(): number {
+    return this.hasRunnable() ? this.takeAt(IDLE).events.length : 0;
   }
 
   /**

@@ -115,13 +115,15 @@ export class SessionLease implements LeasePort {
     const { s } = this;
     if (s.role !== "owner") return;
     s.options.logger().warn({ sessionId: s.id }, "session lease lost; following its new owner");
+    s.runner.leaseLostReason = `lease lost (session ${s.id}: ${why}); this runner stopped and wrote nothing more. The session follows its new owner`;
+    // The chart ends the running turn `failed` (LEASE_LOST) and follows.
+    s.chart.send({ type: "lease.lost" });
     this.becomeFollower();
-    const reason = `lease lost (session ${s.id}: ${why}); this runner stopped and wrote nothing more. The session follows its new owner`;
-    s.runner.cancelRunning(reason, "failed", "LEASE_LOST");
   }
 
   forward(id: string, resolve: (result: PromptResult) => void): void {
     this.forwarded.set(id, resolve);
+    this.s.chart.send({ type: "forward" });
     this.results.watch(id);
     this.keepAlive();
   }
@@ -156,6 +158,23 @@ export class SessionLease implements LeasePort {
     if (s.awake) await s.log.flush().catch(() => {}); // one that slept has nothing to flush
     await this.options.store.releaseLease(lease, { pending: s.inputs.pendingWork() });
     return true;
+  }
+
+  /** Effect `adoptForwarded`: the prompts this process forwarded are its runner's to answer now. */
+  adoptForwarded(): void {
+    if (!this.forwardedMap?.size) return;
+    for (const id of this.forwarded.keys()) this.results.unwatch(id);
+    this.s.inputs.adoptWaiters(this.forwarded);
+    this.forwarded.clear();
+    this.keepAlive();
+  }
+
+  /** Answers every prompt this process forwarded with `result(id)` (a close). */
+  answerForwarded(result: (id: string) => PromptResult): void {
+    if (!this.forwardedMap?.size) return;
+    for (const [id, resolve] of this.forwarded) resolve(result(id));
+    this.forwarded.clear();
+    this.keepAlive();
   }
 
   /** A close: waits for a takeover loading the log and a pull in flight, then stops the timers. */
@@ -207,6 +226,7 @@ export class SessionLease implements LeasePort {
         await options.store.releaseLease(held, { pending: true });
         return;
       }
+      s.chart.send({ type: "takeover.begin" });
       try {
         const log = await s.options.openLog();
         log.fence(held);
@@ -218,14 +238,15 @@ export class SessionLease implements LeasePort {
       } catch (error) {
         // Not held for a lease's length by a runner that cannot run: the next try starts afresh.
         await options.store.releaseLease(held, { pending: true }).catch(() => {});
+        s.chart.send({ type: "takeover.failed" });
         throw error;
       }
-      for (const id of this.forwarded.keys()) this.results.unwatch(id);
-      s.inputs.adoptWaiters(this.forwarded);
-      this.forwarded.clear();
       this.becomeOwner(held);
-      if (s.closing) return; // close() resumes here: it flushes and releases as the owner
-      s.inputs.resume(); // acknowledged inputs the dead owner left queued run now
+      // Acknowledged inputs the dead owner left queued run now, with the prompts this process
+      // forwarded (the chart adopts them); a close waiting for this takeover flushes and
+      // releases as the owner instead.
+      s.inputs.release();
+      s.chart.send({ type: "takeover.done", runnable: s.inputs.runnableCount() });
     })();
     this.takingOver = run.finally(() => {
       this.takingOver = undefined;
@@ -290,6 +311,7 @@ export class SessionLease implements LeasePort {
       for (const { inboxId, result } of this.results.take()) {
         const resolve = this.forwarded.get(inboxId);
         this.forwarded.delete(inboxId);
+        if (resolve) this.s.chart.send({ type: "forward.answered" });
         resolve?.(result);
       }
     } finally {

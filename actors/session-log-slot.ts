@@ -1,4 +1,5 @@
 import type { SessionLog } from "../session/log.ts";
+import type { SessionChart } from "./session-chart.ts";
 import type { CarriedDeps, SessionOptions } from "./session-options.ts";
 import type { TurnDeps } from "./turn-scope.ts";
 
@@ -7,14 +8,17 @@ interface SlotOwner {
   readonly id: string;
   readonly options: SessionOptions;
   readonly closing: Promise<void> | undefined;
+  readonly chart: SessionChart;
 }
 
 /**
  * Where a session keeps its log and the per-turn dependencies built on it, awake or asleep. A
  * session that has been quiet for `dormantAfterMs` lets both go (`sleep`); the next read of
  * `log` or `deps` reopens the log synchronously from the store's checkpoint and wires it again
- * (`rewire`). What the dependencies learned (`CarriedDeps`) is kept across the sleep, and an
- * edit of the log between turns (`edit`) holds the session awake.
+ * (`rewire`). What the dependencies learned (`CarriedDeps`) is kept across the sleep. When to
+ * sleep and when to reopen is the session chart's to decide (its residency region): a read while
+ * asleep sends it `rouse`, and its `reopen` effect comes back here; an edit of the log between
+ * turns (`edit`) is its edits region, which keeps the session awake and no turn starting.
  */
 export class SessionLogSlot {
   private live: SessionLog | undefined;
@@ -25,10 +29,6 @@ export class SessionLogSlot {
   private madeDeps: TurnDeps | undefined;
   /** What the dependencies dropped at a sleep had learned, for the next ones (`takeCarried`). */
   private carried: CarriedDeps | undefined;
-  /** Edits of the log in progress (`edit`): the session does not sleep under one. */
-  private edits = 0;
-  /** The checkpoint a sleep is writing: an edit starts once it is written. */
-  sleeping: Promise<unknown> | undefined;
   /** Takes a log reopened after a sleep as the session's state (set by `Session`). */
   rewire!: (log: SessionLog) => void;
 
@@ -36,7 +36,7 @@ export class SessionLogSlot {
 
   /** The log (undefined before it is open); reopened here when the session slept. */
   get log(): SessionLog {
-    return this.live ?? (this.asleep ? this.wake() : (undefined as unknown as SessionLog));
+    return this.live ?? (this.asleep ? this.rouse() : (undefined as unknown as SessionLog));
   }
 
   /** Takes `log` as the session's (at open, at a takeover, at a wake). */
@@ -53,7 +53,7 @@ export class SessionLogSlot {
   /** The per-turn dependencies, built at their first read (reopening a log that slept). */
   get deps(): TurnDeps {
     if (this.madeDeps === undefined) {
-      if (this.asleep) this.wake();
+      if (this.asleep) this.rouse();
       if (this.makeDeps !== undefined) this.madeDeps = this.makeDeps();
     }
     return this.madeDeps as TurnDeps;
@@ -93,30 +93,31 @@ export class SessionLogSlot {
 
   /**
    * Runs an edit of the log between turns (a compaction, a redaction, a branch move, new
-   * instructions): the session does not sleep while it runs, so the edit never writes through a
-   * log the session let go; once the last one ends the session may sleep again.
+   * instructions) inside the session chart's edits region: no turn starts and no sleep begins
+   * while it runs, and a sleep being written is called off, so the edit never writes through a
+   * log the session let go. The chart refuses an edit while a turn runs: `run` then runs
+   * outside the region, and its own check (`SessionScope.turnOpen`) refuses it.
    */
   async edit<T>(run: () => T | Promise<T>): Promise<T> {
-    while (this.sleeping) await this.sleeping;
-    if (this.owner.closing) {
+    const { owner } = this;
+    if (owner.closing) {
       throw new Error(
-        `session ${this.owner.id} is closed: its log is not edited any more; reopen it with \`await agent.openSession(${JSON.stringify(this.owner.id)})\` and edit that`,
+        `session ${owner.id} is closed: its log is not edited any more; reopen it with \`await agent.openSession(${JSON.stringify(owner.id)})\` and edit that`,
       );
     }
-    this.edits++;
+    const before = owner.chart.snapshot().context.edits;
+    owner.chart.send({ type: "edit.begin" });
+    const held = owner.chart.snapshot().context.edits > before;
     try {
       return await run();
     } finally {
-      if (--this.edits === 0 && !this.owner.closing) this.owner.options.rested?.();
+      if (held) owner.chart.send({ type: "edit.end" });
     }
   }
 
-  /** Whether an edit of the log runs (`edit`). */
-  get editing(): boolean {
-    return this.edits > 0;
-  }
-
-  private wake(): SessionLog {
+  /** Effect `reopen`: the log the session let go, reopened from the store's checkpoint. */
+  reopen(): void {
+    if (this.live || !this.asleep) return;
     const { owner } = this;
     const log = owner.options.openLogSync?.();
     if (!log) {
@@ -125,8 +126,13 @@ export class SessionLogSlot {
       );
     }
     this.rewire(log);
-    // Woken by a read, it may sleep again; an input's turn re-arms it when it ends.
-    if (!owner.closing) owner.options.rested?.();
-    return log;
+  }
+
+  /** A read while asleep: the chart reopens the log (its `reopen` effect). */
+  private rouse(): SessionLog {
+    this.owner.chart.send({ type: "rouse" });
+    // Sent from inside another effect the chart takes it after the current step: reopen now.
+    if (!this.live) this.reopen();
+    return this.live as SessionLog;
   }
 }

@@ -1,8 +1,8 @@
+import type { AnyActorRef } from "xstate";
 import type { TurnFailureCode, TurnStatus } from "../contracts/status.ts";
 import type { PollPoint } from "../machines/policies/inbox.ts";
 import type { EntryOf, HandoffRecord } from "../session/entries.ts";
 import type { ToolSet } from "../tools/tool-set.ts";
-import { type Coordinator, createCoordinator } from "./coordinator.ts";
 import { checkHandoff } from "./session-acceptance.ts";
 import type { SessionInputs } from "./session-inputs.ts";
 import { notRun, type PromptResult } from "./session-options.ts";
@@ -11,28 +11,30 @@ import { type TurnResult, TurnRun } from "./turn-run.ts";
 
 const TURN_ENDED: PollPoint = { type: "turn.ended" };
 
+/** The reason passed to `AbortController.abort` when the session chart interrupts a run. */
+export class RunInterruptedError extends Error {
+  override readonly name = "RunInterruptedError";
+  constructor() {
+    super("run interrupted");
+  }
+}
+
 /**
- * The loop that runs a session's turns, one at a time (the first hop from `session.prompt()`:
- * the second is `TurnRun` and the turn chart, actors/turn-run.ts). The coordinator chart
- * (machines/coordinator.machine.ts, hosted by actors/coordinator.ts) decides when a run starts
- * and whether a successor follows; a run (`run`) takes the inputs the inbox policy names at the
- * idle point, runs one turn for them, gives the prompts waiting on them the turn's result, and
- * goes on while runnable inputs are queued.
+ * Runs a session's turns (the first hop from `session.prompt()`: the second is `TurnRun` and
+ * the turn chart, actors/turn-run.ts). It decides nothing: the session chart's work region
+ * (machines/session.machine.ts) says when to prepare a turn, when to run it and whether another
+ * follows; this class carries out those effects (`prepare`, `runOne`, `cleanup`, `abort`) and
+ * answers each with an event carrying the inbox's runnable count.
  */
 export class SessionRunner implements RunnerPort {
-  private coordinatorRef: Coordinator | undefined;
   private turn: TurnRun | undefined;
   /** The configured instructions were compared with the log's (once per session object). */
   private instructionsSynced = false;
   /** A handoff whose regression check has not run yet. */
   pendingHandoff: HandoffRecord | undefined;
-  /** Set by `stop()` (a close): no coordinator is made again, no turn starts. */
-  private stopped = false;
-  /**
-   * An edit of the log between turns that must not have a turn start under it (a redaction):
-   * the loop waits for it before it takes a turn's inputs. Set by `exclusive`.
-   */
-  private editing: Promise<unknown> | undefined;
+  private controller: AbortController | undefined;
+  /** The effect in flight (a preparation, a turn, a cleanup): a close awaits it. */
+  private inFlight: Promise<void> | undefined;
 
   constructor(
     private readonly s: SessionScope,
@@ -44,28 +46,35 @@ export class SessionRunner implements RunnerPort {
     return this.turn;
   }
 
-  /** No execution runs or is about to start, and no edit of the log is in progress. */
-  get resting(): boolean {
-    return (
-      this.coordinatorRef === undefined && this.turn === undefined && this.editing === undefined
-    );
-  }
-
   wake(): void {
     // A closed session starts nothing: its queued inputs run after it is reopened.
-    if (this.stopped) return;
-    this.coordinator.wake();
+    if (this.s.closing) return;
+    this.s.chart.wake(this.inputs.runnableCount());
   }
 
   cancelRunning(reason: string, status?: TurnStatus, code?: TurnFailureCode): void {
-    this.coordinatorRef?.interrupt();
+    this.s.chart.interrupt();
+    this.stopTurn(reason, status, code);
+  }
+
+  /** Interrupts the running turn and acceptance round, without an event to the chart (a close). */
+  stopTurn(reason: string, status?: TurnStatus, code?: TurnFailureCode): void {
+    this.abort();
     this.turn?.interrupt(reason, status, code);
     if (this.s.acceptance?.busy) this.s.acceptance.interrupt(reason);
   }
 
+  /** Why the lease was lost (set by the lease before it tells the chart). */
+  leaseLostReason = "lease lost";
+
+  /** Effect `leaseLost`: the running turn ends `failed` with `LEASE_LOST`. */
+  stopForLeaseLost(): void {
+    this.stopTurn(this.leaseLostReason, "failed", "LEASE_LOST");
+  }
+
   /** Resolves when the current execution has finished. */
   awaitSettlement(): Promise<void> {
-    return this.coordinatorRef?.awaitSettlement() ?? Promise.resolve();
+    return this.s.chart.awaitSettlement();
   }
 
   /**
@@ -74,15 +83,106 @@ export class SessionRunner implements RunnerPort {
    */
   async awaitIdle(): Promise<void> {
     await this.inputs.submitted();
-    await this.coordinatorRef?.awaitIdle();
+    await this.s.chart.awaitIdle();
     // A turn that ended may have been followed by an input called meanwhile.
     if (this.inputs.unacknowledged) return this.awaitIdle();
   }
 
-  /** Stops the coordinator (a close, once the current execution settled). */
-  stop(): void {
-    this.stopped = true;
-    this.coordinatorRef?.stop();
+  /** Resolves when the effect in flight (and any it chains to) has settled (a close). */
+  async settled(): Promise<void> {
+    while (this.inFlight) await this.inFlight;
+  }
+
+  /** Effect `abortRun`: signals the current execution's AbortSignal. */
+  abort(): void {
+    this.controller?.abort(new RunInterruptedError());
+  }
+
+  /**
+   * Effect `prepareTurn`: what a turn needs before it can start (the session's open, its
+   * dependencies and the session budget's spend, its instructions, a handoff's check), then `turn.ready` with the inbox's runnable count.
+   */
+  prepare(self: AnyActorRef, execution: number): void {
+    const controller = new AbortController();
+    this.controller = controller;
+    this.track(async () => {
+      let runnable = 0;
+      try {
+        runnable = await this.prepared(controller.signal);
+      } catch (err) {
+        this.cannotStart(err);
+      }
+      self.send({ type: "turn.ready", execution, runnable });
+    });
+  }
+
+  private async prepared(signal: AbortSignal): Promise<number> {
+    await this.s.ready;
+    await this.s.deps.budgets?.load();
+    this.syncInstructions();
+    const handoff = this.pendingHandoff;
+    if (handoff && !signal.aborted) {
+      this.pendingHandoff = undefined;
+      await checkHandoff(this.s, handoff);
+    }
+    return signal.aborted ? 0 : this.inputs.runnableCount();
+  }
+
+  /**
+   * Effect `runTurn`: takes one turn's inputs (the `idle` point of the inbox policy), runs the
+   * turn, runs the acceptance round, and answers the prompts it consumed; then `turn.done`.
+   */
+  runOne(self: AnyActorRef, execution: number): void {
+    this.track(async () => {
+      try {
+        await this.runInputs();
+        self.send({ type: "turn.done", execution });
+      } catch (err) {
+        self.send({ type: "turn.failed", execution, error: String(err) });
+      }
+    });
+  }
+
+  private async runInputs(): Promise<void> {
+    const { events, consumedSeq } = this.inputs.takeTurn();
+    // A prompt's budget spans its turn and every acceptance round after it.
+    this.s.deps.budgets?.promptStarted();
+    let output: PromptResult = await this.runTurn(
+      events.map((e) => ({ text: e.body, parts: e.parts, inboxId: e.id })),
+    );
+    // A turn the runtime failed (the store refused it) has no acceptance round: its checks'
+    // evidence could not be written either.
+    if (this.s.acceptance && output.code === undefined) {
+      output = await this.s.acceptance.afterTurn(output);
+    }
+    this.inputs.poll(TURN_ENDED); // interrupts that arrived during the turn are recorded now
+    // Lost to another runner before the inputs' consumption was durable: the new owner runs
+    // them, and their prompts wait for its answer.
+    const rerun =
+      output.code === "LEASE_LOST" && this.s.follower && consumedSeq > this.s.log.durableSeq;
+    for (const event of events) {
+      const resolve = this.inputs.takeWaiter(event.id);
+      if (resolve && rerun) this.s.lease!.forward(event.id, resolve);
+      else resolve?.(output);
+    }
+    this.s.deps.budgets?.promptEnded();
+  }
+
+  /** Effect `startCleanup`: flushes the log, then `cleanup.done` with the runnable count. */
+  cleanup(self: AnyActorRef, execution: number): void {
+    this.controller = undefined;
+    this.track(async () => {
+      let error: string | undefined;
+      if (this.s.awake) await this.s.log.flush().catch((err) => (error = String(err)));
+      self.send({ type: "cleanup.done", execution, runnable: this.inputs.runnableCount(), error });
+    });
+  }
+
+  private track(run: () => Promise<void>): void {
+    const done: Promise<void> = run().finally(() => {
+      if (this.inFlight === done) this.inFlight = undefined;
+    });
+    this.inFlight = done;
   }
 
   /** An explicit change of the instructions wins over the configured text. */
@@ -102,7 +202,6 @@ export class SessionRunner implements RunnerPort {
     const set = this.s.deps.registry as Partial<ToolSet>;
     if (set.refresh) await set.refresh();
     if (cancelled?.()) return notRun("cancelled", "interrupted before the turn started");
-    while (this.editing) await this.editing; // a redaction begun while the set refreshed
     const turn = new TurnRun(this.s.deps);
     this.turn = turn;
     const { budgets, clock } = this.s.deps;
@@ -117,104 +216,6 @@ export class SessionRunner implements RunnerPort {
       this.turn = undefined;
       // What it spent counts against its prompt, its session and its agent.
       budgets?.turnEnded({ ...turn.spent, timeMs: Math.max(0, clock.now() - startedAt) });
-    }
-  }
-
-  /**
-   * The session's runner host, created at an input and let go once it is idle again (an idle
-   * session holds no actor): a coordinator at rest has nothing to remember, its next execution
-   * starts from the inputs in the log.
-   */
-  private get coordinator(): Coordinator {
-    if (this.coordinatorRef) return this.coordinatorRef;
-    const ref = createCoordinator({
-      run: (signal) => this.run(signal),
-      cleanup: () => this.s.log.flush().catch(() => {}),
-      pending: () => this.inputs.hasRunnable(),
-      inspect: this.s.options.inspect,
-      // Not stopped inside its own transition: a wake in the same tick keeps it.
-      onStateChange: (state) => {
-        if (state.value === "idle") queueMicrotask(() => this.letGo(ref));
-      },
-    });
-    this.coordinatorRef = ref;
-    return ref;
-  }
-
-  /** Stops `ref` if it is still this session's coordinator and idle (no waiter is left then). */
-  private letGo(ref: Coordinator): void {
-    if (this.coordinatorRef !== ref || ref.state().value !== "idle") return;
-    this.coordinatorRef = undefined;
-    ref.stop();
-    // Idle: what the log can read back from the store leaves memory until it is needed.
-    this.s.log.rest();
-    this.s.options.rested?.();
-  }
-
-  /**
-   * One execution of the coordinator: run turns while runnable inputs are queued. The loop a
-   * reader looks for: inputs in, one turn, results out.
-   */
-  private async run(signal: AbortSignal): Promise<void> {
-    await this.s.ready;
-    try {
-      // What a turn needs before it can start: its dependencies (built at the first read) and
-      // the session budget's spend, read from the log.
-      await this.s.deps.budgets?.load();
-    } catch (err) {
-      this.cannotStart(err);
-      return;
-    }
-    this.syncInstructions();
-    const handoff = this.pendingHandoff;
-    if (handoff && !signal.aborted) {
-      this.pendingHandoff = undefined;
-      await checkHandoff(this.s, handoff);
-    }
-    while (!signal.aborted && this.inputs.hasRunnable()) {
-      while (this.editing) await this.editing;
-      if (signal.aborted || !this.inputs.hasRunnable()) break;
-      const { events, consumedSeq } = this.inputs.takeTurn();
-      if (events.length === 0) break; // the policy reads no input lane between turns
-      // A prompt's budget spans its turn and every acceptance round after it.
-      this.s.deps.budgets?.promptStarted();
-      let output: PromptResult = await this.runTurn(
-        events.map((e) => ({ text: e.body, parts: e.parts, inboxId: e.id })),
-      );
-      // A turn the runtime failed (the store refused it) has no acceptance round: its checks'
-      // evidence could not be written either.
-      if (this.s.acceptance && output.code === undefined) {
-        output = await this.s.acceptance.afterTurn(output);
-      }
-      this.inputs.poll(TURN_ENDED); // interrupts that arrived during the turn are recorded now
-      // Lost to another runner before the inputs' consumption was durable: the new owner runs
-      // them, and their prompts wait for its answer.
-      const rerun =
-        output.code === "LEASE_LOST" && this.s.follower && consumedSeq > this.s.log.durableSeq;
-      for (const event of events) {
-        const resolve = this.inputs.takeWaiter(event.id);
-        if (resolve && rerun) this.s.lease!.forward(event.id, resolve);
-        else resolve?.(output);
-      }
-      this.s.deps.budgets?.promptEnded();
-    }
-  }
-
-  /**
-   * Runs `edit` (checked by the caller to start with no turn open) with no turn starting until
-   * it settles: an input that arrives meanwhile waits in the inbox, then runs.
-   */
-  async exclusive<T>(edit: () => Promise<T>): Promise<T> {
-    const done = edit();
-    const settled = done.then(
-      () => {},
-      () => {},
-    );
-    this.editing = settled;
-    try {
-      return await done;
-    } finally {
-      if (this.editing === settled) this.editing = undefined;
     }
   }
 

@@ -7,6 +7,7 @@ import type { PollPoint } from "../machines/policies/inbox.ts";
 import type { HandoffRecord } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
 import type { PostedInput } from "../session/store.ts";
+import type { SessionChart } from "./session-chart.ts";
 import { SessionLogSlot } from "./session-log-slot.ts";
 import type { PromptResult, SessionOptions, SessionRole } from "./session-options.ts";
 import type { TurnDeps } from "./turn-scope.ts";
@@ -27,6 +28,8 @@ export interface RunnerPort {
    * `cancelled()` says so just before it would start.
    */
   runTurn(inputs: TurnInputs, cancelled?: () => boolean): Promise<TurnResult>;
+  /** Why the lease was lost: the reason the running turn ends with (set before `lease.lost`). */
+  leaseLostReason: string;
 }
 
 /** What the other parts ask of the inbox (actors/session-inputs.ts). */
@@ -45,6 +48,10 @@ export interface InputsPort {
   adoptWaiters(waiters: Map<string, (result: PromptResult) => void>): void;
   /** Queued inputs run again: what an interrupt or a restart held back. */
   resume(): void;
+  /** Queued inputs are runnable again, without ringing the doorbell (a takeover's end does). */
+  release(): void;
+  /** How many inputs the next turn would take now (0: none runnable). */
+  runnableCount(): number;
 }
 
 /** What the other parts ask of the lease (actors/session-lease.ts). */
@@ -93,6 +100,8 @@ export class SessionScope {
   /** The `Session` these parts belong to (what an instructions function is called with). */
   session!: object;
 
+  /** The session chart's host (machines/session.machine.ts): where the lifecycle is decided. */
+  chart!: SessionChart;
   /** Takes a log as the session's state (`Session.adopt`): at open and at a takeover. */
   adopt!: (log: SessionLog) => Promise<void>;
   runner!: RunnerPort;
@@ -158,6 +167,8 @@ export class SessionScope {
 
   setRole(role: SessionRole): void {
     this.role = role;
+    if (role === "owner") this.chart.send({ type: "role.owner" });
+    else if (role === "follower") this.chart.send({ type: "role.follower" });
     this.options.lease?.onRole?.(role);
   }
 
@@ -202,10 +213,11 @@ export class SessionScope {
   /** The refusal of a change while a turn runs, or undefined when none runs. */
   turnOpen(what: string): Refusal<"TURN_OPEN"> | undefined {
     const turn = this.runner.current;
-    if (!turn) return undefined;
+    const work = this.chart.work().value;
+    if (!turn && work !== "running" && work !== "stopping") return undefined;
     return refuse(
       "TURN_OPEN",
-      `cannot ${what} while turn ${turn.turnId} is running; interrupt it or await session.awaitIdle() first`,
+      `cannot ${what} while ${turn ? `turn ${turn.turnId}` : "a turn"} is running; interrupt it or await session.awaitIdle() first`,
     );
   }
 }

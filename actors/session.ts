@@ -22,7 +22,14 @@ import type { AcceptanceSpec } from "./acceptance-spec.ts";
 import type { HandoffOptions } from "./handoff.ts";
 import { type RedactOptions, type RedactResult, redactSession } from "./redact-session.ts";
 import { acceptanceOff, type SessionAcceptance } from "./session-acceptance.ts";
-import { adoptLog, openSessionLog, rewireLog, sleepWhenQuiet } from "./session-adopt.ts";
+import {
+  adoptLog,
+  openSessionLog,
+  restWhenQuiet,
+  rewireLog,
+  sleepWhenQuiet,
+} from "./session-adopt.ts";
+import { SessionChart } from "./session-chart.ts";
 import {
   changeInstructions,
   checkClearOptions,
@@ -30,6 +37,7 @@ import {
   compactNow,
   moveBranch,
 } from "./session-edits.ts";
+import { closeSession, sessionEffects } from "./session-effects.ts";
 import { SessionInputs } from "./session-inputs.ts";
 import { SessionLease } from "./session-lease.ts";
 import {
@@ -95,10 +103,14 @@ export class Session {
     s.runner = runner;
     s.lease = lease;
     s.slot.rewire = (log) => rewireLog(s, inputs, lease, log);
-    this.ready = openSessionLog(s, runner, lease);
+    const chart = new SessionChart(sessionEffects({ s, inputs, runner, lease }), options.inspect);
+    s.chart = chart;
+    chart.onSnapshot = restWhenQuiet(s);
+    chart.start();
+    this.ready = openSessionLog(s, runner, inputs, lease);
     s.ready = this.ready;
     // Observed here so a failed open is not an unhandled rejection; callers still see it.
-    this.ready.catch(() => {});
+    this.ready.catch((err) => chart.send({ type: "open.failed", error: String(err) }));
   }
 
   /** Takes `log` as the session's state: at open, and when a follower takes over. */
@@ -110,7 +122,7 @@ export class Session {
 
   /** @internal Lets the log go if the session is quiet (actors/session-adopt.ts, `sleepWhenQuiet`). */
   sleep(): Promise<boolean> {
-    return sleepWhenQuiet(this.s, this.runner, this.inputs);
+    return sleepWhenQuiet(this.s, this.inputs);
   }
 
   /** @internal Whether the session sleeps now: its log is let go until its next read or input. */
@@ -346,9 +358,7 @@ export class Session {
     if (open) return open;
     // No turn starts until the store and this log both hold the redaction: an input sent
     // meanwhile waits, then runs on the redacted history.
-    return this.s.slot.edit(() =>
-      this.runner.exclusive(() => redactSession(this.s.log, entryIds, options, this.s.options.now)),
-    );
+    return this.s.slot.edit(() => redactSession(this.s.log, entryIds, options, this.s.options.now));
   }
 
   /**
@@ -462,33 +472,29 @@ export class Session {
    */
   close(): Promise<void> {
     const { s } = this;
-    s.closing ??= (async () => {
-      await this.ready.catch(() => {});
-      // A takeover already loading the log ends first (as the owner): this close releases it.
-      await this.lease?.settle();
-      if (s.awake) this.inputs.holdAll();
-      this.runner.cancelRunning("session closed"); // a shutdown, not an input: no inbox event
-      await this.runner.awaitSettlement().catch(() => {});
-      this.runner.stop();
-      try {
-        await this.lease?.settle();
-        // A follower's log is the owner's: nothing of it is this process's to write.
-        // A session that slept wrote its checkpoint and has nothing left to flush.
-        if (s.awake && s.role !== "follower") await s.log.close();
-        if (s.role === "owner") await this.lease?.release().catch(() => {});
-      } finally {
-        this.lease?.clearTimers();
-        s.setRole("closed");
-        this.inputs.answerAll((id) =>
-          notRun(
-            "cancelled",
-            `session closed before input ${id} ran; it stays queued in the log and runs after the session is reopened and resumed`,
-          ),
-        );
+    s.closing ??= new Promise<void>((resolve) => {
+      const parts = { s, inputs: this.inputs, runner: this.runner, lease: this.lease };
+      const finish = () => {
         s.listeners.clear();
         s.options.onClosed?.();
+        resolve();
+      };
+      if (s.chart.closed) {
+        // It never opened: nothing runs, nothing is left to answer but what was queued.
+        closeSession(parts).finally(() => {
+          sessionEffects(parts).settleWaiters(undefined as never);
+          finish();
+        });
+        return;
       }
-    })();
+      // The chart cancels what runs (`startClose`), then answers every waiter on `closed`.
+      const previous = s.chart.onSnapshot;
+      s.chart.onSnapshot = (snapshot) => {
+        previous?.(snapshot);
+        if (snapshot.status === "done") finish();
+      };
+      s.chart.send({ type: "close" });
+    });
     return s.closing;
   }
 

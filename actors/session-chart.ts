@@ -1,0 +1,220 @@
+import { type Actor, createActor, type InspectionEvent, type SnapshotFrom } from "xstate";
+import type {
+  OpenRole,
+  PendingWake,
+  RunOutcome,
+  SessionChartEvent,
+  SessionEffects,
+  SessionMachine,
+} from "../machines/session.machine.ts";
+import { bindEffects, hostedSessionMachine } from "./charts.ts";
+
+type Snapshot = SnapshotFrom<SessionMachine>;
+
+/** A read-only view of the session chart's work region (the coordinator), for callers and tests. */
+export interface WorkState {
+  /** `idle`, `starting`, `running`, `stopping` or `cleaning`; `closed` once the session closed. */
+  value: string;
+  /** Starts of the work region so far. */
+  execution: number;
+  /** Turns run so far. */
+  turns: number;
+  pendingWake: PendingWake | null;
+  lastOutcome: RunOutcome | null;
+  lastError: string | null;
+}
+
+/** Rejection of `awaitSettlement`/`awaitIdle` when the session closed first. */
+export class SessionClosedError extends Error {
+  override readonly name = "SessionClosedError";
+  constructor() {
+    super("the session closed before the awaited state was reached");
+  }
+}
+
+interface Waiter {
+  /** For settlement: the execution being awaited; for idle: -1. */
+  execution: number;
+  resolve: () => void;
+}
+
+/**
+ * Hosts one session's chart (machines/session.machine.ts): makes its actor, binds its effects,
+ * sends it what happens, and answers `awaitSettlement`/`awaitIdle` from its snapshots. The
+ * chart decides; this class keeps only the waiters' promises, which are not state.
+ *
+ * A session that sleeps holds no actor: when the chart lets the log go, the actor is stopped
+ * after its transition, and the next event makes a new one that starts asleep with the role it
+ * had (`resumeAsleep`), so the event itself (a read's `rouse`, an input's `wake`) wakes it.
+ */
+export class SessionChart {
+  private actor: Actor<SessionMachine> | undefined;
+  /** The role the session slept with (set while it holds no actor). */
+  private asleepAs: OpenRole | undefined;
+  private seq = 0;
+  private settleWaiters: Waiter[] | undefined;
+  private idleWaiters: Waiter[] | undefined;
+  private closedFlag = false;
+  /** Called after each snapshot the chart takes (the session's reactions: rest, settle). */
+  onSnapshot: ((snapshot: Snapshot) => void) | undefined;
+
+  constructor(
+    private readonly effects: SessionEffects,
+    private readonly inspect?: (event: InspectionEvent) => void,
+    private readonly machine?: SessionMachine,
+  ) {}
+
+  /** Starts the chart in `opening` (the session is loading its log). */
+  start(): void {
+    this.make(undefined);
+  }
+
+  /** Whether the chart reached `closed`. */
+  get closed(): boolean {
+    return this.closedFlag;
+  }
+
+  /** Whether the session sleeps (no actor, or the chart's residency is `asleep`). */
+  get asleep(): boolean {
+    return this.asleepAs !== undefined || this.matches({ open: { residency: "asleep" } });
+  }
+
+  /** The chart's snapshot (a sleeping session's is made on demand). */
+  snapshot(): Snapshot {
+    return this.live().getSnapshot();
+  }
+
+  /** Whether the chart's state matches `value` (false while it holds no actor and is asleep). */
+  matches(value: Parameters<Snapshot["matches"]>[0]): boolean {
+    return this.actor !== undefined && this.actor.getSnapshot().matches(value);
+  }
+
+  /** Sends `event`; a sleeping session's chart is made again first (it starts asleep). */
+  send(event: SessionChartEvent): void {
+    if (this.closedFlag) return;
+    this.live().send(event);
+  }
+
+  /** Rings the doorbell with the inbox's runnable count. Returns the wake's seq. */
+  wake(runnable: number): number {
+    this.seq += 1;
+    this.send({ type: "wake", seq: this.seq, runnable });
+    return this.seq;
+  }
+
+  /** Records an interrupt: the wakes before it are cleared, a later one is kept. */
+  interrupt(): number {
+    this.seq += 1;
+    this.send({ type: "interrupt", seq: this.seq });
+    return this.seq;
+  }
+
+  /** The work region's state (the coordinator's view). */
+  work(): WorkState {
+    if (this.closedFlag || this.actor === undefined) {
+      return {
+        value: this.closedFlag ? "closed" : "idle",
+        execution: 0,
+        turns: 0,
+        pendingWake: null,
+        lastOutcome: null,
+        lastError: null,
+      };
+    }
+    const snap = this.actor.getSnapshot();
+    const { execution, turns, pendingWake, lastOutcome, lastError } = snap.context;
+    return { value: workValue(snap), execution, turns, pendingWake, lastOutcome, lastError };
+  }
+
+  /** Resolves when the current execution has finished; at once when the work region is idle. */
+  awaitSettlement(): Promise<void> {
+    const work = this.work();
+    if (work.value === "idle" || work.value === "closed") return Promise.resolve();
+    return new Promise((resolve) => {
+      this.settleWaiters ??= [];
+      this.settleWaiters.push({ execution: work.execution, resolve });
+    });
+  }
+
+  /** Resolves when the work region is idle with nothing pending, successors included. */
+  awaitIdle(): Promise<void> {
+    const work = this.work();
+    if (work.value === "idle" || work.value === "closed") return Promise.resolve();
+    return new Promise((resolve) => {
+      this.idleWaiters ??= [];
+      this.idleWaiters.push({ execution: -1, resolve });
+    });
+  }
+
+  /** The chart let the log go: its actor is stopped once the transition ends. */
+  release(): void {
+    const actor = this.actor;
+    if (!actor) return;
+    const role = roleOf(actor.getSnapshot());
+    queueMicrotask(() => {
+      if (this.actor !== actor || !actor.getSnapshot().matches({ open: { residency: "asleep" } }))
+        return;
+      this.actor = undefined;
+      this.asleepAs = role;
+      actor.stop();
+    });
+  }
+
+  private live(): Actor<SessionMachine> {
+    if (this.actor) return this.actor;
+    return this.make(this.asleepAs === undefined ? undefined : { role: this.asleepAs });
+  }
+
+  private make(resumeAsleep: { role: OpenRole } | undefined): Actor<SessionMachine> {
+    const actor = createActor(hostedSessionMachine(this.machine), {
+      input: resumeAsleep ? { resumeAsleep } : {},
+      inspect: this.inspect,
+    });
+    bindEffects(actor.system, this.effects);
+    this.actor = actor;
+    this.asleepAs = undefined;
+    actor.subscribe((snapshot) => this.observe(snapshot));
+    actor.start();
+    return actor;
+  }
+
+  private observe(snapshot: Snapshot): void {
+    if (snapshot.status === "done") {
+      this.closedFlag = true;
+      this.actor = undefined;
+    }
+    const work = this.closedFlag ? "closed" : workValue(snapshot);
+    const idle = work === "idle" || work === "closed";
+    const { execution } = snapshot.context;
+    if (this.settleWaiters?.length) {
+      const settled = this.settleWaiters.filter((w) => idle || execution > w.execution);
+      if (settled.length > 0) {
+        this.settleWaiters = this.settleWaiters.filter((w) => !settled.includes(w));
+        for (const w of settled) w.resolve();
+      }
+    }
+    if (idle && this.idleWaiters?.length) {
+      const ready = this.idleWaiters;
+      this.idleWaiters = undefined;
+      for (const w of ready) w.resolve();
+    }
+    this.onSnapshot?.(snapshot);
+  }
+}
+
+/** The work region's state name in `snapshot` (`opening`, `closing` outside `open`). */
+export function workValue(snapshot: Snapshot): string {
+  const value = snapshot.value;
+  if (typeof value === "string") return value === "opening" ? "idle" : value;
+  if ("open" in value) {
+    const work = (value.open as { work: string | Record<string, string> }).work;
+    return typeof work === "string" ? work : Object.keys(work)[0];
+  }
+  return "closing";
+}
+
+function roleOf(snapshot: Snapshot): OpenRole {
+  if (snapshot.matches({ open: { role: "owner" } })) return "owner";
+  if (snapshot.matches({ open: { role: "follower" } })) return "follower";
+  return "solo";
+}

@@ -1,0 +1,115 @@
+// The session chart's effects (machines/session.machine.ts, `SessionEffects`): each one names
+// the part of the session that carries it out. The chart decides; these only do.
+
+import type { AnyActorRef } from "xstate";
+import type { SessionEffects } from "../machines/session.machine.ts";
+import { reopensSync } from "../session/checkpoint.ts";
+import type { SessionInputs } from "./session-inputs.ts";
+import type { SessionLease } from "./session-lease.ts";
+import { notRun } from "./session-options.ts";
+import type { SessionRunner } from "./session-runner.ts";
+import type { SessionScope } from "./session-scope.ts";
+
+/** The parts of one session the effects reach. */
+export interface SessionParts {
+  s: SessionScope;
+  inputs: SessionInputs;
+  runner: SessionRunner;
+  lease: SessionLease | undefined;
+}
+
+/** The session chart's effects, bound to one session's parts. */
+export function sessionEffects(parts: SessionParts): SessionEffects {
+  const { s, inputs, runner, lease } = parts;
+  return {
+    prepareTurn: (self, { execution }) => runner.prepare(self, execution),
+    runTurn: (self, { execution }) => runner.runOne(self, execution),
+    abortRun: () => runner.abort(),
+    startCleanup: (self, { execution }) => runner.cleanup(self, execution),
+    writeCheckpoint: (self) => writeCheckpoint(parts, self),
+    letGo: () => {
+      s.sleep();
+      inputs.compact();
+      s.chart.release();
+    },
+    reopen: () => s.slot.reopen(),
+    leaseLost: () => runner.stopForLeaseLost(),
+    adoptForwarded: () => lease?.adoptForwarded(),
+    startClose: (self) => {
+      closeSession(parts).finally(() => self.send({ type: "close.done" }));
+    },
+    settleWaiters: () => {
+      const closed = (id: string) =>
+        notRun(
+          "cancelled",
+          `session closed before input ${id} ran; it stays queued in the log and runs after the session is reopened and resumed`,
+        );
+      inputs.answerAll(closed);
+      lease?.answerForwarded(closed);
+    },
+  };
+}
+
+/**
+ * Whether a session may sleep now, as far as the chart cannot see: open and not closing, no
+ * acceptance, no input being called or waiting, and a store that reopens a log synchronously.
+ * (No turn, no edit, no runnable input and a writer's role are the chart's own guard.)
+ */
+export function sleepAllowed(s: SessionScope, inputs: SessionInputs): boolean {
+  return (
+    s.opened &&
+    s.closing === undefined &&
+    s.acceptance === undefined &&
+    s.awake &&
+    reopensSync(s.log.store) &&
+    inputs.quiet
+  );
+}
+
+/**
+ * Effect `writeCheckpoint`: a checkpoint at the last entry, then `checkpoint.written` with
+ * whether the session is unchanged since (no entry appended, nothing pending, the same log, no
+ * input called), or `checkpoint.failed`.
+ */
+function writeCheckpoint({ s, inputs }: SessionParts, self: AnyActorRef): void {
+  const log = s.log;
+  log.checkpoint().then(
+    (checkpointed) => {
+      if (!checkpointed) {
+        self.send({ type: "checkpoint.failed" });
+        return;
+      }
+      const unchanged =
+        log.pendingCount() === 0 &&
+        log.durableSeq === log.lastSeq &&
+        s.awake &&
+        s.log === log &&
+        inputs.quiet &&
+        s.closing === undefined;
+      self.send({ type: "checkpoint.written", unchanged });
+    },
+    () => self.send({ type: "checkpoint.failed" }),
+  );
+}
+
+/**
+ * Effect `startClose`: holds the queued inputs, cancels what runs and waits for it, waits for a
+ * pull of posted inputs, flushes the log and gives the lease back. Resolves when done; the
+ * chart then answers every waiter (`settleWaiters`).
+ */
+export async function closeSession({ s, inputs, runner, lease }: SessionParts): Promise<void> {
+  await s.ready.catch(() => {});
+  if (s.awake) inputs.holdAll();
+  runner.stopTurn("session closed"); // a shutdown, not an input: no inbox event
+  await runner.settled();
+  try {
+    await lease?.settle();
+    // A follower's log is the owner's: nothing of it is this process's to write.
+    // A session that slept wrote its checkpoint and has nothing left to flush.
+    if (s.awake && s.role !== "follower") await s.log.close();
+    if (s.role === "owner") await lease?.release().catch(() => {});
+  } finally {
+    lease?.clearTimers();
+    s.setRole("closed");
+  }
+}
