@@ -1,17 +1,9 @@
 import type { ActorSystem, AnyActorRef, AnyStateMachine } from "xstate";
 import { type AcceptanceEffects, acceptanceMachine } from "../machines/acceptance.machine.ts";
 import { type BatchEffects, batchMachine } from "../machines/batch.machine.ts";
-import {
-  type CoordinatorEffects,
-  type CoordinatorMachine,
-  coordinatorMachine,
-} from "../machines/coordinator.machine.ts";
 import { isEffect } from "../machines/effect.ts";
-import {
-  type SessionEffects,
-  type SessionMachine,
-  sessionMachine,
-} from "../machines/session.machine.ts";
+import { type SessionMachine, sessionMachine } from "../machines/session.machine.ts";
+import type { SessionEffects } from "../machines/session.types.ts";
 import { type ToolCallEffects, toolCallMachine } from "../machines/tool-call.machine.ts";
 import { turnMachine } from "../machines/turn.machine.ts";
 import type { TurnEffects } from "../machines/turn.types.ts";
@@ -33,17 +25,11 @@ export function bindEffects(system: System, effects: TurnEffects): void;
 export function bindEffects(system: System, effects: BatchEffects & ToolCallEffects): void;
 /** A session's acceptance chart: its host's effects (`actors/acceptance.ts`). */
 export function bindEffects(system: System, effects: AcceptanceEffects): void;
-/** A session's coordinator (its doorbell): its host's effects (`actors/coordinator.ts`). */
-export function bindEffects(system: System, effects: CoordinatorEffects): void;
 /** A session's chart: its host's effects (`actors/session-chart.ts`). */
 export function bindEffects(system: System, effects: SessionEffects): void;
 export function bindEffects(
   system: System,
-  effects:
-    | (BatchEffects & ToolCallEffects)
-    | AcceptanceEffects
-    | CoordinatorEffects
-    | SessionEffects,
+  effects: (BatchEffects & ToolCallEffects) | AcceptanceEffects | SessionEffects,
 ): void {
   runs.set(system, effects as unknown as AnyEffects);
 }
@@ -116,23 +102,6 @@ export function hostedAcceptanceMachine(
   if (!machine) {
     machine = variant.provide({ actions: effectsOf(variant) });
     hostedAcceptance.set(variant, machine);
-  }
-  return machine;
-}
-
-const hostedCoordinators = new WeakMap<CoordinatorMachine, CoordinatorMachine>();
-
-/**
- * The coordinator chart (`coordinatorMachine`, or a test's variant) with its effects bound
- * through {@link bindEffects} to the session's coordinator host. Built once per variant.
- */
-export function hostedCoordinatorMachine(
-  variant: CoordinatorMachine = coordinatorMachine,
-): CoordinatorMachine {
-  let machine = hostedCoordinators.get(variant);
-  if (!machine) {
-    machine = variant.provide({ actions: effectsOf(variant) }) as CoordinatorMachine;
-    hostedCoordinators.set(variant, machine);
   }
   return machine;
 }

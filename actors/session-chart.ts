@@ -1,12 +1,12 @@
 import { type Actor, createActor, type InspectionEvent, type SnapshotFrom } from "xstate";
+import type { SessionMachine } from "../machines/session.machine.ts";
 import type {
   OpenRole,
   PendingWake,
   RunOutcome,
   SessionChartEvent,
   SessionEffects,
-  SessionMachine,
-} from "../machines/session.machine.ts";
+} from "../machines/session.types.ts";
 import { bindEffects, hostedSessionMachine } from "./charts.ts";
 
 type Snapshot = SnapshotFrom<SessionMachine>;

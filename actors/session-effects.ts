@@ -2,7 +2,7 @@
 // the part of the session that carries it out. The chart decides; these only do.
 
 import type { AnyActorRef } from "xstate";
-import type { SessionEffects } from "../machines/session.machine.ts";
+import type { SessionEffects } from "../machines/session.types.ts";
 import { reopensSync } from "../session/checkpoint.ts";
 import type { SessionInputs } from "./session-inputs.ts";
 import type { SessionLease } from "./session-lease.ts";
@@ -112,4 +112,33 @@ export async function closeSession({ s, inputs, runner, lease }: SessionParts): 
     lease?.clearTimers();
     s.setRole("closed");
   }
+}
+
+/**
+ * A session's `close()`: the chart cancels what runs (`startClose`, then `close.done`) and
+ * answers every waiter on `closed`; resolves once it did and the listeners are let go. A session
+ * whose open failed (its chart already closed) only settles what is left.
+ */
+export function closeThroughChart(parts: SessionParts): Promise<void> {
+  const { s } = parts;
+  return new Promise<void>((resolve) => {
+    const finish = () => {
+      s.listeners.clear();
+      s.options.onClosed?.();
+      resolve();
+    };
+    if (s.chart.closed) {
+      closeSession(parts).finally(() => {
+        sessionEffects(parts).settleWaiters(undefined as never);
+        finish();
+      });
+      return;
+    }
+    const previous = s.chart.onSnapshot;
+    s.chart.onSnapshot = (snapshot) => {
+      previous?.(snapshot);
+      if (snapshot.status === "done") finish();
+    };
+    s.chart.send({ type: "close" });
+  });
 }

@@ -178,10 +178,16 @@ export class SessionRunner implements RunnerPort {
     });
   }
 
+  /**
+   * Runs an effect's work after the chart's transition (never inside it: what it starts, a turn
+   * actor, an event to the chart, belongs to the next step), remembered until it settles.
+   */
   private track(run: () => Promise<void>): void {
-    const done: Promise<void> = run().finally(() => {
-      if (this.inFlight === done) this.inFlight = undefined;
-    });
+    const done: Promise<void> = Promise.resolve()
+      .then(run)
+      .finally(() => {
+        if (this.inFlight === done) this.inFlight = undefined;
+      });
     this.inFlight = done;
   }
 

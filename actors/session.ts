@@ -37,7 +37,7 @@ import {
   compactNow,
   moveBranch,
 } from "./session-edits.ts";
-import { closeSession, sessionEffects } from "./session-effects.ts";
+import { closeThroughChart, sessionEffects } from "./session-effects.ts";
 import { SessionInputs } from "./session-inputs.ts";
 import { SessionLease } from "./session-lease.ts";
 import {
@@ -472,28 +472,11 @@ export class Session {
    */
   close(): Promise<void> {
     const { s } = this;
-    s.closing ??= new Promise<void>((resolve) => {
-      const parts = { s, inputs: this.inputs, runner: this.runner, lease: this.lease };
-      const finish = () => {
-        s.listeners.clear();
-        s.options.onClosed?.();
-        resolve();
-      };
-      if (s.chart.closed) {
-        // It never opened: nothing runs, nothing is left to answer but what was queued.
-        closeSession(parts).finally(() => {
-          sessionEffects(parts).settleWaiters(undefined as never);
-          finish();
-        });
-        return;
-      }
-      // The chart cancels what runs (`startClose`), then answers every waiter on `closed`.
-      const previous = s.chart.onSnapshot;
-      s.chart.onSnapshot = (snapshot) => {
-        previous?.(snapshot);
-        if (snapshot.status === "done") finish();
-      };
-      s.chart.send({ type: "close" });
+    s.closing ??= closeThroughChart({
+      s,
+      inputs: this.inputs,
+      runner: this.runner,
+      lease: this.lease,
     });
     return s.closing;
   }

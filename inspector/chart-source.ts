@@ -1,7 +1,7 @@
 import type { AnyStateMachine } from "xstate";
 import { acceptanceMachine } from "../machines/acceptance.machine.ts";
 import { batchMachine } from "../machines/batch.machine.ts";
-import { coordinatorMachine } from "../machines/coordinator.machine.ts";
+import { sessionMachine } from "../machines/session.machine.ts";
 import { toolCallMachine } from "../machines/tool-call.machine.ts";
 import { turnMachine } from "../machines/turn.machine.ts";
 import { chartOf } from "./chart.ts";
@@ -12,7 +12,7 @@ import { type GraphLayouter, layoutChart, type PlacedChart } from "./chart-layou
  * actor to read the machine from).
  */
 const BUILT_IN = new Map<string, AnyStateMachine>(
-  [turnMachine, batchMachine, toolCallMachine, coordinatorMachine, acceptanceMachine].map((m) => [
+  [turnMachine, batchMachine, toolCallMachine, sessionMachine, acceptanceMachine].map((m) => [
     m.id,
     m as AnyStateMachine,
   ]),

@@ -55,7 +55,7 @@ describe("chart contexts stay small enough for V8's fast objects", () => {
     await agent.close();
     // The charts a turn runs are all seen, so a new field in any of them is counted.
     expect([...widest.keys()]).toEqual(
-      expect.arrayContaining(["turn", "batch", "toolCall", "coordinator"]),
+      expect.arrayContaining(["turn", "batch", "toolCall", "session"]),
     );
     for (const [id, fields] of widest) {
       expect({ id, fields }).toEqual({

@@ -17,6 +17,7 @@ export function kindOf(machine) {
   const m = machine.toLowerCase();
   if (m.includes("toolcall") || m.includes("tool-call")) return "call";
   if (m.includes("batch")) return "batch";
+  if (m === "session" || m.endsWith(".session")) return "session-chart";
   if (m.includes("coordinator")) return "coordinator";
   if (m.includes("turn")) return "turn";
   return "actor";
