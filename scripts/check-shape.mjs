@@ -3,6 +3,8 @@
 // - no shipped source file over MAX_LINES lines, unless it is a named exception below, with the
 //   reason it is one concept and a ceiling it may not grow past;
 // - no class with more than MAX_MEMBERS public members, with the same kind of exceptions;
+// - no function (declaration, method, or a function expression or arrow with a name of its
+//   own) over MAX_FUNCTION_LINES lines, with the same kind of exceptions;
 // - no import cycle between shipped modules, type-only imports included (a type cycle still
 //   means two files that cannot be read one without the other).
 // Run: `node scripts/check-shape.mjs [root]`; exits 1 and names each breach.
@@ -13,6 +15,7 @@ import ts from "typescript";
 
 export const MAX_LINES = 500;
 export const MAX_MEMBERS = 25;
+export const MAX_FUNCTION_LINES = 80;
 
 /** Shipped code: what the package holds and a reader of Keel reads. */
 const SHIPPED = [
@@ -54,6 +57,151 @@ export const WIDE_CLASSES = {
     why: "the public facade of a session (docs/embedding.md): each member is one documented call that delegates to a part in its own file (session-runner, session-inputs, session-lease, session-acceptance)",
   },
 };
+
+/** Functions allowed past MAX_FUNCTION_LINES, by `file:name`, with why and a ceiling. */
+export const LONG_FUNCTIONS = {
+  "machines/batch.machine.ts:createBatchMachine": {
+    max: 130,
+    why: "a chart's config: the batch's states and transitions read (and model-checked) as one definition",
+  },
+  "session/sqlite-statements.ts:sqliteStatements": {
+    max: 105,
+    why: "a table of the SQLite store's prepared statements, one line of SQL each: data, not steps",
+  },
+  "cli/main.ts:buildProgram": {
+    max: 355,
+    why: "the `keel` command table (commander): one declaration per command and option, each a few lines, read as the CLI's reference",
+  },
+  "actors/telemetry.ts:handle": {
+    max: 160,
+    why: "one exhaustive switch over the agent's events, a case per event type (a new event type fails typecheck here)",
+  },
+  "cli/trace.ts:human": {
+    max: 190,
+    why: "one exhaustive switch over the agent's events, a case per event type, each the line the trace prints",
+  },
+  "inspector/records.ts:agentRecord": {
+    max: 100,
+    why: "one exhaustive switch over the agent's events, a case per event type, each the record the inspector shows",
+  },
+  "providers/arg-preview.ts:push": {
+    max: 135,
+    why: "the incremental JSON scanner's per-delta loop: one pass over each character, a case per scanner state; a call per state would cost on every delta of a streamed argument",
+  },
+  "providers/ai-sdk-stream.ts:push": {
+    max: 100,
+    why: "one exhaustive switch over the AI SDK's stream part types, a case per part type",
+  },
+  "providers/stream-assembler.ts:push": {
+    max: 90,
+    why: "one exhaustive switch over the model event types, a case per event, on the per-delta path",
+  },
+  "inspector/replay.ts:replayRecords": {
+    max: 280,
+    why: "the hand-written replay being replaced by replay through the shipped charts (issue 36); its replacement is held to the rule",
+  },
+  "actors/model-attempt.ts:failAttempt": {
+    max: 110,
+    why: "the decision after a failed attempt is moving into the turn chart (issue 36, the turn decides retry); split then, not twice",
+  },
+  "actors/agent.ts:createAgent": {
+    max: 95,
+    why: "the agent's wiring: each option checked and handed to the part that uses it, in the order the parts depend on each other",
+  },
+  "inspector/server.ts:startInspector": {
+    max: 90,
+    why: "the inspector server's routes, one short handler each, read as the page's API",
+  },
+  "cli/demo.ts:runDemo": {
+    max: 85,
+    why: "the demo's script: the steps a newcomer watches, in order",
+  },
+  "cli/eval.ts:runEval": {
+    max: 95,
+    why: "`keel eval`'s one run: tasks × arms × tries, then the report",
+  },
+  "cli/run.ts:runPrompt": {
+    max: 90,
+    why: "`keel run`'s one prompt: open, subscribe the trace, prompt, print, close",
+  },
+  "cli/serve/server.ts:handleFrame": {
+    max: 100,
+    why: "one exhaustive switch over the control protocol's request types (docs/protocol.md), a case per request",
+  },
+  "tools/prepare-call.ts:prepare": {
+    max: 95,
+    why: "the preparation steps in their documented order (DESIGN §4: parse, split, unwrap, wrap, remap, alias, validate), each a call",
+  },
+  "tools/builtin/grep.ts:execute": {
+    max: 100,
+    why: "grep's walk, match and output budget in one pass over the files",
+  },
+  "tools/builtin/shell.ts:runCommandInGroup": {
+    max: 95,
+    why: "one child process's life: spawn in its group, stream, time out, kill the group, settle once",
+  },
+  "session/redaction.ts:redactEntry": {
+    max: 105,
+    why: "one exhaustive switch over the log's entry types, a case per type that holds content",
+  },
+  "session/sqlite-store.ts:sqliteStore": {
+    max: 115,
+    why: "the store's open path: file, migrations, lease, group commit, in the order they depend on each other; its methods are measured each on its own",
+  },
+};
+
+/**
+ * The named functions of a source text with their length in lines: declarations, methods,
+ * accessors, and function expressions or arrows bound to a name (a variable, a property). An
+ * anonymous callback counts toward the function it is written in; a named function written
+ * inside another counts on its own, not toward it (a factory that returns methods is measured
+ * like a class: each method on its own).
+ */
+export function functionsOf(text, fileName = "file.ts") {
+  const source = ts.createSourceFile(fileName, text, ts.ScriptTarget.Latest, true);
+  const found = [];
+  const lines = (node) =>
+    source.getLineAndCharacterOfPosition(node.getEnd()).line -
+    source.getLineAndCharacterOfPosition(node.getStart(source)).line +
+    1;
+  const nameOf = (node) => {
+    if (
+      ts.isFunctionDeclaration(node) ||
+      ts.isMethodDeclaration(node) ||
+      ts.isGetAccessorDeclaration(node) ||
+      ts.isSetAccessorDeclaration(node)
+    ) {
+      return node.name?.getText(source);
+    }
+    if (ts.isConstructorDeclaration(node)) return "constructor";
+    if ((ts.isArrowFunction(node) || ts.isFunctionExpression(node)) && node.parent) {
+      const p = node.parent;
+      if (
+        (ts.isVariableDeclaration(p) ||
+          ts.isPropertyAssignment(p) ||
+          ts.isPropertyDeclaration(p)) &&
+        p.name
+      ) {
+        return p.name.getText(source);
+      }
+    }
+    return undefined;
+  };
+  // Each named function's entry, and the enclosing one whose own lines its lines leave.
+  const visit = (node, enclosing) => {
+    const name = nameOf(node);
+    if (name !== undefined && node.body) {
+      const entry = { name, lines: lines(node) };
+      if (enclosing) enclosing.lines -= entry.lines;
+      found.push(entry);
+      ts.forEachChild(node, (child) => visit(child, entry));
+      return;
+    }
+    ts.forEachChild(node, (child) => visit(child, enclosing));
+  };
+  visit(source, undefined);
+  return found;
+}
 
 function* files(dir, root) {
   for (const name of readdirSync(dir)) {
@@ -211,6 +359,13 @@ export function staleExceptions(root) {
   for (const file of Object.keys(LONG_FILES)) {
     if (!have.has(file)) stale.push(`LONG_FILES names ${file}, which does not exist`);
   }
+  for (const key of Object.keys(LONG_FUNCTIONS)) {
+    const [file, name] = key.split(":");
+    const text = have.has(file) ? readFileSync(path.join(root, file), "utf8") : "";
+    if (!functionsOf(text, file).some((f) => f.name === name)) {
+      stale.push(`LONG_FUNCTIONS names ${key}, which does not exist`);
+    }
+  }
   for (const key of Object.keys(WIDE_CLASSES)) {
     const [file, name] = key.split(":");
     const text = have.has(file) ? readFileSync(path.join(root, file), "utf8") : "";
@@ -244,6 +399,15 @@ export function breaches(root) {
       if (c.members.length > max) {
         found.push(
           `${file}: class ${c.name} has ${c.members.length} public members (the rule is ${max}); move a concern out, or name it in WIDE_CLASSES with why`,
+        );
+      }
+    }
+    for (const f of functionsOf(text, file)) {
+      const named = LONG_FUNCTIONS[`${file}:${f.name}`];
+      const max = named?.max ?? MAX_FUNCTION_LINES;
+      if (f.lines > max) {
+        found.push(
+          `${file}: function ${f.name} has ${f.lines} lines (the rule is ${max}); split it into named steps, or name it in LONG_FUNCTIONS with why`,
         );
       }
     }

@@ -8,8 +8,11 @@ import {
   breaches,
   classesOf,
   cyclesOf,
+  functionsOf,
   LONG_FILES,
+  LONG_FUNCTIONS,
   lineCount,
+  MAX_FUNCTION_LINES,
   MAX_LINES,
   MAX_MEMBERS,
   staleExceptions,
@@ -50,6 +53,28 @@ describe("the code's shape, as npm run lint checks it", () => {
     for (const [name, e] of Object.entries(WIDE_CLASSES) as [string, { why: string }][]) {
       expect(e.why.length, name).toBeGreaterThan(40);
     }
+  });
+
+  it("every named long function says why, and its ceiling is above the rule", () => {
+    for (const [name, e] of Object.entries(LONG_FUNCTIONS) as [
+      string,
+      { max: number; why: string },
+    ][]) {
+      expect(e.why.length, name).toBeGreaterThan(40);
+      expect(e.max, name).toBeGreaterThan(MAX_FUNCTION_LINES);
+    }
+  });
+
+  it(`a function of ${MAX_FUNCTION_LINES + 1} lines is caught, ${MAX_FUNCTION_LINES} pass, and a factory's methods count on their own`, () => {
+    const body = (n: number) => Array.from({ length: n - 2 }, (_, i) => `  f(${i});`).join("\n");
+    const long = `export function long() {\n${body(MAX_FUNCTION_LINES + 1)}\n}\n`;
+    const fine = `export const fine = () => {\n${body(MAX_FUNCTION_LINES)}\n};\n`;
+    const factory = `export function make() {\n  return {\n    a() {\n${body(60)}\n    },\n    b: () => {\n${body(60)}\n    },\n  };\n}\n`;
+    const found = breaches(
+      tree({ "actors/long.ts": long, "actors/fine.ts": fine, "actors/factory.ts": factory }),
+    );
+    expect(found).toEqual([expect.stringContaining("actors/long.ts: function long has 81 lines")]);
+    expect(functionsOf(factory).map((f: { name: string }) => f.name)).toEqual(["make", "a", "b"]);
   });
 
   it(`a file of ${MAX_LINES + 1} lines is caught; ${MAX_LINES} pass`, () => {
