@@ -43,14 +43,17 @@ interface Waiter {
  * sends it what happens, and answers `awaitSettlement`/`awaitIdle` from its snapshots. The
  * chart decides; this class keeps only the waiters' promises, which are not state.
  *
- * A session that sleeps holds no actor: when the chart lets the log go, the actor is stopped
- * after its transition, and the next event makes a new one that starts asleep with the role it
- * had (`resumeAsleep`), so the event itself (a read's `rouse`, an input's `wake`) wakes it.
+ * A session at rest holds no actor: once the chart is open with no turn, no edit, no sleep
+ * being written, no takeover and nothing pending (its doorbell, a follower's forwarded prompts),
+ * the actor is stopped after its transition, and the next event makes a new one that starts
+ * open with the role it had, awake or asleep (`resume`), so the event itself (an input's
+ * `wake`, a read's `rouse`) is the first it takes. What it forgets (how many turns it ran, the
+ * last outcome) decides nothing.
  */
 export class SessionChart {
   private actor: Actor<SessionMachine> | undefined;
-  /** The role the session slept with (set while it holds no actor). */
-  private asleepAs: OpenRole | undefined;
+  /** What the chart rests as while it holds no actor (undefined before it is made). */
+  private resting: { role: OpenRole; asleep: boolean } | undefined;
   private seq = 0;
   private settleWaiters: Waiter[] | undefined;
   private idleWaiters: Waiter[] | undefined;
@@ -59,7 +62,7 @@ export class SessionChart {
   onSnapshot: ((snapshot: Snapshot) => void) | undefined;
 
   constructor(
-    private readonly effects: SessionEffects,
+    private readonly effects: () => SessionEffects,
     private readonly inspect?: (event: InspectionEvent) => void,
     private readonly machine?: SessionMachine,
   ) {}
@@ -74,9 +77,10 @@ export class SessionChart {
     return this.closedFlag;
   }
 
-  /** Whether the session sleeps (no actor, or the chart's residency is `asleep`). */
+  /** Whether the session sleeps (at rest asleep, or the chart's residency is `asleep`). */
   get asleep(): boolean {
-    return this.asleepAs !== undefined || this.matches({ open: { residency: "asleep" } });
+    if (this.actor === undefined) return this.resting?.asleep === true;
+    return this.matches({ open: { residency: "asleep" } });
   }
 
   /** The chart's snapshot (a sleeping session's is made on demand). */
@@ -84,9 +88,10 @@ export class SessionChart {
     return this.live().getSnapshot();
   }
 
-  /** Whether the chart's state matches `value` (false while it holds no actor and is asleep). */
+  /** Whether the chart's state matches `value` (a chart at rest is made again to answer). */
   matches(value: Parameters<Snapshot["matches"]>[0]): boolean {
-    return this.actor !== undefined && this.actor.getSnapshot().matches(value);
+    if (this.closedFlag) return false;
+    return this.live().getSnapshot().matches(value);
   }
 
   /** Sends `event`; a sleeping session's chart is made again first (it starts asleep). */
@@ -146,36 +151,39 @@ export class SessionChart {
     });
   }
 
-  /** The chart let the log go: its actor is stopped once the transition ends. */
-  release(): void {
-    const actor = this.actor;
-    if (!actor) return;
-    const role = roleOf(actor.getSnapshot());
-    queueMicrotask(() => {
-      if (this.actor !== actor || !actor.getSnapshot().matches({ open: { residency: "asleep" } }))
-        return;
-      this.actor = undefined;
-      this.asleepAs = role;
-      actor.stop();
-    });
+  /** Whether the chart holds an actor now (false at rest and once closed). */
+  get active(): boolean {
+    return this.actor !== undefined;
   }
 
   private live(): Actor<SessionMachine> {
-    if (this.actor) return this.actor;
-    return this.make(this.asleepAs === undefined ? undefined : { role: this.asleepAs });
+    return this.actor ?? this.make(this.resting);
   }
 
-  private make(resumeAsleep: { role: OpenRole } | undefined): Actor<SessionMachine> {
+  private make(resume: { role: OpenRole; asleep: boolean } | undefined): Actor<SessionMachine> {
     const actor = createActor(hostedSessionMachine(this.machine), {
-      input: resumeAsleep ? { resumeAsleep } : {},
+      input: resume ? { resume } : {},
       inspect: this.inspect,
     });
-    bindEffects(actor.system, this.effects);
+    bindEffects(actor.system, this.effects());
     this.actor = actor;
-    this.asleepAs = undefined;
+    this.resting = undefined;
     actor.subscribe((snapshot) => this.observe(snapshot));
     actor.start();
     return actor;
+  }
+
+  /** Stops `actor` if it is still this chart's and at rest (after the transition that got it there). */
+  private letGo(actor: Actor<SessionMachine>): void {
+    if (this.actor !== actor) return;
+    const snapshot = actor.getSnapshot();
+    if (!atRest(snapshot)) return;
+    this.actor = undefined;
+    this.resting = {
+      role: roleOf(snapshot),
+      asleep: snapshot.matches({ open: { residency: "asleep" } }),
+    };
+    actor.stop();
   }
 
   private observe(snapshot: Snapshot): void {
@@ -199,7 +207,27 @@ export class SessionChart {
       for (const w of ready) w.resolve();
     }
     this.onSnapshot?.(snapshot);
+    const actor = this.actor;
+    if (actor && atRest(snapshot)) queueMicrotask(() => this.letGo(actor));
   }
+}
+
+/**
+ * Open, with no turn, no edit, no sleep being written, no takeover and nothing pending: what
+ * the chart would start from again (`resume`) holds all that decides its future.
+ */
+function atRest(snapshot: Snapshot): boolean {
+  const { context } = snapshot;
+  return (
+    snapshot.status === "active" &&
+    snapshot.matches({ open: { work: "idle" } }) &&
+    snapshot.matches({ open: { edits: "none" } }) &&
+    !snapshot.matches({ open: { residency: "checkpointing" } }) &&
+    !snapshot.matches({ open: { role: "takingOver" } }) &&
+    context.pendingWake === null &&
+    context.runnable === 0 &&
+    context.forwarded === 0
+  );
 }
 
 /** The work region's state name in `snapshot` (`opening`, `closing` outside `open`). */

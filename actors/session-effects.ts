@@ -30,7 +30,6 @@ export function sessionEffects(parts: SessionParts): SessionEffects {
     letGo: () => {
       s.sleep();
       inputs.compact();
-      s.chart.release();
     },
     reopen: () => s.slot.reopen(),
     leaseLost: () => runner.stopForLeaseLost(),

@@ -103,7 +103,10 @@ export class Session {
     s.runner = runner;
     s.lease = lease;
     s.slot.rewire = (log) => rewireLog(s, inputs, lease, log);
-    const chart = new SessionChart(sessionEffects({ s, inputs, runner, lease }), options.inspect);
+    const chart = new SessionChart(
+      () => sessionEffects({ s, inputs, runner, lease }),
+      options.inspect,
+    );
     s.chart = chart;
     chart.onSnapshot = restWhenQuiet(s);
     chart.start();

@@ -71,6 +71,7 @@ export const sessionMachine = setup({
     entersOwner: ({ context }) => context.startRole === "owner",
     entersFollower: ({ context }) => context.startRole === "follower",
     resumed: ({ context }) => context.resumed,
+    resumedAsleep: ({ context }) => context.resumedAsleep,
   },
   actions: {
     prepareTurn: effect<{ execution: number }>(),
@@ -125,8 +126,9 @@ export const sessionMachine = setup({
     runnable: 0,
     edits: 0,
     forwarded: 0,
-    startRole: input?.resumeAsleep?.role ?? "solo",
-    resumed: input?.resumeAsleep !== undefined,
+    startRole: input?.resume?.role ?? "solo",
+    resumed: input?.resume !== undefined,
+    resumedAsleep: input?.resume?.asleep === true,
     lastOutcome: null,
     lastError: null,
   }),
@@ -160,7 +162,7 @@ export const sessionMachine = setup({
           initial: "entering",
           states: {
             entering: {
-              always: [{ guard: "resumed", target: "asleep" }, { target: "awake" }],
+              always: [{ guard: "resumedAsleep", target: "asleep" }, { target: "awake" }],
             },
             awake: {
               on: { sleep: { guard: "quiet", target: "checkpointing" } },

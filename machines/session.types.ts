@@ -11,10 +11,13 @@ export type RunOutcome = "done" | "failed" | "interrupted";
 /** A session's role across processes while it is open (`closed` is the chart's final state). */
 export type OpenRole = "solo" | "owner" | "follower";
 
-/** What a session chart starts from: a new session opens; one woken from a sleep resumes. */
+/**
+ * What a session chart starts from: a new session opens; a session at rest (open, no turn, no
+ * edit, nothing pending), whose actor was let go, resumes open with its role, awake or asleep.
+ */
 export interface SessionChartInput {
-  /** Absent: the session is opening. Present: it was open and asleep with this role. */
-  resumeAsleep?: { role: OpenRole };
+  /** Absent: the session is opening. Present: it was open and at rest, with this role. */
+  resume?: { role: OpenRole; asleep: boolean };
 }
 
 export interface SessionChartContext {
@@ -32,8 +35,10 @@ export interface SessionChartContext {
   forwarded: number;
   /** The role the role region enters `open` with (from `opened`, or the sleep it resumes). */
   startRole: OpenRole;
-  /** The chart was made for a session that sleeps: it enters `open` asleep. */
+  /** The chart was made for a session at rest: it enters `open` at once. */
   resumed: boolean;
+  /** ... and asleep (its residency region starts `asleep`). */
+  resumedAsleep: boolean;
   lastOutcome: RunOutcome | null;
   lastError: string | null;
 }
