@@ -159,24 +159,29 @@ export function sleepWhenQuiet(s: SessionScope, inputs: SessionInputs): Promise<
   });
 }
 
+/** What `restWhenQuiet` remembers of the last snapshot, as bits: the work was idle … */
+const WAS_IDLE = 1;
+/** … and the session was quiet. */
+const WAS_QUIET = 2;
+
 /**
- * The session's reaction to its chart's snapshots: when the work region goes idle the log
- * lets go of what it can read back from the store (`rest`), and when the session becomes quiet
- * (open and awake, no turn, no edit) the agent's dormancy is told, so it sleeps after
- * `dormantAfterMs` unless it works again meanwhile.
+ * The session's reaction to its chart's snapshot: when the work region goes idle the log lets
+ * go of what it can read back from the store (`rest`), and when the session becomes quiet (open
+ * and awake, no turn, no edit) the agent's dormancy is told, so it sleeps after
+ * `dormantAfterMs` unless it works again meanwhile. `was` is what the previous snapshot was
+ * (`WAS_IDLE` and `WAS_QUIET` bits); returns what this one is.
  */
-export function restWhenQuiet(s: SessionScope): (snapshot: SnapshotFrom<SessionMachine>) => void {
-  let wasIdle = true;
-  let wasQuiet = false;
-  return (snapshot) => {
-    const idle = snapshot.matches({ open: { work: "idle" } });
-    if (idle && !wasIdle && s.awake) s.log.rest();
-    wasIdle = idle || !snapshot.matches("open");
-    const quiet =
-      idle &&
-      snapshot.matches({ open: { edits: "none" } }) &&
-      snapshot.matches({ open: { residency: "awake" } });
-    if (quiet && !wasQuiet && s.opened && s.closing === undefined) s.options.rested?.();
-    wasQuiet = quiet;
-  };
+export function restWhenQuiet(
+  s: SessionScope,
+  was: number,
+  snapshot: SnapshotFrom<SessionMachine>,
+): number {
+  const idle = snapshot.matches({ open: { work: "idle" } });
+  if (idle && !(was & WAS_IDLE) && s.awake) s.log.rest();
+  const quiet =
+    idle &&
+    snapshot.matches({ open: { edits: "none" } }) &&
+    snapshot.matches({ open: { residency: "awake" } });
+  if (quiet && !(was & WAS_QUIET) && s.opened && s.closing === undefined) s.options.rested?.();
+  return (idle || !snapshot.matches("open") ? WAS_IDLE : 0) | (quiet ? WAS_QUIET : 0);
 }

@@ -5,6 +5,7 @@ import type {
   PendingWake,
   RunOutcome,
   SessionChartEvent,
+  SessionChartInput,
   SessionEffects,
 } from "../machines/session.types.ts";
 import { bindEffects, hostedSessionMachine } from "./charts.ts";
@@ -32,6 +33,23 @@ export class SessionClosedError extends Error {
   }
 }
 
+/** The session a chart belongs to (its facade, so a session at rest holds no closure for it). */
+export interface SessionChartHost {
+  /** The effects to bind to a new actor of the chart. Contract: must not throw. */
+  chartEffects(): SessionEffects;
+  /** The chart to host (a test's variant; undefined: `sessionMachine`). */
+  readonly chartMachine?: SessionMachine;
+  /** Passed to `createActor(…, { inspect })`. Contract: must return quickly, must not throw. */
+  readonly chartInspect?: (event: InspectionEvent) => void;
+  /** Called after every snapshot the chart takes. Contract: must not throw, must not send. */
+  chartChanged(snapshot: SnapshotFrom<SessionMachine>): void;
+}
+
+/** What a chart at rest starts from again: its role, and whether it sleeps; or closed. */
+type Resting = OpenRole | `${OpenRole}:asleep` | typeof CLOSED;
+const CLOSED = "closed";
+const ASLEEP = { solo: "solo:asleep", owner: "owner:asleep", follower: "follower:asleep" } as const;
+
 interface Waiter {
   /** For settlement: the execution being awaited; for idle: -1. */
   execution: number;
@@ -53,19 +71,14 @@ interface Waiter {
 export class SessionChart {
   private actor: Actor<SessionMachine> | undefined;
   /** What the chart rests as while it holds no actor (undefined before it is made). */
-  private resting: { role: OpenRole; asleep: boolean } | undefined;
+  private resting: Resting | undefined;
   private seq = 0;
-  private settleWaiters: Waiter[] | undefined;
-  private idleWaiters: Waiter[] | undefined;
-  private closedFlag = false;
-  /** Called after each snapshot the chart takes (the session's reactions: rest, settle). */
+  /** `awaitSettlement` (an execution) and `awaitIdle` (-1) callers, made at the first. */
+  private waiters: Waiter[] | undefined;
+  /** Called after each snapshot the chart takes, once (a close's or a sleep's end waits on it). */
   onSnapshot: ((snapshot: Snapshot) => void) | undefined;
 
-  constructor(
-    private readonly effects: () => SessionEffects,
-    private readonly inspect?: (event: InspectionEvent) => void,
-    private readonly machine?: SessionMachine,
-  ) {}
+  constructor(private readonly host: SessionChartHost) {}
 
   /** Starts the chart in `opening` (the session is loading its log). */
   start(): void {
@@ -74,12 +87,12 @@ export class SessionChart {
 
   /** Whether the chart reached `closed`. */
   get closed(): boolean {
-    return this.closedFlag;
+    return this.resting === CLOSED;
   }
 
   /** Whether the session sleeps (at rest asleep, or the chart's residency is `asleep`). */
   get asleep(): boolean {
-    if (this.actor === undefined) return this.resting?.asleep === true;
+    if (this.actor === undefined) return this.resting?.endsWith(":asleep") === true;
     return this.matches({ open: { residency: "asleep" } });
   }
 
@@ -90,13 +103,13 @@ export class SessionChart {
 
   /** Whether the chart's state matches `value` (a chart at rest is made again to answer). */
   matches(value: Parameters<Snapshot["matches"]>[0]): boolean {
-    if (this.closedFlag) return false;
+    if (this.resting === CLOSED) return false;
     return this.live().getSnapshot().matches(value);
   }
 
   /** Sends `event`; a sleeping session's chart is made again first (it starts asleep). */
   send(event: SessionChartEvent): void {
-    if (this.closedFlag) return;
+    if (this.resting === CLOSED) return;
     this.live().send(event);
   }
 
@@ -116,9 +129,9 @@ export class SessionChart {
 
   /** The work region's state (the coordinator's view). */
   work(): WorkState {
-    if (this.closedFlag || this.actor === undefined) {
+    if (this.resting === CLOSED || this.actor === undefined) {
       return {
-        value: this.closedFlag ? "closed" : "idle",
+        value: this.resting === CLOSED ? "closed" : "idle",
         execution: 0,
         turns: 0,
         pendingWake: null,
@@ -136,8 +149,8 @@ export class SessionChart {
     const work = this.work();
     if (work.value === "idle" || work.value === "closed") return Promise.resolve();
     return new Promise((resolve) => {
-      this.settleWaiters ??= [];
-      this.settleWaiters.push({ execution: work.execution, resolve });
+      this.waiters ??= [];
+      this.waiters.push({ execution: work.execution, resolve });
     });
   }
 
@@ -146,8 +159,8 @@ export class SessionChart {
     const work = this.work();
     if (work.value === "idle" || work.value === "closed") return Promise.resolve();
     return new Promise((resolve) => {
-      this.idleWaiters ??= [];
-      this.idleWaiters.push({ execution: -1, resolve });
+      this.waiters ??= [];
+      this.waiters.push({ execution: -1, resolve });
     });
   }
 
@@ -157,15 +170,19 @@ export class SessionChart {
   }
 
   private live(): Actor<SessionMachine> {
-    return this.actor ?? this.make(this.resting);
+    const resting = this.resting;
+    if (this.actor || resting === CLOSED) return this.actor as Actor<SessionMachine>;
+    if (resting === undefined) return this.make(undefined);
+    const [role, asleep] = resting.split(":");
+    return this.make({ role: role as OpenRole, asleep: asleep === "asleep" });
   }
 
-  private make(resume: { role: OpenRole; asleep: boolean } | undefined): Actor<SessionMachine> {
-    const actor = createActor(hostedSessionMachine(this.machine), {
+  private make(resume: SessionChartInput["resume"]): Actor<SessionMachine> {
+    const actor = createActor(hostedSessionMachine(this.host.chartMachine), {
       input: resume ? { resume } : {},
-      inspect: this.inspect,
+      inspect: this.host.chartInspect,
     });
-    bindEffects(actor.system, this.effects());
+    bindEffects(actor.system, this.host.chartEffects());
     this.actor = actor;
     this.resting = undefined;
     actor.subscribe((snapshot) => this.observe(snapshot));
@@ -179,33 +196,31 @@ export class SessionChart {
     const snapshot = actor.getSnapshot();
     if (!atRest(snapshot)) return;
     this.actor = undefined;
-    this.resting = {
-      role: roleOf(snapshot),
-      asleep: snapshot.matches({ open: { residency: "asleep" } }),
-    };
+    const role = roleOf(snapshot);
+    // One string per state, not one per session: a resting session keeps only a reference.
+    this.resting = snapshot.matches({ open: { residency: "asleep" } }) ? ASLEEP[role] : role;
     actor.stop();
   }
 
   private observe(snapshot: Snapshot): void {
     if (snapshot.status === "done") {
-      this.closedFlag = true;
+      this.resting = CLOSED;
       this.actor = undefined;
     }
-    const work = this.closedFlag ? "closed" : workValue(snapshot);
+    const work = this.resting === CLOSED ? "closed" : workValue(snapshot);
     const idle = work === "idle" || work === "closed";
     const { execution } = snapshot.context;
-    if (this.settleWaiters?.length) {
-      const settled = this.settleWaiters.filter((w) => idle || execution > w.execution);
-      if (settled.length > 0) {
-        this.settleWaiters = this.settleWaiters.filter((w) => !settled.includes(w));
-        for (const w of settled) w.resolve();
+    const waiters = this.waiters;
+    if (waiters?.length) {
+      const ready = waiters.filter((w) =>
+        w.execution < 0 ? idle : idle || execution > w.execution,
+      );
+      if (ready.length > 0) {
+        this.waiters = waiters.filter((w) => !ready.includes(w));
+        for (const w of ready) w.resolve();
       }
     }
-    if (idle && this.idleWaiters?.length) {
-      const ready = this.idleWaiters;
-      this.idleWaiters = undefined;
-      for (const w of ready) w.resolve();
-    }
+    this.host.chartChanged(snapshot);
     this.onSnapshot?.(snapshot);
     const actor = this.actor;
     if (actor && atRest(snapshot)) queueMicrotask(() => this.letGo(actor));

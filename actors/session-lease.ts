@@ -27,6 +27,8 @@ export class SessionLease implements LeasePort {
   private readingTail = false;
   /** The follower's poll of the owner's log (referenced while a forwarded prompt waits). */
   private forwardPoll: ReturnType<typeof setInterval> | undefined;
+  /** Why the lease was lost last (the running turn ends with it). */
+  lostReason: string | undefined;
   /** A follower's takeover in flight: `close()` waits for it, so it never ends in a closed session. */
   private takingOver: Promise<void> | undefined;
 
@@ -115,7 +117,7 @@ export class SessionLease implements LeasePort {
     const { s } = this;
     if (s.role !== "owner") return;
     s.options.logger().warn({ sessionId: s.id }, "session lease lost; following its new owner");
-    s.runner.leaseLostReason = `lease lost (session ${s.id}: ${why}); this runner stopped and wrote nothing more. The session follows its new owner`;
+    this.lostReason = `lease lost (session ${s.id}: ${why}); this runner stopped and wrote nothing more. The session follows its new owner`;
     // The chart ends the running turn `failed` (LEASE_LOST) and follows.
     s.chart.send({ type: "lease.lost" });
     this.becomeFollower();

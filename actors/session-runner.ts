@@ -64,12 +64,9 @@ export class SessionRunner implements RunnerPort {
     if (this.s.acceptance?.busy) this.s.acceptance.interrupt(reason);
   }
 
-  /** Why the lease was lost (set by the lease before it tells the chart). */
-  leaseLostReason = "lease lost";
-
-  /** Effect `leaseLost`: the running turn ends `failed` with `LEASE_LOST`. */
+  /** Effect `leaseLost`: the running turn ends `failed` with `LEASE_LOST`, saying why. */
   stopForLeaseLost(): void {
-    this.stopTurn(this.leaseLostReason, "failed", "LEASE_LOST");
+    this.stopTurn(this.s.lease?.lostReason ?? "lease lost", "failed", "LEASE_LOST");
   }
 
   /** Resolves when the current execution has finished. */

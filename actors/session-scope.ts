@@ -28,8 +28,6 @@ export interface RunnerPort {
    * `cancelled()` says so just before it would start.
    */
   runTurn(inputs: TurnInputs, cancelled?: () => boolean): Promise<TurnResult>;
-  /** Why the lease was lost: the reason the running turn ends with (set before `lease.lost`). */
-  leaseLostReason: string;
 }
 
 /** What the other parts ask of the inbox (actors/session-inputs.ts). */
@@ -60,6 +58,8 @@ export interface LeasePort {
   lost(why: string): void;
   /** `resolve` answers input `id`, which the owner runs: settled from the owner's log. */
   forward(id: string, resolve: (result: PromptResult) => void): void;
+  /** Why the lease was lost last: the reason the running turn ends with. */
+  readonly lostReason: string | undefined;
   /** Posts an input to the owner's inbox (a follower's input); durable when it resolves. */
   post(input: PostedInput): Promise<void>;
 }
@@ -102,6 +102,8 @@ export class SessionScope {
 
   /** The session chart's host (machines/session.machine.ts): where the lifecycle is decided. */
   chart!: SessionChart;
+  /** What the last chart snapshot was for `restWhenQuiet` (its `Rest` bits); idle at first. */
+  rest = 1;
   /** Takes a log as the session's state (`Session.adopt`): at open and at a takeover. */
   adopt!: (log: SessionLog) => Promise<void>;
   runner!: RunnerPort;
