@@ -1,0 +1,288 @@
+// What a stored session's log recorded from outside Keel (the model's answers, the tools'
+// results, the inputs), played back to a replay: a Model that answers from the recording and
+// tools that return the recorded results. Nothing here decides what the session does.
+import type { AssistantPart, ToolCallPart } from "../contracts/messages.ts";
+import { type Model, ModelError, type ModelEvent, type ModelRequest } from "../contracts/model.ts";
+import type { ToolResult } from "../contracts/tool-result.ts";
+import type { EntryOf, LogEntry } from "../session/entries.ts";
+import { withoutRepairNote } from "../tools/tool-output.ts";
+import type { ToolDefinition } from "../tools/types.ts";
+
+/**
+ * The replay's side of a gate: before the recording's next answer is given, the inputs the
+ * recording holds before it are posted and the time moves to when the answer came.
+ * Contract: resolves once those inputs are in the log; never rejects.
+ */
+export type ReplayGate = (at: number) => Promise<void>;
+
+/** One model request of the recording, in the order the session made them. */
+type Response =
+  | {
+      kind: "attempt";
+      start: EntryOf<"attempt_start">;
+      end?: EntryOf<"attempt_end">;
+      message?: EntryOf<"assistant_message">;
+      /** For an attempt that did not complete: what the recording did next. */
+      then: "retry" | "overflow" | "abort" | "end";
+      /** Before a retry: how long the recording waited (ms). */
+      waitMs: number;
+    }
+  | { kind: "summary"; entry: EntryOf<"compaction"> };
+
+/** What the replay plays back, read from the recorded entries. */
+export interface Recording {
+  sessionId: string;
+  /** The model requests' answers, in order. */
+  responses: Response[];
+  /** Each executed call's recorded result (with its time), by call id, in log order. */
+  results: Map<string, EntryOf<"call_result">[]>;
+  /** The inputs, in log order (each is posted again, with its recorded id). */
+  inputs: EntryOf<"inbox">[];
+  /** The instructions the session first ran with, when its log records some. */
+  instructions: string | undefined;
+}
+
+/** Reads what a replay needs from a stored session's entries. This is a pure function. */
+export function readRecording(sessionId: string, entries: readonly LogEntry[]): Recording {
+  const responses: Response[] = [];
+  const results = new Map<string, EntryOf<"call_result">[]>();
+  const started = new Set<string>();
+  const inputs: EntryOf<"inbox">[] = [];
+  const attempts = new Map<string, Extract<Response, { kind: "attempt" }>>();
+  let instructions: string | undefined;
+  for (const [index, entry] of entries.entries()) {
+    switch (entry.type) {
+      case "attempt_start": {
+        const attempt: Extract<Response, { kind: "attempt" }> = {
+          kind: "attempt",
+          start: entry,
+          then: "end",
+          waitMs: 0,
+        };
+        attempts.set(entry.attemptId, attempt);
+        responses.push(attempt);
+        break;
+      }
+      case "assistant_message": {
+        const attempt = attempts.get(entry.attemptId);
+        if (attempt) attempt.message = entry;
+        break;
+      }
+      case "attempt_end": {
+        const attempt = attempts.get(entry.attemptId);
+        if (!attempt) break;
+        attempt.end = entry;
+        if (entry.status !== "completed") Object.assign(attempt, whatFollowed(entries, index));
+        break;
+      }
+      case "compaction":
+        // Its summary was asked for after the attempts logged before it, before the next one.
+        responses.push({ kind: "summary", entry });
+        break;
+      case "call_started":
+        started.add(entry.callId);
+        break;
+      case "call_result":
+        if (started.delete(entry.callId)) {
+          results.set(entry.callId, [...(results.get(entry.callId) ?? []), entry]);
+        }
+        break;
+      case "inbox":
+        inputs.push(entry);
+        break;
+      case "settings":
+        if (instructions === undefined && typeof entry.settings.instructions === "string") {
+          instructions = entry.settings.instructions;
+        }
+        break;
+    }
+  }
+  return { sessionId, responses, results, inputs, instructions };
+}
+
+/** What the recording did after the attempt that ended at `index` without completing. */
+function whatFollowed(
+  entries: readonly LogEntry[],
+  index: number,
+): { then: "retry" | "overflow" | "abort" | "end"; waitMs: number } {
+  const end = entries[index];
+  // An interrupt between the attempt's start and its end: the attempt was aborted.
+  for (let i = index - 1; i >= 0 && entries[i].type !== "attempt_start"; i--) {
+    const e = entries[i];
+    if (e.type === "inbox" && e.lane === "interrupt") return { then: "abort", waitMs: 0 };
+  }
+  for (let i = index + 1; i < entries.length; i++) {
+    const e = entries[i];
+    if (e.type === "attempt_start") return { then: "retry", waitMs: Math.max(0, e.at - end.at) };
+    if (e.type === "compaction") return { then: "overflow", waitMs: 0 };
+    if (e.type === "turn_end") return { then: "end", waitMs: 0 };
+  }
+  return { then: "end", waitMs: 0 };
+}
+
+/**
+ * A Model that answers each request with the recording's next one: a completed attempt's
+ * message (its reasoning, text and tool calls with their recorded ids, usage and finish reason;
+ * a continuation's text without the prefix it continued), a failed attempt's partial output and
+ * then an error of the class its sequel implies (retried: a 503 whose `retry-after-ms` is the
+ * recorded wait; compacted: a context overflow; the turn ended: a 400), an interrupted attempt's
+ * partial output and then nothing until the request is aborted, and a compaction's summary. A
+ * request the recording has no answer for fails with a `protocol` ModelError saying so.
+ */
+export function recordedModel(recording: Recording, gate: ReplayGate, name = "replay"): Model {
+  const queue = [...recording.responses];
+  return {
+    name,
+    input: { images: true },
+    capabilities: { continueFromPartial: true },
+    stream(request: ModelRequest): AsyncIterable<ModelEvent> {
+      return play(queue, request, gate, name);
+    },
+  };
+}
+
+async function* play(
+  queue: Response[],
+  request: ModelRequest,
+  gate: ReplayGate,
+  name: string,
+): AsyncGenerator<ModelEvent> {
+  const summary = request.attemptId.startsWith("compaction");
+  const next = queue[0];
+  if (next === undefined || (next.kind === "summary") !== summary) {
+    throw new ModelError(
+      `replay model "${name}": the recording holds ${next === undefined ? "no more model answers" : next.kind === "summary" ? "a compaction's summary" : "an attempt"} where this session asked for ${summary ? "a summary" : "an answer"} (${request.attemptId})`,
+      { kind: "protocol" },
+    );
+  }
+  queue.shift();
+  if (next.kind === "summary") {
+    await gate(next.entry.at);
+    yield { type: "text.delta", text: next.entry.summary };
+    yield { type: "finish", reason: "stop" };
+    return;
+  }
+  await gate(next.message?.at ?? next.end?.at ?? next.start.at);
+  if (next.message) {
+    yield* answer(next.message);
+    return;
+  }
+  const end = next.end;
+  yield* partsOf([
+    ...(end?.partialReasoning ?? []),
+    ...(end?.partialText ? [{ type: "text" as const, text: end.partialText }] : []),
+    ...(end?.partialCalls ?? []),
+  ]);
+  if (next.then === "abort") {
+    await aborted(request.signal);
+    throw new ModelError(`replay model "${name}": request aborted`, { kind: "aborted" });
+  }
+  throw recordedError(end, next.then, next.waitMs);
+}
+
+function* answer(message: EntryOf<"assistant_message">): Generator<ModelEvent> {
+  let skip = message.continuation?.prefixChars ?? 0;
+  const parts: AssistantPart[] = [];
+  for (const part of message.content) {
+    if (part.type === "text" && skip > 0) {
+      const cut = Math.min(skip, part.text.length);
+      skip -= cut;
+      if (part.text.length > cut) parts.push({ ...part, text: part.text.slice(cut) });
+    } else parts.push(part);
+  }
+  yield* partsOf(parts);
+  if (message.usage) yield { type: "usage", usage: message.usage };
+  yield { type: "finish", reason: message.finishReason };
+}
+
+function* partsOf(parts: readonly AssistantPart[]): Generator<ModelEvent> {
+  let index = 0;
+  for (const [i, part] of parts.entries()) {
+    if (part.type === "reasoning") {
+      const key = `r${i}`;
+      yield { type: "reasoning.delta", key, text: part.text };
+      yield part.providerMetadata
+        ? { type: "reasoning.end", key, providerMetadata: part.providerMetadata }
+        : { type: "reasoning.end", key };
+    } else if (part.type === "text") {
+      yield part.providerMetadata
+        ? { type: "text.delta", text: part.text, providerMetadata: part.providerMetadata }
+        : { type: "text.delta", text: part.text };
+    } else {
+      yield* callOf(part, index++);
+    }
+  }
+}
+
+function* callOf(part: ToolCallPart, index: number): Generator<ModelEvent> {
+  yield part.providerMetadata
+    ? { type: "call.start", index, id: part.id, name: part.name, providerMetadata: part.providerMetadata }
+    : { type: "call.start", index, id: part.id, name: part.name };
+  if (part.arguments !== "") yield { type: "call.delta", index, argumentsDelta: part.arguments };
+  yield { type: "call.end", index };
+}
+
+/** The error a failed attempt's request ends with, of the class the recording's sequel implies. */
+function recordedError(
+  end: EntryOf<"attempt_end"> | undefined,
+  then: "retry" | "overflow" | "abort" | "end",
+  waitMs: number,
+): ModelError {
+  const message = end?.error ?? "the recorded request failed";
+  const output = Boolean(end?.partialText) || (end?.partialCalls?.length ?? 0) > 0;
+  if (then === "overflow") {
+    return new ModelError(message, { kind: "http", status: 400, code: "context_length_exceeded" });
+  }
+  if (then === "retry" && output) return new ModelError(message, { kind: "stream_cut" });
+  if (then === "retry") {
+    return new ModelError(message, {
+      kind: "http",
+      status: 503,
+      headers: { "retry-after-ms": String(Math.round(waitMs)) },
+    });
+  }
+  return new ModelError(message, { kind: "http", status: 400, type: "invalid_request_error" });
+}
+
+function aborted(signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener("abort", () => resolve(), { once: true });
+  });
+}
+
+/**
+ * `tools` with each `execute` replaced by the recording: the call's recorded result is
+ * returned as it was logged (less the repair note the runtime adds again); a call the
+ * recording cancelled waits for its abort, one whose outcome was unknown never returns until
+ * `settled` resolves. A call the recording never ran fails saying so. Names, descriptions,
+ * parameters and traits are the given tools' own: they decide what the runtime does.
+ */
+export function recordedTools(
+  tools: readonly ToolDefinition[],
+  recording: Recording,
+  gate: ReplayGate,
+  settled: Promise<void>,
+): ToolDefinition[] {
+  const results = new Map([...recording.results].map(([id, list]) => [id, [...list]]));
+  return tools.map((tool) => ({
+    ...tool,
+    execute: async (_args: unknown, ctx: { callId: string; signal: AbortSignal }) => {
+      const recorded = results.get(ctx.callId)?.shift();
+      if (recorded === undefined) {
+        await gate(0);
+        throw new Error(`the recording holds no result for call ${ctx.callId} of ${tool.name}`);
+      }
+      await gate(recorded.at);
+      if (recorded.outcome === "cancelled") {
+        await aborted(ctx.signal);
+        throw new Error("cancelled");
+      }
+      if (recorded.outcome === "unknown") {
+        await settled;
+        throw new Error("the recorded outcome was unknown");
+      }
+      return withoutRepairNote(recorded.result) as ToolResult;
+    },
+  }));
+}

@@ -1,0 +1,177 @@
+import type { AgentEvent } from "../contracts/events.ts";
+import type { LogEntry } from "../session/entries.ts";
+import { memoryStore } from "../session/memory-store.ts";
+import { type Divergence, firstDivergence } from "../session/replay-compare.ts";
+import type { ToolDefinition } from "../tools/types.ts";
+import { createAgent } from "./agent.ts";
+import type { AgentOptions } from "./agent-options.ts";
+import type { InspectSink } from "./events.ts";
+import { replayClock } from "./replay-clock.ts";
+import { type Recording, readRecording, recordedModel, recordedTools } from "./replay-recording.ts";
+import type { Session } from "./session.ts";
+
+/** `replaySession` options. */
+export interface ReplayOptions {
+  /** The stored session's id (the replay runs a session of the same id on a scratch store). */
+  sessionId: string;
+  /** Its log, as the store holds it (`store.load(sessionId)`). */
+  entries: readonly LogEntry[];
+  /**
+   * The tools the session is replayed with: their names, descriptions, parameters and traits
+   * are the current ones (they decide preparation, scheduling and what the model is offered);
+   * their `execute` is never called: each call returns the result the log recorded.
+   */
+  tools: readonly ToolDefinition[];
+  /** The instructions to replay with. Default: those the log recorded first. */
+  instructions?: string;
+  /**
+   * The rest of the agent's configuration, as the recorded session had it (limits, retry,
+   * loop guard, context, drain…), and the test seams (a variant of a chart). The replay sets
+   * the model, tools, store, clock and ids itself.
+   */
+  agent?: Omit<AgentOptions, "model" | "tools" | "store" | "clock" | "inspect" | "instructions">;
+  /** Sees every actor's inspection events and every session event of the replay (the inspector). */
+  inspect?: InspectSink;
+  /** Real milliseconds the replay may take before it is given up. Default 60 000. */
+  timeoutMs?: number;
+}
+
+/** What a replay wrote, and where it first differs from the recording. */
+export interface ReplayReport {
+  sessionId: string;
+  /** The recorded entries compared. */
+  recorded: number;
+  /** The entries the replay wrote. */
+  entries: LogEntry[];
+  /** The first difference (see `firstDivergence`), or undefined when the replay wrote the log. */
+  divergence: Divergence | undefined;
+}
+
+/**
+ * Replays a stored session through the current charts and hosts: a real session of this Keel
+ * (`createAgent`, whatever charts it runs) on a scratch memory store, whose model answers from
+ * the recording (`recordedModel`) and whose tools return the recorded results
+ * (`recordedTools`), so no model and no tool runs. The recorded inputs are posted again, with
+ * their ids, where the recording has them: before the model answer or tool result that followed
+ * them, else when the session is idle. Time is the recording's (`replayClock`): timers fire when
+ * the session is quiet. Then what it wrote is compared with the log (`firstDivergence`).
+ * Rejects only on a misuse (no entries) or when the replay runs past `timeoutMs`.
+ */
+export async function replaySession(options: ReplayOptions): Promise<ReplayReport> {
+  const { sessionId, entries } = options;
+  if (entries.length === 0) {
+    throw new RangeError(`replay: session "${sessionId}" has no entries to replay`);
+  }
+  const recording = readRecording(sessionId, entries);
+  const clock = replayClock(entries[0].at);
+  const store = memoryStore();
+  let endReplay = () => {};
+  const ended = new Promise<void>((resolve) => {
+    endReplay = resolve;
+  });
+  let session: Session | undefined;
+  const inputs = inputPoster(recording, () => session);
+  const gate = async (at: number) => {
+    clock.touch();
+    await inputs.postDue();
+    clock.advanceTo(at);
+  };
+  const agent = createAgent({
+    ...options.agent,
+    model: recordedModel(recording, gate),
+    tools: recordedTools(options.tools, recording, gate, ended),
+    store,
+    clock,
+    instructions: options.instructions ?? recording.instructions,
+    inspect: touching(clock, options.inspect),
+    random: () => 0.5,
+    dormantAfterMs: Number.POSITIVE_INFINITY,
+    lease: false,
+  });
+  const timeoutMs = options.timeoutMs ?? 60_000;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    session = await agent.openSession(sessionId);
+    session.subscribe(() => clock.touch());
+    const run = inputs.postAll(clock);
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(
+            new Error(
+              `replay of session "${sessionId}": not finished after ${timeoutMs} ms (a recorded wait the replay cannot reach?)`,
+            ),
+          ),
+        timeoutMs,
+      );
+    });
+    await Promise.race([run, late]);
+  } finally {
+    if (timer !== undefined) clearTimeout(timer);
+    endReplay();
+    await agent.close();
+    clock.stop();
+  }
+  const written = await store.load(sessionId);
+  return {
+    sessionId,
+    recorded: entries.length,
+    entries: written,
+    divergence: firstDivergence(entries, written),
+  };
+}
+
+/** Posts the recorded inputs, each once, in order. */
+function inputPoster(recording: Recording, session: () => Session | undefined) {
+  let next = 0;
+  const post = async (input: Recording["inputs"][number]) => {
+    const s = session()!;
+    const options = { id: input.inboxId, source: input.source };
+    const text = input.parts ?? input.body;
+    if (input.lane === "interrupt") await s.interrupt(input.body, options);
+    else if (input.lane === "next-step") await s.steer(text, options);
+    else await s.followUp(text, options);
+  };
+  /** The log holds every entry the recording had before input `i`. */
+  const due = (i: number) => {
+    const s = session();
+    return s !== undefined && s.sessionLog.lastSeq >= recording.inputs[i].seq - 1;
+  };
+  return {
+    /** Posts the inputs whose place in the recording the replay has reached. */
+    async postDue(): Promise<void> {
+      while (next < recording.inputs.length && due(next)) await post(recording.inputs[next++]);
+    },
+    /**
+     * Posts every input: at its place when a gate reaches it, else once the session is idle;
+     * resolves when the session is idle after the last one.
+     */
+    async postAll(clock: { advanceTo(t: number): void }): Promise<void> {
+      const s = session()!;
+      while (next < recording.inputs.length) {
+        if (!due(next)) await s.awaitIdle();
+        if (next >= recording.inputs.length) break;
+        const input = recording.inputs[next++];
+        clock.advanceTo(input.at);
+        await post(input);
+        // The input's own effects (a turn starting) before the next one is considered.
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      await s.awaitIdle();
+    },
+  };
+}
+
+/** `sink` with every event also telling the clock the session is not quiet. */
+function touching(clock: { touch(): void }, sink: InspectSink | undefined): InspectSink {
+  return {
+    observe(event) {
+      clock.touch();
+      sink?.observe(event);
+    },
+    publish(event: AgentEvent) {
+      clock.touch();
+      sink?.publish(event);
+    },
+  };
+}
