@@ -43,7 +43,8 @@ export function replayClock(start: number): ReplayClock {
     if (quietLooks >= QUIET_LOOKS) {
       quietLooks = 0;
       let first = timers[0];
-      for (const t of timers) if (t.due < first.due || (t.due === first.due && t.id < first.id)) first = t;
+      for (const t of timers)
+        if (t.due < first.due || (t.due === first.due && t.id < first.id)) first = t;
       timers = timers.filter((t) => t !== first);
       now = Math.max(now, first.due);
       first.fn();

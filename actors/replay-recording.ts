@@ -23,7 +23,7 @@ type Response =
       end?: EntryOf<"attempt_end">;
       message?: EntryOf<"assistant_message">;
       /** For an attempt that did not complete: what the recording did next. */
-      then: "retry" | "overflow" | "abort" | "end";
+      sequel: "retry" | "overflow" | "abort" | "end";
       /** Before a retry: how long the recording waited (ms). */
       waitMs: number;
     }
@@ -56,7 +56,7 @@ export function readRecording(sessionId: string, entries: readonly LogEntry[]): 
         const attempt: Extract<Response, { kind: "attempt" }> = {
           kind: "attempt",
           start: entry,
-          then: "end",
+          sequel: "end",
           waitMs: 0,
         };
         attempts.set(entry.attemptId, attempt);
@@ -104,20 +104,20 @@ export function readRecording(sessionId: string, entries: readonly LogEntry[]): 
 function whatFollowed(
   entries: readonly LogEntry[],
   index: number,
-): { then: "retry" | "overflow" | "abort" | "end"; waitMs: number } {
+): { sequel: "retry" | "overflow" | "abort" | "end"; waitMs: number } {
   const end = entries[index];
   // An interrupt between the attempt's start and its end: the attempt was aborted.
   for (let i = index - 1; i >= 0 && entries[i].type !== "attempt_start"; i--) {
     const e = entries[i];
-    if (e.type === "inbox" && e.lane === "interrupt") return { then: "abort", waitMs: 0 };
+    if (e.type === "inbox" && e.lane === "interrupt") return { sequel: "abort", waitMs: 0 };
   }
   for (let i = index + 1; i < entries.length; i++) {
     const e = entries[i];
-    if (e.type === "attempt_start") return { then: "retry", waitMs: Math.max(0, e.at - end.at) };
-    if (e.type === "compaction") return { then: "overflow", waitMs: 0 };
-    if (e.type === "turn_end") return { then: "end", waitMs: 0 };
+    if (e.type === "attempt_start") return { sequel: "retry", waitMs: Math.max(0, e.at - end.at) };
+    if (e.type === "compaction") return { sequel: "overflow", waitMs: 0 };
+    if (e.type === "turn_end") return { sequel: "end", waitMs: 0 };
   }
-  return { then: "end", waitMs: 0 };
+  return { sequel: "end", waitMs: 0 };
 }
 
 /**
@@ -173,11 +173,11 @@ async function* play(
     ...(end?.partialText ? [{ type: "text" as const, text: end.partialText }] : []),
     ...(end?.partialCalls ?? []),
   ]);
-  if (next.then === "abort") {
+  if (next.sequel === "abort") {
     await aborted(request.signal);
     throw new ModelError(`replay model "${name}": request aborted`, { kind: "aborted" });
   }
-  throw recordedError(end, next.then, next.waitMs);
+  throw recordedError(end, next.sequel, next.waitMs);
 }
 
 function* answer(message: EntryOf<"assistant_message">): Generator<ModelEvent> {
@@ -216,7 +216,13 @@ function* partsOf(parts: readonly AssistantPart[]): Generator<ModelEvent> {
 
 function* callOf(part: ToolCallPart, index: number): Generator<ModelEvent> {
   yield part.providerMetadata
-    ? { type: "call.start", index, id: part.id, name: part.name, providerMetadata: part.providerMetadata }
+    ? {
+        type: "call.start",
+        index,
+        id: part.id,
+        name: part.name,
+        providerMetadata: part.providerMetadata,
+      }
     : { type: "call.start", index, id: part.id, name: part.name };
   if (part.arguments !== "") yield { type: "call.delta", index, argumentsDelta: part.arguments };
   yield { type: "call.end", index };
@@ -225,16 +231,16 @@ function* callOf(part: ToolCallPart, index: number): Generator<ModelEvent> {
 /** The error a failed attempt's request ends with, of the class the recording's sequel implies. */
 function recordedError(
   end: EntryOf<"attempt_end"> | undefined,
-  then: "retry" | "overflow" | "abort" | "end",
+  sequel: "retry" | "overflow" | "abort" | "end",
   waitMs: number,
 ): ModelError {
   const message = end?.error ?? "the recorded request failed";
   const output = Boolean(end?.partialText) || (end?.partialCalls?.length ?? 0) > 0;
-  if (then === "overflow") {
+  if (sequel === "overflow") {
     return new ModelError(message, { kind: "http", status: 400, code: "context_length_exceeded" });
   }
-  if (then === "retry" && output) return new ModelError(message, { kind: "stream_cut" });
-  if (then === "retry") {
+  if (sequel === "retry" && output) return new ModelError(message, { kind: "stream_cut" });
+  if (sequel === "retry") {
     return new ModelError(message, {
       kind: "http",
       status: 503,
@@ -253,7 +259,8 @@ function aborted(signal: AbortSignal): Promise<void> {
 
 /**
  * `tools` with each `execute` replaced by the recording: the call's recorded result is
- * returned as it was logged (less the repair note the runtime adds again); a call the
+ * returned as it was logged (less the repair note the runtime adds again), and calls running
+ * together return in the order the log recorded their results (completion order); a call the
  * recording cancelled waits for its abort, one whose outcome was unknown never returns until
  * `settled` resolves. A call the recording never ran fails saying so. Names, descriptions,
  * parameters and traits are the given tools' own: they decide what the runtime does.
@@ -265,6 +272,7 @@ export function recordedTools(
   settled: Promise<void>,
 ): ToolDefinition[] {
   const results = new Map([...recording.results].map(([id, list]) => [id, [...list]]));
+  const inOrder = completionOrder();
   return tools.map((tool) => ({
     ...tool,
     execute: async (_args: unknown, ctx: { callId: string; signal: AbortSignal }) => {
@@ -273,16 +281,57 @@ export function recordedTools(
         await gate(0);
         throw new Error(`the recording holds no result for call ${ctx.callId} of ${tool.name}`);
       }
-      await gate(recorded.at);
-      if (recorded.outcome === "cancelled") {
-        await aborted(ctx.signal);
-        throw new Error("cancelled");
+      const done = inOrder.running(recorded.seq);
+      try {
+        await gate(recorded.at);
+        if (recorded.outcome === "unknown") {
+          done();
+          await settled;
+          throw new Error("the recorded outcome was unknown");
+        }
+        if (recorded.outcome === "cancelled") {
+          await aborted(ctx.signal);
+          throw new Error("cancelled");
+        }
+        await inOrder.turnOf(recorded.seq);
+        return withoutRepairNote(recorded.result) as ToolResult;
+      } finally {
+        done();
       }
-      if (recorded.outcome === "unknown") {
-        await settled;
-        throw new Error("the recorded outcome was unknown");
-      }
-      return withoutRepairNote(recorded.result) as ToolResult;
     },
   }));
+}
+
+/**
+ * Orders the returns of calls that run at once by the seq of their recorded results: a call
+ * returns once every running call whose result the log holds earlier has returned. Calls of
+ * one batch all start before any is let through (one macrotask), so a later one cannot pass.
+ */
+function completionOrder() {
+  const running = new Map<number, Promise<void>>();
+  return {
+    /** Registers a running call; the function it returns marks it returned (idempotent). */
+    running(seq: number): () => void {
+      let finish = () => {};
+      running.set(
+        seq,
+        new Promise<void>((resolve) => {
+          finish = resolve;
+        }),
+      );
+      return () => {
+        running.delete(seq);
+        finish();
+      };
+    },
+    /** Resolves when no running call's recorded result comes before `seq`. */
+    async turnOf(seq: number): Promise<void> {
+      await new Promise((resolve) => setImmediate(resolve));
+      for (;;) {
+        const earlier = [...running].find(([other]) => other < seq);
+        if (earlier === undefined) return;
+        await earlier[1];
+      }
+    },
+  };
 }
