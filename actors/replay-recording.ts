@@ -1,6 +1,8 @@
 // What a stored session's log recorded from outside Keel (the model's answers, the tools'
 // results, the inputs), played back to a replay: a Model that answers from the recording and
 // tools that return the recorded results. Nothing here decides what the session does.
+
+import { z } from "zod";
 import type { AssistantPart, ToolCallPart } from "../contracts/messages.ts";
 import { type Model, ModelError, type ModelEvent, type ModelRequest } from "../contracts/model.ts";
 import type { ToolResult } from "../contracts/tool-result.ts";
@@ -40,6 +42,8 @@ export interface Recording {
   inputs: EntryOf<"inbox">[];
   /** The instructions the session first ran with, when its log records some. */
   instructions: string | undefined;
+  /** Every tool name the log's turns offered or its calls named. */
+  toolNames: Set<string>;
 }
 
 /** Reads what a replay needs from a stored session's entries. This is a pure function. */
@@ -50,8 +54,13 @@ export function readRecording(sessionId: string, entries: readonly LogEntry[]): 
   const inputs: EntryOf<"inbox">[] = [];
   const attempts = new Map<string, Extract<Response, { kind: "attempt" }>>();
   let instructions: string | undefined;
+  const toolNames = new Set<string>();
   for (const [index, entry] of entries.entries()) {
     switch (entry.type) {
+      case "turn_start":
+        for (const name of Object.keys(entry.offered ?? {})) toolNames.add(name);
+        for (const name of entry.tools?.tools ?? []) toolNames.add(name);
+        break;
       case "attempt_start": {
         const attempt: Extract<Response, { kind: "attempt" }> = {
           kind: "attempt",
@@ -81,6 +90,7 @@ export function readRecording(sessionId: string, entries: readonly LogEntry[]): 
         break;
       case "call_started":
         started.add(entry.callId);
+        toolNames.add(entry.name);
         break;
       case "call_result":
         if (started.delete(entry.callId)) {
@@ -97,7 +107,7 @@ export function readRecording(sessionId: string, entries: readonly LogEntry[]): 
         break;
     }
   }
-  return { sessionId, responses, results, inputs, instructions };
+  return { sessionId, responses, results, inputs, instructions, toolNames };
 }
 
 /** What the recording did after the attempt that ended at `index` without completing. */
@@ -334,4 +344,21 @@ function completionOrder() {
       }
     },
   };
+}
+
+/**
+ * Tools for a replay without the session's own: one per name the log's turns offered or its
+ * calls named, with any arguments accepted and every call safe to run in parallel. What the
+ * runtime does with the real tools' traits and schemas cannot be shown with them.
+ */
+export function standInTools(recording: Recording): ToolDefinition[] {
+  return [...recording.toolNames]
+    .filter((name) => name !== "read_result")
+    .map((name) => ({
+      name,
+      description: `${name} (a stand-in: the replay was given no tools)`,
+      parameters: z.looseObject({}),
+      traits: { concurrencySafe: true, risk: "low" as const },
+      execute: () => "",
+    }));
 }

@@ -1,3 +1,4 @@
+import type { Clock } from "../contracts/clock.ts";
 import type { AgentEvent } from "../contracts/events.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { memoryStore } from "../session/memory-store.ts";
@@ -6,8 +7,15 @@ import type { ToolDefinition } from "../tools/types.ts";
 import { createAgent } from "./agent.ts";
 import type { AgentOptions } from "./agent-options.ts";
 import type { InspectSink } from "./events.ts";
+import { seededIds } from "./ids.ts";
 import { replayClock } from "./replay-clock.ts";
-import { type Recording, readRecording, recordedModel, recordedTools } from "./replay-recording.ts";
+import {
+  type Recording,
+  readRecording,
+  recordedModel,
+  recordedTools,
+  standInTools,
+} from "./replay-recording.ts";
 import type { Session } from "./session.ts";
 
 /** `replaySession` options. */
@@ -19,19 +27,31 @@ export interface ReplayOptions {
   /**
    * The tools the session is replayed with: their names, descriptions, parameters and traits
    * are the current ones (they decide preparation, scheduling and what the model is offered);
-   * their `execute` is never called: each call returns the result the log recorded.
+   * their `execute` is never called: each call returns the result the log recorded. Absent:
+   * stand-ins named after the tools the log's turns offered and called, taking any arguments
+   * and run in parallel (`standInTools`): a view of the log, not a check of the tools.
    */
-  tools: readonly ToolDefinition[];
+  tools?: readonly ToolDefinition[];
   /** The instructions to replay with. Default: those the log recorded first. */
   instructions?: string;
   /**
    * The rest of the agent's configuration, as the recorded session had it (limits, retry,
    * loop guard, context, drain…), and the test seams (a variant of a chart). The replay sets
-   * the model, tools, store, clock and ids itself.
+   * the model, tools, store and clock itself.
    */
   agent?: Omit<AgentOptions, "model" | "tools" | "store" | "clock" | "inspect" | "instructions">;
-  /** Sees every actor's inspection events and every session event of the replay (the inspector). */
-  inspect?: InspectSink;
+  /**
+   * Sees every actor's inspection events and every session event of the replay (the
+   * inspector), or makes the sink from the replay's clock (to stamp what it sees with the
+   * recording's times).
+   */
+  inspect?: InspectSink | ((clock: Clock) => InspectSink);
+  /**
+   * Called once the replayed session is idle after the last recorded input, before the
+   * scratch agent closes (what an inspector shows ends here: closing is not the recording's).
+   * Contract: must not throw.
+   */
+  onIdle?: () => void;
   /** Real milliseconds the replay may take before it is given up. Default 60 000. */
   timeoutMs?: number;
 }
@@ -54,7 +74,8 @@ export interface ReplayReport {
  * (`recordedTools`), so no model and no tool runs. The recorded inputs are posted again, with
  * their ids, where the recording has them: before the model answer or tool result that followed
  * them, else when the session is idle. Time is the recording's (`replayClock`): timers fire when
- * the session is quiet. Then what it wrote is compared with the log (`firstDivergence`).
+ * the session is quiet; ids come from a seeded generator, so a replay of one log is the same
+ * every time. Then what it wrote is compared with the log (`firstDivergence`).
  * Rejects only on a misuse (no entries) or when the replay runs past `timeoutMs`.
  */
 export async function replaySession(options: ReplayOptions): Promise<ReplayReport> {
@@ -79,12 +100,17 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
   const agent = createAgent({
     ...options.agent,
     model: recordedModel(recording, gate),
-    tools: recordedTools(options.tools, recording, gate, ended),
+    tools: recordedTools(options.tools ?? standInTools(recording), recording, gate, ended),
     store,
     clock,
     instructions: options.instructions ?? recording.instructions,
-    inspect: touching(clock, options.inspect),
-    random: () => 0.5,
+    inspect: touching(
+      clock,
+      typeof options.inspect === "function" ? options.inspect(clock) : options.inspect,
+    ),
+    // A replay of one log is the same every time: the same ids, the same records.
+    ids: options.agent?.ids ?? seededIds(1),
+    random: options.agent?.random ?? (() => 0.5),
     dormantAfterMs: Number.POSITIVE_INFINITY,
     lease: false,
   });
@@ -106,6 +132,7 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
       );
     });
     await Promise.race([run, late]);
+    options.onIdle?.();
   } finally {
     if (timer !== undefined) clearTimeout(timer);
     endReplay();

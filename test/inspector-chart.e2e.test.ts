@@ -196,7 +196,7 @@ describeInChromium("the live statechart in the inspector", (executablePath) => {
 
   it("follows the scrubber in a replay of the stored session, from the log alone", async () => {
     const entries = await store.load(SESSION);
-    const records = replayRecords(entries, SESSION);
+    const { records } = await replayRecords(entries, SESSION);
     const turnId = turnOf(records);
     await page.goto(`${inspector.url}&replay=${SESSION}`);
     await page.waitForFunction(
