@@ -148,8 +148,13 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
   };
 }
 
-/** Posts the recorded inputs, each once, in order. */
+/**
+ * Posts the recorded inputs, each once, in order. Inputs the recording holds back to back
+ * (consecutive seqs) are posted back to back, without waiting for the first to be durable, as
+ * a caller that sent them together did.
+ */
 function inputPoster(recording: Recording, session: () => Session | undefined) {
+  const { inputs } = recording;
   let next = 0;
   const post = async (input: Recording["inputs"][number]) => {
     const s = session()!;
@@ -159,15 +164,22 @@ function inputPoster(recording: Recording, session: () => Session | undefined) {
     else if (input.lane === "next-step") await s.steer(text, options);
     else await s.followUp(text, options);
   };
-  /** The log holds every entry the recording had before input `i`. */
-  const due = (i: number) => {
-    const s = session();
-    return s !== undefined && s.sessionLog.lastSeq >= recording.inputs[i].seq - 1;
+  /** Posts inputs from `next` while each is due after `reached`; resolves once all are durable. */
+  const postRun = (reached: number, clock?: { advanceTo(t: number): void }) => {
+    const posted: Promise<void>[] = [];
+    while (next < inputs.length && reached >= inputs[next].seq - 1) {
+      const input = inputs[next++];
+      clock?.advanceTo(input.at);
+      posted.push(post(input));
+      reached = input.seq;
+    }
+    return Promise.all(posted);
   };
+  const lastSeq = () => session()?.sessionLog.lastSeq ?? -1;
   return {
     /** Posts the inputs whose place in the recording the replay has reached. */
     async postDue(): Promise<void> {
-      while (next < recording.inputs.length && due(next)) await post(recording.inputs[next++]);
+      await postRun(lastSeq());
     },
     /**
      * Posts every input: at its place when a gate reaches it, else once the session is idle;
@@ -175,13 +187,12 @@ function inputPoster(recording: Recording, session: () => Session | undefined) {
      */
     async postAll(clock: { advanceTo(t: number): void }): Promise<void> {
       const s = session()!;
-      while (next < recording.inputs.length) {
-        if (!due(next)) await s.awaitIdle();
-        if (next >= recording.inputs.length) break;
-        const input = recording.inputs[next++];
-        clock.advanceTo(input.at);
-        await post(input);
-        // The input's own effects (a turn starting) before the next one is considered.
+      while (next < inputs.length) {
+        if (lastSeq() < inputs[next].seq - 1) await s.awaitIdle();
+        if (next >= inputs.length) break;
+        // Idle, or at its place: this input, and those the recording has right after it.
+        await postRun(Math.max(lastSeq(), inputs[next].seq - 1), clock);
+        // The inputs' own effects (a turn starting) before the next one is considered.
         await new Promise((resolve) => setImmediate(resolve));
       }
       await s.awaitIdle();
