@@ -146,7 +146,7 @@ export { memoryStore } from "./session/memory-store.ts";
 export { postgresLedger } from "./session/postgres-ledger.ts";
 export { type PostgresSessionStore, postgresStore } from "./session/postgres-store.ts";
 export { readSession, type StoredSession } from "./session/read-session.ts";
-export { type Divergence, firstDivergence } from "./session/replay-compare.ts";
+export type { Divergence } from "./session/replay-compare.ts";
 export { sqliteLedger } from "./session/sqlite-ledger.ts";
 export {
   type Durability,
