@@ -19,7 +19,7 @@ interface Timer {
 /** Real milliseconds between two looks at whether the session is quiet. */
 const LOOK_MS = 1;
 /** Looks in a row with nothing happening before the next timer fires. */
-const QUIET_LOOKS = 3;
+const QUIET_LOOKS = 5;
 
 /**
  * The replay's time: virtual, starting at `start`, moved by the replay to the recorded time of

@@ -75,6 +75,30 @@ export default ({ workspace }) =>
     expect(run.code).toBe(5);
   }, 60_000);
 
+  it("reports the first divergence when the instructions changed: the settings entry the first turn writes", async () => {
+    const prompt = join(dir, "instructions.txt");
+    writeFileSync(prompt, "You are a careful agent.");
+    const run = await runKeel(
+      ["replay", sessionId, "--store", file, "--instructions", prompt, "--json"],
+      {
+        cwd: dir,
+      },
+    );
+    const settings = entries.find((e) => e.type === "settings")!;
+    expect(JSON.parse(run.stdout)).toEqual({
+      sessionId,
+      entries: entries.length,
+      divergence: {
+        seq: settings.seq,
+        type: "settings",
+        path: "settings.instructions",
+        expected: expect.stringContaining("You are a coding agent"),
+        got: JSON.stringify("You are a careful agent."),
+      },
+    });
+    expect(run.code).toBe(5);
+  }, 60_000);
+
   it("reports the first divergence when a chart transition changed: a turn chart that ends after its first step", async () => {
     const report = await replaySession({
       sessionId,
