@@ -94,6 +94,9 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
   const inputs = inputPoster(recording, () => session);
   const gate = async (at: number) => {
     clock.touch();
+    // The calls of one batch all start before an input lands (an interrupt would cancel those
+    // not started yet, which the recording had running).
+    await new Promise((resolve) => setImmediate(resolve));
     await inputs.postDue();
     clock.advanceTo(at);
   };
@@ -156,6 +159,7 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
 function inputPoster(recording: Recording, session: () => Session | undefined) {
   const { inputs } = recording;
   let next = 0;
+  const failures: unknown[] = [];
   const post = async (input: Recording["inputs"][number]) => {
     const s = session()!;
     const options = { id: input.inboxId, source: input.source };
@@ -177,9 +181,15 @@ function inputPoster(recording: Recording, session: () => Session | undefined) {
   };
   const lastSeq = () => session()?.sessionLog.lastSeq ?? -1;
   return {
-    /** Posts the inputs whose place in the recording the replay has reached. */
+    /**
+     * Posts the inputs whose place in the recording the replay has reached, and resolves once
+     * their entries are in the log (an input's entry is placed at once; durability, which an
+     * interrupt's post also waits for the turn to settle to reach, is not waited for).
+     */
     async postDue(): Promise<void> {
-      await postRun(lastSeq());
+      const posted = postRun(lastSeq());
+      posted.catch((error: unknown) => failures.push(error));
+      await new Promise((resolve) => setImmediate(resolve));
     },
     /**
      * Posts every input: at its place when a gate reaches it, else once the session is idle;
@@ -188,7 +198,7 @@ function inputPoster(recording: Recording, session: () => Session | undefined) {
     async postAll(clock: { advanceTo(t: number): void }): Promise<void> {
       const s = session()!;
       while (next < inputs.length) {
-        if (lastSeq() < inputs[next].seq - 1) await s.awaitIdle();
+        if (lastSeq() < inputs[next].seq - 1) await reachedOrIdle(s, inputs[next].seq - 1);
         if (next >= inputs.length) break;
         // Idle, or at its place: this input, and those the recording has right after it.
         await postRun(Math.max(lastSeq(), inputs[next].seq - 1), clock);
@@ -196,8 +206,30 @@ function inputPoster(recording: Recording, session: () => Session | undefined) {
         await new Promise((resolve) => setImmediate(resolve));
       }
       await s.awaitIdle();
+      if (failures.length > 0) throw failures[0];
     },
   };
+}
+
+/**
+ * Resolves once the session's log holds `seq` entries (checked at each of its events: the input
+ * lands where the recording has it, as a caller waiting for that moment sent it) or the session
+ * is idle (the replay wrote less than the recording: the comparison will say where).
+ */
+function reachedOrIdle(session: Session, seq: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    let settled = false;
+    const done = () => {
+      if (settled) return;
+      settled = true;
+      unsubscribe();
+      resolve();
+    };
+    const unsubscribe = session.subscribe(() => {
+      if (session.sessionLog.lastSeq >= seq) done();
+    });
+    session.awaitIdle().then(done, done);
+  });
 }
 
 /** `sink` with every event also telling the clock the session is not quiet. */

@@ -87,7 +87,72 @@ async function runLive(turnMachine?: typeof stopsAfterFirstStepTurnMachine) {
   return { records, entries: await store.load("s_live") };
 }
 
+/** A tool that honours its abort, and one that outlives the stop deadline (not cancellable). */
+const slow = defineTool({
+  name: "slow",
+  description: "Slow, stops when asked.",
+  parameters: z.object({}),
+  traits: { concurrencySafe: true, cancellable: true, risk: "low" },
+  execute: (_args, ctx) =>
+    new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => resolve("late"), 5_000);
+      ctx.signal.addEventListener("abort", () => {
+        clearTimeout(timer);
+        reject(new Error("aborted"));
+      });
+    }),
+});
+const stuck = defineTool({
+  name: "stuck",
+  description: "Slow, ignores a cancel.",
+  parameters: z.object({}),
+  traits: { concurrencySafe: true, risk: "low" },
+  execute: () => new Promise<string>((resolve) => setTimeout(() => resolve("done anyway"), 400)),
+});
+
 describe("the inspector's replay", () => {
+  it("replays an interrupt during a batch: the call that stopped is cancelled, the one that did not is unknown, in the same states", async () => {
+    const feed = createFeed();
+    const store = memoryStore();
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { id: "a", name: "slow", arguments: "{}" },
+          { id: "b", name: "stuck", arguments: "{}" },
+        ],
+      },
+      { text: "after the interrupt" },
+    ]);
+    const agent = createAgent({
+      model,
+      tools: [slow, stuck],
+      store,
+      stopDeadlineMs: 100,
+      inspect: feed,
+    });
+    const session = await agent.openSession("s_cut");
+    session.subscribe((e) => {
+      if (e.type === "call.started" && e.callId === "b")
+        setTimeout(() => void session.interrupt("stop"), 20);
+    });
+    expect((await session.prompt("go")).status).toBe("cancelled");
+    expect((await session.prompt("again")).status).toBe("completed");
+    await session.awaitIdle();
+    const records = feed.records();
+    await agent.close();
+    const entries = await store.load("s_cut");
+    const outcomes = entries.flatMap((e) =>
+      e.type === "call_result" ? [`${e.callId}:${e.outcome}`] : [],
+    );
+    expect(outcomes).toEqual(["a:cancelled", "b:unknown"]);
+    const replayed = await replayRecords(entries, "s_cut", {
+      tools: [slow, stuck],
+      agent: { stopDeadlineMs: 100 },
+    });
+    expect(replayed.divergence, JSON.stringify(replayed.divergence)).toBeUndefined();
+    expect(statesByActor(replayed.records)).toEqual(statesByActor(records));
+  }, 30_000);
+
   it("shows every actor of a session in the states the live view showed, in the same order", async () => {
     const live = await runLive();
     const replayed = await replayRecords(live.entries, "s_live", { tools: [echo] });
