@@ -139,17 +139,41 @@ function whatFollowed(
  * partial output and then nothing until the request is aborted, and a compaction's summary. A
  * request the recording has no answer for fails with a `protocol` ModelError saying so.
  */
-export function recordedModel(recording: Recording, gate: ReplayGate, name = "replay"): Model {
+export function recordedModel(
+  recording: Recording,
+  gate: ReplayGate,
+  like: RecordedModelTraits = {},
+): Model {
   const queue = [...recording.responses];
+  const name = like.name ?? "replay";
   return {
-    name,
     input: { images: true },
     capabilities: { continueFromPartial: true },
+    ...like,
+    name,
     stream(request: ModelRequest): AsyncIterable<ModelEvent> {
       return play(queue, request, gate, name);
     },
   };
 }
+
+/**
+ * What the recorded session's model declared that decides what the runtime does with it: its
+ * name (prices, provider slots), context window, output reserve and token counter (when to
+ * compact), input and capabilities (Continue after a cut answer). The log does not record them.
+ */
+export type RecordedModelTraits = Partial<
+  Pick<
+    Model,
+    | "name"
+    | "provider"
+    | "input"
+    | "capabilities"
+    | "contextWindow"
+    | "maxOutputTokens"
+    | "countTokens"
+  >
+>;
 
 async function* play(
   queue: Response[],

@@ -10,6 +10,7 @@ import type { InspectSink } from "./events.ts";
 import { seededIds } from "./ids.ts";
 import { replayClock } from "./replay-clock.ts";
 import {
+  type RecordedModelTraits,
   type Recording,
   readRecording,
   recordedModel,
@@ -32,6 +33,12 @@ export interface ReplayOptions {
    * and run in parallel (`standInTools`): a view of the log, not a check of the tools.
    */
   tools?: readonly ToolDefinition[];
+  /**
+   * What the recorded session's model declared (its context window, which decides when the
+   * runtime compacts; its name, capabilities…): the log does not record it. Default: no window
+   * (no automatic compaction), images taken, Continue after a cut answer.
+   */
+  model?: RecordedModelTraits;
   /** The instructions to replay with. Default: those the log recorded first. */
   instructions?: string;
   /**
@@ -102,7 +109,7 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
   };
   const agent = createAgent({
     ...options.agent,
-    model: recordedModel(recording, gate),
+    model: recordedModel(recording, gate, options.model),
     tools: recordedTools(options.tools ?? standInTools(recording), recording, gate, ended),
     store,
     clock,

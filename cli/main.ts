@@ -285,12 +285,23 @@ export function buildProgram(result: { code: ExitCode }): Command {
       "--instructions <file>",
       "replay with these instructions instead of those the log recorded",
     )
+    .option(
+      "--context-window <tokens>",
+      "the context window of the model the session ran with (it decides when the runtime compacts; the log does not record it)",
+      positiveInt("--context-window"),
+    )
     .option("--json", "{ sessionId, entries, divergence } as JSON")
     .option(...store)
     .action(
       async (
         id: string,
-        opts: { tools?: string; instructions?: string; json?: boolean; store?: string },
+        opts: {
+          tools?: string;
+          instructions?: string;
+          contextWindow?: number;
+          json?: boolean;
+          store?: string;
+        },
       ) => {
         const { runReplay } = await import("./replay.ts");
         result.code = await runReplay(id, opts);

@@ -12,6 +12,8 @@ export interface ReplayCommandOptions {
   tools?: string;
   /** A file whose text replaces the instructions the log recorded. */
   instructions?: string;
+  /** The recorded model's context window in tokens (when the runtime compacts). */
+  contextWindow?: number;
   json?: boolean;
 }
 
@@ -37,6 +39,7 @@ export async function runReplay(
     entries,
     tools,
     ...(instructions !== undefined ? { instructions } : {}),
+    ...(options.contextWindow ? { model: { contextWindow: options.contextWindow } } : {}),
   });
   const d = report.divergence;
   if (options.json) {

@@ -8,9 +8,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { replaySession } from "../actors/replay-session.ts";
-import { builtinTools } from "../index.ts";
+import { builtinTools, createAgent, memoryStore, scriptedModel } from "../index.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { sqliteStore } from "../session/sqlite-store.ts";
+import { echo } from "./session-fixtures.ts";
 import { stopsAfterFirstStepTurnMachine } from "./support/mutants/turn.mutants.ts";
 import { runKeel } from "./support/run-keel.ts";
 
@@ -133,6 +134,47 @@ export default ({ workspace }) =>
     expect(bad.stderr.split("\n").filter(Boolean)).toHaveLength(1);
     expect(bad.stdout).toBe("");
   }, 60_000);
+});
+
+describe("replaySession", () => {
+  it("replays an automatic compaction with the summary the log recorded, given the model's window", async () => {
+    const store = memoryStore();
+    const big = "x".repeat(1200);
+    const summaryOr = (text: string) => (request: { attemptId: string }) =>
+      request.attemptId.startsWith("compaction") ? { text: "SUMMARY of earlier work" } : { text };
+    const model = scriptedModel(
+      [
+        { toolCalls: [{ id: "c1", name: "echo", arguments: JSON.stringify({ text: big }) }] },
+        { toolCalls: [{ id: "c2", name: "echo", arguments: JSON.stringify({ text: big }) }] },
+        summaryOr("done"),
+        summaryOr("done"),
+      ],
+      { contextWindow: 2000 },
+    );
+    const context = { compactAt: 0.5, keepRecentTokens: 100 };
+    const agent = createAgent({ model, tools: [echo], store, context });
+    expect((await agent.session("s_compact").prompt("go")).status).toBe("completed");
+    await agent.close();
+    const log = await store.load("s_compact");
+    const compaction = log.find((e) => e.type === "compaction")!;
+    expect(compaction).toBeDefined();
+    const same = await replaySession({
+      sessionId: "s_compact",
+      entries: log,
+      tools: [echo],
+      agent: { context },
+      model: { contextWindow: 2000 },
+    });
+    expect(same.divergence).toBeUndefined();
+    // Without the window the runtime never compacts: the replay asks for the next answer instead.
+    const windowless = await replaySession({
+      sessionId: "s_compact",
+      entries: log,
+      tools: [echo],
+      agent: { context },
+    });
+    expect(windowless.divergence).toMatchObject({ seq: compaction.seq, type: "compaction" });
+  }, 30_000);
 });
 
 describe("inspector/replay.ts", () => {
