@@ -5,6 +5,7 @@
 import { z } from "zod";
 import type { AssistantPart, ToolCallPart } from "../contracts/messages.ts";
 import { type Model, ModelError, type ModelEvent, type ModelRequest } from "../contracts/model.ts";
+import type { PermissionReply, PermissionRequest } from "../contracts/permission.ts";
 import type { ToolResult } from "../contracts/tool-result.ts";
 import type { EntryOf, LogEntry } from "../session/entries.ts";
 import { withoutRepairNote } from "../tools/tool-output.ts";
@@ -44,6 +45,8 @@ export interface Recording {
   instructions: string | undefined;
   /** Every tool name the log's turns offered or its calls named. */
   toolNames: Set<string>;
+  /** The permission decisions a reply made, by call id, in log order. */
+  replies: Map<string, EntryOf<"permission_decision">[]>;
 }
 
 /** Reads what a replay needs from a stored session's entries. This is a pure function. */
@@ -55,8 +58,14 @@ export function readRecording(sessionId: string, entries: readonly LogEntry[]): 
   const attempts = new Map<string, Extract<Response, { kind: "attempt" }>>();
   let instructions: string | undefined;
   const toolNames = new Set<string>();
+  const replies = new Map<string, EntryOf<"permission_decision">[]>();
   for (const [index, entry] of entries.entries()) {
     switch (entry.type) {
+      case "permission_decision":
+        if (entry.source.type === "reply") {
+          replies.set(entry.callId, [...(replies.get(entry.callId) ?? []), entry]);
+        }
+        break;
       case "turn_start":
         for (const name of Object.keys(entry.offered ?? {})) toolNames.add(name);
         for (const name of entry.tools?.tools ?? []) toolNames.add(name);
@@ -107,7 +116,7 @@ export function readRecording(sessionId: string, entries: readonly LogEntry[]): 
         break;
     }
   }
-  return { sessionId, responses, results, inputs, instructions, toolNames };
+  return { sessionId, responses, results, inputs, instructions, toolNames, replies };
 }
 
 /** What the recording did after the attempt that ended at `index` without completing. */
@@ -385,4 +394,31 @@ export function standInTools(recording: Recording): ToolDefinition[] {
       traits: { concurrencySafe: true, risk: "low" as const },
       execute: () => "",
     }));
+}
+
+/**
+ * The embedder's side of permission requests, from the recording: a request is answered with the
+ * reply the log records for its call (`allow_once`, `allow_always`, `deny`, or
+ * `deny_with_feedback` with the recorded feedback), once the time and inputs before it are
+ * reached; a request the recording has no reply for is answered `deny`, which the comparison
+ * then reports.
+ */
+export function recordedApprover(
+  recording: Recording,
+  gate: ReplayGate,
+): (request: PermissionRequest) => Promise<PermissionReply> {
+  const replies = new Map([...recording.replies].map(([id, list]) => [id, [...list]]));
+  return async (request) => {
+    const recorded = replies.get(request.callId)?.shift();
+    await gate(recorded?.at ?? 0);
+    if (recorded === undefined || recorded.source.type !== "reply") return { type: "deny" };
+    const reply = recorded.source.reply;
+    if (reply === "deny_with_feedback") {
+      // The broker says who declined before the reply's own feedback (actors/permissions.ts).
+      const d = recorded.decision;
+      const feedback = d.type === "corrected" ? d.feedback : "";
+      return { type: reply, feedback: feedback.replace(/^the user declined this call: /, "") };
+    }
+    return { type: reply };
+  };
 }

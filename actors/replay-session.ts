@@ -13,6 +13,7 @@ import {
   type RecordedModelTraits,
   type Recording,
   readRecording,
+  recordedApprover,
   recordedModel,
   recordedTools,
   standInTools,
@@ -43,8 +44,9 @@ export interface ReplayOptions {
   instructions?: string;
   /**
    * The rest of the agent's configuration, as the recorded session had it (limits, retry,
-   * loop guard, context, drain…), and the test seams (a variant of a chart). The replay sets
-   * the model, tools, store and clock itself.
+   * loop guard, context, drain, permission rules…), and the test seams (a variant of a chart).
+   * The replay sets the model, tools, store and clock itself, and answers permission requests
+   * with the replies the log recorded (`recordedApprover`) when `permissions` is given.
    */
   agent?: Omit<AgentOptions, "model" | "tools" | "store" | "clock" | "inspect" | "instructions">;
   /**
@@ -113,6 +115,10 @@ export async function replaySession(options: ReplayOptions): Promise<ReplayRepor
     tools: recordedTools(options.tools ?? standInTools(recording), recording, gate, ended),
     store,
     clock,
+    // The rules are the caller's (the session's configuration); the replies are the log's.
+    ...(options.agent?.permissions
+      ? { permissions: { ...options.agent.permissions, ask: recordedApprover(recording, gate) } }
+      : {}),
     instructions: options.instructions ?? recording.instructions,
     inspect: touching(
       clock,

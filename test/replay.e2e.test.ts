@@ -7,8 +7,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
 import { replaySession } from "../actors/replay-session.ts";
-import { builtinTools, createAgent, memoryStore, scriptedModel } from "../index.ts";
+import { builtinTools, createAgent, defineTool, memoryStore, scriptedModel } from "../index.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { sqliteStore } from "../session/sqlite-store.ts";
 import { echo } from "./session-fixtures.ts";
@@ -165,7 +166,7 @@ describe("replaySession", () => {
       agent: { context },
       model: { contextWindow: 2000 },
     });
-    expect(same.divergence).toBeUndefined();
+    expect(same.divergence, JSON.stringify(same.divergence)).toBeUndefined();
     // Without the window the runtime never compacts: the replay asks for the next answer instead.
     const windowless = await replaySession({
       sessionId: "s_compact",
@@ -174,6 +175,57 @@ describe("replaySession", () => {
       agent: { context },
     });
     expect(windowless.divergence).toMatchObject({ seq: compaction.seq, type: "compaction" });
+  }, 30_000);
+});
+
+describe("replaySession with permissions", () => {
+  it("answers each permission request with the reply the log recorded, and diverges when the rules changed", async () => {
+    const store = memoryStore();
+    const risky = defineTool({
+      name: "risky",
+      description: "Does something risky.",
+      parameters: z.object({ n: z.number() }),
+      traits: { concurrencySafe: false, risk: "high" },
+      execute: ({ n }) => `did ${n}`,
+    });
+    const model = scriptedModel([
+      { toolCalls: [{ id: "r1", name: "risky", arguments: '{"n":1}' }] },
+      { toolCalls: [{ id: "r2", name: "risky", arguments: '{"n":2}' }] },
+      { text: "done" },
+    ]);
+    const replies = [
+      { type: "allow_once" as const },
+      { type: "deny_with_feedback" as const, feedback: "not twice" },
+    ];
+    const agent = createAgent({
+      model,
+      tools: [risky],
+      store,
+      permissions: { ask: async () => replies.shift()! },
+    });
+    expect((await agent.session("s_perm").prompt("go")).status).toBe("completed");
+    await agent.close();
+    const log = await store.load("s_perm");
+    const decisions = log.flatMap((e) =>
+      e.type === "permission_decision" ? [e.decision.type] : [],
+    );
+    expect(decisions).toEqual(["allow", "corrected"]);
+    const same = await replaySession({
+      sessionId: "s_perm",
+      entries: log,
+      tools: [risky],
+      agent: { permissions: {} },
+    });
+    expect(same.divergence, JSON.stringify(same.divergence)).toBeUndefined();
+    // A rule that now allows the tool without asking: the first decision's source differs.
+    const allowed = await replaySession({
+      sessionId: "s_perm",
+      entries: log,
+      tools: [risky],
+      agent: { permissions: { rules: [{ tool: "risky", action: "allow" }] } },
+    });
+    const first = log.find((e) => e.type === "permission_decision")!;
+    expect(allowed.divergence).toMatchObject({ seq: first.seq, type: "permission_decision" });
   }, 30_000);
 });
 
