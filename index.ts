@@ -30,6 +30,11 @@ export { postgresProviderSlots } from "./actors/postgres-provider-slots.ts";
 export { postgresRetryBudget } from "./actors/postgres-retry-budget.ts";
 export { processSlots } from "./actors/provider-slots.ts";
 export { type RedactResult, redactStoredSession } from "./actors/redact-session.ts";
+export {
+  type ReplayOptions,
+  type ReplayReport,
+  replaySession,
+} from "./actors/replay-session.ts";
 export { type RetryBudget, tokenBucketBudget } from "./actors/retry-budget.ts";
 export type { Session } from "./actors/session.ts";
 export type { ContextOptions } from "./actors/session-context.ts";
@@ -141,6 +146,7 @@ export { memoryStore } from "./session/memory-store.ts";
 export { postgresLedger } from "./session/postgres-ledger.ts";
 export { type PostgresSessionStore, postgresStore } from "./session/postgres-store.ts";
 export { readSession, type StoredSession } from "./session/read-session.ts";
+export type { Divergence } from "./session/replay-compare.ts";
 export { sqliteLedger } from "./session/sqlite-ledger.ts";
 export {
   type Durability,

@@ -16,6 +16,7 @@ import type { ToolSet } from "../tools/tool-set.ts";
 import { CallRunner } from "./call-runner.ts";
 import { bindEffects, hostedTurnMachine } from "./charts.ts";
 import { ModelAttempts } from "./model-attempt.ts";
+import { toolDigests } from "./tool-digests.ts";
 import { refusalReason, type TurnDeps, TurnScope } from "./turn-scope.ts";
 
 export type { TurnResult };
@@ -73,10 +74,12 @@ export class TurnRun {
     // The tools this turn is offered, when the session has a tool set (it refreshed it just
     // before): the log's record of what the turn saw.
     const tools = (this.turn.deps.registry as Partial<ToolSet>).snapshot?.();
+    // What each tool looked like to the model, so a replay sees a changed description.
+    const offered = toolDigests(this.turn.deps.registry.modelTools());
     log.append(
       tools
-        ? { type: "turn_start", turnId: this.turn.turnId, tools }
-        : { type: "turn_start", turnId: this.turn.turnId },
+        ? { type: "turn_start", turnId: this.turn.turnId, tools, offered }
+        : { type: "turn_start", turnId: this.turn.turnId, offered },
     );
     for (const { text, parts, inboxId } of inputs) {
       log.append(

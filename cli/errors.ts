@@ -9,6 +9,8 @@ export const EXIT = {
   config: 3,
   /** The named session does not exist. */
   notFound: 4,
+  /** `keel replay`: the replay wrote something other than the log holds. */
+  diverged: 5,
   /** A bug in keel (the message says where to report it). */
   internal: 70,
   /** Stopped by Ctrl-C. */
@@ -24,6 +26,7 @@ export const EXIT_CODES_HELP = `Exit codes:
   2    usage error (unknown command, bad option or argument)
   3    configuration error (e.g. OPENAI_API_KEY missing, store not writable)
   4    not found (no session with that id)
+  5    keel replay: the replay diverged from the log (the first divergence is printed)
   70   internal error (please report it; KEEL_DEBUG=1 shows the stack)
   130  interrupted (Ctrl-C)
 

@@ -1,4 +1,10 @@
-import { type Inspector, type SessionStore, startInspector } from "../index.ts";
+import {
+  builtinTools,
+  type Inspector,
+  type SessionStore,
+  startInspector,
+  type ToolDefinition,
+} from "../index.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
 import { loadSession } from "./sessions.ts";
 import { openStore, shownStore, storeChoice } from "./store.ts";
@@ -23,7 +29,8 @@ export async function runInspect(options: InspectOptions, out = process.stdout):
   const store = memory ? undefined : await openStore(choice, { create: false, readOnly: true });
   let inspector: Inspector;
   try {
-    inspector = await openInspector(options.port, store);
+    // A replay prepares and schedules calls with the tools' own schemas and traits (nothing runs).
+    inspector = await openInspector(options.port, store, builtinTools({ root: process.cwd() }));
   } catch (error) {
     await store?.close();
     throw error;
@@ -52,11 +59,20 @@ export async function runInspect(options: InspectOptions, out = process.stdout):
 
 /**
  * Starts the inspector on `port` (absent: a free one) for `keel inspect`, `demo`, `run` and
- * `serve`; a port in use is a config error that says what to do.
+ * `serve`, replaying `store`'s sessions with `tools`; a port in use is a config error that says
+ * what to do.
  */
-export async function openInspector(port?: number, store?: SessionStore): Promise<Inspector> {
+export async function openInspector(
+  port?: number,
+  store?: SessionStore,
+  tools?: readonly ToolDefinition[],
+): Promise<Inspector> {
   try {
-    return await startInspector({ ...(port ? { port } : {}), ...(store ? { store } : {}) });
+    return await startInspector({
+      ...(port ? { port } : {}),
+      ...(store ? { store } : {}),
+      ...(tools ? { tools } : {}),
+    });
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "EADDRINUSE") {
       throw new CliError(

@@ -272,6 +272,42 @@ export function buildProgram(result: { code: ExitCode }): Command {
       result.code = await runInspect(opts);
     });
   program
+    .command("replay")
+    .description(
+      "replay a stored session through this Keel with its recorded model answers and tool results (nothing runs) and print the first divergence from its log",
+    )
+    .argument("<id>", "session id (see keel sessions)")
+    .option(
+      "--tools <module>",
+      "an ES module whose default export is the tools to replay with (an array, or a function returning one); default: the built-in tools",
+    )
+    .option(
+      "--instructions <file>",
+      "replay with these instructions instead of those the log recorded",
+    )
+    .option(
+      "--context-window <tokens>",
+      "the context window of the model the session ran with (it decides when the runtime compacts; the log does not record it)",
+      positiveInt("--context-window"),
+    )
+    .option("--json", "{ sessionId, entries, divergence } as JSON")
+    .option(...store)
+    .action(
+      async (
+        id: string,
+        opts: {
+          tools?: string;
+          instructions?: string;
+          contextWindow?: number;
+          json?: boolean;
+          store?: string;
+        },
+      ) => {
+        const { runReplay } = await import("./replay.ts");
+        result.code = await runReplay(id, opts);
+      },
+    );
+  program
     .command("eval")
     .description(
       "run each task of a task set k times with a fixed budget, graded by its acceptance checks: pass@k, pass^k, cost",

@@ -6,11 +6,12 @@ import { type WebSocket, WebSocketServer } from "ws";
 import type { InspectSink } from "../actors/events.ts";
 import type { Clock } from "../contracts/clock.ts";
 import type { LogEntry } from "../session/entries.ts";
+import type { Divergence } from "../session/replay-compare.ts";
 import type { SessionStore } from "../session/store.ts";
 import { createChartSource } from "./chart-source.ts";
 import { createFeed } from "./feed.ts";
 import { clip, type InspectRecord } from "./records.ts";
-import { replayRecords } from "./replay.ts";
+import { type ReplayRecordsOptions, replayRecords } from "./replay.ts";
 
 /** `startInspector` options. */
 export interface InspectorOptions {
@@ -24,6 +25,13 @@ export interface InspectorOptions {
   clock?: Clock;
   /** Records kept for late clients (default 20 000). */
   capacity?: number;
+  /**
+   * The tools a replay runs with (`replaySession`: their names, descriptions, parameters and
+   * traits; nothing runs). Absent: stand-ins named after the log's tools.
+   */
+  tools?: ReplayRecordsOptions["tools"];
+  /** The agent's configuration a replay runs with (limits, retry…), as `replaySession` takes it. */
+  agent?: ReplayRecordsOptions["agent"];
 }
 
 /** A running inspector: its URL, the sink to give `createAgent`, replay and close. */
@@ -34,8 +42,12 @@ export interface Inspector {
   token: string;
   /** Pass as `createAgent({ inspect })`. Cheap with no page open. */
   sink: InspectSink;
-  /** Shows a stored session's log as if it ran now (replaces what the page shows). */
-  replay(entries: readonly LogEntry[], sessionId?: string): void;
+  /**
+   * Replays a stored session's log through the shipped charts (`replayRecords`) and shows it
+   * (replaces what the page shows); resolves with where the replay diverged from the log, if
+   * it did.
+   */
+  replay(entries: readonly LogEntry[], sessionId?: string): Promise<Divergence | undefined>;
   /** Stops the server and closes every page's connection. */
   close(): Promise<void>;
 }
@@ -95,6 +107,12 @@ export async function startInspector(options: InspectorOptions = {}): Promise<In
   for (const name of Object.keys(ASSETS)) files.set(name, readFileSync(new URL(name, PAGE_DIR)));
   const html = readFileSync(new URL("index.html", PAGE_DIR), "utf8").replaceAll("%TOKEN%", token);
   const charts = createChartSource();
+  const replayOptions: ReplayRecordsOptions = {
+    charts,
+    ...(options.tools ? { tools: options.tools } : {}),
+    ...(options.agent ? { agent: options.agent } : {}),
+    ...(options.capacity ? { capacity: options.capacity } : {}),
+  };
   const feed = createFeed({ clock: options.clock, capacity: options.capacity, charts });
   const now = () =>
     (options.clock ?? { now: () => performance.timeOrigin + performance.now() }).now();
@@ -258,12 +276,15 @@ export async function startInspector(options: InspectorOptions = {}): Promise<In
         entries.length === 0
           ? `no session "${sessionId}" in the store (see \`keel sessions\`)`
           : undefined;
+      const { records } = error
+        ? { records: [] }
+        : await replayRecords(entries, sessionId, replayOptions);
       send(ws, {
         type: "hello",
         mode: "replay",
         sessionId,
         now: now(),
-        records: replayRecords(entries, sessionId),
+        records,
         ...(error ? { error } : {}),
       });
     } catch (cause) {
@@ -286,13 +307,15 @@ export async function startInspector(options: InspectorOptions = {}): Promise<In
     port: boundPort,
     token,
     sink: { observe: feed.observe, publish: feed.publish },
-    replay(entries, sessionId = "replay") {
-      const records: InspectRecord[] = replayRecords(entries, sessionId);
+    async replay(entries, sessionId = "replay") {
+      const replayed = await replayRecords(entries, sessionId, replayOptions);
+      const records: InspectRecord[] = replayed.records;
       feed.flush();
       feed.reset(records);
       for (const ws of wss.clients) {
         send(ws, { type: "hello", mode: "replay", sessionId, now: now(), records: feed.records() });
       }
+      return replayed.divergence;
     },
     async close() {
       feed.close();

@@ -27,7 +27,9 @@ export const RULES = [
   // type-only, is two files that cannot be read apart). It reads the vocabulary directly:
   // `contracts/`, the log's entry and store types, the inspection sink it implements, and
   // `machines/` (pure charts, no I/O): a replayed session's statecharts are drawn from the
-  // machines' definitions, with no live actor to read them from.
+  // machines' definitions, with no live actor to read them from. A replay runs the stored
+  // session through the shipped charts and hosts (actors/replay-session.ts, no copy of a chart)
+  // and reports where it differs from the log (session/replay-compare.ts).
   {
     folder: "inspector/",
     keel: [
@@ -36,7 +38,9 @@ export const RULES = [
       "machines/",
       "session/entries.ts",
       "session/store.ts",
+      "session/replay-compare.ts",
       "actors/events.ts",
+      "actors/replay-session.ts",
     ],
     packages: null,
   },

@@ -76,6 +76,11 @@ export interface EntryPayloads {
      * names, the set's version and each source's (an MCP server's list) version.
      */
     tools?: { version: number; tools: string[]; sources: { name: string; version: number }[] };
+    /**
+     * Each tool the turn offered, by name: a digest of its description and parameters
+     * (actors/tool-digests.ts), so a replay sees a tool that changed. Absent in older logs.
+     */
+    offered?: Record<string, string>;
   };
   attempt_start: {
     turnId: string;

@@ -275,7 +275,7 @@ describe("the coordinator's name", () => {
       await agent.session("s_coord").prompt("hello");
       const live = feed.records().filter((r) => r.k === "actor" && r.machine === "coordinator");
       const entries = await agent.store.load("s_coord");
-      const replayed = replayRecords(entries, "s_coord").filter(
+      const replayed = (await replayRecords(entries, "s_coord")).records.filter(
         (r) => r.k === "actor" && r.machine === "coordinator",
       );
       expect(live.map((r) => r.k === "actor" && r.id)).toEqual(["coordinator"]);

@@ -5,7 +5,9 @@ import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { WebSocket } from "ws";
 import { type AnyActorRef, assign, createActor, enqueueActions, setup } from "xstate";
+import { z } from "zod";
 import type { AgentEvent } from "../contracts/events.ts";
+import { createAgent, defineTool, memoryStore, scriptedModel } from "../index.ts";
 import { replayRecords } from "../inspector/replay.ts";
 import { type Inspector, startInspector } from "../inspector/server.ts";
 import type { LogEntry } from "../session/entries.ts";
@@ -78,6 +80,7 @@ const state = (selector: string, value: string) =>
 
 describeInChromium("inspector in headless Chromium", (executablePath) => {
   beforeAll(async () => {
+    sample = await recordSample();
     const clock = { now: () => at, setTimeout, clearTimeout };
     inspector = await startInspector({ clock, store: fakeStore() });
     browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
@@ -394,7 +397,7 @@ describeInChromium("inspector in headless Chromium", (executablePath) => {
 
   it("replays a stored log, and the scrubber moves the timeline back in time", async () => {
     await page.bringToFront();
-    inspector.replay(sampleLog(), "sess_replayed");
+    await inspector.replay(sampleLog(), "sess_replayed");
     const bar = '[data-call-id="call_r1"]';
     await state(bar, "settled");
     await page.waitForSelector('#mode:text("replay sess_replayed")');
@@ -410,7 +413,7 @@ describeInChromium("inspector in headless Chromium", (executablePath) => {
       );
     // The scrubber's position counts records: move it to just after the call's start, then
     // to just after its queueing.
-    const records = replayRecords(sampleLog(), "sess_replayed");
+    const { records } = await replayRecords(sampleLog(), "sess_replayed");
     const after = (type: string) =>
       records.findIndex((r) => r.k === "agent" && r.e.type === type) + 1;
     await setScrubber(after("call.started"));
@@ -443,47 +446,27 @@ describeInChromium("inspector in headless Chromium", (executablePath) => {
   });
 });
 
-function sampleLog(): LogEntry[] {
-  let seq = 0;
-  const e = (body: Record<string, unknown>) => {
-    const entry = {
-      id: `e${seq}`,
-      parentId: seq ? `e${seq - 1}` : null,
-      seq,
-      at: 5_000 + 40 * seq,
-    };
-    seq++;
-    return { ...entry, ...body } as LogEntry;
-  };
-  return [
-    e({ type: "user_message", text: "list files" }),
-    e({ type: "turn_start", turnId: "turn_r" }),
-    e({ type: "attempt_start", turnId: "turn_r", attemptId: "att_r", step: 1 }),
-    e({ type: "attempt_end", attemptId: "att_r", status: "completed" }),
-    e({
-      type: "assistant_message",
-      turnId: "turn_r",
-      attemptId: "att_r",
-      content: [{ type: "tool-call", id: "call_r1", name: "list_dir", arguments: "{}" }],
-      finishReason: "tool_calls",
-    }),
-    e({
-      type: "call_started",
-      callId: "call_r1",
-      name: "list_dir",
-      args: {},
-      idempotencyKey: "k",
-      idempotent: true,
-    }),
-    e({
-      type: "call_result",
-      callId: "call_r1",
-      name: "list_dir",
-      outcome: "completed",
-      result: { ok: true, content: "a.txt" },
-    }),
-    e({ type: "turn_end", turnId: "turn_r", status: "completed" }),
-  ];
+let sample: LogEntry[] = [];
+/** A stored session's log: one call to list_dir, then an answer (recorded by a real session). */
+const sampleLog = () => sample;
+
+async function recordSample(): Promise<LogEntry[]> {
+  const store = memoryStore();
+  const listDir = defineTool({
+    name: "list_dir",
+    description: "Lists a folder.",
+    parameters: z.object({}),
+    traits: { readOnly: true, concurrencySafe: true },
+    execute: () => "a.txt",
+  });
+  const model = scriptedModel([
+    { toolCalls: [{ id: "call_r1", name: "list_dir", arguments: "{}" }] },
+    { text: "one file" },
+  ]);
+  const agent = createAgent({ model, tools: [listDir], store });
+  await agent.session("stored_1").prompt("list files");
+  await agent.close();
+  return store.load("stored_1");
 }
 
 function fakeStore(): SessionStore {

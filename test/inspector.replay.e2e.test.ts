@@ -1,6 +1,7 @@
 // A stored session replayed in the inspector draws what the live page drew: the demo's session
 // (real tools, a refused unknown tool and truncated message, a 429 with Retry-After, a steer
-// during the first batch) is logged to a temporary SQLite file, replayed in headless Chromium,
+// during the first batch) is logged to a temporary SQLite file, replayed through the shipped
+// charts (inspector/replay.ts: the recorded answers and results, nothing runs) in headless Chromium,
 // and checked at three scrubber positions through the DOM and its geometry. Screenshots go to
 // test-output/inspector-replay-{1,2,3}.png.
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
@@ -8,9 +9,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { WebSocket } from "ws";
 import { runDemo } from "../cli/demo.ts";
+import { builtinTools } from "../index.ts";
 import type { InspectRecord } from "../inspector/records.ts";
-import { replayRecords } from "../inspector/replay.ts";
 import { type Inspector, startInspector } from "../inspector/server.ts";
 import { type SqliteSessionStore, sqliteStore } from "../session/sqlite-store.ts";
 import { CHROMIUM_ARGS, describeInChromium } from "./support/chromium.ts";
@@ -22,6 +24,17 @@ let browser: Browser;
 let page: Page;
 let sessionId = "";
 let records: InspectRecord[] = [];
+
+/** The records the inspector sends a page that opens `?replay=<sessionId>`. */
+async function replayedRecords(url: string, id: string): Promise<InspectRecord[]> {
+  const ws = new WebSocket(`${url.replace("http://", "ws://").replace("/?", "/ws?")}&replay=${id}`);
+  const hello = await new Promise<{ records: InspectRecord[] }>((resolve, reject) => {
+    ws.once("message", (data) => resolve(JSON.parse(String(data))));
+    ws.once("error", reject);
+  });
+  ws.close();
+  return hello.records;
+}
 
 /** The id of the last attempt (the one after the 429). */
 function nextIdOf(list: InspectRecord[]): string {
@@ -46,8 +59,12 @@ describeInChromium("a stored session replayed in the inspector", (executablePath
     expect(code).toBe(0);
     store = sqliteStore(file);
     [{ sessionId }] = await store.list();
-    records = replayRecords(await store.load(sessionId), sessionId);
-    inspector = await startInspector({ store });
+    // The demo's tools (their traits and schemas decide how its calls run), on any folder:
+    // nothing runs in a replay.
+    const tools = builtinTools({ root: dir });
+    inspector = await startInspector({ store, tools });
+    // The records the page is sent (a replay's ids are its own: read them, do not make them).
+    records = await replayedRecords(inspector.url, sessionId);
     browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
     page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
     await page.goto(`${inspector.url}&replay=${sessionId}`);
@@ -94,7 +111,8 @@ describeInChromium("a stored session replayed in the inspector", (executablePath
   };
 
   it("1 · during the first batch: the batch runs its calls under the turn, the coordinator runs", async () => {
-    await scrubTo((r) => r.k === "agent" && r.e.type === "call.started");
+    // Just after the first call's actor reached `started` (its `call.started` event comes first).
+    await scrubTo((r) => r.k === "snap" && r.id === "call_ls" && r.state === "started");
     await page.waitForSelector(`${tree} [data-kind="coordinator"][data-state="running"]`);
     await page.waitForSelector(
       `${tree} [data-kind="turn"] [data-kind="batch"][data-state="running"]`,
@@ -116,7 +134,8 @@ describeInChromium("a stored session replayed in the inspector", (executablePath
     await page.waitForSelector(wait);
     expect(await page.textContent(`${wait} .count`)).toMatch(/^\d+\.\ds$/);
     expect(await page.$$('[data-testid="timeline"] .lane-bar.rwait')).toHaveLength(1);
-    expect(await page.getAttribute('[data-testid="doorbell"]', "data-wake")).toBe("steer");
+    // The coordinator's `pendingWake` as the live chart holds it: rung, not yet answered.
+    expect(await page.getAttribute('[data-testid="doorbell"]', "data-wake")).toBe("rung");
     await shot(2);
   });
 
@@ -139,7 +158,7 @@ describeInChromium("a stored session replayed in the inspector", (executablePath
     ]);
     expect(underTurn[0]).toBe("batch:batch");
     for (const id of ["call_ls", "call_edit_cut", `${nextIdOf(records)}`]) {
-      expect(await page.isVisible(`${tree} [data-actor-id="${id}"]`)).toBe(true);
+      expect(await page.isVisible(`${tree} [data-actor-id="${id}"]`), id).toBe(true);
     }
     // The retry wait: done, and its bar ends where the next attempt's bar begins.
     await page.waitForSelector('[data-testid="retry-waits"] [data-retry-state="done"]');

@@ -262,6 +262,9 @@ function preview(value: unknown): string {
 /** The longest repair note a result carries (UTF-8 bytes): one line, however many repairs. */
 export const MAX_REPAIR_NOTE_BYTES = 600;
 
+const REPAIR_OPEN = "[Keel repaired this call before running it: ";
+const REPAIR_CLOSE = ". Use the declared tool name, parameter names and types next time.]";
+
 /**
  * The one line that tells the model how its call was read differently from how it sent it
  * (`PreparedCall.repairs`), so what the model believes ran is what ran. Empty when there was
@@ -270,11 +273,9 @@ export const MAX_REPAIR_NOTE_BYTES = 600;
 export function repairNote(repairs: readonly string[]): string {
   if (repairs.length === 0) return "";
   const what = repairs.join("; ").replace(/\s*[\r\n]+\s*/g, " ");
-  const open = "[Keel repaired this call before running it: ";
-  const close = ". Use the declared tool name, parameter names and types next time.]";
-  const room = MAX_REPAIR_NOTE_BYTES - utf8Length(open) - utf8Length(close);
+  const room = MAX_REPAIR_NOTE_BYTES - utf8Length(REPAIR_OPEN) - utf8Length(REPAIR_CLOSE);
   const cut = truncateUtf8(what, room - 3);
-  return `${open}${cut.cut ? `${cut.text}…` : what}${close}`;
+  return `${REPAIR_OPEN}${cut.cut ? `${cut.text}…` : what}${REPAIR_CLOSE}`;
 }
 
 /**
@@ -286,4 +287,17 @@ export function withRepairNote(result: ToolResult, repairs: readonly string[]): 
   if (note === "") return result;
   if (result.ok) return { ...result, content: `${result.content}\n${note}` };
   return { ...result, message: `${result.message}\n${note}` };
+}
+
+/**
+ * `result` without the repair note {@link withRepairNote} ended it with (its last line), as the
+ * tool itself returned it: what a replay gives back for the runtime to note again. Pure.
+ */
+export function withoutRepairNote(result: ToolResult): ToolResult {
+  const strip = (text: string) => {
+    const at = text.lastIndexOf(`\n${REPAIR_OPEN}`);
+    return at >= 0 && text.endsWith(REPAIR_CLOSE) ? text.slice(0, at) : text;
+  };
+  if (result.ok) return { ...result, content: strip(result.content) };
+  return { ...result, message: strip(result.message) };
 }

@@ -95,19 +95,22 @@ export function createTree(root, onSelect) {
   return {
     render(model) {
       if (model.dirty.nodes.size === 0) return;
-      let newTurn = false;
+      let newTurn;
       for (const key of model.dirty.nodes) {
         const node = model.nodes.get(key);
         if (!node) continue;
-        if (!els.has(key) && node.kind === "turn") newTurn = true;
+        if (!els.has(key) && node.kind === "turn") newTurn = key;
         update(model, node, ensure(model, node));
       }
       model.dirty.nodes.clear();
-      if (newTurn) {
-        // Keep the tree readable: older finished turns fold away (click the caret to open).
+      if (newTurn !== undefined) {
+        // Keep the tree readable: older finished turns fold away (click the caret to open);
+        // the newest stays open, finished or not (a replay scrubbed to its end draws it so).
         for (const [key, el] of els) {
           const node = model.nodes.get(key);
-          if (node?.kind === "turn" && node.ended) el.wrap.classList.add("collapsed");
+          if (key !== newTurn && node?.kind === "turn" && node.ended) {
+            el.wrap.classList.add("collapsed");
+          }
         }
       }
       empty.hidden = els.size > 0;

@@ -170,3 +170,17 @@ export const ignoresWiderBudgetsTurnMachine = turnMachine.provide({
     }),
   },
 });
+
+/**
+ * Broken on purpose: a step's batch commits and the turn ends there, instead of asking the
+ * model again (`keel replay` shows where a session stops agreeing with its log).
+ */
+export const stopsAfterFirstStepTurnMachine = withExecuting((executing) => ({
+  ...executing,
+  on: {
+    ...executing.on,
+    "batch.done": executing.on["batch.done"].map((t: Config) =>
+      t.target === "#turn.running.sampling.preparing" ? { ...t, target: "#turn.finalizing" } : t,
+    ),
+  },
+}));
