@@ -3,8 +3,6 @@
 // (actors/session.ts) because it wires the parts together: the turn dependencies built on the
 // log, its acceptance, fencing, and the records a stopped process owed it.
 
-import type { SnapshotFrom } from "xstate";
-import type { SessionMachine } from "../machines/session.machine.ts";
 import type { SessionLog } from "../session/log.ts";
 import { refusalCode } from "../session/store-error.ts";
 import { SessionAcceptance } from "./session-acceptance.ts";
@@ -157,31 +155,4 @@ export function sleepWhenQuiet(s: SessionScope, inputs: SessionInputs): Promise<
       resolve(chart.asleep);
     };
   });
-}
-
-/** What `restWhenQuiet` remembers of the last snapshot, as bits: the work was idle … */
-const WAS_IDLE = 1;
-/** … and the session was quiet. */
-const WAS_QUIET = 2;
-
-/**
- * The session's reaction to its chart's snapshot: when the work region goes idle the log lets
- * go of what it can read back from the store (`rest`), and when the session becomes quiet (open
- * and awake, no turn, no edit) the agent's dormancy is told, so it sleeps after
- * `dormantAfterMs` unless it works again meanwhile. `was` is what the previous snapshot was
- * (`WAS_IDLE` and `WAS_QUIET` bits); returns what this one is.
- */
-export function restWhenQuiet(
-  s: SessionScope,
-  was: number,
-  snapshot: SnapshotFrom<SessionMachine>,
-): number {
-  const idle = snapshot.matches({ open: { work: "idle" } });
-  if (idle && !(was & WAS_IDLE) && s.awake) s.log.rest();
-  const quiet =
-    idle &&
-    snapshot.matches({ open: { edits: "none" } }) &&
-    snapshot.matches({ open: { residency: "awake" } });
-  if (quiet && !(was & WAS_QUIET) && s.opened && s.closing === undefined) s.options.rested?.();
-  return (idle || !snapshot.matches("open") ? WAS_IDLE : 0) | (quiet ? WAS_QUIET : 0);
 }

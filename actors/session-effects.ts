@@ -1,20 +1,31 @@
 // The session chart's effects (machines/session.machine.ts, `SessionEffects`): each one names
 // the part of the session that carries it out. The chart decides; these only do.
 
-import type { AnyActorRef } from "xstate";
+import type { AnyActorRef, SnapshotFrom } from "xstate";
+import type { SessionMachine } from "../machines/session.machine.ts";
 import type { SessionEffects } from "../machines/session.types.ts";
 import { reopensSync } from "../session/checkpoint.ts";
 import type { SessionInputs } from "./session-inputs.ts";
 import type { SessionLease } from "./session-lease.ts";
 import { notRun } from "./session-options.ts";
-import type { SessionRunner } from "./session-runner.ts";
 import type { SessionScope } from "./session-scope.ts";
+
+/** What the effects ask of the session's runner (actors/session-runner.ts). */
+export interface EffectRunner {
+  prepare(self: AnyActorRef, execution: number): void;
+  runOne(self: AnyActorRef, execution: number): void;
+  abort(): void;
+  cleanup(self: AnyActorRef, execution: number): void;
+  stopForLeaseLost(): void;
+  stopTurn(reason: string): void;
+  settled(): Promise<void>;
+}
 
 /** The parts of one session the effects reach. */
 export interface SessionParts {
   s: SessionScope;
   inputs: SessionInputs;
-  runner: SessionRunner;
+  runner: EffectRunner;
   lease: SessionLease | undefined;
 }
 
@@ -140,4 +151,31 @@ export function closeThroughChart(parts: SessionParts): Promise<void> {
     };
     s.chart.send({ type: "close" });
   });
+}
+
+/** What `restWhenQuiet` remembers of the last snapshot, as bits: the work was idle … */
+const WAS_IDLE = 1;
+/** … and the session was quiet. */
+const WAS_QUIET = 2;
+
+/**
+ * The session's reaction to its chart's snapshot: when the work region goes idle the log lets
+ * go of what it can read back from the store (`rest`), and when the session becomes quiet (open
+ * and awake, no turn, no edit) the agent's dormancy is told, so it sleeps after
+ * `dormantAfterMs` unless it works again meanwhile. `was` is what the previous snapshot was
+ * (`WAS_IDLE` and `WAS_QUIET` bits); returns what this one is.
+ */
+export function restWhenQuiet(
+  s: SessionScope,
+  was: number,
+  snapshot: SnapshotFrom<SessionMachine>,
+): number {
+  const idle = snapshot.matches({ open: { work: "idle" } });
+  if (idle && !(was & WAS_IDLE) && s.awake) s.log.rest();
+  const quiet =
+    idle &&
+    snapshot.matches({ open: { edits: "none" } }) &&
+    snapshot.matches({ open: { residency: "awake" } });
+  if (quiet && !(was & WAS_QUIET) && s.opened && s.closing === undefined) s.options.rested?.();
+  return (idle || !snapshot.matches("open") ? WAS_IDLE : 0) | (quiet ? WAS_QUIET : 0);
 }

@@ -1,10 +1,15 @@
-import type { AnyActorRef } from "xstate";
+import type { AnyActorRef, InspectionEvent, SnapshotFrom } from "xstate";
 import type { TurnFailureCode, TurnStatus } from "../contracts/status.ts";
 import type { PollPoint } from "../machines/policies/inbox.ts";
+import type { SessionMachine } from "../machines/session.machine.ts";
+import type { SessionEffects } from "../machines/session.types.ts";
 import type { EntryOf, HandoffRecord } from "../session/entries.ts";
 import type { ToolSet } from "../tools/tool-set.ts";
 import { checkHandoff } from "./session-acceptance.ts";
+import type { SessionChartHost } from "./session-chart.ts";
+import { restWhenQuiet, sessionEffects } from "./session-effects.ts";
 import type { SessionInputs } from "./session-inputs.ts";
+import type { SessionLease } from "./session-lease.ts";
 import { notRun, type PromptResult } from "./session-options.ts";
 import type { RunnerPort, SessionScope, TurnInputs } from "./session-scope.ts";
 import { type TurnResult, TurnRun } from "./turn-run.ts";
@@ -26,7 +31,7 @@ export class RunInterruptedError extends Error {
  * follows; this class carries out those effects (`prepare`, `runOne`, `cleanup`, `abort`) and
  * answers each with an event carrying the inbox's runnable count.
  */
-export class SessionRunner implements RunnerPort {
+export class SessionRunner implements RunnerPort, SessionChartHost {
   private turn: TurnRun | undefined;
   /** The configured instructions were compared with the log's (once per session object). */
   private instructionsSynced = false;
@@ -35,6 +40,8 @@ export class SessionRunner implements RunnerPort {
   private controller: AbortController | undefined;
   /** The effect in flight (a preparation, a turn, a cleanup): a close awaits it. */
   private inFlight: Promise<void> | undefined;
+  /** What the last chart snapshot was, for `restWhenQuiet` (its bits); idle at first. */
+  private rest = 1;
 
   constructor(
     private readonly s: SessionScope,
@@ -44,6 +51,22 @@ export class SessionRunner implements RunnerPort {
   /** The running turn, if any. */
   get current(): TurnRun | undefined {
     return this.turn;
+  }
+
+  /** The session chart's effects, bound to this session's parts (actors/session-effects.ts). */
+  chartEffects(): SessionEffects {
+    const { s, inputs } = this;
+    return sessionEffects({ s, inputs, runner: this, lease: s.lease as SessionLease | undefined });
+  }
+
+  /** What the session chart's actors pass to `createActor(…, { inspect })`. */
+  get chartInspect(): ((event: InspectionEvent) => void) | undefined {
+    return this.s.options.inspect;
+  }
+
+  /** The session's reaction to its chart's snapshots (`restWhenQuiet`). */
+  chartChanged(snapshot: SnapshotFrom<SessionMachine>): void {
+    this.rest = restWhenQuiet(this.s, this.rest, snapshot);
   }
 
   wake(): void {

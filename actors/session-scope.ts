@@ -102,8 +102,6 @@ export class SessionScope {
 
   /** The session chart's host (machines/session.machine.ts): where the lifecycle is decided. */
   chart!: SessionChart;
-  /** What the last chart snapshot was for `restWhenQuiet` (its `Rest` bits); idle at first. */
-  rest = 1;
   /** Takes a log as the session's state (`Session.adopt`): at open and at a takeover. */
   adopt!: (log: SessionLog) => Promise<void>;
   runner!: RunnerPort;

@@ -1,4 +1,3 @@
-import type { InspectionEvent, SnapshotFrom } from "xstate";
 import type { AcceptanceReport } from "../contracts/acceptance.ts";
 import type { ChatMessage } from "../contracts/chat.ts";
 import type { AgentEvent } from "../contracts/events.ts";
@@ -7,8 +6,6 @@ import type { PermissionReply, PermissionRequest } from "../contracts/permission
 import { type Refusal, refuse } from "../contracts/refusal.ts";
 import type { InboxLane } from "../contracts/status.ts";
 import type { InboxEvent } from "../machines/policies/inbox.ts";
-import type { SessionMachine } from "../machines/session.machine.ts";
-import type { SessionEffects } from "../machines/session.types.ts";
 import {
   type BranchOptions,
   type BranchResult,
@@ -25,13 +22,7 @@ import type { AcceptanceSpec } from "./acceptance-spec.ts";
 import type { HandoffOptions } from "./handoff.ts";
 import { type RedactOptions, type RedactResult, redactSession } from "./redact-session.ts";
 import { acceptanceOff, type SessionAcceptance } from "./session-acceptance.ts";
-import {
-  adoptLog,
-  openSessionLog,
-  restWhenQuiet,
-  rewireLog,
-  sleepWhenQuiet,
-} from "./session-adopt.ts";
+import { adoptLog, openSessionLog, rewireLog, sleepWhenQuiet } from "./session-adopt.ts";
 import { SessionChart } from "./session-chart.ts";
 import {
   changeInstructions,
@@ -40,7 +31,7 @@ import {
   compactNow,
   moveBranch,
 } from "./session-edits.ts";
-import { closeThroughChart, sessionEffects } from "./session-effects.ts";
+import { closeThroughChart } from "./session-effects.ts";
 import { SessionInputs } from "./session-inputs.ts";
 import { SessionLease } from "./session-lease.ts";
 import {
@@ -106,33 +97,13 @@ export class Session {
     s.runner = runner;
     s.lease = lease;
     s.slot.rewire = (log) => rewireLog(s, inputs, lease, log);
-    const chart = new SessionChart(this);
+    const chart = new SessionChart(runner);
     s.chart = chart;
     chart.start();
     this.ready = openSessionLog(s, runner, inputs, lease);
     s.ready = this.ready;
     // Observed here so a failed open is not an unhandled rejection; callers still see it.
     this.ready.catch((err) => chart.send({ type: "open.failed", error: String(err) }));
-  }
-
-  /** @internal The session chart's effects, bound to this session's parts (actors/session-effects.ts). */
-  chartEffects(): SessionEffects {
-    return sessionEffects({
-      s: this.s,
-      inputs: this.inputs,
-      runner: this.runner,
-      lease: this.lease,
-    });
-  }
-
-  /** @internal What the session chart's actors pass to `createActor(…, { inspect })`. */
-  get chartInspect(): ((event: InspectionEvent) => void) | undefined {
-    return this.s.options.inspect;
-  }
-
-  /** @internal The session's reaction to its chart's snapshots (`restWhenQuiet`). */
-  chartChanged(snapshot: SnapshotFrom<SessionMachine>): void {
-    this.s.rest = restWhenQuiet(this.s, this.s.rest, snapshot);
   }
 
   /** Takes `log` as the session's state: at open, and when a follower takes over. */

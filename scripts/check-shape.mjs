@@ -69,7 +69,7 @@ export const LONG_FUNCTIONS = {
     why: "a table of the SQLite store's prepared statements, one line of SQL each: data, not steps",
   },
   "cli/main.ts:buildProgram": {
-    max: 355,
+    max: 390,
     why: "the `keel` command table (commander): one declaration per command and option, each a few lines, read as the CLI's reference",
   },
   "actors/telemetry.ts:handle": {
@@ -109,7 +109,7 @@ export const LONG_FUNCTIONS = {
     why: "the agent's wiring: each option checked and handed to the part that uses it, in the order the parts depend on each other",
   },
   "inspector/server.ts:startInspector": {
-    max: 90,
+    max: 95,
     why: "the inspector server's routes, one short handler each, read as the page's API",
   },
   "cli/demo.ts:runDemo": {
