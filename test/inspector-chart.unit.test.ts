@@ -151,9 +151,9 @@ describe("the chart's layout (elkjs, on Node)", () => {
     expect(inner.y + inner.height).toBeLessThanOrEqual(busy.y + busy.height);
   }, 60_000);
 
-  it("lays out each of Keel's charts a replay draws: turn, batch, tool call, coordinator, acceptance", async () => {
+  it("lays out each of Keel's charts a replay draws: turn, batch, tool call, session, acceptance", async () => {
     const source = createChartSource();
-    for (const id of ["turn", "batch", "toolCall", "coordinator", "acceptance"]) {
+    for (const id of ["turn", "batch", "toolCall", "session", "acceptance"]) {
       const placed = await source.chart(id);
       expect(placed.id).toBe(id);
       expect(placed.states.length).toBeGreaterThan(2);
@@ -263,8 +263,8 @@ describe("the page's lit states and marked transition", () => {
   });
 });
 
-describe("the coordinator's name", () => {
-  it("is `coordinator` live, as in a replay of the same session", async () => {
+describe("the session chart's name", () => {
+  it("is `session` live, as in a replay of the same session, and no coordinator actor is left", async () => {
     const feed = createFeed();
     const agent = createAgent({
       model: scriptedModel([{ text: "hi" }]),
@@ -273,13 +273,15 @@ describe("the coordinator's name", () => {
     });
     try {
       await agent.session("s_coord").prompt("hello");
-      const live = feed.records().filter((r) => r.k === "actor" && r.machine === "coordinator");
+      const machines = (records: ReturnType<typeof feed.records>) =>
+        records.flatMap((r) => (r.k === "actor" ? [r.machine] : []));
+      const live = feed.records().filter((r) => r.k === "actor" && r.machine === "session");
       const entries = await agent.store.load("s_coord");
-      const replayed = (await replayRecords(entries, "s_coord")).records.filter(
-        (r) => r.k === "actor" && r.machine === "coordinator",
-      );
-      expect(live.map((r) => r.k === "actor" && r.id)).toEqual(["coordinator"]);
-      expect(replayed.map((r) => r.k === "actor" && r.id)).toEqual(["coordinator"]);
+      const replay = await replayRecords(entries, "s_coord");
+      const replayed = replay.records.filter((r) => r.k === "actor" && r.machine === "session");
+      expect(new Set(live.map((r) => r.k === "actor" && r.id))).toEqual(new Set(["session"]));
+      expect(new Set(replayed.map((r) => r.k === "actor" && r.id))).toEqual(new Set(["session"]));
+      expect(machines(feed.records())).not.toContain("coordinator");
     } finally {
       await agent.close();
     }

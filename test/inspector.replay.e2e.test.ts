@@ -110,10 +110,10 @@ describeInChromium("a stored session replayed in the inspector", (executablePath
     await page.screenshot({ path: `test-output/inspector-replay-${n}.png` });
   };
 
-  it("1 · during the first batch: the batch runs its calls under the turn, the coordinator runs", async () => {
+  it("1 · during the first batch: the batch runs its calls under the turn, the session chart's work region runs", async () => {
     // Just after the first call's actor reached `started` (its `call.started` event comes first).
     await scrubTo((r) => r.k === "snap" && r.id === "call_ls" && r.state === "started");
-    await page.waitForSelector(`${tree} [data-kind="coordinator"][data-state="running"]`);
+    await page.waitForSelector(`${tree} [data-kind="session-chart"][data-state*="work.running"]`);
     await page.waitForSelector(
       `${tree} [data-kind="turn"] [data-kind="batch"][data-state="running"]`,
     );
@@ -134,7 +134,7 @@ describeInChromium("a stored session replayed in the inspector", (executablePath
     await page.waitForSelector(wait);
     expect(await page.textContent(`${wait} .count`)).toMatch(/^\d+\.\ds$/);
     expect(await page.$$('[data-testid="timeline"] .lane-bar.rwait')).toHaveLength(1);
-    // The coordinator's `pendingWake` as the live chart holds it: rung, not yet answered.
+    // The session chart's `pendingWake` (the doorbell) as the live chart holds it: rung, not yet answered.
     expect(await page.getAttribute('[data-testid="doorbell"]', "data-wake")).toBe("rung");
     await shot(2);
   });
