@@ -132,6 +132,7 @@ export { ContextBudget, type ContextUsage } from "./session/context-budget.ts";
 export {
   type EntryOf,
   type EntryType,
+  type EntryWriter,
   LOG_SCHEMA_VERSION,
   type LogEntry,
 } from "./session/entries.ts";

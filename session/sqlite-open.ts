@@ -8,6 +8,7 @@ import { createRequire } from "node:module";
 import { dirname, resolve } from "node:path";
 import type Database from "better-sqlite3";
 import { loadPeer } from "../contracts/optional-peer.ts";
+import { parseObject } from "./decode.ts";
 import { LOG_SCHEMA_VERSION } from "./entries.ts";
 import { asStoreError, openError } from "./sqlite-errors.ts";
 import { StoreError } from "./store-error.ts";
@@ -124,7 +125,9 @@ function upgradeBodies(db: Database.Database): void {
   const update = db.prepare("UPDATE entries SET body = ? WHERE session_id = ? AND seq = ?");
   const changed: [string, string, number][] = [];
   for (const row of rows) {
-    const upgraded = upgradeEntryV2(JSON.parse(row.body));
+    // A body that is not an object is left as it is: loading it reports it, naming its seq.
+    const value = parseObject(row.body);
+    const upgraded = value && upgradeEntryV2(value);
     if (upgraded) changed.push([JSON.stringify(upgraded), row.session_id, row.seq]);
   }
   for (const args of changed) update.run(...args);

@@ -5,6 +5,7 @@
 // file stays the entry point the rest of Keel imports.
 import { join, resolve } from "node:path";
 import type { CheckpointLoad, CheckpointStore } from "./checkpoint.ts";
+import { decodeEntries } from "./decode.ts";
 import type { LogEntry } from "./entries.ts";
 import { type CommitOutcome, GroupCommit, rememberGroupCommit } from "./group-commit.ts";
 import { sqliteEraser, truncateWal } from "./sqlite-erase.ts";
@@ -151,6 +152,10 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
     throw openError(error, path);
   }
   const sql = sqliteStatements(db);
+  const site = (sessionId: string) => ({ store: `sqlite store ${path}`, sessionId });
+  /** The session's entries with `from` < seq ≤ `to`, decoded (reads the file: inside a guard). */
+  const loadRange = (sessionId: string, from: number, to: number) =>
+    decodeEntries(sql.loadRange.all(sessionId, from, to), site(sessionId));
   // Leases use this host's wall clock (every process sharing the file is on this host).
   const now = options.now ?? (() => Date.now());
   // One call's batch. Called inside the group's transaction, so better-sqlite3 wraps it in a
@@ -250,8 +255,7 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
   const checkpointLoad = (sessionId: string): CheckpointLoad | null => {
     const checkpoint = sql.loadCheckpoint.get(sessionId);
     if (!checkpoint) return null;
-    const decode = (from: number, to: number) =>
-      sql.loadRange.all(sessionId, from, to).map((body) => JSON.parse(body) as LogEntry);
+    const decode = (from: number, to: number) => loadRange(sessionId, from, to);
     return {
       seq: checkpoint.seq,
       body: checkpoint.body,
@@ -380,15 +384,11 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
       });
     },
     async load(sessionId) {
-      return retryBusy("load", () =>
-        sql.load.all(sessionId).map((body) => JSON.parse(body) as LogEntry),
-      );
+      return retryBusy("load", () => decodeEntries(sql.load.all(sessionId), site(sessionId)));
     },
     async loadAfter(sessionId, afterSeq) {
       return guard("load (the log's tail)", () =>
-        sql.loadRange
-          .all(sessionId, afterSeq, Number.MAX_SAFE_INTEGER)
-          .map((body) => JSON.parse(body) as LogEntry),
+        loadRange(sessionId, afterSeq, Number.MAX_SAFE_INTEGER),
       );
     },
     async deleteSession(sessionId) {
@@ -416,14 +416,10 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
       return guard("loadFromCheckpoint", () => checkpointLoad(sessionId));
     },
     async loadUpTo(sessionId, seq) {
-      return retryBusy("load (history up to a checkpoint)", () =>
-        sql.loadRange.all(sessionId, 0, seq).map((body) => JSON.parse(body) as LogEntry),
-      );
+      return retryBusy("load (history up to a checkpoint)", () => loadRange(sessionId, 0, seq));
     },
     loadUpToSync(sessionId, seq) {
-      return guard("load (history up to a checkpoint)", () =>
-        sql.loadRange.all(sessionId, 0, seq).map((body) => JSON.parse(body) as LogEntry),
-      );
+      return guard("load (history up to a checkpoint)", () => loadRange(sessionId, 0, seq));
     },
     async list(): Promise<SessionSummary[]> {
       return retryBusy("list", () =>
