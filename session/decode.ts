@@ -1,5 +1,6 @@
 // Decoding what a store reads back: one entry body or one checkpoint body (JSON text) into the
-// typed value, through the upgrades of older shapes and the schemas of session/entry-schema.ts.
+// typed value, through the upgrades of older shapes and the schemas of session/entry-schema.ts
+// (compiled into a plain check, session/schema-check.ts; zod runs only to explain a failure).
 // Every store decodes here, so a damaged, unknown or newer entry is a `StoreError` at load that
 // names the session and the seq, never a cast that fails later somewhere else.
 //
@@ -21,6 +22,7 @@ import {
   userPartSchema,
   writerSchema,
 } from "./entry-schema.ts";
+import { guardOf } from "./schema-check.ts";
 import { StoreError } from "./store-error.ts";
 import { upgradeEntryV2 } from "./upgrade-entry.ts";
 
@@ -44,11 +46,12 @@ export interface DecodeSite {
 const isRecord = (v: unknown): v is Record<string, unknown> =>
   typeof v === "object" && v !== null && !Array.isArray(v);
 
+const isWriter = guardOf(writerSchema);
+
 /** What is wrong with a stored `writer`: a newer log schema than this Keel's; null: nothing. */
 function newerWriter(writer: unknown): string | null {
-  const w = writerSchema.safeParse(writer);
-  if (!w.success || w.data.schema <= LOG_SCHEMA_VERSION) return null;
-  return `it was written by Keel ${w.data.keel} in log schema ${w.data.schema}; this Keel (${KEEL_VERSION}) reads log schema ${LOG_SCHEMA_VERSION} and older: upgrade Keel to ${w.data.keel} or later to open this session`;
+  if (!isWriter(writer) || writer.schema <= LOG_SCHEMA_VERSION) return null;
+  return `it was written by Keel ${writer.keel} in log schema ${writer.schema}; this Keel (${KEEL_VERSION}) reads log schema ${LOG_SCHEMA_VERSION} and older: upgrade Keel to ${writer.keel} or later to open this session`;
 }
 
 /** The first problem zod found, as `path: message`. */
@@ -57,6 +60,9 @@ function firstIssue(error: z.ZodError): string {
   const path = issue.path.length > 0 ? issue.path.join(".") : "(entry)";
   return `${path}: ${issue.message}`;
 }
+
+/** `logEntrySchema`, compiled (session/schema-check.ts). */
+const isLogEntry = guardOf(logEntrySchema);
 
 /** Why a stored value is not an entry this Keel reads: `code` says whether an upgrade helps. */
 export interface EntryProblem {
@@ -82,13 +88,20 @@ export function checkEntry(
       `unknown entry type ${JSON.stringify(value.type)} (not one of log schema ${LOG_SCHEMA_VERSION}'s; a newer Keel's? upgrade Keel to read it)`,
     );
   }
-  const parsed = logEntrySchema.safeParse(upgradeEntryV2(value) ?? value);
-  if (!parsed.success) return corrupt(firstIssue(parsed.error));
-  if (seq !== undefined && parsed.data.seq !== seq) {
-    return corrupt(`its body says seq ${parsed.data.seq}, stored under seq ${seq}`);
+  const candidate = upgradeEntryV2(value) ?? value;
+  // The compiled check accepts what the schema does; zod runs only to say what is wrong.
+  if (!isLogEntry(candidate)) {
+    const parsed = logEntrySchema.safeParse(candidate);
+    return corrupt(parsed.success ? "rejected by the compiled check" : firstIssue(parsed.error));
   }
-  return { ok: true, entry: parsed.data };
+  if (seq !== undefined && candidate.seq !== seq) {
+    return corrupt(`its body says seq ${candidate.seq}, stored under seq ${seq}`);
+  }
+  return { ok: true, entry: candidate };
 }
+
+const entrySite = (site: DecodeSite, seq: number) =>
+  `${site.store}: session ${site.sessionId}, entry seq ${seq}`;
 
 /**
  * The entry stored as `body` under `seq`: parsed, upgraded from an older schema, validated.
@@ -97,24 +110,32 @@ export function checkEntry(
  * (a newer Keel wrote it: upgrade).
  */
 export function decodeEntry(body: string, seq: number, site: DecodeSite): LogEntry {
-  const where = `${site.store}: session ${site.sessionId}, entry seq ${seq}`;
   let value: unknown;
   try {
     value = JSON.parse(body);
   } catch (error) {
     throw new StoreError(
       "CORRUPT",
-      `${where} is not JSON (${(error as Error).message}): the stored entry is damaged`,
+      `${entrySite(site, seq)} is not JSON (${(error as Error).message}): the stored entry is damaged`,
       { cause: error },
     );
+  }
+  // The common case, with nothing allocated: a current entry under its own seq.
+  const candidate = isRecord(value) ? (upgradeEntryV2(value) ?? value) : value;
+  if (
+    isLogEntry(candidate) &&
+    candidate.seq === seq &&
+    (candidate.writer === undefined || candidate.writer.schema <= LOG_SCHEMA_VERSION)
+  ) {
+    return candidate;
   }
   const checked = checkEntry(value, seq);
   if (checked.ok) return checked.entry;
   throw new StoreError(
     checked.code,
     checked.code === "NEWER_SCHEMA"
-      ? `${where}: ${checked.problem}`
-      : `${where} is not a log entry this Keel can read: ${checked.problem}`,
+      ? `${entrySite(site, seq)}: ${checked.problem}`
+      : `${entrySite(site, seq)} is not a log entry this Keel can read: ${checked.problem}`,
   );
 }
 
@@ -193,6 +214,9 @@ const checkpointSchema = z.object({
   writer: writerSchema.optional(),
 });
 
+/** `checkpointSchema`, compiled: a checkpoint holds the whole projection, so no copy of it. */
+const isCheckpoint = guardOf<LogCheckpoint>(checkpointSchema);
+
 /**
  * The checkpoint in `body`, or null when it is not one of this format (an older Keel's, or
  * damaged: a checkpoint is derived from the entries, so `open` then replays them instead).
@@ -204,6 +228,5 @@ export function decodeCheckpoint(body: string, site: DecodeSite): LogCheckpoint 
   const newer = newerWriter(value.writer);
   if (newer)
     throw new StoreError("NEWER_SCHEMA", `${site.store}: session ${site.sessionId}: ${newer}`);
-  const parsed = checkpointSchema.safeParse(value);
-  return parsed.success ? parsed.data : null;
+  return isCheckpoint(value) ? value : null;
 }

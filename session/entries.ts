@@ -223,8 +223,8 @@ export interface HandoffRecord {
   goal: string;
   progress: string;
   specVersion: number;
-  /** The artifact version the record describes. */
-  artifactVersion: string | undefined;
+  /** The artifact version the record describes (absent when none was read). */
+  artifactVersion?: string;
   acceptance: AcceptanceStatus;
   /** Checks that passed against `artifactVersion`, each with its evidence. */
   verified: { fact: string; evidence: Evidence["checks"][number] }[];

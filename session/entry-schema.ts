@@ -116,13 +116,13 @@ const checkEvidence = z.object({
   artifactVersion: z.string(),
 });
 const evidence = z.object({
-  artifactVersion: z.string().or(z.undefined()),
+  artifactVersion: z.string().optional(),
   checks: z.array(checkEvidence),
 });
 const replyType = z.enum(["allow_once", "allow_always", "deny", "deny_with_feedback"]);
 
 /** Who wrote a log: the Keel version and the log schema version (`EntryBase.writer`). */
-export const writerSchema = z.object({ keel: z.string(), schema: z.number().int() });
+export const writerSchema = z.object({ keel: z.string(), schema: z.number() });
 
 const base = {
   id: z.string(),
@@ -275,7 +275,7 @@ export const logEntrySchema = z.discriminatedUnion("type", [
       goal: z.string(),
       progress: z.string(),
       specVersion: z.number(),
-      artifactVersion: z.string().or(z.undefined()),
+      artifactVersion: z.string().optional(),
       acceptance: acceptanceStatus,
       verified: z.array(z.object({ fact: z.string(), evidence: checkEvidence })),
       unverified: z.array(z.string()),
