@@ -7,7 +7,7 @@ import {
   rollback,
   switchLeaf,
 } from "../session/branches.ts";
-import { memoryStore } from "../session/memory-store.ts";
+import { memoryStore } from "../session/stores/memory-store.ts";
 import { openLog, user } from "./session-fixtures.ts";
 
 const contents = (log: Awaited<ReturnType<typeof openLog>>) => log.messages().map((m) => m.content);

@@ -10,8 +10,8 @@ import { casts, parseCasts } from "../scripts/check-decode.mjs";
 import { checkEntry, decodeCheckpoint, decodeEntry } from "../session/decode.ts";
 import { LOG_SCHEMA_VERSION, type LogEntry } from "../session/entries.ts";
 import { SessionLog } from "../session/log.ts";
-import { memoryStore } from "../session/memory-store.ts";
 import { StoreError } from "../session/store-error.ts";
+import { memoryStore } from "../session/stores/memory-store.ts";
 import { countingClock, user } from "./session-fixtures.ts";
 
 const site = { store: "test store", sessionId: "s" };

@@ -22,9 +22,9 @@ import { decodeEntries } from "../../session/decode.ts";
 import type { LogEntry } from "../../session/entries.ts";
 import { logEntrySchema } from "../../session/entry-schema.ts";
 import { SessionLog } from "../../session/log.ts";
-import { sqliteDatabase } from "../../session/sqlite-handle.ts";
-import { sqliteStore } from "../../session/sqlite-store.ts";
 import type { SessionStore } from "../../session/store.ts";
+import { sqliteDatabase } from "../../session/stores/sqlite-handle.ts";
+import { sqliteStore } from "../../session/stores/sqlite-store.ts";
 import { defineTool } from "../../tools/define-tool.ts";
 
 const N = Number(process.argv[2] ?? 100_000);

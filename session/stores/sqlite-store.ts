@@ -1,12 +1,20 @@
 // The SQLite session store: `sqliteStore` and its options and types, each operation one
 // transaction over the file's statements, with group commit, lease fencing and the asynchronous
-// wait for another process's lock. Opening and migrating the file is in session/sqlite-open.ts,
-// the SQL in session/sqlite-statements.ts, the error mapping in session/sqlite-errors.ts; this
+// wait for another process's lock. Opening and migrating the file is in session/stores/sqlite-open.ts,
+// the SQL in session/stores/sqlite-statements.ts, the error mapping in session/stores/sqlite-errors.ts; this
 // file stays the entry point the rest of Keel imports.
 import { join, resolve } from "node:path";
-import type { CheckpointLoad, CheckpointStore } from "./checkpoint.ts";
-import { decodeEntries } from "./decode.ts";
-import type { LogEntry } from "./entries.ts";
+import type { CheckpointLoad, CheckpointStore } from "../checkpoint.ts";
+import { decodeEntries } from "../decode.ts";
+import type { LogEntry } from "../entries.ts";
+import type {
+  AppendOptions,
+  LeaseInfo,
+  LeaseStore,
+  SessionStore,
+  SessionSummary,
+} from "../store.ts";
+import { checkBatch, fenced, StoreError } from "../store-error.ts";
 import { type CommitOutcome, GroupCommit, rememberGroupCommit } from "./group-commit.ts";
 import { sqliteEraser, truncateWal } from "./sqlite-erase.ts";
 import {
@@ -29,14 +37,6 @@ import {
   schemaVersion,
 } from "./sqlite-open.ts";
 import { sqliteStatements } from "./sqlite-statements.ts";
-import type {
-  AppendOptions,
-  LeaseInfo,
-  LeaseStore,
-  SessionStore,
-  SessionSummary,
-} from "./store.ts";
-import { checkBatch, fenced, StoreError } from "./store-error.ts";
 
 /**
  * How far a resolved `append` survives: "process" — a kill -9 of this process (WAL,
@@ -69,7 +69,7 @@ export interface SqliteStoreOptions {
 /**
  * A SQLite-backed session store. Its `better-sqlite3` handle is not part of its type (an
  * embedder's program would need that package's types): a ledger reaches it through
- * `sqliteDatabase` (session/sqlite-handle.ts), and an atomic ledger run hands it to the effect (`ctx.transact`).
+ * `sqliteDatabase` (session/stores/sqlite-handle.ts), and an atomic ledger run hands it to the effect (`ctx.transact`).
  */
 export interface SqliteSessionStore extends SessionStore, CheckpointStore, LeaseStore {
   readonly kind: "sqlite";
@@ -111,7 +111,7 @@ export function defaultStorePath(cwd: string): string {
  * check phase (`setImmediate`) are written in one IMMEDIATE transaction, each call's batch in a
  * savepoint of its own: a call refused (fenced, seq conflict, duplicate id) writes nothing and
  * fails alone, the others commit. A session writing alone does not wait for the check phase,
- * but for once every 10 ms (session/group-commit.ts). Each `append` resolves once the
+ * but for once every 10 ms (session/stores/group-commit.ts). Each `append` resolves once the
  * transaction holding its batch has committed (durable to `durability`).
  *
  * Several processes may share the file: writes serialise on SQLite's lock. A write waits at most

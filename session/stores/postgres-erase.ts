@@ -1,10 +1,10 @@
 import type pg from "pg";
-import { decodeEntry } from "./decode.ts";
-import type { LogEntry } from "./entries.ts";
-import { type Redaction, redactEntry } from "./redaction.ts";
+import { decodeEntry } from "../decode.ts";
+import type { LogEntry } from "../entries.ts";
+import { type Redaction, redactEntry } from "../redaction.ts";
+import type { DeletedSession, Lease } from "../store.ts";
+import { fenced, StoreError } from "../store-error.ts";
 import { idempotencyKeys } from "./sqlite-erase.ts";
-import type { DeletedSession, Lease } from "./store.ts";
-import { fenced, StoreError } from "./store-error.ts";
 
 /**
  * Deletion and redaction in a PostgreSQL store's schema (`s`, quoted), each run by the store on

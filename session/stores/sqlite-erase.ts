@@ -1,9 +1,9 @@
 import type Database from "better-sqlite3";
-import { decodeEntry, storedString } from "./decode.ts";
-import type { LogEntry } from "./entries.ts";
-import { type Redaction, redactEntry } from "./redaction.ts";
-import type { DeletedSession, Lease } from "./store.ts";
-import { fenced, StoreError } from "./store-error.ts";
+import { decodeEntry, storedString } from "../decode.ts";
+import type { LogEntry } from "../entries.ts";
+import { type Redaction, redactEntry } from "../redaction.ts";
+import type { DeletedSession, Lease } from "../store.ts";
+import { fenced, StoreError } from "../store-error.ts";
 
 /**
  * Deletion and redaction in a SQLite store's file (docs/stores.md), each one synchronous

@@ -1,13 +1,8 @@
 import { createRequire } from "node:module";
 import type pg from "pg";
-import { loadPeer } from "../contracts/optional-peer.ts";
-import type { CheckpointStore } from "./checkpoint.ts";
-import { decodeEntries } from "./decode.ts";
-import { rememberGroupCommit } from "./group-commit.ts";
-import { postgresCommitter } from "./postgres-append.ts";
-import { deletePostgresSession, redactPostgresEntries } from "./postgres-erase.ts";
-import { asStoreError, redact } from "./postgres-errors.ts";
-import { migrations } from "./postgres-schema.ts";
+import { loadPeer } from "../../contracts/optional-peer.ts";
+import type { CheckpointStore } from "../checkpoint.ts";
+import { decodeEntries } from "../decode.ts";
 import type {
   AppendOptions,
   LeaseInfo,
@@ -15,8 +10,13 @@ import type {
   PostedInput,
   SessionStore,
   SessionSummary,
-} from "./store.ts";
-import { checkBatch, StoreError } from "./store-error.ts";
+} from "../store.ts";
+import { checkBatch, StoreError } from "../store-error.ts";
+import { rememberGroupCommit } from "./group-commit.ts";
+import { postgresCommitter } from "./postgres-append.ts";
+import { deletePostgresSession, redactPostgresEntries } from "./postgres-erase.ts";
+import { asStoreError, redact } from "./postgres-errors.ts";
+import { migrations } from "./postgres-schema.ts";
 
 /**
  * The PostgreSQL session store: `postgresStore` opens it and each of its methods is one round

@@ -1,9 +1,9 @@
-// Every SQL statement a SQLite store runs over Keel's tables (session/sqlite-open.ts `SCHEMA`),
-// prepared once per connection when the store opens. Kept apart from session/sqlite-store.ts so
+// Every SQL statement a SQLite store runs over Keel's tables (session/stores/sqlite-open.ts `SCHEMA`),
+// prepared once per connection when the store opens. Kept apart from session/stores/sqlite-store.ts so
 // that the store reads as what each operation does (fencing, group commit, retries), and the SQL
 // it runs, with the index each query relies on, reads in one place.
 import type Database from "better-sqlite3";
-import type { PostedInput } from "./store.ts";
+import type { PostedInput } from "../store.ts";
 
 type Statement<P extends unknown[], R = unknown> = Database.Statement<P, R>;
 
