@@ -137,25 +137,26 @@ export { ContextBudget, type ContextUsage } from "./session/context-budget.ts";
 export {
   type EntryOf,
   type EntryType,
+  type EntryWriter,
   LOG_SCHEMA_VERSION,
   type LogEntry,
 } from "./session/entries.ts";
-export { type Ledger, type LedgerOptions, memoryLedger } from "./session/ledger.ts";
 export { SessionLog } from "./session/log.ts";
-export { memoryStore } from "./session/memory-store.ts";
-export { postgresLedger } from "./session/postgres-ledger.ts";
-export { type PostgresSessionStore, postgresStore } from "./session/postgres-store.ts";
 export { readSession, type StoredSession } from "./session/read-session.ts";
 export type { Divergence } from "./session/replay-compare.ts";
-export { sqliteLedger } from "./session/sqlite-ledger.ts";
+export type { SessionStore, SessionSummary } from "./session/store.ts";
+export { type Ledger, type LedgerOptions, memoryLedger } from "./session/stores/ledger.ts";
+export { memoryStore } from "./session/stores/memory-store.ts";
+export { postgresLedger } from "./session/stores/postgres-ledger.ts";
+export { type PostgresSessionStore, postgresStore } from "./session/stores/postgres-store.ts";
+export { sqliteLedger } from "./session/stores/sqlite-ledger.ts";
 export {
   type Durability,
   defaultStorePath,
   type SqliteSessionStore,
   type SqliteStoreOptions,
   sqliteStore,
-} from "./session/sqlite-store.ts";
-export type { SessionStore, SessionSummary } from "./session/store.ts";
+} from "./session/stores/sqlite-store.ts";
 export { builtinTools } from "./tools/builtin/index.ts";
 export { defineTool, type Tool, ToolDefinitionError } from "./tools/define-tool.ts";
 export { jsonSchemaParameters } from "./tools/json-schema-parameters.ts";

@@ -1,8 +1,8 @@
 import type { Clock } from "../contracts/clock.ts";
 import type { AgentEvent } from "../contracts/events.ts";
 import type { LogEntry } from "../session/entries.ts";
-import { memoryStore } from "../session/memory-store.ts";
 import { type Divergence, firstDivergence } from "../session/replay-compare.ts";
+import { memoryStore } from "../session/stores/memory-store.ts";
 import type { ToolDefinition } from "../tools/types.ts";
 import { createAgent } from "./agent.ts";
 import type { AgentOptions } from "./agent-options.ts";

@@ -2,7 +2,7 @@ import { createRequire } from "node:module";
 import type * as GraphileWorker from "graphile-worker";
 import type { Runner } from "graphile-worker";
 import { loadPeer } from "../contracts/optional-peer.ts";
-import type { PostgresSessionStore } from "../session/postgres-store.ts";
+import type { PostgresSessionStore } from "../session/stores/postgres-store.ts";
 import { createAgent } from "./agent.ts";
 import type { AgentOptions } from "./agent-options.ts";
 import type { Session } from "./session.ts";

@@ -14,10 +14,10 @@ import { scriptedModel } from "../providers/scripted-model.ts";
 import { exportJsonl } from "../session/branches.ts";
 import type { EntryInput } from "../session/entries.ts";
 import { SessionLog } from "../session/log.ts";
-import { memoryStore } from "../session/memory-store.ts";
 import { planRecovery } from "../session/recovery.ts";
-import { sqliteStore } from "../session/sqlite-store.ts";
 import type { SessionStore } from "../session/store.ts";
+import { memoryStore } from "../session/stores/memory-store.ts";
+import { sqliteStore } from "../session/stores/sqlite-store.ts";
 
 export interface RecoveryFigures {
   entries: number;

@@ -35,11 +35,9 @@ const ROOT = path.resolve(import.meta.dirname, "..");
  * a package inside another project's repository), the commit and whether it has local changes.
  */
 export function keelRecord(root = ROOT): KeelRecord {
-  const version = (
-    JSON.parse(readFileSync(path.join(root, "package.json"), "utf8")) as {
-      version: string;
-    }
-  ).version;
+  const pkg: unknown = JSON.parse(readFileSync(path.join(root, "package.json"), "utf8"));
+  const field = typeof pkg === "object" && pkg !== null && "version" in pkg ? pkg.version : null;
+  const version = typeof field === "string" ? field : "unknown";
   const git = (...args: string[]) =>
     execFileSync("git", ["-C", root, ...args], {
       encoding: "utf8",

@@ -1,10 +1,9 @@
 import { Command, CommanderError, InvalidArgumentError } from "commander";
 import { MAX_TIMER_MS } from "../contracts/clock.ts";
+import { KEEL_VERSION as VERSION } from "../contracts/version.ts";
 import { CliError, EXIT, EXIT_CODES_HELP, type ExitCode, oneLine } from "./errors.ts";
 import type { McpOptions } from "./mcp.ts";
 import { outputClosed } from "./output.ts";
-
-const VERSION = "0.1.0";
 
 function positiveInt(name: string, max = Number.MAX_SAFE_INTEGER) {
   return (value: string) => {

@@ -33,8 +33,11 @@ export interface CheckEvidence {
 
 /** The evidence behind an acceptance status: the current version and each check's last run. */
 export interface Evidence {
-  /** The artifact version as last read (undefined before the first read). */
-  artifactVersion: string | undefined;
+  /**
+   * The artifact version as last read (absent before the first read: a stored copy, being JSON,
+   * has no key for it then).
+   */
+  artifactVersion?: string;
   checks: CheckEvidence[];
 }
 

@@ -1,5 +1,6 @@
 import { type Refusal, refuse } from "../contracts/refusal.ts";
-import type { EntryOf, LogEntry } from "./entries.ts";
+import { checkEntry } from "./decode.ts";
+import { type EntryOf, LOG_SCHEMA_VERSION, type LogEntry } from "./entries.ts";
 import type { SessionLog } from "./log.ts";
 
 /** Why a branch operation was refused (a {@link Refusal} code). */
@@ -104,25 +105,26 @@ export function parseJsonl(
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i].trim();
     if (line === "") continue;
+    let value: unknown;
     try {
-      const e = JSON.parse(line) as LogEntry | null;
-      // A primitive or an array has no string `id`, so only null needs its own check.
-      if (typeof e?.id !== "string" || typeof e.type !== "string" || typeof e.seq !== "number") {
-        return {
-          ...refuse(
-            "INVALID_LINE",
-            `line ${i + 1}: not a log entry (needs string id, string type, number seq): ${line.slice(0, 200)}`,
-          ),
-          line: i + 1,
-        };
-      }
-      entries.push(e);
+      value = JSON.parse(line);
     } catch (error) {
       return {
         ...refuse("INVALID_LINE", `line ${i + 1}: not JSON: ${(error as Error).message}`),
         line: i + 1,
       };
     }
+    const checked = checkEntry(value);
+    if (!checked.ok) {
+      return {
+        ...refuse(
+          "INVALID_LINE",
+          `line ${i + 1}: not a log entry of schema ${LOG_SCHEMA_VERSION} (${checked.problem}): ${line.slice(0, 200)}`,
+        ),
+        line: i + 1,
+      };
+    }
+    entries.push(checked.entry);
   }
   return { ok: true, entries };
 }

@@ -1,5 +1,5 @@
 import type { InboxSnapshot } from "../machines/policies/inbox.ts";
-import type { LogEntry } from "./entries.ts";
+import type { EntryWriter, LogEntry } from "./entries.ts";
 import type { ProjectionSnapshot } from "./projection.ts";
 import type { SessionStore } from "./store.ts";
 
@@ -15,6 +15,11 @@ export interface LogCheckpoint {
    * added: the log then folds the inbox from its history when first asked.
    */
   inbox?: InboxSnapshot;
+  /**
+   * The Keel that last stamped the session's log (`EntryBase.writer`) at `seq`; absent in
+   * checkpoints written before sessions recorded it.
+   */
+  writer?: EntryWriter;
 }
 
 /** What a checkpointing store returns to reopen a session quickly. */
@@ -94,14 +99,4 @@ export function reopensSync(
 /** Whether a checkpoint is due at `seq`. This is a pure function. */
 export function checkpointDue(policy: CheckpointPolicy, seq: number, lastSeq: number): boolean {
   return seq - lastSeq >= Math.max(policy.minEntries, policy.growth * lastSeq);
-}
-
-/** The checkpoint in `body`, or null when it is not one this version wrote (then `open` replays). */
-export function parseCheckpoint(body: string): LogCheckpoint | null {
-  try {
-    const c = JSON.parse(body) as LogCheckpoint;
-    return c?.v === 1 && typeof c.seq === "number" ? c : null;
-  } catch {
-    return null;
-  }
 }

@@ -60,6 +60,20 @@ export interface EntryBase {
    * `[redacted: <reason>]` instead; why, and when (clock ms).
    */
   redacted?: { reason: string; at: number };
+  /**
+   * Who wrote the log from this entry on: set on the first entry a Keel writes to a session
+   * whose last recorded writer was another Keel version or log schema (its first entry
+   * included). An older Keel refuses a log a newer schema wrote (session/decode.ts).
+   */
+  writer?: EntryWriter;
+}
+
+/** A Keel version and the log schema version it writes. */
+export interface EntryWriter {
+  /** Keel's package version (contracts/version.ts `KEEL_VERSION`). */
+  keel: string;
+  /** Its `LOG_SCHEMA_VERSION`. */
+  schema: number;
 }
 
 /** The payload of each entry type, keyed by `type`. */
@@ -214,8 +228,8 @@ export interface HandoffRecord {
   goal: string;
   progress: string;
   specVersion: number;
-  /** The artifact version the record describes. */
-  artifactVersion: string | undefined;
+  /** The artifact version the record describes (absent when none was read). */
+  artifactVersion?: string;
   acceptance: AcceptanceStatus;
   /** Checks that passed against `artifactVersion`, each with its evidence. */
   verified: { fact: string; evidence: Evidence["checks"][number] }[];

@@ -2,7 +2,7 @@
 // point at, an encodable copy when the store could not encode it, and the stamped fields (id,
 // parent, seq, time). Kept apart from session/log.ts, which holds the log's state and order.
 import { jsonProblem, MAX_JSON_DEPTH, toEncodable } from "../contracts/json-limits.ts";
-import type { EntryInput, LogEntry } from "./entries.ts";
+import type { EntryInput, EntryWriter, LogEntry } from "./entries.ts";
 import { flat } from "./flat.ts";
 
 /** An entry's own levels (entry → result → continuation → args) above the values' limit. */
@@ -44,7 +44,8 @@ export function checkEntryRefs(
  * the random part of its id. Input the store could not encode (a `BigInt`, nesting deeper than
  * the JSON limit, a cycle, a throwing `toJSON`) becomes an encodable copy with
  * `encodingProblem` saying what was replaced: one bad value never makes a flush fail, which would
- * lose every entry queued with it.
+ * lose every entry queued with it. `writer`: set on the entry when given (the log passes it on
+ * the first entry a Keel writes to a session another Keel, or none, stamped last).
  */
 export function stampEntry(
   input: EntryInput,
@@ -52,6 +53,7 @@ export function stampEntry(
   parentId: string | null,
   at: number,
   suffix: string,
+  writer?: EntryWriter,
 ): LogEntry {
   const problem = jsonProblem(input, "entry", ENTRY_DEPTH);
   if (problem !== undefined) {
@@ -71,5 +73,6 @@ export function stampEntry(
   entry.parentId = parentId;
   entry.seq = seq;
   entry.at = at;
+  if (writer) entry.writer = writer;
   return Object.freeze(entry);
 }

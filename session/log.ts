@@ -11,10 +11,10 @@ import {
   defaultCheckpointPolicy,
   hasCheckpoints,
   type LogCheckpoint,
-  parseCheckpoint,
   reopensSync,
 } from "./checkpoint.ts";
-import type { EntryInput, EntryOf, LogEntry } from "./entries.ts";
+import { decodeCheckpoint, sameWriter, THIS_WRITER } from "./decode.ts";
+import type { EntryInput, EntryOf, EntryWriter, LogEntry } from "./entries.ts";
 import { checkEntryRefs, stampEntry } from "./entry-input.ts";
 import { applyInboxEntry, inboxFromEntries } from "./inbox-log.ts";
 import { UnloadedHistory } from "./log-history.ts";
@@ -75,6 +75,8 @@ export class SessionLog {
   /** History released at rest was read back: later rests keep it (see `rest`). */
   private historyRead = false;
   private refusals = new Set<(error: unknown) => void>();
+  /** The Keel that last stamped the log (`EntryBase.writer`); null: none known. */
+  private writer: EntryWriter | null = null;
 
   private constructor(options: SessionLogOptions) {
     this.sessionId = options.sessionId;
@@ -130,7 +132,8 @@ export class SessionLog {
 
   /** Takes a checkpoint's state (false: unreadable, replay the entries instead). */
   private restore(load: CheckpointLoad): boolean {
-    const checkpoint = parseCheckpoint(load.body);
+    const site = { store: `${this.store.kind} store`, sessionId: this.sessionId };
+    const checkpoint = decodeCheckpoint(load.body, site);
     const projection = checkpoint ? Projection.restore(checkpoint.projection) : null;
     if (!checkpoint || !projection) return false;
     this.projection = projection;
@@ -138,13 +141,11 @@ export class SessionLog {
     this.leaf = checkpoint.leafId;
     this.unloaded = new UnloadedHistory(load.loadPrefix, load.loadPrefixSync ?? null);
     this.inboxState = checkpoint.inbox ? restoreInbox(checkpoint.inbox) : null;
+    this.writer = checkpoint.writer ?? null;
     return true;
   }
 
-  /**
-   * Makes every later flush carry `lease` (its fencing token): the store refuses the batch with
-   * `FENCED` once the lease is lost. `undefined`: appends carry none.
-   */
+  /** Makes later flushes carry `lease` (the store refuses them once it is lost); `undefined`: none. */
   fence(lease: Lease | undefined): void {
     this.lease = lease;
   }
@@ -164,10 +165,7 @@ export class SessionLog {
     await this.unloaded?.fetch();
   }
 
-  /**
-   * Whether the next projection read rebuilds from history that is not loaded (a failed
-   * attempt or an omission since the last checkpoint): await {@link loadHistory} first.
-   */
+  /** Whether the next projection read rebuilds from unloaded history: await {@link loadHistory} first. */
   get needsHistory(): boolean {
     return this.dirty && !this.historyLoaded;
   }
@@ -183,9 +181,8 @@ export class SessionLog {
   }
 
   /**
-   * The session's inbox as its entries left it (docs/architecture.md, "Inbox lanes"): every `inbox` entry received,
-   * every `inbox_consumed` entry consumed, on every branch, in log order. Kept incrementally and
-   * in checkpoints, so reopening a long session does not decode its history for it.
+   * The session's inbox as its entries left it (docs/architecture.md, "Inbox lanes"), on every
+   * branch; kept incrementally and in checkpoints (reopening does not decode history for it).
    */
   inbox(): Inbox {
     if (!this.inboxState) {
@@ -219,7 +216,8 @@ export class SessionLog {
       (id) => this.get(id),
       () => this.path(),
     );
-    const entry = stampEntry(input, this.seq + 1, this.leaf, this.clock.now(), this.ids());
+    const writer = sameWriter(this.writer, THIS_WRITER) ? undefined : THIS_WRITER;
+    const entry = stampEntry(input, this.seq + 1, this.leaf, this.clock.now(), this.ids(), writer);
     this.place(entry);
     this.queue.push(entry);
     return entry as EntryOf<T["type"]>;
@@ -229,11 +227,10 @@ export class SessionLog {
    * Writes every queued entry to the store in one `store.append` call; resolves once they are
    * durable. Concurrent calls coalesce: a flush while another is in flight waits for it, then
    * writes what is still queued (one follow-up write however many callers wait).
-   * On a store failure the returned promise rejects with the store's error and the entries
-   * STAY QUEUED, in order: nothing is lost, and the next `flush` retries them (the store
-   * contract guarantees a rejected batch wrote nothing). When the policy says so it then writes
-   * a projection checkpoint (O(projection): ≈ 50 ms at 100 000 entries, rare by design); a
-   * failed checkpoint does not fail the flush (the entries are durable; open replays more).
+   * On a store failure it rejects with the store's error and the entries STAY QUEUED, in order:
+   * the next `flush` retries them (a rejected batch wrote nothing). When the policy says so it
+   * then writes a projection checkpoint (O(projection), rare by design); a failed checkpoint
+   * does not fail the flush (the entries are durable; open replays more).
    */
   async flush(): Promise<void> {
     try {
@@ -261,6 +258,7 @@ export class SessionLog {
       leafId: this.leaf,
       projection: this.fresh().snapshot(),
       inbox: inboxSnapshot(this.inbox()),
+      ...(this.writer ? { writer: this.writer } : {}),
     };
     await this.store.saveCheckpoint(this.sessionId, seq, JSON.stringify(body));
     this.checkpointSeq = Math.max(this.checkpointSeq, seq);
@@ -296,9 +294,8 @@ export class SessionLog {
   /**
    * The session is idle: when every entry is durable and the store reads them back
    * synchronously (memory, SQLite), drops them from memory as a checkpoint's release does; the
-   * projection stays. A log whose history was read back after a rest keeps it at later rests:
-   * something reads it (a client following the session), and decoding it every turn would cost
-   * O(history). Over PostgreSQL (asynchronous reads) the entries stay.
+   * projection stays. A log whose history was read back after a rest keeps it at later rests
+   * (something reads it; decoding it every turn would cost O(history)). PostgreSQL: they stay.
    */
   rest(): void {
     const store = this.store;
@@ -328,8 +325,7 @@ export class SessionLog {
 
   /**
    * Calls `listener` with the store's error each time a flush is refused (before the flush's
-   * promise rejects), whoever called it. Returns the unsubscribe function.
-   * Contract: the listener must not throw.
+   * promise rejects), whoever called it; returns the unsubscribe. Contract: it must not throw.
    */
   onRefused(listener: (error: unknown) => void): () => void {
     this.refusals.add(listener);
@@ -355,10 +351,7 @@ export class SessionLog {
     return toChatMessages(this.fresh().messages);
   }
 
-  /**
-   * Indexes of messages of {@link history} replaced in place since the last call, or "all"
-   * (see `Projection.takeChanges`). Consumed by the session's context budget.
-   */
+  /** Messages of {@link history} replaced in place since the last call, or "all" (`Projection.takeChanges`). */
   takeChanges(): readonly number[] | "all" {
     return this.fresh().takeChanges();
   }
@@ -440,6 +433,7 @@ export class SessionLog {
   /** Records an entry (appended or replayed) and advances leaf, path and projection. */
   private place(entry: LogEntry): void {
     this.seq = entry.seq;
+    if (entry.writer) this.writer = entry.writer;
     if (this.inboxState && (entry.type === "inbox" || entry.type === "inbox_consumed")) {
       this.inboxState = applyInboxEntry(this.inboxState, entry);
     }
@@ -488,6 +482,7 @@ export class SessionLog {
         );
       }
       this.seq = e.seq;
+      if (e.writer) this.writer = e.writer;
       const frozen = Object.freeze(e);
       this.all.push(frozen);
       this.byId.set(e.id, frozen);

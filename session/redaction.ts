@@ -76,6 +76,8 @@ export function redactEntry(entry: LogEntry, redaction: Redaction): LogEntry {
     seq: entry.seq,
     at: entry.at,
     redacted: { reason: redaction.reason, at: redaction.at },
+    // Which Keel wrote the log from here on is not content: a redacted entry keeps it.
+    ...(entry.writer ? { writer: entry.writer } : {}),
   };
   const opt = <K extends string, V>(key: K, value: V | undefined) =>
     (value === undefined ? {} : { [key]: value }) as { [P in K]?: V };

@@ -7,8 +7,13 @@ export type StoreErrorCode =
   | "DUPLICATE_ID"
   | "CLOSED"
   | "NOT_WRITABLE"
-  /** The file is not a database of the store's kind, or is damaged. */
+  /**
+   * The file is not a database of the store's kind, or is damaged; or a stored entry is not one
+   * this Keel can read (not JSON, an unknown type, a field missing or of the wrong type).
+   */
   | "CORRUPT"
+  /** A newer Keel wrote the session in a newer log schema: upgrade Keel to open it. */
+  | "NEWER_SCHEMA"
   /** Another process holds a lock the store needed. */
   | "LOCKED"
   | "IO"

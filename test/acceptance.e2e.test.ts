@@ -16,7 +16,7 @@ import type { AgentEvent } from "../contracts/events.ts";
 import type { ToolResult } from "../contracts/tool-result.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
-import { sqliteStore } from "../session/sqlite-store.ts";
+import { sqliteStore } from "../session/stores/sqlite-store.ts";
 import { builtinTools } from "../tools/builtin/index.ts";
 import { running } from "../tools/builtin/process-tree.ts";
 import { ADD_TEST, addWorkspace, call, FIXED_ADD } from "./support/acceptance-fixture.ts";

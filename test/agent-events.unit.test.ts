@@ -9,8 +9,8 @@ import type { AgentEvent, AgentEventOf, AgentEventType } from "../contracts/even
 import { apply, createModel } from "../inspector/page/model.js";
 import { agentRecord } from "../inspector/records.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
-import { memoryStore } from "../session/memory-store.ts";
-import { sqliteStore } from "../session/sqlite-store.ts";
+import { memoryStore } from "../session/stores/memory-store.ts";
+import { sqliteStore } from "../session/stores/sqlite-store.ts";
 import { defineTool } from "../tools/define-tool.ts";
 
 const echo = defineTool({

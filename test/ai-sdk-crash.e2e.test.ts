@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
-import { sqliteStore } from "../session/sqlite-store.ts";
+import { sqliteStore } from "../session/stores/sqlite-store.ts";
 import { defineTool } from "../tools/define-tool.ts";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "./support/fake-openai-server.ts";
 import { WIRES } from "./support/provider-wires.ts";

@@ -5,7 +5,7 @@ import { createAgent } from "../actors/agent.ts";
 import { batchMachine } from "../machines/batch.machine.ts";
 import { toolCallMachine } from "../machines/tool-call.machine.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
-import { memoryStore } from "../session/memory-store.ts";
+import { memoryStore } from "../session/stores/memory-store.ts";
 import { defineTool } from "../tools/define-tool.ts";
 import { batchMutants } from "./support/mutants/batch.mutants.ts";
 

@@ -6,7 +6,7 @@ import { createAgent } from "../actors/agent.ts";
 import type { AgentEvent } from "../contracts/events.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
-import { sqliteStore } from "../session/sqlite-store.ts";
+import { sqliteStore } from "../session/stores/sqlite-store.ts";
 import { builtinTools } from "../tools/builtin/index.ts";
 import { addWorkspace } from "./support/acceptance-fixture.ts";
 import { ignoresWiderBudgetsTurnMachine } from "./support/mutants/turn.mutants.ts";

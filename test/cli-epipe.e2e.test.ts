@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAgent } from "../index.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
-import { sqliteStore } from "../session/sqlite-store.ts";
+import { sqliteStore } from "../session/stores/sqlite-store.ts";
 
 const BIN = join(import.meta.dirname, "..", "cli", "bin.js");
 

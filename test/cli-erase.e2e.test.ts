@@ -6,7 +6,7 @@ import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
-import { defaultStorePath, sqliteStore } from "../session/sqlite-store.ts";
+import { defaultStorePath, sqliteStore } from "../session/stores/sqlite-store.ts";
 import { defineTool } from "../tools/define-tool.ts";
 import { runKeel } from "./support/run-keel.ts";
 

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
-import { postgresStore } from "../session/postgres-store.ts";
+import { postgresStore } from "../session/stores/postgres-store.ts";
 import { startFakeOpenAIServer, streamReply } from "./support/fake-openai-server.ts";
 import { type KeelRun, runKeel } from "./support/run-keel.ts";
 import { usePostgres } from "./support/use-postgres.ts";

@@ -11,8 +11,8 @@ import {
 import { SHRINK_STEPS } from "../session/compaction-summary.ts";
 import type { LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
-import { memoryStore } from "../session/memory-store.ts";
 import { summaryText } from "../session/projection.ts";
+import { memoryStore } from "../session/stores/memory-store.ts";
 import { openLog } from "./session-fixtures.ts";
 import { keptOrphan, wellFormedViolation } from "./session-random-log.ts";
 import { compactAppendsUnvalidated } from "./support/mutants/compaction-appends-unvalidated.ts";

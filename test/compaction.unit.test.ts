@@ -7,7 +7,7 @@ import { chooseCut, estimateTokens, legalCutPoints } from "../session/compaction
 import type { Summarize } from "../session/compaction-summary.ts";
 import type { LogEntry } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
-import { memoryStore } from "../session/memory-store.ts";
+import { memoryStore } from "../session/stores/memory-store.ts";
 import { call, openLog, result, started, step, user } from "./session-fixtures.ts";
 
 const overflow = () =>

@@ -17,7 +17,7 @@ import { estimateTokens } from "../session/compaction-cuts.ts";
 import { validateSummary } from "../session/compaction-summary.ts";
 import { ContextBudget } from "../session/context-budget.ts";
 import { SessionLog } from "../session/log.ts";
-import { memoryStore } from "../session/memory-store.ts";
+import { memoryStore } from "../session/stores/memory-store.ts";
 
 const tools: ModelToolSpec[] = [
   { type: "function", function: { name: "t", description: "d", parameters: {} } },

@@ -6,9 +6,9 @@ import { describe, expect, it } from "vitest";
 import { createAgent } from "../actors/agent.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
-import { sqliteDatabase } from "../session/sqlite-handle.ts";
-import { sqliteLedger } from "../session/sqlite-ledger.ts";
-import { sqliteStore } from "../session/sqlite-store.ts";
+import { sqliteDatabase } from "../session/stores/sqlite-handle.ts";
+import { sqliteLedger } from "../session/stores/sqlite-ledger.ts";
+import { sqliteStore } from "../session/stores/sqlite-store.ts";
 import { crashTools, readLines } from "./support/crash-tools.ts";
 
 const child = join(import.meta.dirname, "support", "crash-child.ts");

@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from "vitest";
-import { type CommitOutcome, GroupCommit } from "../session/group-commit.ts";
+import { type CommitOutcome, GroupCommit } from "../session/stores/group-commit.ts";
 
 interface Item {
   key: string;

@@ -10,10 +10,10 @@ import { MAX_JSON_DEPTH } from "../contracts/json-limits.ts";
 import type { ToolFailure } from "../contracts/tool-result.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
-import { memoryStore } from "../session/memory-store.ts";
-import { sqliteStore } from "../session/sqlite-store.ts";
 import type { SessionStore } from "../session/store.ts";
 import { StoreError } from "../session/store-error.ts";
+import { memoryStore } from "../session/stores/memory-store.ts";
+import { sqliteStore } from "../session/stores/sqlite-store.ts";
 import { defineTool } from "../tools/define-tool.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "keel-hostile-"));

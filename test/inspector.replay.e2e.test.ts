@@ -14,7 +14,7 @@ import { runDemo } from "../cli/demo.ts";
 import { builtinTools } from "../index.ts";
 import type { InspectRecord } from "../inspector/records.ts";
 import { type Inspector, startInspector } from "../inspector/server.ts";
-import { type SqliteSessionStore, sqliteStore } from "../session/sqlite-store.ts";
+import { type SqliteSessionStore, sqliteStore } from "../session/stores/sqlite-store.ts";
 import { CHROMIUM_ARGS, describeInChromium } from "./support/chromium.ts";
 
 let dir = "";

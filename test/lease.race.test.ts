@@ -4,9 +4,9 @@ import { join } from "node:path";
 import fc from "fast-check";
 import { afterAll, describe, expect, it } from "vitest";
 import type { LogEntry } from "../session/entries.ts";
-import { sqliteDatabase } from "../session/sqlite-handle.ts";
-import { sqliteStore } from "../session/sqlite-store.ts";
 import type { Lease, LeaseStore, SessionStore } from "../session/store.ts";
+import { sqliteDatabase } from "../session/stores/sqlite-handle.ts";
+import { sqliteStore } from "../session/stores/sqlite-store.ts";
 import { storeIgnoresFence } from "./support/mutants/store-ignores-fence.ts";
 
 // invariant 13 of docs/architecture.md: one writer per session — an append from a runner that lost its

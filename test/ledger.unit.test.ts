@@ -4,10 +4,10 @@ import { join } from "node:path";
 import type Database from "better-sqlite3";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import type { Clock } from "../contracts/clock.ts";
-import { fingerprint, type Ledger, memoryLedger } from "../session/ledger.ts";
-import { sqliteDatabase } from "../session/sqlite-handle.ts";
-import { sqliteLedger } from "../session/sqlite-ledger.ts";
-import { sqliteStore } from "../session/sqlite-store.ts";
+import { fingerprint, type Ledger, memoryLedger } from "../session/stores/ledger.ts";
+import { sqliteDatabase } from "../session/stores/sqlite-handle.ts";
+import { sqliteLedger } from "../session/stores/sqlite-ledger.ts";
+import { sqliteStore } from "../session/stores/sqlite-store.ts";
 
 const dirs: string[] = [];
 afterAll(() => {

@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { createAgent } from "../actors/agent.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
-import { type PostgresSessionStore, postgresStore } from "../session/postgres-store.ts";
+import { type PostgresSessionStore, postgresStore } from "../session/stores/postgres-store.ts";
 import { type Proc, sleep, startChild, until } from "./support/pg-procs.ts";
 import { freshSchema } from "./support/postgres-server.ts";
 import { usePostgres } from "./support/use-postgres.ts";

@@ -3,7 +3,7 @@ import { createAgent } from "../actors/agent.ts";
 import { postgresRetryBudget } from "../actors/postgres-retry-budget.ts";
 import type { RetryBudget } from "../actors/retry-budget.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
-import { postgresStore } from "../session/postgres-store.ts";
+import { postgresStore } from "../session/stores/postgres-store.ts";
 import { freshSchema } from "./support/postgres-server.ts";
 import { usePostgres } from "./support/use-postgres.ts";
 

@@ -4,8 +4,8 @@ import { systemClock } from "../contracts/clock.ts";
 import type { Message } from "../contracts/messages.ts";
 import type { EntryInput, LogEntry } from "../session/entries.ts";
 import { SessionLog } from "../session/log.ts";
-import { memoryStore } from "../session/memory-store.ts";
 import { recoverSession } from "../session/recovery.ts";
+import { memoryStore } from "../session/stores/memory-store.ts";
 
 // Invariant 4 of docs/architecture.md, where it holds at runtime: results are written to the log as they settle (in
 // completion order, durable at once), and the model's view puts them in CALL order, one each.

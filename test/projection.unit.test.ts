@@ -1,8 +1,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { toChatMessages } from "../contracts/chat.ts";
-import { memoryStore } from "../session/memory-store.ts";
 import { EDITED_OUT_RESULT_TEXT, NO_RESULT_TEXT, Projection } from "../session/projection.ts";
+import { memoryStore } from "../session/stores/memory-store.ts";
 import {
   assistant,
   call,

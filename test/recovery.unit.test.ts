@@ -1,9 +1,9 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { LogEntry } from "../session/entries.ts";
-import { memoryStore } from "../session/memory-store.ts";
 import { NO_RESULT_TEXT } from "../session/projection.ts";
 import { planRecovery, recoverSession } from "../session/recovery.ts";
+import { memoryStore } from "../session/stores/memory-store.ts";
 import { call, openLog, result, started, step, user } from "./session-fixtures.ts";
 import {
   failedOutputViolation,

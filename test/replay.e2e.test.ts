@@ -11,7 +11,7 @@ import { z } from "zod";
 import { replaySession } from "../actors/replay-session.ts";
 import { builtinTools, createAgent, defineTool, memoryStore, scriptedModel } from "../index.ts";
 import type { LogEntry } from "../session/entries.ts";
-import { sqliteStore } from "../session/sqlite-store.ts";
+import { sqliteStore } from "../session/stores/sqlite-store.ts";
 import { echo } from "./session-fixtures.ts";
 import { stopsAfterFirstStepTurnMachine } from "./support/mutants/turn.mutants.ts";
 import { runKeel } from "./support/run-keel.ts";

@@ -11,7 +11,7 @@ import type { AgentEvent } from "../contracts/events.ts";
 import { toolCallsOf } from "../contracts/messages.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import { SessionLog } from "../session/log.ts";
-import { sqliteStore } from "../session/sqlite-store.ts";
+import { sqliteStore } from "../session/stores/sqlite-store.ts";
 
 // The two changes of the log meet here: a version-2 file (test/fixtures/keel-v2.db, written by
 // the Keel before schema 3) is migrated when opened, then an automatic compaction (issue 15)

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { LogEntry } from "../session/entries.ts";
-import { sqliteStore } from "../session/sqlite-store.ts";
+import { sqliteStore } from "../session/stores/sqlite-store.ts";
 
 const ROOT = join(import.meta.dirname, "..");
 const dir = mkdtempSync(join(tmpdir(), "keel-serve-ends-"));

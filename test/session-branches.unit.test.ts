@@ -7,7 +7,7 @@ import {
   rollback,
   switchLeaf,
 } from "../session/branches.ts";
-import { memoryStore } from "../session/memory-store.ts";
+import { memoryStore } from "../session/stores/memory-store.ts";
 import { openLog, user } from "./session-fixtures.ts";
 
 const contents = (log: Awaited<ReturnType<typeof openLog>>) => log.messages().map((m) => m.content);
@@ -175,7 +175,7 @@ describe("branches", () => {
   });
 
   it("parseJsonl refuses JSON that is not a log entry, by line number, quoting at most 200 characters", () => {
-    const entry = { id: "e1", type: "user_message", seq: 1, parentId: null, text: "hi" };
+    const entry = { id: "e1", type: "user_message", seq: 1, parentId: null, at: 0, text: "hi" };
     const good = JSON.stringify(entry);
     const { id: _id, ...noId } = entry;
     const { type: _type, ...noType } = entry;
@@ -191,22 +191,24 @@ describe("branches", () => {
       JSON.stringify(noType),
       JSON.stringify(noSeq),
     ]) {
-      expect(parseJsonl(`${good}\n\n${bad}\n`)).toEqual({
-        ok: false,
-        code: "INVALID_LINE",
-        message: `line 3: not a log entry (needs string id, string type, number seq): ${bad}`,
-        line: 3,
-      });
+      const refused = parseJsonl(`${good}\n\n${bad}\n`);
+      expect(refused).toMatchObject({ ok: false, code: "INVALID_LINE", line: 3 });
+      expect(!refused.ok && refused.message).toMatch(
+        /^line 3: not a log entry of schema 3 \(.+\): /,
+      );
+      expect(!refused.ok && refused.message.endsWith(`: ${bad}`)).toBe(true);
     }
     const long = JSON.stringify({ ...noSeq, text: "x".repeat(300) });
     const refused = parseJsonl(long);
     expect(!refused.ok && refused.message).toBe(
-      `line 1: not a log entry (needs string id, string type, number seq): ${long.slice(0, 200)}`,
+      `line 1: not a log entry of schema 3 (seq: Invalid input: expected number, received undefined): ${long.slice(0, 200)}`,
     );
   });
 
   it("parseJsonl reports a line that is not JSON with its number and the parser's message", () => {
-    const refused = parseJsonl('{"id":"e1","type":"note","seq":1}\n{"broken"\n');
+    const refused = parseJsonl(
+      '{"id":"e1","type":"note","seq":1,"parentId":null,"at":0,"text":""}\n{"broken"\n',
+    );
     expect(refused).toMatchObject({ ok: false, code: "INVALID_LINE", line: 2 });
     expect(!refused.ok && refused.message).toMatch(/^line 2: not JSON: \S/);
   });

@@ -9,9 +9,9 @@ import { createAgent } from "../actors/agent.ts";
 import type { Session } from "../actors/session.ts";
 import type { Model, ModelRequest } from "../contracts/model.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
-import { memoryStore } from "../session/memory-store.ts";
-import { sqliteStore } from "../session/sqlite-store.ts";
 import type { SessionStore } from "../session/store.ts";
+import { memoryStore } from "../session/stores/memory-store.ts";
+import { sqliteStore } from "../session/stores/sqlite-store.ts";
 import { defineTool } from "../tools/define-tool.ts";
 import { echo } from "./session-fixtures.ts";
 

@@ -10,8 +10,8 @@ import type { Clock } from "../contracts/clock.ts";
 import type { AssistantPart, ToolCallPart } from "../contracts/messages.ts";
 import type { EntryInput } from "../session/entries.ts";
 import { SessionLog } from "../session/log.ts";
-import { memoryStore } from "../session/memory-store.ts";
 import type { SessionStore } from "../session/store.ts";
+import { memoryStore } from "../session/stores/memory-store.ts";
 import { defineTool } from "../tools/define-tool.ts";
 
 /** A low-risk tool that returns its `text` (the sessions' one-step workload). */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { LogEntry } from "../session/entries.ts";
-import { memoryStore } from "../session/memory-store.ts";
 import type { SessionStore } from "../session/store.ts";
+import { memoryStore } from "../session/stores/memory-store.ts";
 import { call, openLog, result, started, step, user } from "./session-fixtures.ts";
 
 /** A store whose appends can be held open or failed, to observe flush semantics. */

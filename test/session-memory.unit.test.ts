@@ -7,8 +7,8 @@ import { createAgent } from "../actors/agent.ts";
 import type { InspectSink } from "../actors/events.ts";
 import { PermissionBroker, type PermissionOptions } from "../actors/permissions.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
-import { memoryStore } from "../session/memory-store.ts";
-import { sqliteStore } from "../session/sqlite-store.ts";
+import { memoryStore } from "../session/stores/memory-store.ts";
+import { sqliteStore } from "../session/stores/sqlite-store.ts";
 import { echo } from "./session-fixtures.ts";
 
 /** Every actor a session's runtime created, and those still running. */

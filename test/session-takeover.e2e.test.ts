@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createAgent } from "../actors/agent.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
-import { type PostgresSessionStore, postgresStore } from "../session/postgres-store.ts";
+import { type PostgresSessionStore, postgresStore } from "../session/stores/postgres-store.ts";
 import { sleep } from "./support/pg-procs.ts";
 import { freshSchema } from "./support/postgres-server.ts";
 import { usePostgres } from "./support/use-postgres.ts";

@@ -4,7 +4,7 @@ import { createAgent } from "../actors/agent.ts";
 import type { AgentOptions } from "../actors/agent-options.ts";
 import { type ScriptStep, scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
-import { memoryStore } from "../session/memory-store.ts";
+import { memoryStore } from "../session/stores/memory-store.ts";
 import { defineTool } from "../tools/define-tool.ts";
 import { deferred } from "./support/harness.ts";
 

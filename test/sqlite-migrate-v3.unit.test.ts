@@ -6,8 +6,8 @@ import Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
 import { createAgent } from "../actors/agent.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
-import { sqliteStore } from "../session/sqlite-store.ts";
 import { StoreError } from "../session/store-error.ts";
+import { sqliteStore } from "../session/stores/sqlite-store.ts";
 
 // Written by the Keel of schema version 2 (test/fixtures/make-v2-store.ts, before schema 3).
 const FIXTURE = fileURLToPath(new URL("./fixtures/keel-v2.db", import.meta.url));

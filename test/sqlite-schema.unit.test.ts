@@ -4,8 +4,8 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
 import type { LogEntry } from "../session/entries.ts";
-import { sqliteStore } from "../session/sqlite-store.ts";
 import { StoreError } from "../session/store-error.ts";
+import { sqliteStore } from "../session/stores/sqlite-store.ts";
 
 const dirs: string[] = [];
 const file = () => {

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { sqliteStore } from "../session/sqlite-store.ts";
+import { sqliteStore } from "../session/stores/sqlite-store.ts";
 
 // Many writing processes on one SQLite file (docs/many-processes.md): real processes, each
 // running sessions through the real runtime with fsync at every commit (durability power, the

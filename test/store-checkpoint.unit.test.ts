@@ -12,11 +12,11 @@ import { type CheckpointStore, checkpointDue } from "../session/checkpoint.ts";
 import type { EntryInput } from "../session/entries.ts";
 import { inboxFromEntries } from "../session/inbox-log.ts";
 import { SessionLog } from "../session/log.ts";
-import { memoryStore } from "../session/memory-store.ts";
 import { readSession } from "../session/read-session.ts";
-import { sqliteDatabase } from "../session/sqlite-handle.ts";
-import { sqliteStore } from "../session/sqlite-store.ts";
 import type { SessionStore } from "../session/store.ts";
+import { memoryStore } from "../session/stores/memory-store.ts";
+import { sqliteDatabase } from "../session/stores/sqlite-handle.ts";
+import { sqliteStore } from "../session/stores/sqlite-store.ts";
 import { countingClock, user } from "./session-fixtures.ts";
 import { opArb, playOps } from "./session-random-log.ts";
 

@@ -3,11 +3,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { LogEntry } from "../session/entries.ts";
-import { memoryStore } from "../session/memory-store.ts";
-import { POSTGRES_SCHEMA_VERSION, postgresStore, quoteSchema } from "../session/postgres-store.ts";
-import { sqliteDatabase } from "../session/sqlite-handle.ts";
-import { defaultStorePath, sqliteStore } from "../session/sqlite-store.ts";
 import type { LeaseStore, SessionStore } from "../session/store.ts";
+import { memoryStore } from "../session/stores/memory-store.ts";
+import {
+  POSTGRES_SCHEMA_VERSION,
+  postgresStore,
+  quoteSchema,
+} from "../session/stores/postgres-store.ts";
+import { sqliteDatabase } from "../session/stores/sqlite-handle.ts";
+import { defaultStorePath, sqliteStore } from "../session/stores/sqlite-store.ts";
 import { call, openLog, result, started, step, user } from "./session-fixtures.ts";
 import {
   freshSchema,

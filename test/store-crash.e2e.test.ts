@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { seededIds } from "../actors/ids.ts";
 import { SessionLog } from "../session/log.ts";
 import { recoverSession } from "../session/recovery.ts";
-import { sqliteStore } from "../session/sqlite-store.ts";
+import { sqliteStore } from "../session/stores/sqlite-store.ts";
 import { countingClock } from "./session-fixtures.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "keel-crash-"));
@@ -19,7 +19,7 @@ const root = resolve(import.meta.dirname, "..");
  * the tool were running. The parent kills it with SIGKILL.
  */
 const CHILD = `
-import { sqliteStore } from ${JSON.stringify(join(root, "session/sqlite-store.ts"))};
+import { sqliteStore } from ${JSON.stringify(join(root, "session/stores/sqlite-store.ts"))};
 import { SessionLog } from ${JSON.stringify(join(root, "session/log.ts"))};
 import { seededIds } from ${JSON.stringify(join(root, "actors/ids.ts"))};
 const [path, mode] = process.argv.slice(2);

@@ -9,11 +9,11 @@ import type { AgentEvent } from "../contracts/events.ts";
 import { textOf } from "../contracts/messages.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
-import { memoryStore } from "../session/memory-store.ts";
-import { postgresStore } from "../session/postgres-store.ts";
-import { sqliteStore } from "../session/sqlite-store.ts";
 import type { LeaseStore, SessionStore } from "../session/store.ts";
 import { StoreError } from "../session/store-error.ts";
+import { memoryStore } from "../session/stores/memory-store.ts";
+import { postgresStore } from "../session/stores/postgres-store.ts";
+import { sqliteStore } from "../session/stores/sqlite-store.ts";
 import { defineTool } from "../tools/define-tool.ts";
 import { deferred } from "./support/harness.ts";
 import {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LogEntry } from "../session/entries.ts";
-import { type PostgresSessionStore, postgresStore } from "../session/postgres-store.ts";
+import { type PostgresSessionStore, postgresStore } from "../session/stores/postgres-store.ts";
 import { type Proc, sleep, startChild, until } from "./support/pg-procs.ts";
 import {
   freshSchema,

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createAgent } from "../../actors/agent.ts";
 import type { Model } from "../../contracts/model.ts";
-import { sqliteStore } from "../../session/sqlite-store.ts";
+import { sqliteStore } from "../../session/stores/sqlite-store.ts";
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) throw new Error("run with node --expose-gc --import tsx");

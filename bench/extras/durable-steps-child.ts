@@ -24,10 +24,12 @@ type Stats = { groups: number; items: number } | undefined;
 
 const [mode, entry, kind, where, countArg, amountArg, tag] = process.argv.slice(2);
 const keel = (await import(pathToFileURL(entry).href)) as Keel;
-// Group commit's counters, in checkouts that have them (session/group-commit.ts).
+// Group commit's counters, in checkouts that have them (session/stores/group-commit.ts).
 let statsOf: (store: object) => Stats = () => undefined;
 try {
-  const gc = await import(pathToFileURL(join(dirname(entry), "session/group-commit.ts")).href);
+  const gc = await import(
+    pathToFileURL(join(dirname(entry), "session/stores/group-commit.ts")).href
+  );
   statsOf = gc.groupCommitStats;
 } catch {
   // a checkout from before group commit

@@ -3,7 +3,7 @@
 // is gone, so the follower takes over at its next poll) and another host (only expiry tells:
 // ttl + poll). ttl 3 000 ms, poll 200 ms; 5 trials each on a loopback PostgreSQL.
 //   npx tsx bench/extras/lease-takeover.ts
-import { postgresStore } from "../../session/postgres-store.ts";
+import { postgresStore } from "../../session/stores/postgres-store.ts";
 import { startChild } from "../../test/support/pg-procs.ts";
 import { startPostgres } from "../../test/support/postgres-server.ts";
 

@@ -13,8 +13,8 @@ import { z } from "zod";
 import { createAgent } from "../../actors/agent.ts";
 import { seededIds } from "../../actors/ids.ts";
 import { scriptedModel } from "../../providers/scripted-model.ts";
-import { sqliteDatabase } from "../../session/sqlite-handle.ts";
-import { sqliteStore } from "../../session/sqlite-store.ts";
+import { sqliteDatabase } from "../../session/stores/sqlite-handle.ts";
+import { sqliteStore } from "../../session/stores/sqlite-store.ts";
 import { defineTool } from "../../tools/define-tool.ts";
 
 const STEPS = 1000;

@@ -7,9 +7,9 @@
 //   npx tsx bench/extras/pg-append.ts
 import pg from "pg";
 import type { LogEntry } from "../../session/entries.ts";
-import { type PostgresSessionStore, postgresStore } from "../../session/postgres-store.ts";
 import type { Lease } from "../../session/store.ts";
 import { fenced } from "../../session/store-error.ts";
+import { type PostgresSessionStore, postgresStore } from "../../session/stores/postgres-store.ts";
 import { startPostgres } from "../../test/support/postgres-server.ts";
 
 const ROUNDS = 3;

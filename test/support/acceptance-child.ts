@@ -2,7 +2,7 @@
 // anything; the turn completes, the process exits 0, and acceptance is failed.
 import { createAgent } from "../../actors/agent.ts";
 import { scriptedModel } from "../../providers/scripted-model.ts";
-import { sqliteStore } from "../../session/sqlite-store.ts";
+import { sqliteStore } from "../../session/stores/sqlite-store.ts";
 import { builtinTools } from "../../tools/builtin/index.ts";
 
 const [ws, db] = process.argv.slice(2);

@@ -4,7 +4,7 @@
 // durable by then, and the assistant message before it) and never returns. The parent kills it.
 import { z } from "zod";
 import { createAgent } from "../../actors/agent.ts";
-import { sqliteStore } from "../../session/sqlite-store.ts";
+import { sqliteStore } from "../../session/stores/sqlite-store.ts";
 import { defineTool } from "../../tools/define-tool.ts";
 import { WIRES } from "./provider-wires.ts";
 

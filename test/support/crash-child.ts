@@ -2,8 +2,8 @@
 // moment to crash, printing "READY <scenario>" on stdout; the parent then kills it (SIGKILL).
 import { createAgent } from "../../actors/agent.ts";
 import { type ScriptStep, scriptedModel } from "../../providers/scripted-model.ts";
-import { sqliteLedger } from "../../session/sqlite-ledger.ts";
-import { sqliteStore } from "../../session/sqlite-store.ts";
+import { sqliteLedger } from "../../session/stores/sqlite-ledger.ts";
+import { sqliteStore } from "../../session/stores/sqlite-store.ts";
 import { crashTools } from "./crash-tools.ts";
 
 const [dbPath, dir, scenario] = process.argv.slice(2);

@@ -2,7 +2,7 @@ import { appendFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type Database from "better-sqlite3";
 import { z } from "zod";
-import type { Ledger } from "../../session/ledger.ts";
+import type { Ledger } from "../../session/stores/ledger.ts";
 import { defineTool } from "../../tools/define-tool.ts";
 
 /**

@@ -6,8 +6,8 @@
 //   follower-child.ts <sqlite path | postgres url> <sessionId[,sessionId…]> <text> [schema]
 import { createAgent } from "../../actors/agent.ts";
 import { scriptedModel } from "../../providers/scripted-model.ts";
-import { postgresStore } from "../../session/postgres-store.ts";
-import { sqliteStore } from "../../session/sqlite-store.ts";
+import { postgresStore } from "../../session/stores/postgres-store.ts";
+import { sqliteStore } from "../../session/stores/sqlite-store.ts";
 
 const [where, sessionId, text, schema] = process.argv.slice(2);
 const say = (o: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(o)}\n`);

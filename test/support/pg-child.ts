@@ -10,8 +10,8 @@ import { startWorker } from "../../actors/worker.ts";
 import { textOf } from "../../contracts/messages.ts";
 import type { ModelRequest } from "../../contracts/model.ts";
 import { scriptedModel } from "../../providers/scripted-model.ts";
-import { postgresLedger } from "../../session/postgres-ledger.ts";
-import { postgresStore } from "../../session/postgres-store.ts";
+import { postgresLedger } from "../../session/stores/postgres-ledger.ts";
+import { postgresStore } from "../../session/stores/postgres-store.ts";
 import { defineTool } from "../../tools/define-tool.ts";
 
 const [mode, url, schema, arg] = process.argv.slice(2);

@@ -7,7 +7,7 @@ import pino from "pino";
 import { z } from "zod";
 import { createAgent } from "../../actors/agent.ts";
 import { scriptedModel } from "../../providers/scripted-model.ts";
-import { sqliteStore } from "../../session/sqlite-store.ts";
+import { sqliteStore } from "../../session/stores/sqlite-store.ts";
 import { defineTool } from "../../tools/define-tool.ts";
 
 const [path, tag, sessionsArg, stepsArg, ttlArg] = process.argv.slice(2);

@@ -1,11 +1,20 @@
 // The SQLite session store: `sqliteStore` and its options and types, each operation one
 // transaction over the file's statements, with group commit, lease fencing and the asynchronous
-// wait for another process's lock. Opening and migrating the file is in session/sqlite-open.ts,
-// the SQL in session/sqlite-statements.ts, the error mapping in session/sqlite-errors.ts; this
+// wait for another process's lock. Opening and migrating the file is in session/stores/sqlite-open.ts,
+// the SQL in session/stores/sqlite-statements.ts, the error mapping in session/stores/sqlite-errors.ts; this
 // file stays the entry point the rest of Keel imports.
 import { join, resolve } from "node:path";
-import type { CheckpointLoad, CheckpointStore } from "./checkpoint.ts";
-import type { LogEntry } from "./entries.ts";
+import type { CheckpointLoad, CheckpointStore } from "../checkpoint.ts";
+import { decodeEntries } from "../decode.ts";
+import type { LogEntry } from "../entries.ts";
+import type {
+  AppendOptions,
+  LeaseInfo,
+  LeaseStore,
+  SessionStore,
+  SessionSummary,
+} from "../store.ts";
+import { checkBatch, fenced, StoreError } from "../store-error.ts";
 import { type CommitOutcome, GroupCommit, rememberGroupCommit } from "./group-commit.ts";
 import { sqliteEraser, truncateWal } from "./sqlite-erase.ts";
 import {
@@ -28,14 +37,6 @@ import {
   schemaVersion,
 } from "./sqlite-open.ts";
 import { sqliteStatements } from "./sqlite-statements.ts";
-import type {
-  AppendOptions,
-  LeaseInfo,
-  LeaseStore,
-  SessionStore,
-  SessionSummary,
-} from "./store.ts";
-import { checkBatch, fenced, StoreError } from "./store-error.ts";
 
 /**
  * How far a resolved `append` survives: "process" — a kill -9 of this process (WAL,
@@ -68,7 +69,7 @@ export interface SqliteStoreOptions {
 /**
  * A SQLite-backed session store. Its `better-sqlite3` handle is not part of its type (an
  * embedder's program would need that package's types): a ledger reaches it through
- * `sqliteDatabase` (session/sqlite-handle.ts), and an atomic ledger run hands it to the effect (`ctx.transact`).
+ * `sqliteDatabase` (session/stores/sqlite-handle.ts), and an atomic ledger run hands it to the effect (`ctx.transact`).
  */
 export interface SqliteSessionStore extends SessionStore, CheckpointStore, LeaseStore {
   readonly kind: "sqlite";
@@ -110,7 +111,7 @@ export function defaultStorePath(cwd: string): string {
  * check phase (`setImmediate`) are written in one IMMEDIATE transaction, each call's batch in a
  * savepoint of its own: a call refused (fenced, seq conflict, duplicate id) writes nothing and
  * fails alone, the others commit. A session writing alone does not wait for the check phase,
- * but for once every 10 ms (session/group-commit.ts). Each `append` resolves once the
+ * but for once every 10 ms (session/stores/group-commit.ts). Each `append` resolves once the
  * transaction holding its batch has committed (durable to `durability`).
  *
  * Several processes may share the file: writes serialise on SQLite's lock. A write waits at most
@@ -151,6 +152,10 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
     throw openError(error, path);
   }
   const sql = sqliteStatements(db);
+  const site = (sessionId: string) => ({ store: `sqlite store ${path}`, sessionId });
+  /** The session's entries with `from` < seq ≤ `to`, decoded (reads the file: inside a guard). */
+  const loadRange = (sessionId: string, from: number, to: number) =>
+    decodeEntries(sql.loadRange.all(sessionId, from, to), site(sessionId));
   // Leases use this host's wall clock (every process sharing the file is on this host).
   const now = options.now ?? (() => Date.now());
   // One call's batch. Called inside the group's transaction, so better-sqlite3 wraps it in a
@@ -250,8 +255,7 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
   const checkpointLoad = (sessionId: string): CheckpointLoad | null => {
     const checkpoint = sql.loadCheckpoint.get(sessionId);
     if (!checkpoint) return null;
-    const decode = (from: number, to: number) =>
-      sql.loadRange.all(sessionId, from, to).map((body) => JSON.parse(body) as LogEntry);
+    const decode = (from: number, to: number) => loadRange(sessionId, from, to);
     return {
       seq: checkpoint.seq,
       body: checkpoint.body,
@@ -380,15 +384,11 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
       });
     },
     async load(sessionId) {
-      return retryBusy("load", () =>
-        sql.load.all(sessionId).map((body) => JSON.parse(body) as LogEntry),
-      );
+      return retryBusy("load", () => decodeEntries(sql.load.all(sessionId), site(sessionId)));
     },
     async loadAfter(sessionId, afterSeq) {
       return guard("load (the log's tail)", () =>
-        sql.loadRange
-          .all(sessionId, afterSeq, Number.MAX_SAFE_INTEGER)
-          .map((body) => JSON.parse(body) as LogEntry),
+        loadRange(sessionId, afterSeq, Number.MAX_SAFE_INTEGER),
       );
     },
     async deleteSession(sessionId) {
@@ -416,14 +416,10 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
       return guard("loadFromCheckpoint", () => checkpointLoad(sessionId));
     },
     async loadUpTo(sessionId, seq) {
-      return retryBusy("load (history up to a checkpoint)", () =>
-        sql.loadRange.all(sessionId, 0, seq).map((body) => JSON.parse(body) as LogEntry),
-      );
+      return retryBusy("load (history up to a checkpoint)", () => loadRange(sessionId, 0, seq));
     },
     loadUpToSync(sessionId, seq) {
-      return guard("load (history up to a checkpoint)", () =>
-        sql.loadRange.all(sessionId, 0, seq).map((body) => JSON.parse(body) as LogEntry),
-      );
+      return guard("load (history up to a checkpoint)", () => loadRange(sessionId, 0, seq));
     },
     async list(): Promise<SessionSummary[]> {
       return retryBusy("list", () =>

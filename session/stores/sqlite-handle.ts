@@ -1,9 +1,9 @@
 import type Database from "better-sqlite3";
-import type { SessionStore } from "./store.ts";
+import type { SessionStore } from "../store.ts";
 
 /**
  * Runs `fn` now, and again from a timer while another process holds the file's lock, until the
- * store's busy timeout (see `LOCK_SPIN_MS` in session/sqlite-store.ts). `what` names it in errors.
+ * store's busy timeout (see `LOCK_SPIN_MS` in session/stores/sqlite-store.ts). `what` names it in errors.
  */
 export type RetryBusy = <T>(what: string, fn: () => T) => Promise<T>;
 

@@ -1,17 +1,18 @@
 // Opening a SQLite store's file and bringing Keel's tables in it to the current schema: the
 // schema text, the version check that refuses a newer Keel's file, the migrations of older ones,
 // and the read-only open that copies a file out of a folder this user cannot write. Kept apart
-// from session/sqlite-store.ts, which runs the store's statements over the file once open;
+// from session/stores/sqlite-store.ts, which runs the store's statements over the file once open;
 // `sqliteStore` decides in which order these run (the version check before any pragma).
 import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, resolve } from "node:path";
 import type Database from "better-sqlite3";
-import { loadPeer } from "../contracts/optional-peer.ts";
-import { LOG_SCHEMA_VERSION } from "./entries.ts";
+import { loadPeer } from "../../contracts/optional-peer.ts";
+import { parseObject } from "../decode.ts";
+import { LOG_SCHEMA_VERSION } from "../entries.ts";
+import { StoreError } from "../store-error.ts";
+import { upgradeEntryV2 } from "../upgrade-entry.ts";
 import { asStoreError, openError } from "./sqlite-errors.ts";
-import { StoreError } from "./store-error.ts";
-import { upgradeEntryV2 } from "./upgrade-entry.ts";
 
 /**
  * The version of Keel's tables in the file, kept in Keel's own `keel_meta` table (not
@@ -124,7 +125,9 @@ function upgradeBodies(db: Database.Database): void {
   const update = db.prepare("UPDATE entries SET body = ? WHERE session_id = ? AND seq = ?");
   const changed: [string, string, number][] = [];
   for (const row of rows) {
-    const upgraded = upgradeEntryV2(JSON.parse(row.body));
+    // A body that is not an object is left as it is: loading it reports it, naming its seq.
+    const value = parseObject(row.body);
+    const upgraded = value && upgradeEntryV2(value);
     if (upgraded) changed.push([JSON.stringify(upgraded), row.session_id, row.seq]);
   }
   for (const args of changed) update.run(...args);

@@ -1,4 +1,4 @@
-import { StoreError } from "./store-error.ts";
+import { StoreError } from "../store-error.ts";
 
 /**
  * How a PostgreSQL store names its server and its failures: the URL without its password, and

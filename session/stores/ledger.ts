@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
-import type { Clock } from "../contracts/clock.ts";
-import type { ToolFailure } from "../contracts/tool-result.ts";
+import type { Clock } from "../../contracts/clock.ts";
+import type { ToolFailure } from "../../contracts/tool-result.ts";
 
 /** `started`: the effect began and its end was not recorded; `done`: `result` is final. */
 export type LedgerStatus = "started" | "done";

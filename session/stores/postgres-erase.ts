@@ -1,9 +1,10 @@
 import type pg from "pg";
-import type { LogEntry } from "./entries.ts";
-import { type Redaction, redactEntry } from "./redaction.ts";
+import { decodeEntry } from "../decode.ts";
+import type { LogEntry } from "../entries.ts";
+import { type Redaction, redactEntry } from "../redaction.ts";
+import type { DeletedSession, Lease } from "../store.ts";
+import { fenced, StoreError } from "../store-error.ts";
 import { idempotencyKeys } from "./sqlite-erase.ts";
-import type { DeletedSession, Lease } from "./store.ts";
-import { fenced, StoreError } from "./store-error.ts";
 
 /**
  * Deletion and redaction in a PostgreSQL store's schema (`s`, quoted), each run by the store on
@@ -79,11 +80,11 @@ export async function redactPostgresEntries(
   if (lease ? !owner || owner.token !== lease.token : owner)
     throw fenced(sessionId, where, lease?.token);
   const ids = [...new Set(entryIds)];
-  const r = await c.query<{ id: string; body: string }>(
-    `SELECT id, body FROM ${s}.entries WHERE session_id = $1 AND id = ANY($2::text[]) FOR UPDATE`,
+  const r = await c.query<{ id: string; seq: string; body: string }>(
+    `SELECT id, seq, body FROM ${s}.entries WHERE session_id = $1 AND id = ANY($2::text[]) FOR UPDATE`,
     [sessionId, ids],
   );
-  const found = new Map(r.rows.map((row) => [row.id, row.body]));
+  const found = new Map(r.rows.map((row) => [row.id, row]));
   const missing = ids.find((id) => !found.has(id));
   if (missing !== undefined)
     throw new StoreError(
@@ -91,7 +92,13 @@ export async function redactPostgresEntries(
       `${where}: session ${sessionId} has no entry ${JSON.stringify(missing)}; nothing was redacted`,
     );
   const redacted = ids
-    .map((id) => redactEntry(JSON.parse(found.get(id)!) as LogEntry, redaction))
+    .map((id) => {
+      const row = found.get(id)!;
+      return redactEntry(
+        decodeEntry(row.body, Number(row.seq), { store: where, sessionId }),
+        redaction,
+      );
+    })
     .sort((a, b) => a.seq - b.seq);
   await c.query(
     `UPDATE ${s}.entries e SET body = x.body FROM unnest($2::bigint[], $3::text[]) AS x(seq, body)

@@ -1,8 +1,8 @@
-import type { CheckpointLoad, CheckpointStore } from "./checkpoint.ts";
-import type { LogEntry } from "./entries.ts";
-import { redactEntry } from "./redaction.ts";
-import type { SessionStore, SessionSummary } from "./store.ts";
-import { checkBatch, StoreError } from "./store-error.ts";
+import type { CheckpointLoad, CheckpointStore } from "../checkpoint.ts";
+import type { LogEntry } from "../entries.ts";
+import { redactEntry } from "../redaction.ts";
+import type { SessionStore, SessionSummary } from "../store.ts";
+import { checkBatch, StoreError } from "../store-error.ts";
 
 interface MemorySession {
   /** Each entry as a JSON copy (see `jsonCopy`): nobody can mutate what is stored. */

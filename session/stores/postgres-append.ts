@@ -1,10 +1,10 @@
 import type pg from "pg";
-import type { LogEntry } from "./entries.ts";
+import type { LogEntry } from "../entries.ts";
+import type { AppendOptions } from "../store.ts";
+import { checkBatch, fenced, StoreError } from "../store-error.ts";
 import { type CommitOutcome, GroupCommit } from "./group-commit.ts";
 import { asStoreError } from "./postgres-errors.ts";
 import { FENCED_STATE, SEQ_STATE } from "./postgres-schema.ts";
-import type { AppendOptions } from "./store.ts";
-import { checkBatch, fenced, StoreError } from "./store-error.ts";
 
 /**
  * The write path of a PostgreSQL store: its appends, batched by group commit into one statement

@@ -1,8 +1,9 @@
 import type Database from "better-sqlite3";
-import type { LogEntry } from "./entries.ts";
-import { type Redaction, redactEntry } from "./redaction.ts";
-import type { DeletedSession, Lease } from "./store.ts";
-import { fenced, StoreError } from "./store-error.ts";
+import { decodeEntry, storedString } from "../decode.ts";
+import type { LogEntry } from "../entries.ts";
+import { type Redaction, redactEntry } from "../redaction.ts";
+import type { DeletedSession, Lease } from "../store.ts";
+import { fenced, StoreError } from "../store-error.ts";
 
 /**
  * Deletion and redaction in a SQLite store's file (docs/stores.md), each one synchronous
@@ -104,7 +105,8 @@ export function sqliteEraser(
             "NOT_FOUND",
             `${where}: session ${sessionId} has no entry ${JSON.stringify(id)}; nothing was redacted`,
           );
-        const redacted = redactEntry(JSON.parse(row.body) as LogEntry, redaction);
+        const entry = decodeEntry(row.body, row.seq, { store: where, sessionId });
+        const redacted = redactEntry(entry, redaction);
         rewrite.run(JSON.stringify(redacted), sessionId, row.seq);
         if (redacted.type === "inbox" || redacted.type === "user_message") {
           const input = redacted.inboxId;
@@ -124,12 +126,15 @@ export function sqliteEraser(
   };
 }
 
-/** The idempotency keys of a session's calls, from its `call_started` bodies. This is a pure function. */
+/**
+ * The idempotency keys of a session's calls, from its `call_started` bodies; a damaged body is
+ * skipped (deleting a session must not need every entry readable). This is a pure function.
+ */
 export function idempotencyKeys(bodies: readonly string[]): Set<string> {
   const keys = new Set<string>();
   for (const body of bodies) {
-    const key = (JSON.parse(body) as { idempotencyKey?: unknown }).idempotencyKey;
-    if (typeof key === "string" && key !== "") keys.add(key);
+    const key = storedString(body, "idempotencyKey");
+    if (key) keys.add(key);
   }
   return keys;
 }

@@ -1,13 +1,8 @@
 import { createRequire } from "node:module";
 import type pg from "pg";
-import { loadPeer } from "../contracts/optional-peer.ts";
-import type { CheckpointStore } from "./checkpoint.ts";
-import type { LogEntry } from "./entries.ts";
-import { rememberGroupCommit } from "./group-commit.ts";
-import { postgresCommitter } from "./postgres-append.ts";
-import { deletePostgresSession, redactPostgresEntries } from "./postgres-erase.ts";
-import { asStoreError, redact } from "./postgres-errors.ts";
-import { migrations } from "./postgres-schema.ts";
+import { loadPeer } from "../../contracts/optional-peer.ts";
+import type { CheckpointStore } from "../checkpoint.ts";
+import { decodeEntries } from "../decode.ts";
 import type {
   AppendOptions,
   LeaseInfo,
@@ -15,8 +10,13 @@ import type {
   PostedInput,
   SessionStore,
   SessionSummary,
-} from "./store.ts";
-import { checkBatch, StoreError } from "./store-error.ts";
+} from "../store.ts";
+import { checkBatch, StoreError } from "../store-error.ts";
+import { rememberGroupCommit } from "./group-commit.ts";
+import { postgresCommitter } from "./postgres-append.ts";
+import { deletePostgresSession, redactPostgresEntries } from "./postgres-erase.ts";
+import { asStoreError, redact } from "./postgres-errors.ts";
+import { migrations } from "./postgres-schema.ts";
 
 /**
  * The PostgreSQL session store: `postgresStore` opens it and each of its methods is one round
@@ -135,12 +135,18 @@ export async function postgresStore(
     }
   };
   const committer = postgresCommitter(pool, s, name, where);
-  const decode = (rows: { body: string }[]) => rows.map((r) => JSON.parse(r.body) as LogEntry);
+  /** Rows of `seq, body` (seq a bigint: pg returns its text), decoded. */
+  const decode = (sessionId: string, rows: { seq: string; body: string }[]) =>
+    decodeEntries(
+      rows.map((r) => [Number(r.seq), r.body] as const),
+      { store: `postgres store ${where}`, sessionId },
+    );
   const loadRange = async (sessionId: string, from: number, to: number) =>
     decode(
+      sessionId,
       (
         await pool.query(
-          `SELECT body FROM ${s}.entries WHERE session_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq`,
+          `SELECT seq, body FROM ${s}.entries WHERE session_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq`,
           [sessionId, from, to],
         )
       ).rows,
@@ -162,10 +168,12 @@ export async function postgresStore(
     async load(sessionId) {
       return guard("load", async () =>
         decode(
+          sessionId,
           (
-            await pool.query(`SELECT body FROM ${s}.entries WHERE session_id = $1 ORDER BY seq`, [
-              sessionId,
-            ])
+            await pool.query(
+              `SELECT seq, body FROM ${s}.entries WHERE session_id = $1 ORDER BY seq`,
+              [sessionId],
+            )
           ).rows,
         ),
       );

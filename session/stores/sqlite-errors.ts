@@ -2,7 +2,7 @@
 // the file and the fix, which errors are a lock to wait out and which a refusal of one batch, and
 // the backoff between retries. A leaf, so that the store, its opening and its migrations share
 // one wording of each failure without importing one another.
-import { StoreError } from "./store-error.ts";
+import { StoreError } from "../store-error.ts";
 
 /**
  * What went wrong opening the file, in one message that names the path and the fix for that

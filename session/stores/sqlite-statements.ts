@@ -1,9 +1,9 @@
-// Every SQL statement a SQLite store runs over Keel's tables (session/sqlite-open.ts `SCHEMA`),
-// prepared once per connection when the store opens. Kept apart from session/sqlite-store.ts so
+// Every SQL statement a SQLite store runs over Keel's tables (session/stores/sqlite-open.ts `SCHEMA`),
+// prepared once per connection when the store opens. Kept apart from session/stores/sqlite-store.ts so
 // that the store reads as what each operation does (fencing, group commit, retries), and the SQL
 // it runs, with the index each query relies on, reads in one place.
 import type Database from "better-sqlite3";
-import type { PostedInput } from "./store.ts";
+import type { PostedInput } from "../store.ts";
 
 type Statement<P extends unknown[], R = unknown> = Database.Statement<P, R>;
 
@@ -15,8 +15,9 @@ export interface SqliteStatements {
   lastSeq: Statement<[string], number | null>;
   insert: Statement<unknown[]>;
   begin: Statement<unknown[]>;
-  load: Statement<[string], string>;
-  loadRange: Statement<[string, number, number], string>;
+  /** `[seq, body]` rows: the seq names the entry when its body cannot be decoded. */
+  load: Statement<[string], [number, string]>;
+  loadRange: Statement<[string, number, number], [number, string]>;
   saveCheckpoint: Statement<unknown[]>;
   loadCheckpoint: Statement<[string], { seq: number; body: string }>;
   list: Statement<
@@ -58,13 +59,15 @@ export function sqliteStatements(db: Database.Database): SqliteStatements {
     "INSERT INTO sessions (session_id, created_at) VALUES (?, ?) ON CONFLICT (session_id) DO NOTHING",
   );
   const load = db
-    .prepare<[string], string>("SELECT body FROM entries WHERE session_id = ? ORDER BY seq")
-    .pluck();
-  const loadRange = db
-    .prepare<[string, number, number], string>(
-      "SELECT body FROM entries WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq",
+    .prepare<[string], [number, string]>(
+      "SELECT seq, body FROM entries WHERE session_id = ? ORDER BY seq",
     )
-    .pluck();
+    .raw();
+  const loadRange = db
+    .prepare<[string, number, number], [number, string]>(
+      "SELECT seq, body FROM entries WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq",
+    )
+    .raw();
   const saveCheckpoint = db.prepare(
     `INSERT INTO checkpoints (session_id, seq, body) VALUES (?, ?, ?)
      ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, body = excluded.body WHERE excluded.seq >= checkpoints.seq`,
