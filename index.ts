@@ -151,6 +151,7 @@ export {
 } from "./session/sqlite-store.ts";
 export type { SessionStore, SessionSummary } from "./session/store.ts";
 export { builtinTools } from "./tools/builtin/index.ts";
+export { type SandboxOptions, sandboxSupport } from "./tools/builtin/sandbox.ts";
 export { defineTool, type Tool, ToolDefinitionError } from "./tools/define-tool.ts";
 export { jsonSchemaParameters } from "./tools/json-schema-parameters.ts";
 export type { McpToolAnnotations } from "./tools/mcp/annotations.ts";
