@@ -146,6 +146,7 @@ export function createAgent(options: AgentOptions): Agent {
     );
   }
   const sessions = new Map<string, Session>();
+  const problemOnce = onceOnly(options.onProblem ?? ((line: string) => logger.warn(line)));
   // A store that cannot reopen a log synchronously keeps its sessions in memory.
   const dormancy =
     dormantAfterMs !== Number.POSITIVE_INFINITY && reopensSync(store)
@@ -323,7 +324,13 @@ export function createAgent(options: AgentOptions): Agent {
             : options.permissions
               ? (options.permissionBroker?.(options.permissions) ??
                 new PermissionBroker(options.permissions))
-              : undefined,
+              : new PermissionBroker(
+                  {},
+                  {
+                    declaresHigh: (name) => tools.get(name)?.traits?.risk === "high",
+                    onProblem: problemOnce,
+                  },
+                ),
         }),
       });
       sessions.set(sessionId, session);
@@ -352,4 +359,16 @@ export function createAgent(options: AgentOptions): Agent {
     },
   };
   return agent;
+}
+
+/** `report`, called for the first line only; a throw from it is swallowed (it must not fail a turn). */
+function onceOnly(report: (line: string) => void): (line: string) => void {
+  let told = false;
+  return (line) => {
+    if (told) return;
+    told = true;
+    try {
+      report(line);
+    } catch {}
+  };
 }
