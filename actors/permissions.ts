@@ -88,6 +88,11 @@ export class PermissionBroker {
     this.unconfigured = unconfigured;
   }
 
+  /** The agent has no `permissions` option: nothing is ever asked (see {@link Unconfigured}). */
+  get unasked(): boolean {
+    return this.unconfigured !== undefined;
+  }
+
   /** What policy says now, without asking. This is a pure function of the broker's rules. */
   evaluate(tool: string, risk: Risk): PermissionAction {
     if (this.unconfigured)
