@@ -1,8 +1,8 @@
-// A rejection is final (invariant 15): a prompt whose input the store refused (a real SQLite
-// file locked by another connection past busyTimeoutMs) rejects, and its turn never runs, not
-// even once the store recovers and the next input is written; a retry runs once. And a sink
-// that throws fails nothing: an inspect sink throwing on `call.settled` leaves the turn whose
-// tool ran completed.
+// A rejection is final (invariant 15 of docs/architecture.md): a prompt whose input the store
+// refused (a real SQLite file locked by another connection past busyTimeoutMs) rejects, and its
+// turn never runs, not even once the store recovers and the next input is written; a retry runs
+// once. And a sink that throws fails nothing: an inspect sink throwing on `call.settled` leaves the
+// turn whose tool ran completed.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

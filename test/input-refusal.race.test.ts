@@ -1,10 +1,10 @@
-// Invariant 15, "a rejection is final", searched with fast-check's scheduler: prompts, steers
-// and follow-ups arrive while turns run, every store append is delayed by the scheduler and
-// refused or written as the generated plan says (all-or-nothing, as the store contract). An
-// input whose call rejected never reaches the model nor becomes a user message, whenever the
-// store recovers; an input acknowledged becomes at most one user message. The mutant is the
-// write queue before the fix (a refused input stays queued, to be written and run later): the
-// same search must find a counterexample in it.
+// Invariant 15 of docs/architecture.md, "a rejection is final", searched with fast-check's
+// scheduler: prompts, steers and follow-ups arrive while turns run, every store append is delayed
+// by the scheduler and refused or written as the generated plan says (all-or-nothing, as the store
+// contract). An input whose call rejected never reaches the model nor becomes a user message,
+// whenever the store recovers; an input acknowledged becomes at most one user message. The mutant
+// is the write queue before the fix (a refused input stays queued, to be written and run later):
+// the same search must find a counterexample in it.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { createAgent } from "../actors/agent.ts";
@@ -85,7 +85,7 @@ const property = () =>
     },
   );
 
-describe("invariant 15: an input whose own write was refused never runs", () => {
+describe("invariant 15 of docs/architecture.md: an input whose own write was refused never runs", () => {
   it("holds over refusals at the input's append, in every order the scheduler picks", async () => {
     await fc.assert(property(), { seed: SEED, numRuns: 150, timeout: 10_000 });
   }, 120_000);
