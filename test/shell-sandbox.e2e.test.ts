@@ -89,15 +89,16 @@ describe("the shell's bubblewrap sandbox", () => {
   describe.skipIf(!support.ok && !inCi)("a sandboxed command", { timeout: 60_000 }, () => {
     it("writes the workspace, but nothing outside it; its /tmp is its own", async () => {
       const target = path.join(outside, "escaped.txt");
+      const probe = `/tmp/keel-sandbox-probe-${process.pid}-${Date.now()}`;
       const r = await shell(
-        `echo in > inside.txt; echo out > ${target}; echo "outside:$?"; echo t > /tmp/keel-sandbox-probe; ls /tmp`,
+        `echo in > inside.txt; echo out > ${target}; echo "outside:$?"; echo t > ${probe}; ls /tmp`,
       );
       expect(text(r)).toContain("exit code: 0");
       expect(text(r)).toMatch(/outside:1/);
       expect(text(r)).toContain("Read-only file system");
       expect(readFileSync(path.join(ws, "inside.txt"), "utf8")).toBe("in\n");
       expect(existsSync(target)).toBe(false);
-      expect(existsSync("/tmp/keel-sandbox-probe")).toBe(false);
+      expect(existsSync(probe)).toBe(false);
       expect(text(r)).not.toContain(path.basename(hostTmp)); // the host's /tmp is not seen
     });
 
