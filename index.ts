@@ -158,6 +158,7 @@ export {
   sqliteStore,
 } from "./session/stores/sqlite-store.ts";
 export { builtinTools } from "./tools/builtin/index.ts";
+export { type SandboxOptions, sandboxSupport } from "./tools/builtin/sandbox.ts";
 export { defineTool, type Tool, ToolDefinitionError } from "./tools/define-tool.ts";
 export { jsonSchemaParameters } from "./tools/json-schema-parameters.ts";
 export type { McpToolAnnotations } from "./tools/mcp/annotations.ts";

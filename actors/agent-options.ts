@@ -118,11 +118,19 @@ export interface AgentOptions {
    */
   telemetry?: Telemetry;
   /**
-   * Permission rules and the embedder's approver. Absent: every call is allowed. Present:
-   * rules first, then defaults by risk (high asks); a decline ends the turn, a decline with
-   * feedback becomes the call's result (docs/permissions.md).
+   * Permission rules and the embedder's approver. Absent: a call to a tool that declares risk
+   * `high` (the built-in `shell`, MCP tools annotated destructive or open-world) is refused with
+   * feedback to the model and one `onProblem` line; every other call runs. Present: rules first,
+   * then defaults by risk (high asks); a decline ends the turn, a decline with feedback becomes
+   * the call's result (docs/permissions.md).
    */
   permissions?: PermissionOptions;
+  /**
+   * Told, once per agent, of a problem the agent worked around that its embedder should fix (a
+   * high-risk call refused for want of a `permissions` option). Default: the logger's `warn`.
+   * Contract: must not throw (a throw is ignored).
+   */
+  onProblem?: (line: string) => void;
   /**
    * Sharing the store with other processes (SQLite file, PostgreSQL): a session runs only in the
    * process holding its lease (docs/stores.md, docs/many-processes.md). On by default when the store has leases; a

@@ -1,6 +1,5 @@
 import pino, { type Logger } from "pino";
 import { checkDuration, MAX_TIMER_MS, systemClock } from "../contracts/clock.ts";
-import type { AgentEvent } from "../contracts/events.ts";
 import { resolveLoopGuard } from "../machines/policies/loop-guard.ts";
 import { resolveRetryPolicy } from "../machines/policies/retry-policy.ts";
 import { reopensSync } from "../session/checkpoint.ts";
@@ -24,6 +23,7 @@ import { PermissionBroker } from "./permissions.ts";
 import { type ProviderSlots, processSlots } from "./provider-slots.ts";
 import { readResultTool } from "./read-result-tool.ts";
 import { recoverCalls } from "./recover-calls.ts";
+import { safeSinks } from "./safe-sinks.ts";
 import { Session } from "./session.ts";
 import { SessionBudgets } from "./session-budgets.ts";
 import { checkContextOptions, SessionContext } from "./session-context.ts";
@@ -146,6 +146,7 @@ export function createAgent(options: AgentOptions): Agent {
     );
   }
   const sessions = new Map<string, Session>();
+  const problemOnce = onceOnly(options.onProblem ?? ((line: string) => logger.warn(line)));
   // A store that cannot reopen a log synchronously keeps its sessions in memory.
   const dormancy =
     dormantAfterMs !== Number.POSITIVE_INFINITY && reopensSync(store)
@@ -159,18 +160,9 @@ export function createAgent(options: AgentOptions): Agent {
   const loopGuard = resolveLoopGuard(options.loopGuard);
   const inspect = options.inspect;
   const traces = options.telemetry?.forAgent(options.model);
-  // Every session event goes to the inspector's sink and to telemetry, when either is on.
-  const publish =
-    inspect && traces
-      ? (e: AgentEvent) => {
-          inspect.publish(e);
-          traces.publish(e);
-        }
-      : inspect
-        ? (e: AgentEvent) => inspect.publish(e)
-        : traces
-          ? (e: AgentEvent) => traces.publish(e)
-          : undefined;
+  // Every session event goes to the inspector's sink and to telemetry, when either is on; a
+  // sink that throws fails nothing (actors/safe-sinks.ts).
+  const { publish, observe } = safeSinks(inspect, traces, logger);
   const shared = options.lease !== false && hasLeases(store) ? store : undefined;
   const leaseOptions = options.lease || {};
   // One doorbell subscription per agent, dispatched to the sessions by id.
@@ -265,12 +257,12 @@ export function createAgent(options: AgentOptions): Agent {
                 clock,
                 logger: sessionLogger(),
                 emit,
-                inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
+                inspect: observe,
                 followUp,
                 machine: options.acceptanceMachine,
               })
           : undefined,
-        inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
+        inspect: observe,
         publish,
         deps: (log, emit, poll, carried) => ({
           sessionId,
@@ -313,7 +305,7 @@ export function createAgent(options: AgentOptions): Agent {
           maxParallelToolCalls: options.maxParallelToolCalls ?? 8,
           stopDeadlineMs: stopDeadlineMs ?? 5000,
           finalizeDeadlineMs: finalizeDeadlineMs ?? 10_000,
-          inspect: inspect ? (ev) => inspect.observe(ev) : undefined,
+          inspect: observe,
           poll,
           spill: createSpill(sessionSpillDir(dataDir, sessionId)),
           turnMachine: options.turnMachine,
@@ -323,7 +315,13 @@ export function createAgent(options: AgentOptions): Agent {
             : options.permissions
               ? (options.permissionBroker?.(options.permissions) ??
                 new PermissionBroker(options.permissions))
-              : undefined,
+              : new PermissionBroker(
+                  {},
+                  {
+                    declaresHigh: (name) => tools.get(name)?.traits?.risk === "high",
+                    onProblem: problemOnce,
+                  },
+                ),
         }),
       });
       sessions.set(sessionId, session);
@@ -352,4 +350,16 @@ export function createAgent(options: AgentOptions): Agent {
     },
   };
   return agent;
+}
+
+/** `report`, called for the first line only; a throw from it is swallowed (it must not fail a turn). */
+function onceOnly(report: (line: string) => void): (line: string) => void {
+  let told = false;
+  return (line) => {
+    if (told) return;
+    told = true;
+    try {
+      report(line);
+    } catch {}
+  };
 }

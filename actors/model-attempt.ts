@@ -18,7 +18,7 @@ import {
 } from "../providers/stream-assembler.ts";
 import type { AttemptRecovery } from "../session/entries.ts";
 import { prepareMessageCalls } from "./message-calls.ts";
-import { providerKeyOf, type SlotRelease } from "./provider-slots.ts";
+import { providerKeyOf, SlotLostError, type SlotRelease } from "./provider-slots.ts";
 import type { TurnScope } from "./turn-scope.ts";
 
 const NO_USAGE = Object.freeze({ inputTokens: 0, outputTokens: 0 });
@@ -179,6 +179,8 @@ export class ModelAttempts {
       if (log.needsHistory) await log.loadHistory();
       if (ctl.signal.aborted) throw ctl.signal.reason;
       release = await this.takeSlot(attemptId, ctl.signal);
+      // A shared slot lost while held (its lease ran out): the request ends, to be retried.
+      release?.lost?.addEventListener("abort", () => ctl.abort(release?.lost?.reason));
       if (ctl.signal.aborted) throw ctl.signal.reason;
       const instructions = this.turn.deps.context.instructions();
       const stream = model.stream({
@@ -206,8 +208,9 @@ export class ModelAttempts {
     } catch (error) {
       // Aborted at the operation deadline: that, not the adapter's "aborted", is the failure.
       const reason: unknown = ctl.signal.reason;
-      const why = reason instanceof OperationDeadlineError ? reason : error;
-      this.failAttempt(self, attempt, attemptId, why, assembler, ctl.signal.aborted);
+      const lost = reason instanceof SlotLostError; // a failure to retry, not a cancel
+      const why = reason instanceof OperationDeadlineError || lost ? reason : error;
+      this.failAttempt(self, attempt, attemptId, why, assembler, ctl.signal.aborted && !lost);
     } finally {
       release?.(); // every other way out (error, abort, deadline, idle timeout): once, here
       if (deadlineTimer !== undefined) clock.clearTimeout(deadlineTimer);

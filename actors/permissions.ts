@@ -43,6 +43,28 @@ const policyDenied = (tool: string): PermissionDecision => ({
 const DEFAULTS: Record<Risk, PermissionAction> = { low: "allow", medium: "allow", high: "ask" };
 
 /**
+ * The rule of an agent created without a `permissions` option (docs/permissions.md): a call to
+ * a tool that declares risk `high` (the built-in `shell`, an MCP tool its annotations call
+ * destructive or open-world, a tool declared `risk: "high"`) is refused with feedback to the
+ * model, and `onProblem` is told (the agent says it once); every other call runs.
+ */
+export interface Unconfigured {
+  /** Whether the session's tool of that name declares risk `high`. */
+  declaresHigh: (tool: string) => boolean;
+  /** Told of each refusal, with one line naming the option that allows it. */
+  onProblem: (line: string) => void;
+}
+
+const unconfiguredDenied = (tool: string): PermissionDecision => ({
+  type: "corrected",
+  feedback: `${tool} is a high-risk tool and this agent allows no high-risk call without permission rules, so it did not run. Do not retry it; use a lower-risk tool or tell the user what you need.`,
+});
+
+/** The one line an unconfigured agent reports for a refused high-risk call. */
+export const unconfiguredProblem = (tool: string): string =>
+  `refused ${tool} (risk high): an agent created without a \`permissions\` option runs no high-risk call. Pass createAgent({ permissions: { defaults: { high: "allow" } } }) to allow them, or permissions.ask to approve each one (docs/permissions.md).`;
+
+/**
  * One session's permission state: configured rules, rules added by `allow_always`, and the
  * requests waiting for a reply (docs/permissions.md, invariant 12 of docs/architecture.md). What a reply does to the other
  * pending requests of the session depends on the reply, as in the seed (rejections spread,
@@ -58,12 +80,23 @@ export class PermissionBroker {
   private readonly always = new Set<string>();
   private readonly pending = new Map<string, Pending>();
 
-  constructor(options: PermissionOptions) {
+  private readonly unconfigured: Unconfigured | undefined;
+
+  /** `unconfigured`: the agent has no `permissions` option; its rule replaces `options`. */
+  constructor(options: PermissionOptions, unconfigured?: Unconfigured) {
     this.options = options;
+    this.unconfigured = unconfigured;
+  }
+
+  /** The agent has no `permissions` option: nothing is ever asked (see {@link Unconfigured}). */
+  get unasked(): boolean {
+    return this.unconfigured !== undefined;
   }
 
   /** What policy says now, without asking. This is a pure function of the broker's rules. */
   evaluate(tool: string, risk: Risk): PermissionAction {
+    if (this.unconfigured)
+      return risk === "high" && this.unconfigured.declaresHigh(tool) ? "deny" : "allow";
     for (const rule of this.options.rules ?? []) {
       if (rule.action !== "deny") continue;
       if (matches(rule, tool, risk)) return "deny";
@@ -77,6 +110,10 @@ export class PermissionBroker {
   request(request: PermissionRequest): Promise<Decided> {
     const action = this.evaluate(request.tool, request.risk);
     if (action === "allow") return Promise.resolve({ decision: { type: "allow" }, source: POLICY });
+    if (action === "deny" && this.unconfigured) {
+      this.unconfigured.onProblem(unconfiguredProblem(request.tool));
+      return Promise.resolve({ decision: unconfiguredDenied(request.tool), source: POLICY });
+    }
     if (action === "deny") {
       return Promise.resolve({ decision: policyDenied(request.tool), source: POLICY });
     }

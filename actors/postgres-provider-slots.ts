@@ -1,6 +1,11 @@
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
-import { checkConcurrency, type ProviderSlots, type SlotRelease } from "./provider-slots.ts";
+import {
+  checkConcurrency,
+  type ProviderSlots,
+  SlotLostError,
+  type SlotRelease,
+} from "./provider-slots.ts";
 
 /** Options of {@link postgresProviderSlots}. */
 export interface PostgresProviderSlotsOptions {
@@ -83,8 +88,12 @@ export function postgresProviderSlots(
   const queues = new Map<string, Set<Waiter>>();
   const pumping = new Set<string>();
   const wakeups = new Map<string, () => void>();
-  /** Holders of live rows in this process, renewed together. */
-  const holding = new Set<string>();
+  /**
+   * Holders of live rows in this process, renewed together: when their lease was last sent
+   * (`performance.now()` as the take or renewal left: the row lives at least `leaseMs` past it),
+   * and the signal that ends their request if the row is lost.
+   */
+  const holding = new Map<string, { sentAt: number; lost: AbortController }>();
   let renewTimer: ReturnType<typeof setInterval> | undefined;
 
   const setup = () => {
@@ -127,40 +136,68 @@ export function postgresProviderSlots(
     return ready;
   };
 
-  const renew = () => {
-    if (holding.size === 0) return;
-    pool
-      .query(
-        `UPDATE ${s}.provider_slots SET expires_at = clock_timestamp() + $2::float8 * interval '1 millisecond' WHERE holder = ANY($1::text[])`,
-        [[...holding], leaseMs],
-      )
-      .catch(() => {}); // missed: the rows may expire, and another process may take them
+  /** The row of `holder` may be another process's now: its request is told to end. */
+  const lose = (holder: string, why: string) => {
+    const held = holding.get(holder);
+    if (!held) return;
+    holding.delete(holder);
+    held.lost.abort(new SlotLostError(`the provider slot was lost: ${why}`));
   };
 
-  const hold = (key: string, slot: number, holder: string): SlotRelease => {
-    holding.add(holder);
+  // A row is renewed only while it is live: one that expired (this process was stopped past
+  // its lease) may be another holder's, so its request ends instead of running over the limit.
+  const renew = () => {
+    if (holding.size === 0) return;
+    const sentAt = performance.now();
+    for (const [holder, held] of holding)
+      if (sentAt - held.sentAt > leaseMs) lose(holder, `its lease of ${leaseMs} ms ran out`);
+    const holders = [...holding.keys()];
+    if (holders.length === 0) return;
+    pool
+      .query<{ holder: string }>(
+        `UPDATE ${s}.provider_slots SET expires_at = clock_timestamp() + $2::float8 * interval '1 millisecond'
+         WHERE holder = ANY($1::text[]) AND expires_at > clock_timestamp() RETURNING holder`,
+        [holders, leaseMs],
+      )
+      .then(({ rows }) => {
+        const renewed = new Set(rows.map((r) => r.holder));
+        for (const holder of holders) {
+          const held = holding.get(holder);
+          if (held && renewed.has(holder)) held.sentAt = Math.max(held.sentAt, sentAt);
+          else lose(holder, "its row expired or was taken by another process");
+        }
+      })
+      .catch(() => {}); // missed: the rows may expire; the next renewal finds out
+  };
+
+  const hold = (key: string, slot: number, holder: string, sentAt: number): SlotRelease => {
+    const lost = new AbortController();
+    holding.set(holder, { sentAt, lost });
     if (!renewTimer) {
       renewTimer = setInterval(renew, leaseMs / 3);
       renewTimer.unref();
     }
     let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      holding.delete(holder);
-      if (holding.size === 0 && renewTimer) {
-        clearInterval(renewTimer);
-        renewTimer = undefined;
-      }
-      pool
-        .query(
-          `WITH d AS (DELETE FROM ${s}.provider_slots WHERE provider = $1 AND slot = $2 AND holder = $3 RETURNING provider)
+    return Object.assign(
+      () => {
+        if (released) return;
+        released = true;
+        holding.delete(holder);
+        if (holding.size === 0 && renewTimer) {
+          clearInterval(renewTimer);
+          renewTimer = undefined;
+        }
+        pool
+          .query(
+            `WITH d AS (DELETE FROM ${s}.provider_slots WHERE provider = $1 AND slot = $2 AND holder = $3 RETURNING provider)
            SELECT pg_notify($4, $1) FROM d`,
-          [key, slot, holder, channel],
-        )
-        .catch(() => {}) // not deleted: the row expires after leaseMs
-        .finally(() => wakeups.get(key)?.());
-    };
+            [key, slot, holder, channel],
+          )
+          .catch(() => {}) // not deleted: the row expires after leaseMs
+          .finally(() => wakeups.get(key)?.());
+      },
+      { lost: lost.signal },
+    );
   };
 
   /** Takes a row for `key`: its slot number, or undefined when none is free now. */
@@ -178,14 +215,16 @@ export function postgresProviderSlots(
       while (queue.size > 0 && !closed) {
         const holder = randomUUID();
         let slot: number | undefined;
+        let sentAt = 0;
         try {
           await setup();
+          sentAt = performance.now();
           slot = await take(key, limit, holder);
         } catch {
           slot = undefined; // the database is unreachable: wait and ask again
         }
         if (slot !== undefined) {
-          const release = hold(key, slot, holder);
+          const release = hold(key, slot, holder, sentAt);
           const head = first(queue);
           if (!head) {
             release(); // everyone left while the statement ran

@@ -1,8 +1,23 @@
-import type { Model } from "../contracts/model.ts";
+import { type Model, ModelError } from "../contracts/model.ts";
 import { SlotQueue } from "../machines/policies/slot-queue.ts";
 
-/** Gives a held slot back. Idempotent: only the first call releases. Never throws. */
-export type SlotRelease = () => void;
+/**
+ * Gives a held slot back. Idempotent: only the first call releases. Never throws. `lost`, when
+ * present, aborts (with a {@link SlotLostError}) if the slot is lost while held — a shared
+ * slot whose lease ran out because this process was stopped past it, and which another process
+ * may hold now: the request holding it must end (the agent retries it once it holds a slot).
+ */
+export type SlotRelease = (() => void) & { readonly lost?: AbortSignal };
+
+/**
+ * A request's provider slot was lost while it ran (see {@link SlotRelease}): a retryable
+ * failure (kind `network`), so the attempt is retried under the retry policy, after a new slot.
+ */
+export class SlotLostError extends ModelError {
+  constructor(message: string) {
+    super(message, { kind: "network" });
+  }
+}
 
 /** What a request waiting for a slot is told. */
 export interface SlotWait {

@@ -8,6 +8,7 @@ import {
   receive,
 } from "../machines/policies/inbox.ts";
 import type { PostedInput } from "../session/store.ts";
+import { durableInbox, refusedInput } from "./durable-inbox.ts";
 import { type InboxOptions, notRun, type PromptResult } from "./session-options.ts";
 import type { InputsPort, SessionScope } from "./session-scope.ts";
 import { type NormalizedInput, normalizeUserInput, type UserInput } from "./user-input.ts";
@@ -154,6 +155,7 @@ export class SessionInputs implements InputsPort {
       parts
         ? { type: "inbox", inboxId: id, source, lane, body, parts }
         : { type: "inbox", inboxId: id, source, lane, body },
+      refusedInput(log, id), // a refused write: it never runs (invariant 15)
     );
     this.s.emit({ type: "inbox.received", inboxId: id, lane, source });
     await log.flush(); // persisted before acknowledged
@@ -254,7 +256,7 @@ export class SessionInputs implements InputsPort {
 
   pendingWork(): boolean {
     if (!this.s.awake) return false; // a session sleeps with an empty inbox
-    return this.s.log.inbox().queue.some((e) => e.lane !== "interrupt" && e.seq > this.heldAt);
+    return this.inbox().queue.some((e) => e.lane !== "interrupt" && e.seq > this.heldAt);
   }
 
   /** No input is queued, being called, or waiting for its turn's result (a session may sleep). */
@@ -289,9 +291,7 @@ export class SessionInputs implements InputsPort {
   /** Whether runnable inputs are queued (none held back by an interrupt or a restart). */
   hasRunnable(): boolean {
     if (!this.s.awake) return false; // a session sleeps with an empty inbox
-    return this.s.log
-      .inbox()
-      .queue.some((e) => e.lane !== "interrupt" && e.seq > this.interruptedAt);
+    return this.inbox().queue.some((e) => e.lane !== "interrupt" && e.seq > this.interruptedAt);
   }
 
   /**
@@ -341,7 +341,12 @@ export class SessionInputs implements InputsPort {
 
   private takeAt(point: PollPoint) {
     const { drain, lanesToDrain } = this.s.options;
-    return pollInbox(this.s.log.inbox(), point, drain, lanesToDrain);
+    return pollInbox(this.inbox(), point, drain, lanesToDrain);
+  }
+
+  /** The inputs the runner may take: those whose entry is durable (see `durableInbox`). */
+  private inbox() {
+    return durableInbox(this.s.log.inbox(), this.s.log.durableSeq);
   }
 
   /** Records `event` consumed (and, `asMessage`, as a user message of the turn); returns the consume entry's seq. */

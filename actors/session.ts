@@ -206,7 +206,7 @@ export class Session {
   ): { ok: true } | Refusal<"UNKNOWN_REQUEST"> {
     // A session that sleeps has no turn, so no request waits: it is not woken to say so.
     const broker = this.s.awake ? this.s.deps?.permissions : this.s.opened ? null : undefined;
-    if (broker === undefined) {
+    if (broker === undefined || broker?.unasked) {
       return refuse(
         "UNKNOWN_REQUEST",
         `no permission request ${requestId} is waiting: session ${this.id} asks no permissions (createAgent has no \`permissions\` option)`,

@@ -22,8 +22,13 @@ export type Ask = (question: string, signal: AbortSignal) => Promise<boolean>;
 export interface ApprovalOptions {
   /** Asks on the terminal; absent → high-risk calls are denied (unless `yes`). */
   ask?: Ask;
-  /** Allow every call without asking (`--yes`). */
+  /** Allow every call without asking (`--yes`), but those of `askAlways`. */
   yes?: boolean;
+  /**
+   * Tools asked about before every call, `--yes` or not (`shell` when it cannot be sandboxed),
+   * with why: without a terminal their calls are denied saying so.
+   */
+  askAlways?: { tools: readonly string[]; why: string };
 }
 
 const denied = (name: string, why: string): ToolResult => ({
@@ -39,7 +44,8 @@ const denied = (name: string, why: string): ToolResult => ({
  * asked one at a time even when calls run in parallel. Other tools are returned unchanged.
  */
 export function withApproval(tools: readonly Tool[], options: ApprovalOptions): ToolDefinition[] {
-  if (options.yes) return [...tools];
+  const always = options.askAlways?.tools ?? [];
+  if (options.yes && always.length === 0) return [...tools];
   let queue: Promise<unknown> = Promise.resolve();
   const askInTurn = (question: string, signal: AbortSignal) => {
     const ask = options.ask;
@@ -49,13 +55,19 @@ export function withApproval(tools: readonly Tool[], options: ApprovalOptions): 
     return answer.catch(() => false);
   };
   return tools.map((tool) => {
-    if (tool.resolvedTraits.risk !== "high") return tool;
+    const askedAlways = always.includes(tool.name);
+    if (!askedAlways && (options.yes || tool.resolvedTraits.risk !== "high")) return tool;
     const { jsonSchema: _schema, resolvedTraits: _traits, ...definition } = tool;
     return defineTool({
       ...definition,
       async execute(args, ctx) {
         if (!options.ask)
-          return denied(tool.name, "high-risk tools need --yes when there is no terminal");
+          return denied(
+            tool.name,
+            askedAlways
+              ? `${options.askAlways!.why}, so each call is asked and there is no terminal to ask`
+              : "high-risk tools need --yes when there is no terminal",
+          );
         const question = approvalQuestion(tool.name, args);
         if (question.length > MAX_ASKED_CHARS)
           return denied(

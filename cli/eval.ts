@@ -168,6 +168,9 @@ async function runOnce({
       context: variant === "compaction" ? { compactAt: false } : undefined,
       ...(variant === "loop-guard" ? { loopGuard: false as const } : {}),
       acceptance: { workspace: ws, checks: task.checks, ...loop },
+      // The model's calls run unattended in the task's throwaway workspace (`shell` in its
+      // sandbox where bubblewrap works): high-risk tools are what is being evaluated.
+      permissions: { defaults: { high: "allow" } },
     });
     const session = await agent.openSession(`eval-${task.id}-${run}`);
     let recoveries = 0;

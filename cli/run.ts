@@ -1,4 +1,4 @@
-import { builtinTools, createAgent, memoryStore, type Session } from "../index.ts";
+import { builtinTools, createAgent, memoryStore, type Session, sandboxSupport } from "../index.ts";
 import { terminalAsk, withApproval } from "./approval.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
 import { openInspector } from "./inspect.ts";
@@ -85,8 +85,15 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
   const mcp = await connectMcp(servers, builtins, (message) =>
     process.stderr.write(`keel: ${message}\n`),
   );
+  // Without a sandbox, `shell` runs with the user's rights: said once, asked before every call.
+  const sandbox = sandboxSupport();
+  if (!sandbox.ok)
+    process.stderr.write(
+      `keel: shell commands are not sandboxed (${sandbox.reason}); each one is asked before it runs. Install bubblewrap to sandbox them.\n`,
+    );
   const tools = withApproval([...builtins, ...mcp.tools], {
     yes: options.yes,
+    ...(sandbox.ok ? {} : { askAlways: { tools: ["shell"], why: "shell is not sandboxed here" } }),
     ...(interactive
       ? {
           ask: async (question: string, signal: AbortSignal) => {
@@ -114,6 +121,9 @@ export async function runPrompt(prompt: string, options: RunOptions): Promise<Ex
     tools,
     instructions: workspaceInstructions(process.cwd(), tools),
     store,
+    // High-risk calls are asked about by `withApproval` (or allowed by --yes): the agent's rule
+    // for an embedder that configured nothing (refuse them) is not this command's.
+    permissions: { defaults: { high: "allow" } },
     ...(options.maxSteps ? { limits: { maxSteps: options.maxSteps } } : {}),
     ...(inspector ? { inspect: inspector.sink } : {}),
   });

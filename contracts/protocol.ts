@@ -242,6 +242,11 @@ export type ProtocolErrorCode =
   | "INVALID_TOOL"
   /** The server is shutting down; the request was not done. */
   | "SHUTTING_DOWN"
+  /**
+   * The session store refused the request's write or read (a full disk, a file locked past its
+   * busy timeout, a lost database): nothing of the request was written; it may be sent again.
+   */
+  | "STORE_FAILED"
   /** The library refused (its `code` in `refusal`): TURN_OPEN, UNKNOWN_REQUEST, … */
   | "REFUSED"
   /** A bug in Keel (the message says what failed). */

@@ -38,3 +38,28 @@ export function activePath(entries: readonly LogEntry[]): LogEntry[] {
   const byId = new Map(entries.map((e) => [e.id, e]));
   return pathTo(activeLeaf(entries, byId), byId);
 }
+
+/**
+ * Adds `entries` (as the store returned them) to `all` and `byId`, frozen, after `seq`; returns
+ * the last seq. Throws when the store returned them out of order.
+ */
+export function replayInto(
+  sessionId: string,
+  seq: number,
+  entries: readonly LogEntry[],
+  all: LogEntry[],
+  byId: Map<string, LogEntry>,
+): number {
+  for (const e of entries) {
+    if (e.seq <= seq) {
+      throw new Error(
+        `session ${sessionId}: entry ${e.id} has seq ${e.seq} after seq ${seq}; the store returned entries out of order`,
+      );
+    }
+    seq = e.seq;
+    const frozen = Object.freeze(e);
+    all.push(frozen);
+    byId.set(e.id, frozen);
+  }
+  return seq;
+}

@@ -3,7 +3,7 @@ import type { Clock } from "../contracts/clock.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
 import type { Message } from "../contracts/messages.ts";
 import { emptyInbox, type Inbox, inboxSnapshot, restoreInbox } from "../machines/policies/inbox.ts";
-import { activeLeaf, pathTo } from "./active-path.ts";
+import { activeLeaf, pathTo, replayInto } from "./active-path.ts";
 import {
   type CheckpointLoad,
   type CheckpointPolicy,
@@ -200,15 +200,15 @@ export class SessionLog {
   /**
    * Appends one entry at the active leaf and returns it (frozen). Synchronous; the entry is
    * durable only after a later {@link flush} resolves. A `leaf` entry moves the active leaf to
-   * its `leafId`; every other entry becomes the new leaf.
+   * its `leafId`; every other entry becomes the new leaf. `own` (an input's entry): a refused
+   * write takes it back if it is the last one, else calls `keep` (`OwnWrite`, write-queue.ts).
    * Throws a `TypeError` on input that would corrupt the log (unknown target ids).
    * Input the store could not encode (a `BigInt`, nesting deeper than the JSON limit, a cycle,
    * a throwing `toJSON`) is stored as an encodable copy with `encodingProblem` saying what was
    * replaced: one bad value never makes a flush fail, which would lose every entry queued with it.
    */
-  append<T extends EntryInput>(input: T): EntryOf<T["type"]> {
-    // A leaf move rebuilds the path from the whole history: load it now, before anything of
-    // this entry is placed, so a failed load leaves the log as it was.
+  append<T extends EntryInput>(input: T, own?: { keep(): void }): EntryOf<T["type"]> {
+    // A leaf move rebuilds the path from all history: loaded first (a failed load changes nothing).
     if (input.type === "leaf") this.materialize();
     checkEntryRefs(
       input,
@@ -218,9 +218,20 @@ export class SessionLog {
     );
     const writer = sameWriter(this.writer, THIS_WRITER) ? undefined : THIS_WRITER;
     const entry = stampEntry(input, this.seq + 1, this.leaf, this.clock.now(), this.ids(), writer);
+    const inbox = this.inboxState; // what `unplace` restores if its own write is refused
     this.place(entry);
-    this.queue.push(entry);
+    this.queue.push(entry, own && { withdraw: () => this.unplace(entry, inbox), keep: own.keep });
     return entry as EntryOf<T["type"]>;
+  }
+
+  /** Takes back the last entry, which the store refused: nothing of it was written. */
+  private unplace(entry: LogEntry, inbox: Inbox | null): void {
+    if (this.all.at(-1) !== entry) return;
+    this.all.pop();
+    this.byId.delete(entry.id);
+    [this.seq, this.leaf, this.inboxState] = [entry.seq - 1, entry.parentId, inbox];
+    if (entry.writer) this.writer = null; // its stamp went with it: the next entry carries one
+    if (!this.unloaded) this.pathEntries.pop();
   }
 
   /**
@@ -475,18 +486,8 @@ export class SessionLog {
   }
 
   private replay(entries: readonly LogEntry[]): void {
-    for (const e of entries) {
-      if (e.seq <= this.seq) {
-        throw new Error(
-          `session ${this.sessionId}: entry ${e.id} has seq ${e.seq} after seq ${this.seq}; the store returned entries out of order`,
-        );
-      }
-      this.seq = e.seq;
-      if (e.writer) this.writer = e.writer;
-      const frozen = Object.freeze(e);
-      this.all.push(frozen);
-      this.byId.set(e.id, frozen);
-    }
+    this.seq = replayInto(this.sessionId, this.seq, entries, this.all, this.byId);
+    for (const e of entries) if (e.writer) this.writer = e.writer;
     this.leaf = activeLeaf(this.all, this.byId);
     this.pathEntries = pathTo(this.leaf, this.byId);
     this.projection = Projection.fromPath(this.pathEntries);

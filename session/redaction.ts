@@ -203,9 +203,10 @@ function redactCall(call: ToolCallPart, text: string): ToolCallPart {
  * The entries to redact for a request to redact `ids`: each of them, and the other entries of
  * `entries` that hold a copy of its content, in `seq` order:
  * - a user message and the `inbox` entry of the same input (`inboxId`), either way;
- * - an assistant message and the `call_started` entries of its calls (their arguments), and the
- *   `attempt_end` entries of its turn's failed attempts that kept partial output (the text it
- *   continued, or answers it replaced).
+ * - an assistant message and the `call_started` entries of its calls (their arguments), either
+ *   way (a call's arguments are a tool-call part of its message: the whole message is
+ *   redacted), and the `attempt_end` entries of its turn's failed attempts that kept partial
+ *   output (the text it continued, or answers it replaced).
  * Refuses (`UNKNOWN_ENTRY`) an id that is not an entry of `entries` and (`NOT_REDACTABLE`) an
  * entry of a type that holds no content. This is a pure function.
  */
@@ -232,10 +233,16 @@ export function redactionTargets(
   }
   const inputs = new Set<string>();
   const messages = new Map<string, EntryOf<"assistant_message">>();
-  for (const id of chosen) {
+  for (const id of [...chosen]) {
     const e = byId.get(id)!;
     if ((e.type === "user_message" || e.type === "inbox") && e.inboxId) inputs.add(e.inboxId);
     if (e.type === "assistant_message") messages.set(e.id, e);
+    // A call's arguments are also in the message that asked for it: that message goes too.
+    const asker = e.type === "call_started" ? askingMessage(e, byId) : undefined;
+    if (asker && e.type === "call_started" && callIdsOf(asker).has(e.callId)) {
+      chosen.add(asker.id);
+      messages.set(asker.id, asker);
+    }
   }
   const turns = new Set([...messages.values()].map((m) => m.turnId));
   const attemptsOfTurns = new Set<string>();

@@ -21,6 +21,9 @@ import { builtinTools } from "../tools/builtin/index.ts";
 import { running } from "../tools/builtin/process-tree.ts";
 import { ADD_TEST, addWorkspace, call, FIXED_ADD } from "./support/acceptance-fixture.ts";
 
+/** The model's `shell` calls are what these tests are about: allowed, as an embedder would. */
+const ALLOW_HIGH = { defaults: { high: "allow" } } as const;
+
 const run = promisify(execFile);
 const TSX = ["--import", "tsx"];
 const testsCheck = { name: "tests", command: "node add.test.mjs", files: ["add.test.mjs"] };
@@ -71,6 +74,7 @@ describe("evidence is bound to the artifact version", () => {
     const agent = createAgent({
       model,
       tools: builtinTools({ root: ws }),
+      permissions: ALLOW_HIGH,
       acceptance: {
         workspace: ws,
         runAfterTurn: false,
@@ -256,7 +260,7 @@ describe("the acceptance spec is frozen", () => {
     const agent = createAgent({
       model,
       tools: builtinTools({ root: ws }),
-      permissions: undefined,
+      permissions: ALLOW_HIGH,
       acceptance: { workspace: ws, checks: [testsCheck] },
     });
     const session = await agent.openSession("frozen");
@@ -320,6 +324,7 @@ describe("the acceptance spec is frozen", () => {
     const agent = createAgent({
       model,
       tools: builtinTools({ root: ws }),
+      permissions: ALLOW_HIGH,
       acceptance: { workspace: ws, runAfterTurn: false, checks: [testsCheck] },
     });
     const session = await agent.openSession();
@@ -355,6 +360,7 @@ describe("a frozen file the model's shell command puts out of reach", () => {
     const agent = createAgent({
       model,
       tools: builtinTools({ root: ws }),
+      permissions: ALLOW_HIGH,
       acceptance: { workspace: ws, checks: [check] },
     });
     const session = await agent.openSession();
@@ -405,6 +411,7 @@ describe("the acceptance loop", () => {
     const agent = createAgent({
       model,
       tools: builtinTools({ root: ws }),
+      permissions: ALLOW_HIGH,
       acceptance: { workspace: ws, checks: [testsCheck], until: "passed", maxRounds: 3 },
     });
     const session = await agent.openSession();
@@ -443,6 +450,7 @@ describe("the acceptance loop", () => {
     const agent = createAgent({
       model,
       tools: builtinTools({ root: ws }),
+      permissions: ALLOW_HIGH,
       acceptance: { workspace: ws, checks: [testsCheck], until: "passed", maxRounds: 2 },
     });
     const session = await agent.openSession("loop");
@@ -481,6 +489,7 @@ describe("the acceptance loop", () => {
     const agent = createAgent({
       model,
       tools: builtinTools({ root: ws }),
+      permissions: ALLOW_HIGH,
       acceptance: { workspace: ws, checks: [testsCheck], until: "passed" },
     });
     const session = await agent.openSession();
@@ -532,6 +541,7 @@ describe("a run that runs out of budget", () => {
     const agent = createAgent({
       model,
       tools: builtinTools({ root: ws }),
+      permissions: ALLOW_HIGH,
       limits: { maxSteps: 1 },
       acceptance: { workspace: ws, checks: [testsCheck, docsCheck], until: "passed" },
     });
@@ -573,6 +583,7 @@ describe("a run that runs out of budget", () => {
     const agent = createAgent({
       model,
       tools: builtinTools({ root: ws }),
+      permissions: ALLOW_HIGH,
       limits: { maxSteps: 1 },
       acceptance: { workspace: ws, checks: [testsCheck, docsCheck], until: "passed", maxRounds: 3 },
     });

@@ -38,7 +38,8 @@ beforeAll(() => {
   symlinkSync(outside, path.join(ws, "escape-dir"));
   symlinkSync(path.join(outside, "secret.txt"), path.join(ws, "escape-file"));
   symlinkSync(path.join(outside, "missing.txt"), path.join(ws, "dangling"));
-  registry = createRegistry(builtinTools({ root: ws }));
+  // Unconfined: what these tests check is the shell without bubblewrap (test/shell-sandbox.e2e.test.ts has the sandbox).
+  registry = createRegistry(builtinTools({ root: ws, sandbox: false }));
 });
 
 afterAll(() => rmSync(base, { recursive: true, force: true }));
@@ -445,7 +446,9 @@ describe("Keel's own folders (.keel/ at any depth, and protected store files)", 
     writeFileSync(path.join(dir, "data", "store.db"), "custom\n");
     const lines: string[] = [];
     const log = pino({ level: "error" }, { write: (l: string) => lines.push(l) });
-    const shell = createRegistry(builtinTools({ root: dir, protect: ["data/store.db"] }));
+    const shell = createRegistry(
+      builtinTools({ root: dir, protect: ["data/store.db"], sandbox: false }),
+    );
     const sh = (command: string) => run("shell", { command }, { registry: shell, log });
 
     // Neither names the store; SQLite's own -wal comes and goes by itself and is not compared.

@@ -30,16 +30,23 @@ function tempDir(): string {
 /** The parent's provider variables: a run sees only those its test sets. */
 const UNSET = ["OPENAI_API_KEY", "OPENAI_BASE_URL", "KEEL_MODEL", "KEEL_CONTEXT_WINDOW"];
 
-/** Runs `keel` with no provider variables but `env`; as `nobody` with `asNobody` when root. */
+/**
+ * Runs `keel` with no provider variables but `env`. `withoutPrivileges`, when root, runs it as
+ * root with every capability dropped (`setpriv`): file modes then bind it as they bind the owner,
+ * so a 0444 store is read-only to it, while it can still read a checkout in a 0700 directory
+ * (running as `nobody` could not: a clone in a root home or `mktemp -d`).
+ */
 function keel(
   args: string[],
   cwd: string,
   env: Record<string, string> = {},
-  options: { asNobody?: boolean } = {},
+  options: { withoutPrivileges?: boolean } = {},
 ): Promise<KeelRun> {
-  const user =
-    options.asNobody && process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : undefined;
-  return runKeel(args, { cwd, env, unset: UNSET, user });
+  const wrapper =
+    options.withoutPrivileges && process.getuid?.() === 0
+      ? ["setpriv", "--bounding-set", "-all", "--inh-caps", "-all", "--"]
+      : undefined;
+  return runKeel(args, { cwd, env, unset: UNSET, wrapper });
 }
 
 /** A store file holding one session of the scripted demo; returns its path and the session id. */
@@ -136,11 +143,16 @@ describe("--store refusals and store errors", { timeout: 120_000 }, () => {
     chmodSync(file, 0o444);
     chmodSync(cwd, 0o555);
     try {
-      const sessions = await keel(["sessions", "--store", file], "/", {}, { asNobody: true });
+      const sessions = await keel(
+        ["sessions", "--store", file],
+        "/",
+        {},
+        { withoutPrivileges: true },
+      );
       expect(sessions.stderr).toBe("");
       expect(sessions.code).toBe(0);
       expect(sessions.stdout).toContain(id);
-      const show = await keel(["show", id, "--store", file], "/", {}, { asNobody: true });
+      const show = await keel(["show", id, "--store", file], "/", {}, { withoutPrivileges: true });
       expect(show.stderr).toBe("");
       expect(show.code).toBe(0);
       expect(show.stdout).toContain(`session ${id}`);
@@ -148,7 +160,7 @@ describe("--store refusals and store errors", { timeout: 120_000 }, () => {
         ["run", "--store", file, "hi"],
         "/tmp",
         { OPENAI_BASE_URL: "http://127.0.0.1:9/v1", KEEL_MODEL: "m", KEEL_CONTEXT_WINDOW: "32768" },
-        { asNobody: true },
+        { withoutPrivileges: true },
       );
       expect(run.code).toBe(3);
       expect(run.stderr.trim().split("\n")).toHaveLength(1);

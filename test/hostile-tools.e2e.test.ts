@@ -33,7 +33,8 @@ beforeAll(() => {
   writeFileSync(path.join(outside, "secret.txt"), "TOP SECRET\n");
   linkSync(path.join(outside, "secret.txt"), path.join(ws, "linked.txt"));
   execFileSync("mkfifo", [path.join(ws, "pipe")]);
-  registry = createRegistry(builtinTools({ root: ws }));
+  // Unconfined: these tests are about the process-tree kill without a pid namespace.
+  registry = createRegistry(builtinTools({ root: ws, sandbox: false }));
 });
 
 afterAll(() => {

@@ -9,6 +9,7 @@ import type { AgentEvent } from "../contracts/events.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import type { LogEntry } from "../session/entries.ts";
 import { defineTool } from "../tools/define-tool.ts";
+import { traitsFromAnnotations } from "../tools/mcp/annotations.ts";
 import { type McpToolSet, mcpTools } from "../tools/mcp/mcp-tools.ts";
 import { createRegistry } from "../tools/registry.ts";
 import { createToolSet } from "../tools/tool-set.ts";
@@ -62,6 +63,9 @@ async function httpServer(
   return { url: `http://127.0.0.1:${port}/mcp`, child };
 }
 
+/** These tests call the servers' high-risk tools: an agent without permissions would refuse them. */
+const ALLOW_HIGH = { defaults: { high: "allow" } } as const;
+
 const resultsOf = (entries: readonly LogEntry[]) =>
   entries.filter((e) => e.type === "call_result") as Extract<LogEntry, { type: "call_result" }>[];
 
@@ -84,8 +88,15 @@ describe("an MCP server's tools (stdio)", { timeout: 60_000 }, () => {
       idempotent: true,
       risk: "low",
     });
-    // destructiveHint false: medium; no hints at all: the riskiest reading.
-    expect(byName.get("tag")!.resolvedTraits).toMatchObject({ readOnly: false, risk: "medium" });
+    // destructiveHint false but open-world (no openWorldHint: MCP's default): high, as with no
+    // hints at all (the riskiest reading); only closed-world and non-destructive is medium.
+    expect(byName.get("tag")!.resolvedTraits).toMatchObject({ readOnly: false, risk: "high" });
+    expect(traitsFromAnnotations({ destructiveHint: false, openWorldHint: false }).risk).toBe(
+      "medium",
+    );
+    expect(traitsFromAnnotations({ destructiveHint: false, openWorldHint: true }).risk).toBe(
+      "high",
+    );
     expect(byName.get("slow")!.resolvedTraits).toMatchObject({
       readOnly: false,
       concurrencySafe: false,
@@ -108,7 +119,7 @@ describe("an MCP server's tools (stdio)", { timeout: 60_000 }, () => {
       { toolCalls: [{ id: "c1", name: "echo", arguments: '{"text":"hi"}' }] },
       { text: "done" },
     ]);
-    const session = createAgent({ model, tools: [set] }).session();
+    const session = createAgent({ model, tools: [set], permissions: ALLOW_HIGH }).session();
     const out = await session.prompt("echo hi");
     expect(out.status).toBe("completed");
     expect(resultsOf(session.entries())[0].result).toEqual({ ok: true, content: "echo: hi" });
@@ -123,7 +134,7 @@ describe("an MCP server's tools (stdio)", { timeout: 60_000 }, () => {
       { toolCalls: [{ id: "c2", name: "tag", arguments: '{"tags":5}' }] },
       { text: "done" },
     ]);
-    const session = createAgent({ model, tools: [set] }).session();
+    const session = createAgent({ model, tools: [set], permissions: ALLOW_HIGH }).session();
     await session.prompt("tag");
     const [first, second] = resultsOf(session.entries());
     expect(first.result.ok).toBe(true);
@@ -140,7 +151,12 @@ describe("an MCP server's tools (stdio)", { timeout: 60_000 }, () => {
       { toolCalls: [{ id: "c1", name: "slow", arguments: '{"steps":50}' }] },
       { text: "unreached" },
     ]);
-    const session = createAgent({ model, tools: [set], stopDeadlineMs: 2000 }).session();
+    const session = createAgent({
+      model,
+      tools: [set],
+      stopDeadlineMs: 2000,
+      permissions: ALLOW_HIGH,
+    }).session();
     const updates: unknown[] = [];
     session.subscribe((e: AgentEvent) => {
       if (e.type !== "call.updated") return;
@@ -169,7 +185,7 @@ describe("an MCP server's tools (stdio)", { timeout: 60_000 }, () => {
       { toolCalls: [{ id: "c1", name: "picture", arguments: "{}" }] },
       { text: "done" },
     ]);
-    const session = createAgent({ model, tools: [set] }).session();
+    const session = createAgent({ model, tools: [set], permissions: ALLOW_HIGH }).session();
     await session.prompt("draw");
     const [{ result }] = resultsOf(session.entries());
     expect(result).toMatchObject({
@@ -197,7 +213,7 @@ describe("an MCP server's tools (stdio)", { timeout: 60_000 }, () => {
       { toolCalls: [{ id: "c4", name: "echo", arguments: '{"text":"back"}' }] },
       { text: "done" },
     ]);
-    const session = createAgent({ model, tools: [set] }).session();
+    const session = createAgent({ model, tools: [set], permissions: ALLOW_HIGH }).session();
     await session.prompt("crash it");
     const [crashed, a, b] = resultsOf(session.entries());
     expect(crashed.result).toMatchObject({ ok: false, code: "OUTCOME_UNKNOWN" });
@@ -227,7 +243,7 @@ describe("an MCP server's tools (stdio)", { timeout: 60_000 }, () => {
       { toolCalls: [{ id: "c1", name: "crash_idempotent", arguments: "{}" }] },
       { text: "done" },
     ]);
-    const session = createAgent({ model, tools: [set] }).session();
+    const session = createAgent({ model, tools: [set], permissions: ALLOW_HIGH }).session();
     await session.prompt("crash it");
     const [r] = resultsOf(session.entries());
     expect(r.result).toMatchObject({ ok: false, code: "EXECUTION_FAILED", retryable: true });
@@ -294,7 +310,7 @@ describe("a hostile MCP server", { timeout: 60_000 }, () => {
       { toolCalls: [{ id: "c1", name: "huge", arguments: '{"bytes":3000000}' }] },
       { text: "done" },
     ]);
-    const session = createAgent({ model, tools: [set] }).session();
+    const session = createAgent({ model, tools: [set], permissions: ALLOW_HIGH }).session();
     await session.prompt("huge");
     const [{ result }] = resultsOf(session.entries());
     expect(result).toMatchObject({ ok: true, truncated: true });
@@ -318,7 +334,12 @@ describe("an MCP server over Streamable HTTP", { timeout: 60_000 }, () => {
       { toolCalls: [{ id: "c2", name: "slow", arguments: '{"steps":50}' }] },
       { text: "unreached" },
     ]);
-    const session = createAgent({ model, tools: [set], stopDeadlineMs: 2000 }).session();
+    const session = createAgent({
+      model,
+      tools: [set],
+      stopDeadlineMs: 2000,
+      permissions: ALLOW_HIGH,
+    }).session();
     const updates: unknown[] = [];
     session.subscribe((e: AgentEvent) => {
       if (e.type !== "call.updated") return;
@@ -352,7 +373,7 @@ describe("an MCP server over Streamable HTTP", { timeout: 60_000 }, () => {
       { toolCalls: [{ id: "c2", name: "echo", arguments: '{"text":"a"}' }] },
       { text: "down" },
     ]);
-    const session = createAgent({ model, tools: [set] }).session();
+    const session = createAgent({ model, tools: [set], permissions: ALLOW_HIGH }).session();
     await session.prompt("crash");
     const [crashed, echo] = resultsOf(session.entries());
     // The broken stream made Keel ask the server (a ping): no answer, so it is lost and the

@@ -4,6 +4,7 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { postgresProviderSlots } from "../actors/postgres-provider-slots.ts";
+import { SlotLostError } from "../actors/provider-slots.ts";
 import {
   type FakeOpenAIServer,
   type FakeReply,
@@ -149,6 +150,44 @@ describe.skipIf(!mode.run)(
       await slots.close();
     }, 60_000);
 
+    it("a process stopped past its lease loses its slots when it resumes: its requests end instead of running over the limit", async () => {
+      const schema = freshSchema("slots");
+      const LEASE = 900;
+      const holder = child(["hold", db.url(), schema, "2", "2"], {
+        KEEL_TEST_LEASE: String(LEASE),
+      });
+      await holder.next("held");
+      const pool = new pg.Pool({ connectionString: db.url(), max: 3 });
+      pool.on("error", () => {});
+      pools.push(pool);
+      const slots = postgresProviderSlots(pool, {
+        limits: { openai: 2 },
+        schema,
+        leaseMs: LEASE,
+        pollMs: 50,
+      });
+      holder.proc.kill("SIGSTOP"); // stopped past its lease: its rows expire
+      await new Promise((r) => setTimeout(r, LEASE * 1.6));
+      const signal = new AbortController().signal;
+      const mine = [
+        await slots.acquire("openai", { signal }),
+        await slots.acquire("openai", { signal }),
+      ];
+      expect(await slots.held("openai")).toBe(2);
+      holder.proc.kill("SIGCONT");
+      // Both of its requests are told their slot is lost, within a renewal period or so.
+      const resumedAt = Date.now();
+      const lost = await holder.next("lost", 5_000);
+      expect(lost.message).toMatch(/provider slot was lost/);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(Date.now() - resumedAt).toBeLessThan(LEASE * 2);
+      // Our rows are still ours: the resumed process renewed none of them.
+      expect(await slots.held("openai")).toBe(2);
+      for (const release of mine) release();
+      await slots.close();
+      holder.proc.kill("SIGKILL");
+    }, 60_000);
+
     it("an aborted waiter leaves the queue at once and takes no row; the next waiter is served when a slot frees", async () => {
       const schema = freshSchema("slots");
       const pool = new pg.Pool({ connectionString: db.url(), max: 4 });
@@ -177,3 +216,27 @@ describe.skipIf(!mode.run)(
     }, 30_000);
   },
 );
+
+describe("a provider slot lost while its request runs", () => {
+  it("ends that attempt as a retryable failure, not a cancel: the turn retries under a new slot and completes", async () => {
+    const { createAgent } = await import("../actors/agent.ts");
+    const { scriptedModel } = await import("../providers/scripted-model.ts");
+    const losers: AbortController[] = [];
+    // Slots whose first grant is lost while its stream runs (as a stopped process's would be).
+    const slots = {
+      limitOf: () => 1,
+      acquire: async () => {
+        const lost = new AbortController();
+        losers.push(lost);
+        if (losers.length === 1) setTimeout(() => lost.abort(new SlotLostError("lost (test)")), 50);
+        return Object.assign(() => {}, { lost: lost.signal });
+      },
+    };
+    const model = scriptedModel([{ text: "never finished", delayMs: 2_000 }, { text: "retried" }]);
+    const agent = createAgent({ model, concurrency: slots, retry: { baseDelayMs: 1 } });
+    const result = await agent.session("lost").prompt("hi");
+    expect(result).toMatchObject({ status: "completed", text: "retried" });
+    expect(losers).toHaveLength(2);
+    await agent.close();
+  });
+});

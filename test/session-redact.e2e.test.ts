@@ -81,6 +81,43 @@ describe("session.redact through the public API", () => {
     expect(inFiles(file, SECRET)).toBe(false);
   });
 
+  it("redacting a call's arguments (its call_started entry) removes them everywhere: the asking message's tool-call part, the projection, the next request", async () => {
+    // Its result does not repeat the arguments: only the call holds them.
+    const save = defineTool({
+      name: "save",
+      description: "Saves a text.",
+      parameters: z.object({ text: z.string() }),
+      execute: async () => "saved",
+    });
+    const model = scriptedModel([
+      { toolCalls: [{ id: "c1", name: "save", arguments: JSON.stringify({ text: SECRET }) }] },
+      { text: "saved it" },
+      { text: "fine" },
+    ]);
+    const agent = createAgent({ model, dataDir: tmp(), tools: [save] });
+    const session = agent.session("args");
+    expect((await session.prompt("save the key")).status).toBe("completed");
+    const started = session.entries().find((e) => e.type === "call_started")!;
+    const asker = session
+      .entries()
+      .find(
+        (e) => e.type === "assistant_message" && e.content.some((p) => p.type === "tool-call"),
+      )!;
+    const done = await session.redact([started.id], { reason: "arguments" });
+    if (!done.ok) throw new Error(done.message);
+    expect(done.redacted).toEqual(expect.arrayContaining([started.id, asker.id]));
+    const redactedAsker = session.entries().find((e) => e.id === asker.id)!;
+    expect(JSON.stringify(redactedAsker)).not.toContain(SECRET);
+    expect(redactedAsker).toMatchObject({
+      content: [{ type: "tool-call", id: "c1", name: "save" }],
+    });
+    expect(JSON.stringify(session.history())).not.toContain(SECRET);
+    expect(JSON.stringify(session.messages())).not.toContain(SECRET);
+    expect((await session.prompt("and now?")).status).toBe("completed");
+    expect(JSON.stringify(model.requests.at(-1))).not.toContain(SECRET);
+    await agent.close();
+  });
+
   it("is refused with TURN_OPEN while a turn runs, and nothing changes", async () => {
     let release!: () => void;
     const gate = new Promise<void>((resolve) => {

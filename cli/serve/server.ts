@@ -28,6 +28,11 @@ import { sessionTable } from "./session-table.ts";
 import { FrameWriter } from "./writer.ts";
 
 /** The connection {@link serve} runs on, and the defaults of the sessions it opens. */
+/** How long the input must be quiet before `goodbye` (see `inputQuiet`). */
+const QUIET_MS = 100;
+/** The longest `goodbye` waits for a quiet input. */
+const QUIET_CAP_MS = 1_000;
+
 export interface ServerOptions {
   input: Readable;
   output: Writable;
@@ -287,12 +292,14 @@ export function serve(options: ServerOptions): Server {
             ...(err.refusal ? { refusal: err.refusal } : {}),
           });
         } else {
+          // A store that refused (full disk, locked, unreachable) is not a bug in Keel.
+          const store = (err as Error)?.name === "StoreError";
           log.error({ err, type, id }, "a request failed");
           send({
             type: "error",
             id,
-            code: "INTERNAL",
-            message: `${type} failed: ${(err as Error)?.message ?? String(err)}`,
+            code: store ? "STORE_FAILED" : "INTERNAL",
+            message: `${type} failed: ${store ? `the session store refused it (${(err as { code?: string }).code}): ` : ""}${(err as Error)?.message ?? String(err)}`,
           });
         }
       },
@@ -337,6 +344,28 @@ export function serve(options: ServerOptions): Server {
     return runSessionRequest(entry, request, send);
   }
 
+  /**
+   * Reads the client's input until it has been quiet for {@link QUIET_MS} (at most
+   * {@link QUIET_CAP_MS}) and every line read is answered: a request the client sent before it
+   * could see `goodbye` gets its `SHUTTING_DOWN`, not silence.
+   */
+  async function inputQuiet(): Promise<void> {
+    if (inputDone || writer.broken) return;
+    const start = Date.now();
+    let last = start;
+    const seen = () => {
+      last = Date.now();
+    };
+    options.input.on("data", seen);
+    if (!writer.congested) options.input.resume();
+    const sleep = () => new Promise((resolve) => setTimeout(resolve, 5));
+    while (Date.now() - start < QUIET_CAP_MS) {
+      if (Date.now() - last >= QUIET_MS && lines.length === 0 && !pumping) break;
+      await sleep();
+    }
+    options.input.off("data", seen);
+  }
+
   function shutdown(reason: string): Promise<string> {
     closing ??= (async () => {
       log.info({ reason }, "keel serve: shutting down");
@@ -372,6 +401,7 @@ export function serve(options: ServerOptions): Server {
         log.error({ deadline }, "keel serve: sessions did not settle in time; exiting anyway");
       }
       clearTimeout(timer);
+      await inputQuiet(); // requests already sent are read and answered SHUTTING_DOWN
       send({ type: "goodbye", reason });
       closed_ = true;
       options.input.off("data", onData);

@@ -19,6 +19,11 @@ export interface KeelRunOptions {
   env?: Record<string, string>;
   /** Another user to run as; spawning as one needs root. */
   user?: { uid: number; gid: number };
+  /**
+   * A command the run is started under (`[command, ...args]`, then `node …`), e.g. `setpriv`
+   * dropping root's capabilities.
+   */
+  wrapper?: readonly string[];
 }
 
 /**
@@ -41,7 +46,8 @@ export function runNode(
   for (const name of options.unset ?? []) delete env[name];
   Object.assign(env, options.env);
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, {
+    const [command, ...prefix] = [...(options.wrapper ?? []), process.execPath];
+    const child = spawn(command, [...prefix, ...args], {
       cwd: options.cwd,
       env,
       stdio: ["ignore", "pipe", "pipe"],

@@ -2,7 +2,8 @@
 // Modes:
 //   run <url> <schema> <baseURL> <sessions> <limit>  start <sessions> sessions together against the
 //                                                     loopback OpenAI server; print {ev:"done"} and exit
-//   hold <url> <schema> <n> <limit>                   take n slots and keep them (the test kills it)
+//   hold <url> <schema> <n> <limit>                   take n slots and keep them (the test kills it);
+//                                                     print {ev:"lost", i} when slot i is lost
 // Prints one JSON object per line on stdout.
 import pg from "pg";
 import { createAgent } from "../../actors/agent.ts";
@@ -52,8 +53,12 @@ if (mode === "run") {
 } else if (mode === "hold") {
   const [n, limit] = [Number(a), Number(b)];
   const slots = postgresProviderSlots(pool, { limits: { openai: limit }, schema, leaseMs: LEASE });
-  for (let i = 0; i < n; i++)
-    await slots.acquire("openai", { signal: new AbortController().signal });
+  for (let i = 0; i < n; i++) {
+    const release = await slots.acquire("openai", { signal: new AbortController().signal });
+    release.lost?.addEventListener("abort", () =>
+      say({ ev: "lost", i, message: (release.lost!.reason as Error).message }),
+    );
+  }
   say({ ev: "held", n });
   setInterval(() => {}, 60_000); // alive until killed
 } else {

@@ -6,6 +6,7 @@ import { globTool } from "./glob.ts";
 import { grepTool } from "./grep.ts";
 import { listDirTool } from "./list-dir.ts";
 import { readFileTool } from "./read-file.ts";
+import { checkSandboxOptions, type ShellSandbox } from "./sandbox.ts";
 import { shellTool } from "./shell.ts";
 import type { Workspace } from "./workspace.ts";
 import { writeFileTool } from "./write-file.ts";
@@ -20,6 +21,12 @@ export interface BuiltinToolsOptions {
    * them or `.keel`, and fails one that removed or replaced them; see `tools/builtin/store-guard.ts`.)
    */
   protect?: readonly string[];
+  /**
+   * How `shell` commands are confined (docs/tools.md, "The shell's sandbox"). Default `{}`: under
+   * bubblewrap on Linux when it is installed (workspace writable, the rest read-only, a private
+   * `/tmp`, no network), unconfined otherwise. `false`: always unconfined.
+   */
+  sandbox?: ShellSandbox;
 }
 
 /**
@@ -29,11 +36,12 @@ export interface BuiltinToolsOptions {
  * list_dir, glob and grep, and refused to write_file and edit_file; read_file still reads them
  * (a spilled output's continuation points there).
  */
-export function builtinTools({ root, protect = [] }: BuiltinToolsOptions): Tool[] {
+export function builtinTools({ root, protect = [], sandbox = {} }: BuiltinToolsOptions): Tool[] {
   const abs = path.resolve(root);
   if (!statSync(abs, { throwIfNoEntry: false })?.isDirectory()) {
     throw new Error(`builtinTools: root ${JSON.stringify(root)} is not an existing directory`);
   }
+  checkSandboxOptions(abs, sandbox);
   const ws: Workspace = {
     root: abs,
     realRoot: realpathSync(abs),
@@ -46,7 +54,7 @@ export function builtinTools({ root, protect = [] }: BuiltinToolsOptions): Tool[
     listDirTool(ws),
     globTool(ws),
     grepTool(ws),
-    shellTool(ws),
+    shellTool(ws, sandbox),
   ];
 }
 

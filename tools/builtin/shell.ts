@@ -1,5 +1,6 @@
 import { type ChildProcessByStdio, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
+import path from "node:path";
 import type { Readable } from "node:stream";
 import { z } from "zod";
 import { defineTool, type Tool } from "../define-tool.ts";
@@ -17,6 +18,13 @@ import {
   taggedProcesses,
 } from "./process-tree.ts";
 
+import {
+  bwrapArgs,
+  type SandboxOptions,
+  type SandboxPlan,
+  type ShellSandbox,
+  sandboxSupport,
+} from "./sandbox.ts";
 import { namesKeelOwn, replacedSince, storeIdentity } from "./store-guard.ts";
 import { isKeelOwn, KEEL_DIR, resolveInWorkspace, toolError, type Workspace } from "./workspace.ts";
 
@@ -57,7 +65,11 @@ const parameters = z.object({
  * outlive the call. A command that has exited keeps its real result: a cancel that arrives
  * while its leftovers are being killed does not turn it into `CANCELLED`.
  */
-export function shellTool(ws: Workspace): Tool<z.output<typeof parameters>> {
+export function shellTool(
+  ws: Workspace,
+  sandbox: ShellSandbox = {},
+): Tool<z.output<typeof parameters>> {
+  const confined = sandbox !== false && sandboxSupport().ok;
   return defineTool({
     name: "shell",
     description: [
@@ -66,6 +78,7 @@ export function shellTool(ws: Workspace): Tool<z.output<typeof parameters>> {
       `Returns "exit code: N" (a non-zero code is a normal result, not a failure), then stdout and stderr. Output over ${BUILTIN_MAX_BYTES / 1024} KiB keeps its beginning and end with the omitted byte count; to see more, re-run with a narrower command (grep, head, tail, sed -n).`,
       `Fails with TIMEOUT after timeout_ms (default ${DEFAULT_TIMEOUT_MS / 1000} s); cancelling kills the whole process group.`,
       `${KEEL_DIR}/ holds Keel's session store: a command that names it is refused, and one that removes or replaces it fails saying so.`,
+      ...(confined ? [sandboxNote(sandbox as SandboxOptions)] : []),
     ].join(" "),
     parameters,
     examples: [{ args: { command: "npm test -- --reporter=dot", timeout_ms: 300000 } }],
@@ -93,12 +106,20 @@ export function shellTool(ws: Workspace): Tool<z.output<typeof parameters>> {
       const named = namesKeelOwn(ws, command);
       if (named) return named;
       ctx?.signal?.throwIfAborted();
-      // The command is not confined: what it did to the store's files is found out afterwards.
+      const jail = sandboxFor(ws, sandbox, resolved.real);
+      if (jail && "error" in jail) return jail.error;
+      // Unconfined, what the command did to the store's files is found out afterwards.
       const before = storeIdentity(ws);
       let gone: string[] = [];
       let result: Awaited<ReturnType<typeof runInGroup>>;
       try {
-        result = await runInGroup(command, resolved.real, timeout_ms, ctx?.signal, ctx?.onUpdate);
+        result = await runInGroup(command, {
+          cwd: resolved.real,
+          timeoutMs: timeout_ms,
+          signal: ctx?.signal,
+          onUpdate: ctx?.onUpdate,
+          sandbox: jail,
+        });
       } finally {
         gone = replacedSince(ws, before);
         if (gone.length > 0)
@@ -119,16 +140,58 @@ export function shellTool(ws: Workspace): Tool<z.output<typeof parameters>> {
   });
 }
 
+/** The sentence of the tool's description that tells the model what the sandbox allows. */
+function sandboxNote(options: SandboxOptions): string {
+  return `Commands run in a sandbox: only the workspace${options.writable?.length ? " (and the paths the user allowed)" : ""} can be written, /tmp is private to the call${options.network ? "" : ", and there is no network"}.`;
+}
+
+/**
+ * The sandbox one call runs in: undefined to run unconfined (`sandbox: false`, or bubblewrap
+ * unusable and not `required`), or the refusal when it is required and unusable.
+ */
+function sandboxFor(
+  ws: Workspace,
+  sandbox: ShellSandbox,
+  cwd: string,
+): Sandboxed | { error: ReturnType<typeof toolError> } | undefined {
+  if (sandbox === false) return undefined;
+  const support = sandboxSupport();
+  if (!support.ok) {
+    if (!sandbox.required) return undefined;
+    return {
+      error: toolError(
+        "EXECUTION_FAILED",
+        `shell commands must run in a sandbox here and ${support.reason}. Tell the user: install bubblewrap (Debian: apt-get install bubblewrap).`,
+      ),
+    };
+  }
+  const readOnly = [path.join(ws.realRoot, KEEL_DIR), ...ws.protected];
+  return { bwrap: support.bwrap, plan: { root: ws.realRoot, cwd, readOnly, options: sandbox } };
+}
+
+/** A command run under bubblewrap: the binary and what the command may touch. */
+export interface Sandboxed {
+  bwrap: string;
+  plan: SandboxPlan;
+}
+
 async function runInGroup(
   command: string,
-  cwd: string,
-  timeoutMs: number,
-  signal?: AbortSignal,
-  onUpdate?: (p: unknown) => void,
+  options: {
+    cwd: string;
+    timeoutMs: number;
+    signal?: AbortSignal;
+    onUpdate?: (p: unknown) => void;
+    sandbox?: Sandboxed;
+  },
 ) {
-  const run = await runCommandInGroup(command, { cwd, timeoutMs, signal, onUpdate });
+  const { timeoutMs } = options;
+  const run = await runCommandInGroup(command, options);
   if (run.error)
-    return toolError("EXECUTION_FAILED", `could not start /bin/bash: ${run.error.message}`);
+    return toolError(
+      "EXECUTION_FAILED",
+      `could not start ${options.sandbox ? options.sandbox.bwrap : "/bin/bash"}: ${run.error.message}`,
+    );
   if (run.stoppedBy === "cancel") {
     const err = new Error(`shell command cancelled; its process group was killed.\n${run.text}`);
     err.name = "AbortError";
@@ -177,13 +240,19 @@ export async function runCommandInGroup(
     signal?: AbortSignal;
     onUpdate?: (p: unknown) => void;
     env?: Record<string, string>;
+    /** Run under bubblewrap (see `tools/builtin/sandbox.ts`); its pid namespace ends every process. */
+    sandbox?: Sandboxed;
   },
 ): Promise<GroupRun> {
-  const { cwd, timeoutMs, signal, onUpdate } = options;
+  const { cwd, timeoutMs, signal, onUpdate, sandbox } = options;
   const stdout = new OutputCapture(BUILTIN_MAX_BYTES);
   const stderr = new OutputCapture(BUILTIN_MAX_BYTES);
   const tag = randomUUID();
-  const child = spawn("/bin/bash", ["-c", `${REPORT_JOBS}${command}`], {
+  // In a sandbox the jobs' pids are those of its own pid namespace, not ours: not reported.
+  const [file, args] = sandbox
+    ? [sandbox.bwrap, bwrapArgs(sandbox.plan, ["/bin/bash", "-c", command])]
+    : ["/bin/bash", ["-c", `${REPORT_JOBS}${command}`]];
+  const child = spawn(file, args, {
     cwd,
     detached: true,
     stdio: ["ignore", "pipe", "pipe", "pipe"],

@@ -15,7 +15,9 @@ export interface McpToolAnnotations {
  * - `readOnlyHint: true` → read-only and concurrency-safe, and idempotent (it changes nothing,
  *   so calling it again is safe); risk `low` only when also `openWorldHint: false` (a tool that
  *   reaches the outside world can carry data out), else `medium`.
- * - otherwise risk `high`, or `medium` when `destructiveHint: false` (it only adds);
+ * - otherwise risk `high` (destructive or open-world: refused by an agent without a `permissions`
+ *   option), or `medium` when both `destructiveHint: false` (it only adds) and
+ *   `openWorldHint: false` (it reaches nothing outside the server);
  *   idempotent only with `idempotentHint: true`; never concurrency-safe.
  * - always cancellable: a cancel sends `notifications/cancelled` (the server may still have
  *   acted; see `mcpToolSet`). Pure.
@@ -37,6 +39,6 @@ export function traitsFromAnnotations(annotations: McpToolAnnotations | undefine
     concurrencySafe: false,
     idempotent: a.idempotentHint === true,
     cancellable: true,
-    risk: a.destructiveHint === false ? "medium" : "high",
+    risk: a.destructiveHint === false && a.openWorldHint === false ? "medium" : "high",
   };
 }
