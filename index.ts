@@ -152,7 +152,11 @@ export {
 export type { SessionStore, SessionSummary } from "./session/store.ts";
 export { builtinTools } from "./tools/builtin/index.ts";
 export { defineTool, type Tool, ToolDefinitionError } from "./tools/define-tool.ts";
-export { jsonSchemaParameters } from "./tools/json-schema-parameters.ts";
+export {
+  type JsonSchemaParametersOptions,
+  jsonSchemaParameters,
+  jsonSchemaPatternProblem,
+} from "./tools/json-schema-parameters.ts";
 export type { McpToolAnnotations } from "./tools/mcp/annotations.ts";
 export {
   type McpHttpServer,

@@ -4,6 +4,7 @@ import type { ClientToolSpec } from "../../contracts/protocol.ts";
 import {
   defineTool,
   jsonSchemaParameters,
+  jsonSchemaPatternProblem,
   type Tool,
   type ToolResult,
   type ToolTraits,
@@ -70,6 +71,16 @@ export function clientTool(spec: unknown, index: number, deps: ClientToolDeps): 
       parameters,
       traits,
       async execute(args, ctx): Promise<ToolResult> {
+        // The schema's patterns are matched in the pattern worker, never on the event loop.
+        const problem = await jsonSchemaPatternProblem(parameters, args, ctx.signal);
+        if (problem !== undefined) {
+          return {
+            ok: false,
+            code: "INVALID_ARGS",
+            message: `not sent: ${problem}. Fix the argument and call ${name} again.`,
+            retryable: false,
+          };
+        }
         const sent = deps.execute({
           callId: ctx.callId,
           tool: name,
