@@ -41,8 +41,8 @@ export function checkDuration(name: string, value: number, min = 0): number {
  * `fallback`; a number of milliseconds over 0 is kept up to `MAX_TIMER_MS`; a longer one,
  * `Infinity` included, is clamped to `MAX_TIMER_MS` (Node would fire it after 1 ms: a timeout
  * of `Infinity` would time out at once, a poll of 1e10 would poll a thousand times a second),
- * and a finite one over the cap is said once through `warn`. Anything else (not a number,
- * `NaN`, 0 or less, under `min`) throws a `RangeError` naming the option, what it got and what
+ * and a finite one over the cap is said through `warn` (default `process.emitWarning`).
+ * Anything else (not a number, `NaN`, under `min`, which is 1 unless given) throws a `RangeError` naming the option, what it got and what
  * it takes. Contract of `warn`: must not throw.
  */
 export function durationOption(
@@ -53,7 +53,7 @@ export function durationOption(
 ): number {
   if (value === undefined) return fallback;
   const min = options.min ?? 1;
-  if (typeof value !== "number" || Number.isNaN(value) || value < min || value <= 0) {
+  if (typeof value !== "number" || Number.isNaN(value) || value < min) {
     throw new RangeError(
       `${name} must be a number of milliseconds from ${min} to ${MAX_TIMER_MS} (2^31 − 1, the longest timer Node honours), got ${typeof value === "string" ? JSON.stringify(value) : String(value)}`,
     );
