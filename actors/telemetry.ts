@@ -19,9 +19,6 @@ import {
   type TracerLike,
 } from "./telemetry-spans.ts";
 
-export type { SpanLike, TracerLike } from "./telemetry-spans.ts";
-export { MAX_CONTENT_ATTRIBUTE_CHARS } from "./telemetry-spans.ts";
-
 const require = createRequire(import.meta.url);
 
 // The API's enums, by value (stable across 1.x): SpanKind and SpanStatusCode.

@@ -11,7 +11,7 @@ import {
 } from "@opentelemetry/sdk-trace-base";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { MAX_CONTENT_ATTRIBUTE_CHARS } from "../actors/telemetry.ts";
+import { MAX_CONTENT_ATTRIBUTE_CHARS } from "../actors/telemetry-spans.ts";
 import { createAgent, defineTool, openTelemetry, type Script, scriptedModel } from "../index.ts";
 
 const exporter = new InMemorySpanExporter();

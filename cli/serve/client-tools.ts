@@ -37,7 +37,7 @@ export const MAX_SCHEMA_NODES = 2000;
 
 /**
  * The client tools of one `session.open`, each made with {@link clientTool}. Bounded so that one
- * request cannot hold the event loop (invariant 16): at most `MAX_CLIENT_TOOLS` tools, each of
+ * request cannot hold the event loop (docs/architecture.md, invariant 16): at most `MAX_CLIENT_TOOLS` tools, each of
  * at most `MAX_SCHEMA_NODES` schema objects, and the loop gets a turn between two tools, so a
  * stall is one tool's conversion at most. Rejects with `ProtocolError` (`INVALID_TOOL`) naming
  * the limit.

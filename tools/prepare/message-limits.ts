@@ -6,8 +6,8 @@ export const MAX_CALLS_PER_MESSAGE = 128;
 export const MAX_MESSAGE_ARGUMENT_CHARS = 16 * 1024 * 1024;
 
 /**
- * The bound on one message's calls (invariant 16: no single input stalls the event loop, and a
- * message of 5 000 calls or of 15 MB of arguments is one input). The first
+ * The bound on one message's calls (docs/architecture.md, invariant 16: no single input stalls
+ * the event loop, and a message of 5 000 calls or of 15 MB of arguments is one input). The first
  * `MAX_CALLS_PER_MESSAGE` calls whose arguments fit in `MAX_MESSAGE_ARGUMENT_CHARS` together
  * are prepared as usual; each later call is refused before its arguments are parsed, with an
  * `INVALID_ARGS` result saying which limit and how to send the rest. Returns the refusal of
