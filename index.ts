@@ -160,7 +160,11 @@ export {
 export { builtinTools } from "./tools/builtin/index.ts";
 export { type SandboxOptions, sandboxSupport } from "./tools/builtin/sandbox.ts";
 export { defineTool, type Tool, ToolDefinitionError } from "./tools/define-tool.ts";
-export { jsonSchemaParameters } from "./tools/json-schema-parameters.ts";
+export {
+  type JsonSchemaParametersOptions,
+  jsonSchemaParameters,
+  jsonSchemaPatternProblem,
+} from "./tools/json-schema-parameters.ts";
 export type { McpToolAnnotations } from "./tools/mcp/annotations.ts";
 export {
   type McpHttpServer,

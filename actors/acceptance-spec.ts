@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { readFileSync, realpathSync } from "node:fs";
 import path from "node:path";
 import type { CheckKind } from "../contracts/acceptance.ts";
+import { MAX_TIMER_MS } from "../contracts/clock.ts";
 
 /** What a check function returns: whether it passed and what it has to say. */
 export interface CheckOutcome {
@@ -108,9 +109,12 @@ export function checkSpec(spec: AcceptanceSpec, where: string): void {
         `${at}: \`kind\` must be "check" or "opinion", got ${String(check.kind)}`,
       );
     const timeout = (check as CommandCheck).timeoutMs;
-    if (timeout !== undefined && !(Number.isInteger(timeout) && timeout > 0))
+    if (
+      timeout !== undefined &&
+      !(Number.isInteger(timeout) && timeout > 0 && timeout <= MAX_TIMER_MS)
+    )
       throw new TypeError(
-        `${at}: \`timeoutMs\` must be a positive integer, got ${String(timeout)}`,
+        `${at}: \`timeoutMs\` must be a whole number of milliseconds from 1 to ${MAX_TIMER_MS} (2^31 − 1, the longest timer), got ${String(timeout)}`,
       );
     if (check.files !== undefined && !Array.isArray(check.files))
       throw new TypeError(`${at}: \`files\` must be an array of paths`);

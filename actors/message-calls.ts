@@ -6,9 +6,10 @@ import type { ToolCallPart } from "../contracts/messages.ts";
 import type { ObservedResult } from "../machines/policies/loop-guard.ts";
 import type { TurnCallSpec } from "../machines/turn.types.ts";
 import type { createAssembler } from "../providers/stream-assembler.ts";
+import { messageLimitRefusals } from "../tools/prepare/message-limits.ts";
 import { truncatedCallResult } from "../tools/prepare/truncated-call.ts";
 import { prepareCall } from "../tools/prepare-call.ts";
-import type { PreparedCall } from "../tools/types.ts";
+import type { PreparedCall, PrepareOutcome } from "../tools/types.ts";
 import type { TurnScope } from "./turn-scope.ts";
 
 /** What the batch's scheduler needs to know about a prepared call. */
@@ -35,8 +36,13 @@ export function prepareMessageCalls(
   turn.prepared.clear();
   turn.records.clear();
   const specs: TurnCallSpec[] = [];
-  for (const c of message.toolCalls) {
-    let outcome = prepareCall({ id: c.id, name: c.name, argumentsText: c.argumentsText }, registry);
+  // Bounded per message: calls past the limits are refused before their arguments are read.
+  const limited = messageLimitRefusals(message.toolCalls);
+  for (const [index, c] of message.toolCalls.entries()) {
+    const over = limited[index];
+    let outcome: PrepareOutcome = over
+      ? { ok: false, id: c.id, name: c.name, argumentsText: c.argumentsText, error: over }
+      : prepareCall({ id: c.id, name: c.name, argumentsText: c.argumentsText }, registry);
     const refused = outcome.ok ? turn.deps.guardCall?.(outcome.call) : undefined;
     if (refused) {
       outcome = {

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
+import { durationOption } from "../contracts/clock.ts";
 import {
   checkConcurrency,
   type ProviderSlots,
@@ -51,24 +52,16 @@ interface Waiter {
  *
  * Waiters queue FIFO within a process (only the head asks the database); between processes,
  * the first to ask after a slot frees gets it. Every process must be given the same limits.
- * Throws a TypeError on a bad limit.
+ * Throws a TypeError on a bad limit, a RangeError on a bad duration (`durationOption`: one over
+ * 2^31 − 1 ms is clamped, with a warning).
  */
 export function postgresProviderSlots(
   pool: pg.Pool,
   options: PostgresProviderSlotsOptions,
 ): PostgresProviderSlots {
   const bounds = checkConcurrency("postgresProviderSlots: `limits`", options.limits);
-  const leaseMs = options.leaseMs ?? 30_000;
-  const pollMs = options.pollMs ?? 250;
-  for (const [name, v] of [
-    ["leaseMs", leaseMs],
-    ["pollMs", pollMs],
-  ] as const) {
-    if (!Number.isFinite(v) || v <= 0)
-      throw new TypeError(
-        `postgresProviderSlots: \`${name}\` must be a positive number of ms, got ${v}`,
-      );
-  }
+  const leaseMs = durationOption("postgresProviderSlots: `leaseMs`", options.leaseMs, 30_000);
+  const pollMs = durationOption("postgresProviderSlots: `pollMs`", options.pollMs, 250);
   const schema = options.schema ?? "keel";
   const s = `"${schema}"`;
   const channel = `keel_provider_slots_${schema}`.slice(0, 63);

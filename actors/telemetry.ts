@@ -9,40 +9,17 @@ import type { CallOutcome } from "../contracts/status.ts";
 import type { ToolResult } from "../contracts/tool-result.ts";
 import type { TraceContext } from "../tools/types.ts";
 import { openCallScope } from "./call-scope.ts";
+import {
+  type AttributeValue,
+  clip,
+  json,
+  MAX_NAME_CHARS,
+  type OtelApi,
+  type SpanLike,
+  type TracerLike,
+} from "./telemetry-spans.ts";
 
 const require = createRequire(import.meta.url);
-
-/** The parts of an OpenTelemetry `Span` used here (the API's `Span` has them all). */
-export interface SpanLike {
-  setAttribute(key: string, value: AttributeValue): unknown;
-  addEvent(name: string, attributes?: Record<string, AttributeValue>, time?: number): unknown;
-  setStatus(status: { code: number; message?: string }): unknown;
-  end(endTime?: number): void;
-  isRecording(): boolean;
-}
-
-type AttributeValue = string | number | boolean | string[];
-
-/** The parts of an OpenTelemetry `Tracer` used here. */
-export interface TracerLike {
-  startSpan(
-    name: string,
-    options?: { kind?: number; startTime?: number; attributes?: Record<string, AttributeValue> },
-    context?: TraceContext,
-  ): SpanLike;
-}
-
-/** The parts of `@opentelemetry/api` used here. */
-interface OtelApi {
-  trace: {
-    getTracer(name: string, version?: string): TracerLike;
-    setSpan(context: TraceContext, span: SpanLike): TraceContext;
-  };
-  context: {
-    active(): TraceContext;
-    with<T>(context: TraceContext, fn: () => T): T;
-  };
-}
 
 // The API's enums, by value (stable across 1.x): SpanKind and SpanStatusCode.
 const INTERNAL = 0;
@@ -58,8 +35,11 @@ export interface TelemetryOptions {
   /**
    * Record message content, as the GenAI conventions' opt-in attributes: the prompt
    * (`gen_ai.input.messages` on the turn's span), each answer (`gen_ai.output.messages`), tool
-   * arguments and results (`gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`). Default:
-   * off, unless `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`.
+   * arguments and results (`gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`), and the
+   * text of errors and reasons (a failed tool's message, a provider's error, an interrupt's
+   * reason), each cut to `MAX_CONTENT_ATTRIBUTE_CHARS` (16 KiB). Off, a span holds no content on any
+   * path: an error is its code or kind only. Default: off, unless
+   * `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`.
    */
   captureContent?: boolean;
 }
@@ -166,6 +146,8 @@ function createPublisher(
   model: { provider: string; model: string },
 ): TelemetryPublisher {
   const sessions = new Map<string, SessionTrace>();
+  /** An error's or a reason's text with capture on (bounded); without, only `code`. */
+  const said = (text: string | undefined, code: string) => (capture && text ? clip(text) : code);
   const sessionOf = (id: string) => {
     let s = sessions.get(id);
     if (!s) {
@@ -198,14 +180,14 @@ function createPublisher(
   ): CallTrace => {
     const attributes: Record<string, AttributeValue> = {
       "gen_ai.operation.name": "execute_tool",
-      "gen_ai.tool.name": e.name,
-      "gen_ai.tool.call.id": e.callId,
+      "gen_ai.tool.name": clip(e.name, MAX_NAME_CHARS),
+      "gen_ai.tool.call.id": clip(e.callId, MAX_NAME_CHARS),
       "gen_ai.tool.type": "function",
     };
     if (capture && e.args !== undefined) attributes["gen_ai.tool.call.arguments"] = json(e.args);
     const parent = root || !turn ? api.context.active() : turn.context;
     const span = tracer.startSpan(
-      `execute_tool ${e.name}`,
+      `execute_tool ${clip(e.name, MAX_NAME_CHARS)}`,
       { kind: INTERNAL, startTime: at, attributes },
       parent,
     );
@@ -231,12 +213,14 @@ function createPublisher(
     span.setAttribute("keel.call.outcome", e.outcome);
     if (!e.result.ok) {
       span.setAttribute("error.type", e.result.code);
-      span.setStatus({ code: ERROR, message: e.result.message });
+      span.setStatus({ code: ERROR, message: said(e.result.message, e.result.code) });
     }
     if (capture) {
       span.setAttribute(
         "gen_ai.tool.call.result",
-        e.result.ok ? e.result.content : json({ code: e.result.code, message: e.result.message }),
+        e.result.ok
+          ? clip(e.result.content)
+          : json({ code: e.result.code, message: clip(e.result.message) }),
       );
     }
     span.end(at);
@@ -251,7 +235,7 @@ function createPublisher(
     };
     if (capture) {
       attributes["gen_ai.input.messages"] = json([
-        { role: "user", parts: [{ type: "text", content: e.input }] },
+        { role: "user", parts: [{ type: "text", content: clip(e.input) }] },
       ]);
     }
     const parent = api.context.active();
@@ -273,10 +257,12 @@ function createPublisher(
     endRequest(s, turn, e.at);
     const { span } = turn;
     span.setAttribute("keel.turn.status", e.status);
-    if (e.reason) span.setAttribute("keel.turn.reason", e.reason);
+    if (e.reason && capture) span.setAttribute("keel.turn.reason", clip(e.reason));
+    if (e.code) span.setAttribute("keel.turn.code", e.code);
     span.setAttribute("gen_ai.usage.input_tokens", turn.input);
     span.setAttribute("gen_ai.usage.output_tokens", turn.output);
-    if (e.status === "failed") span.setStatus({ code: ERROR, message: e.reason ?? "failed" });
+    if (e.status === "failed")
+      span.setStatus({ code: ERROR, message: said(e.reason, e.code ?? "failed") });
     span.end(e.at);
     s.turns.delete(e.turnId);
     if (s.current === turn) s.current = undefined;
@@ -327,14 +313,17 @@ function createPublisher(
       case "attempt.ended": {
         const request = s.requests.get(e.attemptId);
         if (!request || e.status === "completed") return;
-        const error = e.error ?? e.status;
-        request.failure = { at: e.at, error, type: e.errorKind ?? e.status };
+        const type = e.errorKind ?? e.status;
+        // A provider's error text can quote the request, a key or a URL: content.
+        const error = said(e.error, type);
+        request.failure = { at: e.at, error, type };
         request.span.addEvent(
           "keel.attempt.failed",
           {
             "keel.attempt.id": e.attemptId,
             "keel.attempt.status": e.status,
-            "error.message": error,
+            "error.type": type,
+            ...(capture && { "error.message": error }),
           },
           e.at,
         );
@@ -350,7 +339,7 @@ function createPublisher(
             "keel.retry.number": e.retry,
             "keel.retry.delay_ms": e.delayMs,
             "keel.retry.mode": e.mode,
-            "keel.retry.reason": e.reason,
+            ...(capture && { "keel.retry.reason": clip(e.reason) }),
           },
           e.at,
         );
@@ -370,12 +359,12 @@ function createPublisher(
         if (e.finishReason) span.setAttribute("gen_ai.response.finish_reasons", [e.finishReason]);
         if (capture) {
           const parts = [
-            ...(e.text ? [{ type: "text", content: e.text }] : []),
+            ...(e.text ? [{ type: "text", content: clip(e.text) }] : []),
             ...e.toolCalls.map((c) => ({
               type: "tool_call",
               id: c.id,
-              name: c.name,
-              arguments: c.arguments,
+              name: clip(c.name, MAX_NAME_CHARS),
+              arguments: typeof c.arguments === "string" ? clip(c.arguments) : c.arguments,
             })),
           ];
           span.setAttribute(
@@ -406,7 +395,12 @@ function createPublisher(
         if (!turn) return;
         // A call refused before it ran (unknown tool, cut message, cancelled while queued)
         // has no start: its span is a point at its result.
-        const call = s.calls.get(e.callId) ?? startCall(s, turn, e.sessionId, e, e.at);
+        // An unknown tool's name is the model's text, not a tool's: content.
+        const named =
+          !capture && !e.result.ok && e.result.code === "UNKNOWN_TOOL"
+            ? { ...e, name: "(unknown tool)" }
+            : e;
+        const call = s.calls.get(e.callId) ?? startCall(s, turn, e.sessionId, named, e.at);
         s.calls.delete(e.callId);
         settleCall(call, e, e.at);
         return;
@@ -432,13 +426,17 @@ function createPublisher(
           },
           turn.context,
         );
-        if (!e.ok) span.setStatus({ code: ERROR, message: e.reason ?? "compaction failed" });
+        if (!e.ok) span.setStatus({ code: ERROR, message: said(e.reason, "compaction failed") });
         span.end(e.at);
         return;
       }
       case "turn.cancel-acknowledged": {
         const turn = s.turns.get(e.turnId);
-        turn?.span.addEvent("keel.turn.cancel_acknowledged", { "keel.reason": e.reason }, e.at);
+        turn?.span.addEvent(
+          "keel.turn.cancel_acknowledged",
+          capture ? { "keel.reason": clip(e.reason) } : {},
+          e.at,
+        );
         return;
       }
       case "turn.execution-stopped":
@@ -448,7 +446,7 @@ function createPublisher(
         s.turns.get(e.turnId)?.span.addEvent(
           "keel.loop_detected",
           {
-            "gen_ai.tool.name": e.tool,
+            "gen_ai.tool.name": clip(e.tool, MAX_NAME_CHARS),
             "keel.loop.repeats": e.repeats,
             "keel.loop.action": e.action,
           },
@@ -487,13 +485,4 @@ function createPublisher(
       }
     },
   };
-}
-
-/** JSON of a value for an attribute; never throws. */
-function json(value: unknown): string {
-  try {
-    return JSON.stringify(value) ?? "null";
-  } catch {
-    return "[unserialisable]";
-  }
 }

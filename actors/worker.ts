@@ -1,6 +1,7 @@
 import { createRequire } from "node:module";
 import type * as GraphileWorker from "graphile-worker";
 import type { Runner } from "graphile-worker";
+import { durationOption } from "../contracts/clock.ts";
 import { loadPeer } from "../contracts/optional-peer.ts";
 import type { PostgresSessionStore } from "../session/stores/postgres-store.ts";
 import { createAgent } from "./agent.ts";
@@ -60,6 +61,12 @@ export interface Worker {
  */
 export async function startWorker(options: WorkerOptions): Promise<Worker> {
   const { store, concurrency = 4 } = options;
+  const sweepMs = durationOption("startWorker: `sweepMs`", options.sweepMs, 2000);
+  const shutdownGraceMs = durationOption(
+    "startWorker: `shutdownGraceMs`",
+    options.shutdownGraceMs,
+    10_000,
+  );
   const s = store.schema;
   const { Logger, run, runMigrations } = loadPeer<typeof GraphileWorker>(
     createRequire(import.meta.url),
@@ -185,7 +192,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
       .finally(() => {
         sweeping = false;
       });
-  }, options.sweepMs ?? 2000);
+  }, sweepMs);
   sweep.unref();
 
   return {
@@ -199,10 +206,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
       const idle = Promise.all(
         [...running.values()].map((session) => session.awaitIdle().catch(() => {})),
       );
-      await Promise.race([
-        idle,
-        new Promise((r) => setTimeout(r, options.shutdownGraceMs ?? 10_000)),
-      ]);
+      await Promise.race([idle, new Promise((r) => setTimeout(r, shutdownGraceMs))]);
       await agent.close(); // interrupts what still runs, settles, flushes, releases leases
       await runner.stop();
     },

@@ -5,19 +5,29 @@
  * Characters that must not reach a terminal raw: C0 controls (ESC starts the sequences that
  * retitle the window, clear the screen or set the clipboard, OSC 52), DEL, C1 controls (0x9b is
  * a one-byte CSI), zero-width characters and the bidirectional overrides that reorder what is
- * shown. Line feed and tab are kept where the caller allows them.
+ * shown, and the characters a terminal draws as nothing or as a blank although they are not
+ * spaces (so a run of them hides what follows, as spaces would): the soft hyphen, the Braille
+ * blank U+2800, the Hangul fillers U+115F, U+1160, U+3164, U+FFA0, Khmer's invisible vowels,
+ * the Mongolian separators, the line and paragraph separators, variation selectors,
+ * interlinear annotation marks, invisible musical symbols and the tag characters
+ * (U+E0000–U+E007F, which can carry hidden ASCII). Line feed and tab are kept where the caller
+ * allows them.
  */
-const UNSAFE =
-  /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/g;
-const UNSAFE_OR_LAYOUT =
-  /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/g;
+const HIDDEN =
+  "\\u061c\\u200b-\\u200f\\u202a-\\u202e\\u2060-\\u2069\\ufeff\\u00ad\\u034f\\u115f\\u1160\\u17b4\\u17b5\\u180b-\\u180f\\u2028\\u2029\\u2800\\u3164\\ufe00-\\ufe0f\\uffa0\\ufff9-\\ufffb\\u{1d173}-\\u{1d17a}\\u{e0000}-\\u{e007f}\\u{e0100}-\\u{e01ef}";
+const UNSAFE = new RegExp(`[\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f${HIDDEN}]`, "gu");
+const UNSAFE_OR_LAYOUT = new RegExp(`[\\u0000-\\u001f\\u007f-\\u009f${HIDDEN}]`, "gu");
 
-const escaped = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
+/** `\uXXXX`, or `\u{XXXXX}` for a character beyond the Basic Multilingual Plane. */
+const escaped = (c: string) => {
+  const code = c.codePointAt(0) ?? 0;
+  return code > 0xffff ? `\\u{${code.toString(16)}}` : `\\u${code.toString(16).padStart(4, "0")}`;
+};
 
 /**
- * `text` with every control character, DEL, C1 control and bidi override written as a visible
- * `\uXXXX` escape; line feeds and tabs are kept when `lines` is true (the default), escaped too
- * otherwise. This is a pure function.
+ * `text` with every control character, DEL, C1 control, bidi override and character drawn as
+ * a blank (see `UNSAFE`) written as a visible `\uXXXX` escape; line feeds and tabs are kept
+ * when `lines` is true (the default), escaped too otherwise. This is a pure function.
  */
 export function printable(text: string, lines = true): string {
   return text.replace(lines ? UNSAFE : UNSAFE_OR_LAYOUT, escaped);

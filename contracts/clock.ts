@@ -37,6 +37,37 @@ export function checkDuration(name: string, value: number, min = 0): number {
 }
 
 /**
+ * Reads a duration option (the one helper every `…Ms` option goes through): `undefined` is
+ * `fallback`; a number of milliseconds over 0 is kept up to `MAX_TIMER_MS`; a longer one,
+ * `Infinity` included, is clamped to `MAX_TIMER_MS` (Node would fire it after 1 ms: a timeout
+ * of `Infinity` would time out at once, a poll of 1e10 would poll a thousand times a second),
+ * and a finite one over the cap is said through `warn` (default `process.emitWarning`).
+ * Anything else (not a number, `NaN`, under `min`, which is 1 unless given) throws a `RangeError` naming the option, what it got and what
+ * it takes. Contract of `warn`: must not throw.
+ */
+export function durationOption(
+  name: string,
+  value: unknown,
+  fallback: number,
+  options: { min?: number; warn?: (message: string) => void } = {},
+): number {
+  if (value === undefined) return fallback;
+  const min = options.min ?? 1;
+  if (typeof value !== "number" || Number.isNaN(value) || value < min) {
+    throw new RangeError(
+      `${name} must be a number of milliseconds from ${min} to ${MAX_TIMER_MS} (2^31 − 1, the longest timer Node honours), got ${typeof value === "string" ? JSON.stringify(value) : String(value)}`,
+    );
+  }
+  if (value <= MAX_TIMER_MS) return value;
+  if (value !== Number.POSITIVE_INFINITY) {
+    (options.warn ?? ((m: string) => process.emitWarning(m, "KeelWarning")))(
+      `${name} of ${value} ms is over ${MAX_TIMER_MS} ms (2^31 − 1, the longest timer Node honours: a longer one fires at once); ${MAX_TIMER_MS} ms is used`,
+    );
+  }
+  return MAX_TIMER_MS;
+}
+
+/**
  * The real clock: monotonic `performance.now()` anchored at the process's time origin. A delay
  * over `MAX_TIMER_MS` waits that long instead of firing at once, as Node's would.
  */

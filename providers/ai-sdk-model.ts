@@ -21,7 +21,7 @@ import { ModelError } from "../contracts/model.ts";
 import { estimateTextTokens, type TextCounter } from "../contracts/tokens.ts";
 import { toModelError } from "./ai-sdk-errors.ts";
 import { takesPrefill, trimPrefill, urlSupport } from "./ai-sdk-request.ts";
-import { partMapper } from "./ai-sdk-stream.ts";
+import { partMapper, skippedPartWarning } from "./ai-sdk-stream.ts";
 import { hasContent, streamWatchdog } from "./stream-watchdog.ts";
 
 /** `aiSdkModel` options: the window, the output reserve, a token counter, provider options. */
@@ -88,7 +88,8 @@ export interface AiSdkModelOptions {
   /**
    * Told about each stream part the provider package could not validate (an event type or a
    * shape it does not know, e.g. a new SSE event Anthropic says clients must ignore): the part
-   * is skipped, not fatal. Contract: must not throw. Default: a process warning.
+   * is skipped, not fatal. Contract: must not throw. Default: a one-line process warning
+   * (`KEEL_SKIPPED_PART`), once per kind of part for this model.
    */
   onSkippedPart?: (error: unknown) => void;
   /** Contract: monotonic ms; drives the two timeouts. Default: `systemClock`. */
@@ -147,13 +148,7 @@ export function aiSdkModel(languageModel: LanguageModelV3, options: AiSdkModelOp
   );
   const idleTimeoutMs = positive("idleTimeoutMs", options.idleTimeoutMs ?? 60_000);
   const requestTimeoutMs = positive("requestTimeoutMs", options.requestTimeoutMs ?? 600_000);
-  const onSkippedPart =
-    options.onSkippedPart ??
-    ((error: unknown) =>
-      process.emitWarning(
-        `aiSdkModel: a stream part ${languageModel.provider} could not validate was skipped (${error instanceof Error ? error.message.slice(0, 300) : String(error)})`,
-        { code: "KEEL_SKIPPED_PART" },
-      ));
+  const onSkippedPart = options.onSkippedPart ?? skippedPartWarning(languageModel.provider);
   const cw = options.contextWindow;
   const maxOut = options.maxOutputTokens;
   for (const [name, v] of [

@@ -155,3 +155,35 @@ function toUsage(u: LanguageModelV3Usage): Usage {
   if (u.outputTokens.reasoning !== undefined) usage.reasoningTokens = u.outputTokens.reasoning;
   return usage;
 }
+
+/**
+ * The default `onSkippedPart`: one process warning (`KEEL_SKIPPED_PART`) of one line per kind of
+ * skipped part (the chunk's `type`, e.g. a new SSE event), the first time this model skips one:
+ * a validation error's own message runs over many lines and would repeat on every part.
+ */
+export function skippedPartWarning(provider: string): (error: unknown) => void {
+  const said = new Set<string>();
+  return (error) => {
+    const kind = skippedKind(error);
+    if (said.has(kind)) return;
+    said.add(kind);
+    const detail = (error instanceof Error ? error.message : String(error))
+      .replace(/\s+/g, " ")
+      .trim();
+    process.emitWarning(
+      `aiSdkModel: ${provider} sent a stream part of type ${JSON.stringify(kind)} it could not validate; it is skipped, and later parts of that type are skipped without a word (${detail.length > 160 ? `${detail.slice(0, 160)}…` : detail})`,
+      { code: "KEEL_SKIPPED_PART" },
+    );
+  };
+}
+
+/** The skipped chunk's `type` (what a new SSE event is named), or the error's name. */
+function skippedKind(error: unknown): string {
+  const value = TypeValidationError.isInstance(error) ? error.value : undefined;
+  const type = (value as { type?: unknown } | undefined)?.type;
+  if (typeof type === "string") return type.slice(0, 80);
+  const named = /"type"\s*:\s*"([^"]{1,80})"/.exec(
+    error instanceof Error ? error.message.slice(0, 2000) : "",
+  );
+  return named ? named[1] : error instanceof Error ? error.name : "unknown";
+}

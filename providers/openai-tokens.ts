@@ -114,39 +114,48 @@ export function openaiTokenCounter(model: string): ((text: string) => number) | 
 
 /** Longest piece handed to the tokenizer at once (characters). */
 export const PIECE_CHARS = 512;
+/**
+ * Longest piece of a run with no place to cut (no line break, no word's space in a piece's
+ * second half: a paste of one letter): the tokenizer's cost on such a piece grows with its
+ * square, so it gets pieces this short.
+ */
+export const RUN_PIECE_CHARS = 128;
 /** Past this many characters a text is estimated (⌈chars / 4⌉), not tokenized. */
 export const EXACT_CHARS = 64 * 1024;
 
 /**
  * Counts `text` with `count` in linear time. The BPE tokenizer's cost grows with the square of
- * a piece it cannot split (a long run of one character),
- * so the text is counted in pieces of at most {@link PIECE_CHARS}, each cut after a line
- * break or before a word's space when one is near (where the tokenizer splits anyway, so the
- * sum is the same, or within a token a cut); a text longer than {@link EXACT_CHARS} gets the chars-based
- * estimate, which provider usage replaces after the response (a counter that keeps the event
+ * a piece it cannot split (a long run of one character), so the text is counted in pieces of
+ * at most {@link PIECE_CHARS}, each cut after a line break or before a word's space when one
+ * is near (where the tokenizer splits anyway, so the sum is the same, or within a token a
+ * cut), and a piece with no such place (a run of one letter) at {@link RUN_PIECE_CHARS}; a
+ * text longer than {@link EXACT_CHARS} gets the chars-based estimate, which provider usage replaces after the response (a counter that keeps the event
  * loop busy for seconds is worse than an estimate). This is a pure function.
  */
 export function countByPieces(text: string, count: (piece: string) => number): number {
   if (text.length > EXACT_CHARS) return Math.ceil(text.length / 4);
-  if (text.length <= PIECE_CHARS) return count(text);
+  if (text.length <= RUN_PIECE_CHARS) return count(text);
   let total = 0;
   let at = 0;
   while (at < text.length) {
     let end = Math.min(text.length, at + PIECE_CHARS);
     if (end < text.length) {
       // Cut where the tokenizer splits too, in the piece's second half when it can: after a
-      // line break, or before a space (a word keeps its leading space).
+      // line break, or before a space (a word keeps its leading space). With no such place,
+      // the piece is one unsplittable run: a short piece.
+      let cut = 0;
       for (let i = end; i > at + PIECE_CHARS / 2; i--) {
         const c = text.charCodeAt(i - 1);
-        if (c === 10) {
-          end = i;
-          break;
-        }
-        if (text.charCodeAt(i) === 32 && c !== 32) {
-          end = i;
+        if (c === 10 || (text.charCodeAt(i) === 32 && c !== 32)) {
+          cut = i;
           break;
         }
       }
+      end = cut > 0 ? cut : at + RUN_PIECE_CHARS;
+    } else if (end - at > RUN_PIECE_CHARS && !hasBreak(text, at, end)) {
+      end = at + RUN_PIECE_CHARS; // the last piece, one unsplittable run
+    }
+    if (end < text.length) {
       // Never split a surrogate pair.
       const last = text.charCodeAt(end - 1);
       if (last >= 0xd800 && last <= 0xdbff) end--;
@@ -155,4 +164,13 @@ export function countByPieces(text: string, count: (piece: string) => number): n
     at = end;
   }
   return total;
+}
+
+/** Whether `text[from, to)` holds a line break or a space (a place the tokenizer splits). */
+function hasBreak(text: string, from: number, to: number): boolean {
+  for (let i = from; i < to; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 10 || c === 32) return true;
+  }
+  return false;
 }

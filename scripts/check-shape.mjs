@@ -73,7 +73,7 @@ export const LONG_FUNCTIONS = {
     why: "the `keel` command table (commander): one declaration per command and option, each a few lines, read as the CLI's reference",
   },
   "actors/telemetry.ts:handle": {
-    max: 160,
+    max: 170,
     why: "one exhaustive switch over the agent's events, a case per event type (a new event type fails typecheck here)",
   },
   "cli/trace.ts:human": {
@@ -129,7 +129,7 @@ export const LONG_FUNCTIONS = {
     why: "one exhaustive switch over the control protocol's request types (docs/protocol.md), a case per request",
   },
   "tools/prepare-call.ts:prepare": {
-    max: 95,
+    max: 110,
     why: "the preparation steps in their documented order (DESIGN §4: parse, split, unwrap, wrap, remap, alias, validate), each a call",
   },
   "tools/builtin/grep.ts:execute": {
@@ -145,8 +145,20 @@ export const LONG_FUNCTIONS = {
     why: "one exhaustive switch over the log's entry types, a case per type that holds content",
   },
   "session/stores/sqlite-store.ts:sqliteStore": {
-    max: 115,
+    max: 125,
     why: "the store's open path: file, migrations, lease, group commit, in the order they depend on each other; its methods are measured each on its own",
+  },
+  "actors/worker.ts:startWorker": {
+    max: 90,
+    why: "the worker's wiring: its job queue, sweep, leases and shutdown in the order they depend on each other; its handlers are measured each on its own",
+  },
+  "tools/builtin/common.ts:openWorkspaceFile": {
+    max: 95,
+    why: "one open of a workspace file against a folder swapped for a symlink mid-call: resolve, open, read the handle's real path, refuse, in one sequence whose steps share the open handle",
+  },
+  "cli/serve/session-table.ts:open": {
+    max: 90,
+    why: "the protocol's session.open: each of its options checked and handed to the agent, in the order the protocol documents them",
   },
 };
 

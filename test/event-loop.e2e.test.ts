@@ -3,19 +3,28 @@
 // handled: a catastrophic regex in grep, a catastrophic glob, and a 10 MB prompt of one
 // character counted with the OpenAI tokenizer. The bound, 100 ms, is the issue's; the old paths
 // (behind test seams) stalled for seconds and the same probe catches them (the mutants below).
+// Issue 41 adds the inputs of a model or a server: a schema's `pattern` (a client tool's, an
+// MCP server's: test/mcp-hostile.e2e.test.ts runs the MCP ones against a real server), 15 MB of
+// concatenated `{}` arguments, 5 000 calls in one message, and `session.open` with 400 client
+// tools of 200 properties.
 import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { afterAll, describe, expect, it } from "vitest";
+import { z } from "zod";
 import { createAgent } from "../actors/agent.ts";
+import { type ClientToolDeps, clientTool, clientTools } from "../cli/serve/client-tools.ts";
 import { countByPieces, openaiTokenCounter } from "../providers/openai-tokens.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import { globTool } from "../tools/builtin/glob.ts";
 import { grepTool } from "../tools/builtin/grep.ts";
 import { inlineEngine, patternRunner } from "../tools/builtin/pattern-runner.ts";
 import type { Workspace } from "../tools/builtin/workspace.ts";
+import { defineTool } from "../tools/define-tool.ts";
+import { prepareCall } from "../tools/prepare-call.ts";
+import { createRegistry } from "../tools/registry.ts";
 import type { ToolContext } from "../tools/types.ts";
 
 // The tokenizer the OpenAI counter uses, the same module instance (one copy of its large table
@@ -112,6 +121,21 @@ describe("no single input stalls the event loop (invariant 16)", () => {
     await agent.close();
   }, 60_000);
 
+  it("a paste of runs of one letter just under 64 KiB, counted exactly, never stalls over 100 ms (issue 41: 147 ms, pieces of 512 letters cost the tokenizer tens of ms each)", async () => {
+    const count = openaiTokenCounter("gpt-4o")!;
+    count("warm up");
+    // Letters whose runs no earlier test counted (the tokenizer caches what it counted).
+    const paste = [..."qkxjvzwyQKXJVZWY"].map((c) => c.repeat(4000)).join("");
+    const { result, stallMs } = await longestStall(async () => count(paste));
+    expect(result).toBeGreaterThan(4000);
+    expect(stallMs).toBeLessThan(MAX_STALL_MS);
+    // What bounds it: a run with no place to cut reaches the tokenizer in pieces of at most
+    // 128 characters (the cost of a piece grows with its square; they were 512).
+    const pieces: number[] = [];
+    countByPieces(paste, (piece) => pieces.push(piece.length));
+    expect(Math.max(...pieces)).toBeLessThanOrEqual(128);
+  });
+
   it("counting by pieces gives the tokenizer's own count on ordinary text and on a run of one character", () => {
     const count = openaiTokenCounter("gpt-4o")!;
     // The oracle: the tokenizer itself, whole, on text it handles fast.
@@ -154,5 +178,123 @@ describe("the stall probe catches the old synchronous paths (mutants of invarian
     const run = "a".repeat(16 * 1024 + 3);
     const fixed = await longestStall(async () => countByPieces(run, (t) => wholeCount(t)));
     expect(fixed.stallMs).toBeLessThan(MAX_STALL_MS);
+  }, 60_000);
+});
+
+/** Client tool declarations as `session.open` carries them: `tools` of `properties` each. */
+const declared = (tools: number, properties: number, pattern?: string) =>
+  Array.from({ length: tools }, (_, i) => ({
+    name: `tool_${i}`,
+    description: "a client tool",
+    parameters: {
+      type: "object",
+      properties: Object.fromEntries(
+        Array.from({ length: properties }, (_, p) => [
+          `field_${p}`,
+          { type: "string", description: `field ${p}`, ...(pattern && { pattern }) },
+        ]),
+      ),
+    },
+  }));
+const clientDeps = (answered: string[] = []): ClientToolDeps => ({
+  execute: (params) => {
+    answered.push(JSON.stringify(params.args));
+    return { id: "r", result: Promise.resolve("ran") };
+  },
+  cancel: () => {},
+  invalidReply: () => {},
+  defaultTimeoutMs: 60_000,
+});
+
+describe("no model- or server-chosen input stalls the event loop (invariant 16, issue 41)", () => {
+  it("a client tool's catastrophic pattern ^(a+)+$ is matched in the worker: the call is refused unsent and the loop never stalls over 100 ms (2.6 s at 27 characters before)", async () => {
+    const sent: string[] = [];
+    const [tool] = await clientTools(declared(1, 1, "^(a+)+$"), clientDeps(sent));
+    expect(await tool.execute({ field_0: "aaaa" } as never, ctx())).toMatchObject({ ok: true });
+    const { result, stallMs } = await longestStall(async () =>
+      tool.execute({ field_0: `${"a".repeat(30)}b` } as never, ctx()),
+    );
+    expect(result).toMatchObject({ ok: false, code: "INVALID_ARGS" });
+    expect(sent).toEqual(['{"field_0":"aaaa"}']);
+    expect(stallMs).toBeLessThan(MAX_STALL_MS);
+  }, 30_000);
+
+  it("15 MB of concatenated {} arguments (6.2 s before) are refused at once, naming the limit", async () => {
+    const tool = defineTool({
+      name: "t",
+      description: "d",
+      parameters: z.object({ a: z.string() }),
+      execute: () => "x",
+    });
+    const registry = createRegistry([tool]);
+    const text = "{}".repeat(7_500_000);
+    const { result, stallMs } = await longestStall(async () =>
+      prepareCall({ id: "c", name: "t", argumentsText: text }, registry),
+    );
+    expect(result).toMatchObject({ ok: false, error: { code: "INVALID_ARGS" } });
+    expect(!result.ok && result.error.message).toContain(
+      "the arguments are more than 16 concatenated JSON objects",
+    );
+    expect(stallMs).toBeLessThan(MAX_STALL_MS);
+  }, 30_000);
+
+  // The turn's own stall is not asserted here: under vitest's module runner the scripted turn of
+  // 5 000 calls runs as one chain of microtasks (1.3-2.4 s), while under plain node the same
+  // turn takes 0.4 s without a stall over 10 ms (figures in the issue 41 report). What this
+  // bounds is the work: 128 calls prepared and run, the rest refused unread.
+  it("5 000 calls in one message: the first 128 run, the rest are refused unread, and the turn ends in seconds (15.8 s before)", async () => {
+    let ran = 0;
+    const echo = defineTool({
+      name: "echo",
+      description: "d",
+      parameters: z.object({}),
+      traits: { readOnly: true, concurrencySafe: true },
+      execute: () => {
+        ran++;
+        return "x";
+      },
+    });
+    const calls = Array.from({ length: 5000 }, (_, i) => ({
+      id: `c${i}`,
+      name: "echo",
+      arguments: "{}",
+    }));
+    const model = scriptedModel([{ text: "warm" }, { toolCalls: calls }, { text: "done" }]);
+    const agent = createAgent({ model, tools: [echo] });
+    const session = agent.session("many");
+    await session.prompt("warm up");
+    const started = performance.now();
+    const result = await session.prompt("go");
+    const took = performance.now() - started;
+    expect(result.status).toBe("completed");
+    expect(ran).toBe(128);
+    const refused = session
+      .entries()
+      .filter((e) => e.type === "call_result" && !e.result.ok && e.result.code === "INVALID_ARGS");
+    expect(refused).toHaveLength(5000 - 128);
+    expect(JSON.stringify(refused[0])).toContain("at most 128 are read from one message");
+    expect(took).toBeLessThan(8000);
+    await agent.close();
+  }, 60_000);
+
+  it("session.open with 400 client tools of 200 properties (1.7 s before) is refused at once, and 128 tools of 20 properties are read without a stall over 100 ms", async () => {
+    const four = declared(400, 200);
+    const many = await longestStall(() => clientTools(four, clientDeps()).catch((e) => e));
+    expect(many.result).toMatchObject({ code: "INVALID_TOOL" });
+    expect((many.result as Error).message).toContain("a session takes at most 128");
+    expect(many.stallMs).toBeLessThan(MAX_STALL_MS);
+    // The most tools a session takes (20 properties each): read with the loop's turns between.
+    const specs = declared(128, 20);
+    const most = await longestStall(() => clientTools(specs, clientDeps()));
+    expect(most.result).toHaveLength(128);
+    expect(most.stallMs).toBeLessThan(MAX_STALL_MS);
+  }, 60_000);
+
+  it("mutant: 128 tools of 50 properties read in one go, as session.open did, stall the loop past the bound", async () => {
+    const specs = declared(128, 50);
+    const { stallMs } = await longestStall(async () =>
+      specs.map((spec, i) => clientTool(spec, i, clientDeps())),
+    );
+    expect(stallMs).toBeGreaterThan(MAX_STALL_MS);
   }, 60_000);
 });

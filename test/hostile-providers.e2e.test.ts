@@ -158,6 +158,48 @@ describe("an event type the provider package does not know is skipped, not fatal
     expect(skipped).toHaveLength(1);
   });
 
+  it("by default each kind of skipped part is one warning of one line, once (issue 41: every part printed a multi-line warning)", async () => {
+    const warnings: { message: string; code?: string }[] = [];
+    const onWarning = (w: Error & { code?: string }) =>
+      warnings.push({ message: w.message, code: w.code });
+    process.on("warning", onWarning);
+    try {
+      const m = anthropicWire.model(server.baseURL);
+      const reply = (events: string[]) => [
+        messageStart(),
+        ...events.map((name) => anthropicEvent(name, { detail: { anything: 1 } })),
+        anthropicEvent("content_block_start", {
+          index: 0,
+          content_block: { type: "text", text: "" },
+        }),
+        anthropicEvent("content_block_delta", {
+          index: 0,
+          delta: { type: "text_delta", text: "ok" },
+        }),
+        anthropicEvent("content_block_stop", { index: 0 }),
+        anthropicEvent("message_delta", {
+          delta: { stop_reason: "end_turn", stop_sequence: null },
+          usage: { output_tokens: 1 },
+        }),
+        anthropicEvent("message_stop", {}),
+        { type: "end" as const },
+      ];
+      server.enqueue(reply(["brand_new_event", "brand_new_event", "other_new_event"]));
+      expect((await collect(m)).error).toBeUndefined();
+      server.enqueue(reply(["brand_new_event"]));
+      expect((await collect(m)).error).toBeUndefined();
+      await new Promise((r) => setImmediate(r)); // warnings are emitted on the next tick
+    } finally {
+      process.off("warning", onWarning);
+    }
+    const skipped = warnings.filter((w) => w.code === "KEEL_SKIPPED_PART");
+    expect(skipped.map((w) => w.message.match(/of type "([^"]+)"/)?.[1])).toEqual([
+      "brand_new_event",
+      "other_new_event",
+    ]);
+    for (const w of skipped) expect(w.message).not.toContain("\n");
+  });
+
   it("@ai-sdk/openai (Responses): an unknown event type is skipped and the answer completes", async () => {
     const m = openaiResponsesWire.model(server.baseURL, { onSkippedPart: () => {} });
     const reply = openaiResponsesWire.text("fine");

@@ -214,6 +214,45 @@ describe.skipIf(!mode.run)(
         /p must be an integer/,
       );
     }, 30_000);
+
+    it("leaseMs and pollMs of 1e10 are clamped to 2^31 − 1 ms with a warning: a holder and a waiter do not query the database hundreds of times a second", async () => {
+      const schema = freshSchema("slots");
+      let queries = 0;
+      class CountingPool extends pg.Pool {
+        override query(...args: unknown[]): never {
+          queries++;
+          return (super.query as (...a: unknown[]) => never)(...args);
+        }
+      }
+      const pool = new CountingPool({ connectionString: db.url(), max: 4 });
+      pool.on("error", () => {});
+      pools.push(pool);
+      const warnings: string[] = [];
+      const onWarning = (w: Error) => warnings.push(w.message);
+      process.on("warning", onWarning);
+      const slots = postgresProviderSlots(pool, {
+        limits: { p: 1 },
+        schema,
+        leaseMs: 1e10,
+        pollMs: 1e10,
+      });
+      await new Promise((r) => setImmediate(r));
+      process.off("warning", onWarning);
+      expect(warnings.join("\n")).toMatch(/postgresProviderSlots: `leaseMs` of 10000000000 ms/);
+      expect(warnings.join("\n")).toMatch(/postgresProviderSlots: `pollMs` of 10000000000 ms/);
+      const held = await slots.acquire("p", { signal: new AbortController().signal });
+      const ctl = new AbortController();
+      const waiting = slots.acquire("p", { signal: ctl.signal }).catch(() => undefined);
+      await new Promise((r) => setTimeout(r, 100));
+      const before = queries;
+      await new Promise((r) => setTimeout(r, 1000));
+      // Before: the renewal (every leaseMs / 3) and the poll fired every millisecond.
+      expect(queries - before).toBeLessThan(10);
+      ctl.abort(new Error("done"));
+      await waiting;
+      held();
+      await slots.close();
+    }, 30_000);
   },
 );
 

@@ -164,6 +164,30 @@ describe("the trace and keel show never print raw control sequences from model o
     expect(raw(projection.replace(/\n/g, ""))).toBe(false);
   });
 
+  it("shows runs of characters a terminal draws as blanks (U+2800, U+3164, …) and invisible tag characters as escapes, so nothing hides behind them (issue 41: they were shown raw)", () => {
+    const hidden = [
+      "\u2800",
+      "\u3164",
+      "\u115f",
+      "\uffa0",
+      "\u00ad",
+      "\u2028",
+      "\ufe0f",
+      String.fromCodePoint(0xe0041),
+    ];
+    for (const blank of hidden) {
+      const { text } = shownCall({ command: `ls ${blank.repeat(300)}; touch HIDDEN` });
+      expect(text).not.toContain(blank);
+      const code = blank.codePointAt(0)!;
+      const shown =
+        code > 0xffff ? `\\u{${code.toString(16)}}` : `\\u${code.toString(16).padStart(4, "0")}`;
+      expect(text).toContain(shown);
+      expect(text).toContain("; touch HIDDEN");
+    }
+    // Letters of other scripts stay as they are.
+    expect(printable("한국어 ⠁⠃ café")).toBe("한국어 ⠁⠃ café");
+  });
+
   it("printable keeps line feeds and tabs unless asked not to", () => {
     expect(printable("a\nb\tc\x1b")).toBe("a\nb\tc\\u001b");
     expect(printable("a\nb", false)).toBe("a\\u000ab");

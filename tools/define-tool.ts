@@ -2,6 +2,13 @@ import { z } from "zod";
 import { resolveTraits } from "./traits.ts";
 import type { OutputBudget, ResolvedTraits, ToolDefinition } from "./types.ts";
 
+/**
+ * @internal Where `jsonSchemaParameters` keeps a JSON Schema `pattern` it does not let zod
+ * match (tools/schema-patterns.ts); the JSON Schema offered to the model names it `pattern`
+ * again.
+ */
+export const DEFERRED_PATTERN_KEY = "x-keel-pattern";
+
 /** Tool names the OpenAI and Anthropic APIs accept. */
 export const TOOL_NAME_PATTERN = /^[a-zA-Z0-9_-]{1,64}$/;
 
@@ -133,6 +140,9 @@ function dropSafeIntegerBounds(node: unknown): unknown {
           !(k === "minimum" && v === Number.MIN_SAFE_INTEGER) &&
           !(k === "maximum" && v === Number.MAX_SAFE_INTEGER),
       )
-      .map(([k, v]) => [k, dropSafeIntegerBounds(v)]),
+      .map(([k, v]) => [
+        k === DEFERRED_PATTERN_KEY && typeof v === "string" ? "pattern" : k,
+        dropSafeIntegerBounds(v),
+      ]),
   );
 }

@@ -11,6 +11,7 @@ import {
 import { BOM_WARNING, type ReadArguments, readArguments } from "./prepare/read-arguments.ts";
 import { remapKeys } from "./prepare/remap-keys.ts";
 import { repairFields } from "./prepare/repair-fields.ts";
+import { MAX_CONCATENATED_OBJECTS } from "./prepare/split-concatenated.ts";
 import { type ArgIssue, validateArgs } from "./prepare/validate-args.ts";
 import type { Registry } from "./registry.ts";
 import type { PreparedCall, PrepareOutcome, RawToolCall } from "./types.ts";
@@ -99,6 +100,20 @@ function prepare(id: string, name: string, text: string, registry: Registry): Pr
   for (const w of read.warnings) (w === BOM_WARNING ? warnings : repairs).push(w);
   if (read.kind !== "objects")
     return failure(id, name, text, "INVALID_ARGS", unreadableMessage(tool, text, read));
+  if (read.candidates.length > MAX_CONCATENATED_OBJECTS) {
+    return failure(
+      id,
+      name,
+      text,
+      "INVALID_ARGS",
+      composeMessage({
+        headline: `the arguments are more than ${MAX_CONCATENATED_OBJECTS} concatenated JSON objects; none was tried.`,
+        where: "the whole arguments text",
+        received: receivedSnippet(text),
+        fix: `Send one JSON object ${expectedShape(tool)}; for several calls, send each as its own tool call.`,
+      }),
+    );
+  }
   for (const candidate of read.candidates) {
     const problem = jsonProblem(candidate, "arguments", MAX_JSON_DEPTH);
     if (problem === undefined) continue;

@@ -4,6 +4,7 @@ import type { ClientToolSpec } from "../../contracts/protocol.ts";
 import {
   defineTool,
   jsonSchemaParameters,
+  jsonSchemaPatternProblem,
   type Tool,
   type ToolResult,
   type ToolTraits,
@@ -27,6 +28,55 @@ export interface ClientToolDeps {
   /** Reports a reply that is not a tool result (an `INVALID_REPLY` frame). Must not throw. */
   invalidReply: (id: string, message: string) => void;
   defaultTimeoutMs: number;
+}
+
+/** Client tools one `session.open` may declare (an OpenAI request takes at most 128). */
+export const MAX_CLIENT_TOOLS = 128;
+/** Schema objects one client tool's `parameters` may hold (its properties, items, …, nested). */
+export const MAX_SCHEMA_NODES = 2000;
+
+/**
+ * The client tools of one `session.open`, each made with {@link clientTool}. Bounded so that one
+ * request cannot hold the event loop (docs/architecture.md, invariant 16): at most `MAX_CLIENT_TOOLS` tools, each of
+ * at most `MAX_SCHEMA_NODES` schema objects, and the loop gets a turn between two tools, so a
+ * stall is one tool's conversion at most. Rejects with `ProtocolError` (`INVALID_TOOL`) naming
+ * the limit.
+ */
+export async function clientTools(specs: unknown, deps: ClientToolDeps): Promise<Tool[]> {
+  if (specs === undefined) return [];
+  if (!Array.isArray(specs)) throw new ProtocolError("INVALID_TOOL", '"tools" must be an array');
+  if (specs.length > MAX_CLIENT_TOOLS) {
+    throw new ProtocolError(
+      "INVALID_TOOL",
+      `"tools" has ${specs.length} tools; a session takes at most ${MAX_CLIENT_TOOLS}. Offer fewer tools (or split them between sessions)`,
+    );
+  }
+  const tools: Tool[] = [];
+  for (const [i, spec] of specs.entries()) {
+    const nodes = schemaNodes((spec as { parameters?: unknown } | null)?.parameters);
+    if (nodes > MAX_SCHEMA_NODES) {
+      throw new ProtocolError(
+        "INVALID_TOOL",
+        `tools[${i}]: "parameters" has over ${MAX_SCHEMA_NODES} schema objects; a tool's schema takes at most ${MAX_SCHEMA_NODES}. Simplify it`,
+      );
+    }
+    if (i > 0) await new Promise((resolve) => setImmediate(resolve));
+    tools.push(clientTool(spec, i, deps));
+  }
+  return tools;
+}
+
+/** Objects in `value` (a JSON Schema), counted up to one past `MAX_SCHEMA_NODES`. Linear. */
+function schemaNodes(value: unknown): number {
+  let count = 0;
+  const stack: unknown[] = [value];
+  while (stack.length > 0 && count <= MAX_SCHEMA_NODES) {
+    const node = stack.pop();
+    if (typeof node !== "object" || node === null) continue;
+    if (!Array.isArray(node)) count++;
+    for (const child of Object.values(node)) stack.push(child);
+  }
+  return count;
 }
 
 const RISKS = new Set(["low", "medium", "high"]);
@@ -70,6 +120,16 @@ export function clientTool(spec: unknown, index: number, deps: ClientToolDeps): 
       parameters,
       traits,
       async execute(args, ctx): Promise<ToolResult> {
+        // The schema's patterns are matched in the pattern worker, never on the event loop.
+        const problem = await jsonSchemaPatternProblem(parameters, args, ctx.signal);
+        if (problem !== undefined) {
+          return {
+            ok: false,
+            code: "INVALID_ARGS",
+            message: `not sent: ${problem}. Fix the argument and call ${name} again.`,
+            retryable: false,
+          };
+        }
         const sent = deps.execute({
           callId: ctx.callId,
           tool: name,

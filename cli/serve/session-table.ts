@@ -16,7 +16,7 @@ import {
   type Session,
   type SessionStore,
 } from "../../index.ts";
-import { clientTool } from "./client-tools.ts";
+import { clientTools } from "./client-tools.ts";
 import type { ControlChannel } from "./control.ts";
 import { gatedModel, type ReadGate } from "./gated-model.ts";
 import { permissionAsks } from "./permission-asks.ts";
@@ -103,15 +103,20 @@ export function sessionTable(options: SessionTableOptions): SessionTable {
     }
     // The id is needed by the tools and the permission gate before the agent exists.
     const sessionId = request.sessionId ?? `s_${randomUUID()}`;
-    const tools = (request.tools ?? []).map((spec, i) =>
-      clientTool(spec, i, {
-        execute: (params) => control.request("tool.execute", { sessionId, ...params }),
-        cancel: (id, reason) => control.notifyCancel(id, reason),
-        invalidReply: (id, message) =>
-          send({ type: "error", ref: id, code: "INVALID_REPLY", message }),
-        defaultTimeoutMs: options.controlTimeoutMs,
-      }),
-    );
+    const tools = await clientTools(request.tools, {
+      execute: (params) => control.request("tool.execute", { sessionId, ...params }),
+      cancel: (id, reason) => control.notifyCancel(id, reason),
+      invalidReply: (id, message) =>
+        send({ type: "error", ref: id, code: "INVALID_REPLY", message }),
+      defaultTimeoutMs: options.controlTimeoutMs,
+    });
+    // Reading the tools yields to the loop: another open of the same id may have come first.
+    if (request.sessionId !== undefined && sessions.has(request.sessionId)) {
+      throw new ProtocolError(
+        "SESSION_OPEN",
+        `session ${request.sessionId} is already open in this server; use it, or session.close it first`,
+      );
+    }
     const names = new Set<string>();
     for (const tool of tools) {
       if (names.has(tool.name)) {

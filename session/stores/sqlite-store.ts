@@ -4,6 +4,7 @@
 // the SQL in session/stores/sqlite-statements.ts, the error mapping in session/stores/sqlite-errors.ts; this
 // file stays the entry point the rest of Keel imports.
 import { join, resolve } from "node:path";
+import { durationOption } from "../../contracts/clock.ts";
 import type { CheckpointLoad, CheckpointStore } from "../checkpoint.ts";
 import { decodeEntries } from "../decode.ts";
 import type { LogEntry } from "../entries.ts";
@@ -127,7 +128,14 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sql
     );
   }
   const durability = options.durability ?? "process";
-  const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
+  const busyTimeoutMs = durationOption(
+    "sqliteStore: `busyTimeoutMs`",
+    options.busyTimeoutMs,
+    5000,
+    {
+      min: 0,
+    },
+  );
   const db = options.readOnly ? openReadOnly(path) : openDatabase(path);
   try {
     // Before anything changes the file (its journal mode included): refuse a newer Keel's.

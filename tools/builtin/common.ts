@@ -1,5 +1,5 @@
 import { constants } from "node:fs";
-import { type FileHandle, open, readdir, stat } from "node:fs/promises";
+import { type FileHandle, open, readdir, readlink, realpath, stat, unlink } from "node:fs/promises";
 import path from "node:path";
 import type { ToolFailure } from "../../contracts/tool-result.ts";
 import { closestName } from "../edit-distance.ts";
@@ -87,6 +87,9 @@ export type OpenedFile =
  *   checked it is refused (ELOOP) instead of followed;
  * - for writes, a regular file with more than one hard link is refused: another name of it
  *   may be outside the workspace. Nothing is truncated before these checks pass.
+ * - with `root` (the workspace's real root): the file opened must be inside it, read from the
+ *   handle (a folder of the path swapped for a symlink after the check is followed by `open`
+ *   and seen here); a file this call created outside is removed again.
  * The checks are on the handle the caller then reads or writes, so a rename between them and
  * the use cannot substitute another file. Missing file: `{ ok: false, error: "missing" }`
  * (created instead when `create` is set).
@@ -95,7 +98,7 @@ export async function openWorkspaceFile(
   real: string,
   rel: string,
   mode: "read" | "write",
-  options: { create?: boolean } = {},
+  options: { create?: boolean; root?: string } = {},
 ): Promise<OpenedFile> {
   const base = constants.O_NONBLOCK | constants.O_NOFOLLOW;
   const flags =
@@ -167,5 +170,45 @@ export async function openWorkspaceFile(
       ),
     };
   }
+  const where = options.root === undefined ? undefined : await openedAt(handle, real, info);
+  if (options.root !== undefined && !isInside(where, options.root)) {
+    await handle.close();
+    // Created outside by this call: removed by its real path, not through the swapped folder.
+    if (created && where !== undefined) await unlink(where).catch(() => {});
+    return {
+      ok: false,
+      error: toolError(
+        "PATH_OUTSIDE_WORKSPACE",
+        `${JSON.stringify(rel)} led outside the workspace when it was opened (a folder on its path was replaced by a symbolic link after the path was checked); nothing was ${mode === "read" ? "read" : "written"}. Re-run the call with a path inside the workspace.`,
+      ),
+    };
+  }
   return { ok: true, handle, size: info.size, created };
+}
+
+/**
+ * Where the file `handle` has open really is: from the handle itself on Linux
+ * (`/proc/self/fd`), so a folder of its path swapped for a symlink between the check and the
+ * open is seen; elsewhere `real`'s real path now, if it is still the handle's file (device and
+ * inode). `undefined` when that cannot be told.
+ */
+async function openedAt(
+  handle: FileHandle,
+  real: string,
+  info: { dev: number; ino: number },
+): Promise<string | undefined> {
+  const viaFd = await readlink(`/proc/self/fd/${handle.fd}`).catch(() => undefined);
+  if (viaFd !== undefined && path.isAbsolute(viaFd)) return viaFd;
+  try {
+    const [now, same] = await Promise.all([realpath(real), stat(real)]);
+    return same.dev === info.dev && same.ino === info.ino ? now : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** `where` (a real path) is `root` or inside it. */
+function isInside(where: string | undefined, root: string): boolean {
+  if (where === undefined) return false;
+  return where === root || where.startsWith(root.endsWith(path.sep) ? root : root + path.sep);
 }

@@ -77,7 +77,7 @@ export function editFileTool(ws: Workspace): Tool<z.output<typeof parameters>> {
       if (isKeelOwn(ws, real)) return keelOwnError(rel, "write");
       // One handle for the read and the write, opened without following a symlink swapped in
       // after the check and refused when hard-linked: the file edited is the file read.
-      const opened = await openWorkspaceFile(real, rel, "write");
+      const opened = await openWorkspaceFile(real, rel, "write", { root: ws.realRoot });
       if (!opened.ok) return opened.error === "missing" ? notFound(real, rel) : opened.error;
       try {
         return await editOpened(

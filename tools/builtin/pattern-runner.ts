@@ -31,7 +31,7 @@ const tick = (id) => {
 };
 parentPort.on("message", (m) => {
   try {
-    const re = new RegExp(m.source, m.flags);
+    const re = m.op === "strings" ? null : new RegExp(m.source, m.flags);
     last = performance.now();
     if (m.op === "lines") {
       const text = new TextDecoder("utf-8").decode(m.bytes);
@@ -50,6 +50,15 @@ parentPort.on("message", (m) => {
         start = nl + 1;
       }
       parentPort.postMessage({ id: m.id, type: "done", result: { count, lines } });
+    } else if (m.op === "strings") {
+      // Each string against its own pattern (m.sources[i]); the first that fails, or -1.
+      let failed = -1;
+      for (let i = 0; i < m.strings.length && failed === -1; i++) {
+        const own = new RegExp(m.sources[i], m.flagsOf[i]);
+        if (!own.test(m.strings[i])) failed = i;
+        tick(m.id);
+      }
+      parentPort.postMessage({ id: m.id, type: "done", result: failed });
     } else {
       const paths = m.paths === "" ? [] : m.paths.split("\\n");
       const kept = [];
@@ -147,6 +156,27 @@ export class PatternRunner implements PatternEngine {
       signal,
     )) as string;
     return kept === "" ? [] : kept.split("\n");
+  }
+
+  /**
+   * Tests each of `strings` against its own pattern (`sources[i]`, with `flagsOf[i]`): resolves with
+   * the index of the first that does not match, or -1 when all do. Used for JSON Schema
+   * `pattern`s (docs/tools.md, "Schema patterns"): the same bounds as grep's.
+   */
+  async firstMismatch(
+    sources: readonly string[],
+    strings: readonly string[],
+    flagsOf: readonly string[],
+    deadline: number,
+    signal?: AbortSignal,
+  ): Promise<number> {
+    if (strings.length === 0) return -1;
+    return (await this.run(
+      { op: "strings", sources, strings, flagsOf },
+      [],
+      deadline,
+      signal,
+    )) as number;
   }
 
   private run(

@@ -54,7 +54,7 @@ export function readFileTool(ws: Workspace): Tool<z.output<typeof parameters>> {
       const { real, rel } = resolved;
       // Opened without blocking and checked on the handle: a FIFO, socket or device is refused
       // before anything waits on it (a FIFO without a writer blocks open() forever).
-      const opened = await openWorkspaceFile(real, rel, "read");
+      const opened = await openWorkspaceFile(real, rel, "read", { root: ws.realRoot });
       if (!opened.ok) return opened.error === "missing" ? notFound(real, rel) : opened.error;
       let buf: Buffer;
       try {

@@ -49,7 +49,10 @@ export function writeFileTool(ws: Workspace): Tool<z.output<typeof parameters>> 
       await mkdir(path.dirname(real), { recursive: true });
       // Not truncated until checked on the handle: a regular file, not a symlink swapped in
       // after the path check, not hard-linked (another name may be outside the workspace).
-      const opened = await openWorkspaceFile(real, rel, "write", { create: true });
+      const opened = await openWorkspaceFile(real, rel, "write", {
+        create: true,
+        root: ws.realRoot,
+      });
       if (!opened.ok) {
         return opened.error === "missing"
           ? toolError("NOT_FOUND", `the directory of ${JSON.stringify(rel)} disappeared; retry.`)

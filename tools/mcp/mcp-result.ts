@@ -1,6 +1,7 @@
 import { jsonProblem } from "../../contracts/json-limits.ts";
 import type { JsonValue } from "../../contracts/messages.ts";
 import type { ToolImage, ToolResult } from "../../contracts/tool-result.ts";
+import { describeJsonType } from "../prepare/describe-json-type.ts";
 import { utf8Length } from "../utf8.ts";
 
 /** Bytes of images one result keeps (base64 text); the rest are named in the text only. */
@@ -21,6 +22,11 @@ export function fromMcpResult(result: unknown, tool: string): ToolResult {
     return failure(`the MCP server's answer to ${tool} is not a tool result`);
   }
   const r = result as { content?: unknown; structuredContent?: unknown; isError?: unknown };
+  if (r.content !== undefined && !Array.isArray(r.content)) {
+    return failure(
+      `the MCP server's answer to ${tool} is not a tool result: its "content" is ${describeJsonType(r.content)}, not an array of content blocks`,
+    );
+  }
   const blocks = Array.isArray(r.content) ? r.content : [];
   const lines: string[] = [];
   const images: ToolImage[] = [];

@@ -18,20 +18,56 @@ export interface McpHttpServer {
 /** Where an MCP server is: a command (stdio) or a URL (Streamable HTTP). */
 export type McpServer = McpStdioServer | McpHttpServer;
 
-/** A server's name from how it is reached: the command's file name, or the URL's host. */
+/** Package runners whose server is named after the package they run, not after themselves. */
+const RUNNERS = new Set(["npx", "uvx", "bunx", "pnpx", "pipx"]);
+/** Options of those runners that take a value (`npx -p pkg cmd`, `uvx --from pkg cmd`). */
+const VALUE_OPTIONS = new Set(["-p", "--package", "--from", "--with", "--python", "-c", "--call"]);
+
+/**
+ * A server's name from how it is reached: the command's file name, or for a package runner
+ * (`npx`, `uvx`, …) the package it runs without scope or version
+ * (`npx -y @modelcontextprotocol/server-filesystem@1.2 .` → `server-filesystem`), or the URL's
+ * host. Only `a-z A-Z 0-9 _ -` are kept. This is a pure function.
+ */
 export function serverName(server: McpServer): string {
-  if ("command" in server) return basename(server.command).replace(/[^a-zA-Z0-9_-]/g, "_") || "mcp";
+  const clean = (text: string) => text.replace(/[^a-zA-Z0-9_-]/g, "_").slice(0, 64) || "mcp";
+  if ("command" in server) {
+    const command = basename(server.command).replace(/\.(cmd|exe)$/i, "");
+    if (!RUNNERS.has(command)) return clean(command);
+    const args = server.args ?? [];
+    for (let i = 0; i < args.length; i++) {
+      const arg = args[i];
+      if (VALUE_OPTIONS.has(arg)) i++;
+      else if (!arg.startsWith("-")) return clean(packageName(arg));
+    }
+    return clean(command);
+  }
   try {
-    return new URL(server.url).hostname.replace(/[^a-zA-Z0-9_-]/g, "_") || "mcp";
+    return clean(new URL(server.url).hostname);
   } catch {
     return "mcp";
   }
 }
 
-/** `command a b` or the URL, for messages (never the headers or the environment: secrets). */
+/** `@scope/name@1.2` → `name`; `name==1.0` (uvx) → `name`. */
+function packageName(spec: string): string {
+  const unscoped = spec.startsWith("@") ? spec.slice(spec.indexOf("/") + 1) : spec;
+  return unscoped.split(/[@=<>~![]/)[0] || spec;
+}
+
+/**
+ * `command a b`, or the URL without its credentials, query string or fragment (API keys travel
+ * there), for messages; never the headers or the environment (secrets).
+ */
 export function describeServer(server: McpServer): string {
   if ("command" in server) return [server.command, ...(server.args ?? [])].join(" ").slice(0, 300);
-  return server.url;
+  try {
+    const url = new URL(server.url);
+    const hidden = url.search !== "" || url.hash !== "";
+    return `${url.protocol}//${url.host}${url.pathname}${hidden ? "?…" : ""}`;
+  } catch {
+    return "(a URL that does not parse)";
+  }
 }
 
 /**

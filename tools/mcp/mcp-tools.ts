@@ -1,30 +1,37 @@
-import { createRequire } from "node:module";
-import type * as McpClient from "@modelcontextprotocol/sdk/client/index.js";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import type * as McpStdio from "@modelcontextprotocol/sdk/client/stdio.js";
-import type * as McpHttp from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type * as McpTypes from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
-import { loadPeer } from "../../contracts/optional-peer.ts";
+import { z } from "zod";
+import { durationOption } from "../../contracts/clock.ts";
 import type { ToolResult } from "../../contracts/tool-result.ts";
 import { defineTool, TOOL_NAME_PATTERN, type Tool } from "../define-tool.ts";
-import { jsonSchemaParameters } from "../json-schema-parameters.ts";
+import { jsonSchemaParameters, jsonSchemaPatternProblem } from "../json-schema-parameters.ts";
 import type { ToolSource } from "../tool-set.ts";
 import type { ToolContext, ToolTraits } from "../types.ts";
 import { type McpToolAnnotations, traitsFromAnnotations } from "./annotations.ts";
+import { type McpCallFailure, mcpCallFailure, redactUrls } from "./mcp-call-failure.ts";
 import { fromMcpResult } from "./mcp-result.ts";
+import { loadSdk, type Sdk } from "./mcp-sdk.ts";
 import { describeServer, type McpServer, serverName } from "./mcp-server.ts";
-
-const require = createRequire(import.meta.url);
+import {
+  BoundedSchemaValidator,
+  checkOutput,
+  compileOutput,
+  type OutputCheck,
+} from "./output-schema.ts";
 
 /** Options of `mcpTools`: naming, timeouts and where the server's problems are reported. */
 export interface McpToolsOptions {
   /** Names the server in messages and prefixes its tools whose names are taken. Default: from the command or URL. */
   name?: string;
-  /** A call's timeout, restarted by each progress notification. Default 600 000 ms. */
+  /** A call's timeout, restarted by each progress notification (up to `maxCallMs`). Default 600 000 ms. */
   callTimeoutMs?: number;
+  /** The longest a call may run however often it reports progress. Default 3 600 000 ms (1 h). */
+  maxCallMs?: number;
   /** Connecting and listing tools. Default 30 000 ms. */
   connectTimeoutMs?: number;
+  /** Tools of the server offered at most; the rest are left out with a warning. Default 128. */
+  maxTools?: number;
   /** Where the server's problems are reported (once each) and a stdio server's stderr goes (debug). */
   logger?: Logger;
   /** Told once when the server is lost, and once when a tool of it cannot be offered. Must not throw. */
@@ -40,36 +47,25 @@ export class McpConnectError extends Error {
 const MAX_DESCRIPTION_CHARS = 8192;
 /** Pages of `tools/list` read at most (a server that pages forever is cut off). */
 const MAX_LIST_PAGES = 100;
+/** Default of `maxTools`: the most tools one OpenAI request takes. */
+const DEFAULT_MAX_TOOLS = 128;
 
-type Sdk = {
-  Client: typeof McpClient.Client;
-  StdioClientTransport: typeof McpStdio.StdioClientTransport;
-  getDefaultEnvironment: typeof McpStdio.getDefaultEnvironment;
-  StreamableHTTPClientTransport: typeof McpHttp.StreamableHTTPClientTransport;
-  types: typeof McpTypes;
-};
-let sdk: Sdk | undefined;
-/**
- * The SDK, loaded on first use: `import "keel"` costs nothing for an agent without MCP. Not
- * cached on failure: installed later in the same process, the next call finds it.
- */
-async function loadSdk(): Promise<Sdk> {
-  if (sdk) return sdk;
-  const feature = "MCP tools (mcpTools())";
-  const part = <T>(subpath: string) =>
-    loadPeer<T>(require, "@modelcontextprotocol/sdk", feature, subpath);
-  const client = part<{ Client: Sdk["Client"] }>("client/index.js");
-  const stdio =
-    part<Pick<Sdk, "StdioClientTransport" | "getDefaultEnvironment">>("client/stdio.js");
-  const http = part<Pick<Sdk, "StreamableHTTPClientTransport">>("client/streamableHttp.js");
-  sdk = {
-    Client: client.Client,
-    StdioClientTransport: stdio.StdioClientTransport,
-    getDefaultEnvironment: stdio.getDefaultEnvironment,
-    StreamableHTTPClientTransport: http.StreamableHTTPClientTransport,
-    types: part<Sdk["types"]>("types.js"),
-  };
-  return sdk;
+/** `tools/list` as read: each tool is checked on its own, so one bad tool leaves only itself out. */
+const ListResult = z.looseObject({
+  tools: z.array(z.unknown()),
+  nextCursor: z.string().optional(),
+});
+/** `tools/call` as read: a malformed result is the call's error (`fromMcpResult`), not a lost server. */
+const CallResult = z.unknown();
+
+/** A listed tool as Keel reads it (the rest of the definition is checked in `toTool`). */
+interface ToolDef {
+  name: string;
+  description?: unknown;
+  title?: unknown;
+  inputSchema?: unknown;
+  outputSchema?: unknown;
+  annotations?: McpToolAnnotations;
 }
 
 /**
@@ -112,12 +108,27 @@ export class McpToolSet implements ToolSource {
   private probing = false;
   private versionValue = 0;
   private readonly problems = new Set<string>();
+  private readonly callTimeoutMs: number;
+  private readonly maxCallMs: number;
+  private readonly connectTimeoutMs: number;
+  private readonly maxTools: number;
 
+  /** Throws a `RangeError` naming a duration option or `maxTools` that is out of range. */
   constructor(
     private readonly server: McpServer,
     private readonly options: McpToolsOptions = {},
   ) {
     this.name = options.name ?? serverName(server);
+    const warn = (m: string) => this.report(`option:${m}`, m);
+    const duration = (option: keyof McpToolsOptions, fallback: number) =>
+      durationOption(`mcpTools: \`${option}\``, options[option], fallback, { warn });
+    this.callTimeoutMs = duration("callTimeoutMs", 600_000);
+    this.maxCallMs = duration("maxCallMs", 3_600_000);
+    this.connectTimeoutMs = duration("connectTimeoutMs", 30_000);
+    const maxTools = options.maxTools ?? DEFAULT_MAX_TOOLS;
+    if (!Number.isSafeInteger(maxTools) || maxTools < 1)
+      throw new RangeError(`mcpTools: \`maxTools\` must be a whole number ≥ 1, got ${maxTools}`);
+    this.maxTools = maxTools;
   }
 
   get version(): number {
@@ -137,7 +148,11 @@ export class McpToolSet implements ToolSource {
   async connect(): Promise<void> {
     if (this.state === "closed") throw new McpConnectError(`MCP server "${this.name}" was closed`);
     const lib = await loadSdk();
-    const client = new lib.Client({ name: "keel", version: "0.1.0" }, { capabilities: {} });
+    const validator = new BoundedSchemaValidator(lib.AjvJsonSchemaValidator);
+    const client = new lib.Client(
+      { name: "keel", version: "0.1.0" },
+      { capabilities: {}, jsonSchemaValidator: validator },
+    );
     const transport =
       "command" in this.server
         ? new lib.StdioClientTransport({
@@ -156,7 +171,7 @@ export class McpToolSet implements ToolSource {
       // Over HTTP a dead server shows as a broken stream, not a closed connection: ask it.
       if (this.client === client) this.probe(client);
     };
-    const timeout = this.options.connectTimeoutMs ?? 30_000;
+    const timeout = this.connectTimeoutMs;
     try {
       await client.connect(transport, { timeout });
       if (transport instanceof lib.StdioClientTransport) {
@@ -170,7 +185,7 @@ export class McpToolSet implements ToolSource {
       client.setNotificationHandler(lib.types.ToolListChangedNotificationSchema, () => {
         this.stale = true;
       });
-      const tools = await this.list(client, timeout);
+      const tools = await this.list(client, timeout, validator);
       this.client = client;
       this.state = "up";
       this.problems.clear();
@@ -211,7 +226,13 @@ export class McpToolSet implements ToolSource {
     if (!this.stale || !this.client) return;
     this.stale = false;
     try {
-      this.apply(await this.list(this.client, this.options.connectTimeoutMs ?? 30_000));
+      this.apply(
+        await this.list(
+          this.client,
+          this.connectTimeoutMs,
+          new BoundedSchemaValidator((await loadSdk()).AjvJsonSchemaValidator),
+        ),
+      );
     } catch (err) {
       this.report(
         "list",
@@ -233,51 +254,96 @@ export class McpToolSet implements ToolSource {
     this.versionValue++;
   }
 
-  private async list(client: Client, timeout: number): Promise<Tool[]> {
+  /**
+   * Reads every page of `tools/list` (at most `MAX_LIST_PAGES`), keeping the first `maxTools`
+   * tools that can be offered. A tool that cannot be one is left out alone; a name taken after
+   * sanitising gets a suffix (`name_2`); both are said once through `onProblem`.
+   */
+  private async list(
+    client: Client,
+    timeout: number,
+    validator: BoundedSchemaValidator,
+  ): Promise<Tool[]> {
     const tools: Tool[] = [];
-    const seen = new Set<string>();
+    const taken = new Set<string>();
+    let over = 0;
     let cursor: string | undefined;
     for (let page = 0; page < MAX_LIST_PAGES; page++) {
-      const result = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout });
+      const params = cursor === undefined ? {} : { cursor };
+      const result = await client.request({ method: "tools/list", params }, ListResult, {
+        timeout,
+      });
       for (const def of result.tools) {
-        const tool = this.toTool(def);
-        if (!tool || seen.has(tool.name)) continue;
-        seen.add(tool.name);
+        if (tools.length >= this.maxTools) {
+          over++;
+          continue;
+        }
+        const tool = this.toTool(def, taken, validator);
+        if (!tool) continue;
+        taken.add(tool.name);
         tools.push(tool);
       }
       cursor = result.nextCursor;
       if (!cursor) break;
     }
+    if (over > 0) {
+      this.report(
+        "max-tools",
+        `MCP server "${this.name}" lists more tools than the ${this.maxTools} offered (option maxTools): ${over} are left out`,
+      );
+    }
     return tools;
   }
 
+  /** A name for `remote` no other tool of this server has: sanitised, then `_2`, `_3`, … */
+  private uniqueName(remote: string, taken: ReadonlySet<string>): string {
+    const base = remote.replace(/[^a-zA-Z0-9_-]/g, "_").slice(0, 64);
+    if (!taken.has(base)) return base;
+    for (let n = 2; ; n++) {
+      const suffix = `_${n}`;
+      const name = `${base.slice(0, 64 - suffix.length)}${suffix}`;
+      if (taken.has(name)) continue;
+      this.report(
+        `rename:${remote}`,
+        `MCP server "${this.name}": tool ${JSON.stringify(remote.slice(0, 100))} is offered as "${name}": "${base}" is the name of another of its tools once sanitised`,
+      );
+      return name;
+    }
+  }
+
   /** A Keel tool for one listed MCP tool, or undefined (reported once) when it cannot be one. */
-  private toTool(def: {
-    name: string;
-    description?: string;
-    title?: string;
-    inputSchema: unknown;
-    annotations?: McpToolAnnotations;
-  }): Tool | undefined {
-    const remote = String(def.name);
-    const name = remote.replace(/[^a-zA-Z0-9_-]/g, "_").slice(0, 64);
+  private toTool(
+    value: unknown,
+    taken: ReadonlySet<string>,
+    validator: BoundedSchemaValidator,
+  ): Tool | undefined {
+    const def = (typeof value === "object" && value !== null ? value : {}) as ToolDef;
+    const remote = typeof def.name === "string" ? def.name : "";
     try {
+      if (remote === "") throw new Error("it has no name");
+      const name = this.uniqueName(remote, taken);
       if (!TOOL_NAME_PATTERN.test(name)) throw new Error("its name has no usable characters");
-      const parameters = jsonSchemaParameters(def.inputSchema, "inputSchema");
+      const parameters = jsonSchemaParameters(def.inputSchema, "inputSchema", {
+        onWarning: (m) => this.report(`patterns:${remote}`, `MCP tool ${remote}: ${m}`),
+      });
+      const output =
+        def.outputSchema === undefined ? undefined : compileOutput(validator, def.outputSchema);
       const traits = traitsFromAnnotations(def.annotations);
-      const text = (def.description ?? def.title ?? "").trim();
-      const description =
-        text === ""
-          ? `Tool ${remote} of the MCP server ${this.name}.`
-          : text.length > MAX_DESCRIPTION_CHARS
-            ? `${text.slice(0, MAX_DESCRIPTION_CHARS)}…`
-            : text;
       return defineTool({
         name,
-        description,
+        description: describe(def, remote, this.name),
         parameters,
         traits,
-        execute: (args, ctx) => this.call(remote, name, args, ctx, traits),
+        execute: async (args, ctx) => {
+          const problem = await jsonSchemaPatternProblem(parameters, args, ctx.signal);
+          if (problem === undefined) return this.call(remote, name, args, ctx, traits, output);
+          return {
+            ok: false,
+            code: "INVALID_ARGS",
+            message: `not sent: ${problem}. Fix the argument and call ${name} again.`,
+            retryable: false,
+          };
+        },
       });
     } catch (err) {
       this.report(
@@ -294,6 +360,7 @@ export class McpToolSet implements ToolSource {
     args: unknown,
     ctx: ToolContext,
     traits: ToolTraits,
+    output: OutputCheck | undefined,
   ): Promise<ToolResult> {
     const client = this.client;
     if (this.state !== "up" || !client) {
@@ -305,14 +372,19 @@ export class McpToolSet implements ToolSource {
       };
     }
     const lib = await loadSdk();
+    let answer: unknown;
     try {
-      const result = await client.callTool(
-        { name: remote, arguments: args as Record<string, unknown> },
-        undefined,
+      answer = await client.request(
+        {
+          method: "tools/call",
+          params: { name: remote, arguments: args as Record<string, unknown> },
+        },
+        CallResult,
         {
           signal: ctx.signal,
-          timeout: this.options.callTimeoutMs ?? 600_000,
+          timeout: this.callTimeoutMs,
           resetTimeoutOnProgress: true,
+          maxTotalTimeout: this.maxCallMs,
           onprogress: (p) =>
             ctx.onUpdate({
               progress: p.progress,
@@ -321,57 +393,35 @@ export class McpToolSet implements ToolSource {
             }),
         },
       );
-      return fromMcpResult(result, name);
     } catch (err) {
-      if (ctx.signal.aborted) {
-        // A read-only tool changed nothing: the call is cancelled. Any other may have acted.
-        if (traits.readOnly) throw err;
-        return {
-          ok: false,
-          code: "OUTCOME_UNKNOWN",
-          message: `cancelled while running: Keel sent the MCP server "${this.name}" notifications/cancelled, but MCP does not confirm a stop, so whether ${name} already made its change is unknown. Check before calling it again.`,
-          retryable: false,
-        };
-      }
-      const code = (err as { code?: unknown }).code;
-      // Not a JSON-RPC error from the server: the transport failed (a refused connection, a
-      // session the server no longer knows, a closed pipe).
-      const transportFailed = !(err instanceof lib.types.McpError);
-      if (
-        code === lib.types.ErrorCode.ConnectionClosed ||
-        transportFailed ||
-        this.client !== client
-      ) {
-        this.lost(client, "its connection closed during a call");
-        return traits.idempotent
-          ? {
-              ok: false,
-              code: "EXECUTION_FAILED",
-              message: `the MCP server "${this.name}" was lost during the call (${this.lostReason}). ${name} is idempotent, so calling it again is safe; the server is reconnected when the next turn starts.`,
-              retryable: true,
-            }
-          : {
-              ok: false,
-              code: "OUTCOME_UNKNOWN",
-              message: `the MCP server "${this.name}" was lost during the call (${this.lostReason}); whether ${name} ran is unknown. Check its effects before calling it again; the server is reconnected when the next turn starts.`,
-              retryable: false,
-            };
-      }
-      if (code === lib.types.ErrorCode.RequestTimeout) {
-        return {
-          ok: false,
-          code: "TIMEOUT",
-          message: `the MCP server "${this.name}" did not answer ${name} in time (${errorText(err)}); whether it ran is unknown. Check its effects before retrying.`,
-          retryable: false,
-        };
-      }
-      return {
-        ok: false,
-        code: "EXECUTION_FAILED",
-        message: `the MCP server "${this.name}" refused ${name}: ${errorText(err)}`,
-        retryable: false,
-      };
+      // A read-only tool changed nothing: the call is cancelled. Any other may have acted.
+      if (ctx.signal.aborted && traits.readOnly) throw err;
+      const failure = this.failureOf(err, client, ctx.signal, lib);
+      return mcpCallFailure(failure, this.name, name, {
+        idempotent: traits.idempotent === true,
+      });
     }
+    const result = fromMcpResult(answer, name);
+    return output ? checkOutput(result, answer, output, name, ctx.signal) : result;
+  }
+
+  /**
+   * What a thrown `tools/call` means. The server's own JSON-RPC error (any code, -32000
+   * included) is its answer: the server stays up. Only a closed connection (the client was
+   * already told: `lost` ran) or a failed transport is a lost server.
+   */
+  private failureOf(err: unknown, client: Client, signal: AbortSignal, lib: Sdk): McpCallFailure {
+    if (signal.aborted) return { kind: "cancelled" };
+    const fromServer = err instanceof lib.types.McpError;
+    if (!fromServer || this.client !== client) {
+      this.lost(client, "its connection closed during a call");
+      return { kind: "lost", why: this.lostReason };
+    }
+    const code = (err as McpTypes.McpError).code;
+    if (code === lib.types.ErrorCode.RequestTimeout) {
+      return { kind: "timeout", detail: errorText(err) };
+    }
+    return { kind: "refused", code, detail: errorText(err).replace(/^MCP error -?\d+: /, "") };
   }
 
   /**
@@ -414,7 +464,16 @@ export class McpToolSet implements ToolSource {
   }
 }
 
+/** An error's message, at most 500 characters, with the URLs in it redacted (`redactUrls`). */
 function errorText(err: unknown): string {
   const text = err instanceof Error ? err.message : String(err);
-  return text.length > 500 ? `${text.slice(0, 500)}…` : text;
+  return redactUrls(text.length > 500 ? `${text.slice(0, 500)}…` : text);
+}
+
+/** The description offered to the model: the server's (cut to a bound), or one naming the tool. */
+function describe(def: ToolDef, remote: string, server: string): string {
+  const given = typeof def.description === "string" ? def.description : def.title;
+  const text = (typeof given === "string" ? given : "").trim();
+  if (text === "") return `Tool ${remote} of the MCP server ${server}.`;
+  return text.length > MAX_DESCRIPTION_CHARS ? `${text.slice(0, MAX_DESCRIPTION_CHARS)}…` : text;
 }
