@@ -58,7 +58,8 @@ export function uiStreamResponse(options: UiStreamOptions): Response {
     chunk.type === "tool-approval-request" && options.session.pendingPermissions().length > 0;
   const after = (chunk: UiChunk, turn: UiTurn) => {
     clearTimeout(quiet);
-    if (turn.ended) return end(false);
+    // The turn's last chunk (its `finish`, `abort` or `error`) ends the message.
+    if (turn.ended && chunk === turn.chunks.at(-1)) return end(false);
     if (waitsForApproval(chunk)) {
       quiet = setTimeout(() => {
         if (options.session.pendingPermissions().length > 0) end(true);

@@ -79,11 +79,17 @@ export class UiTurns {
 
   private startTurn(turnId: string): void {
     const session = this.session;
-    const mapper = new UiTurnMapper(turnId, () => {
-      // Reasoning is not streamed as events: it is read from the committed message.
-      const last = session.history().at(-1);
-      if (last?.role !== "assistant") return [];
-      return last.content.filter((p) => p.type === "reasoning");
+    const mapper = new UiTurnMapper(turnId, (event) => {
+      // Reasoning is not streamed as events: it is read from the committed message's entry,
+      // one of the last few of the log.
+      const entries = session.entries();
+      for (let i = entries.length - 1; i >= Math.max(0, entries.length - 16); i--) {
+        const e = entries[i];
+        if (e.type === "assistant_message" && e.attemptId === event.attemptId) {
+          return e.content.filter((p) => p.type === "reasoning");
+        }
+      }
+      return [];
     });
     const listeners = new Set<(chunk: UiChunk) => void>();
     const state: TurnState = {
