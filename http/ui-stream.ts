@@ -54,17 +54,16 @@ export function uiStreamResponse(options: UiStreamOptions): Response {
     writer.write({ data: "[DONE]" });
     writer.close();
   };
-  const waitsForApproval = (chunk: UiChunk) =>
-    chunk.type === "tool-approval-request" && options.session.pendingPermissions().length > 0;
+  // Whenever the turn has been quiet for `quietMs` while a permission request waits, the
+  // response ends (one timer, re-armed by every chunk).
+  const pauseIfWaiting = () => {
+    if (options.session.pendingPermissions().length > 0) end(true);
+  };
   const after = (chunk: UiChunk, turn: UiTurn) => {
-    clearTimeout(quiet);
     // The turn's last chunk (its `finish`, `abort` or `error`) ends the message.
     if (turn.ended && chunk === turn.chunks.at(-1)) return end(false);
-    if (waitsForApproval(chunk)) {
-      quiet = setTimeout(() => {
-        if (options.session.pendingPermissions().length > 0) end(true);
-      }, options.quietMs);
-    }
+    if (quiet) quiet.refresh();
+    else quiet = setTimeout(pauseIfWaiting, options.quietMs);
   };
   void Promise.resolve(options.turn).then((turn) => {
     if (writer.closed) return;
@@ -72,10 +71,10 @@ export function uiStreamResponse(options: UiStreamOptions): Response {
     if (options.start) write({ type: "start", messageId: turn.turnId });
     const past = turn.chunks.slice(first);
     for (const chunk of past) write(chunk);
-    const last = past.at(-1);
     if (turn.ended) return end(false);
-    if (last) after(last, turn);
+    quiet = setTimeout(pauseIfWaiting, options.quietMs);
     stop = turn.follow((chunk) => {
+      if (writer.closed) return;
       write(chunk);
       after(chunk, turn);
     });

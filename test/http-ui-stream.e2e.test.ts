@@ -23,6 +23,7 @@ import {
   memoryStore,
   type ScriptStep,
   scriptedModel,
+  type Tool,
 } from "../index.ts";
 
 const TOKEN = "t0k3n-for-the-ui-stream-tests";
@@ -48,7 +49,7 @@ const remove = defineTool({
   execute: ({ path }) => `deleted ${path}`,
 });
 
-function setup(script: ScriptStep[], tools = [echo, remove]) {
+function setup(script: ScriptStep[], tools: Tool[] = [echo, remove]) {
   agent = createAgent({
     model: scriptedModel(script),
     tools,
@@ -187,5 +188,152 @@ describe("the UI message stream", () => {
     const { messages } = await loaded.json();
     expect(messages.map((m: UIMessage) => m.role)).toEqual(["user", "assistant"]);
     expect(shownIn(messages[1])).toEqual(expected);
+  });
+});
+
+describe("approvals and resume on the UI message stream", () => {
+  it("ends the response at an approval request; the approval, as the AI SDK sends it, continues the same message", async () => {
+    const { transport } = setup([
+      {
+        text: "I will delete it.",
+        toolCalls: [{ id: "call_d", name: "delete_file", arguments: '{"path":"a.txt"}' }],
+      },
+      { text: "Deleted." },
+    ]);
+    const asked = await lastOf(await send(transport, "chat2", [user("delete a.txt")]));
+    const tool = asked.parts.find((p) => p.type === "dynamic-tool") as Record<string, unknown>;
+    expect(tool).toMatchObject({
+      state: "approval-requested",
+      toolCallId: "call_d",
+      input: { path: "a.txt" },
+    });
+    const session = await agent.openSession("chat2");
+    expect(session.pendingPermissions().map((r) => r.requestId)).toEqual([
+      (tool.approval as { id: string }).id,
+    ]);
+    // What useChat's addToolApprovalResponse does to the part, then sends.
+    const answered: UIMessage = {
+      ...asked,
+      parts: asked.parts.map((p) =>
+        p === (tool as unknown)
+          ? {
+              ...tool,
+              state: "approval-responded",
+              approval: { ...(tool.approval as object), approved: true },
+            }
+          : p,
+      ) as UIMessage["parts"],
+    };
+    const done = await lastOf(
+      await send(transport, "chat2", [user("delete a.txt"), answered]),
+      answered,
+    );
+    expect(done.id).toBe(asked.id);
+    expect(shownIn(done)).toEqual(expectedFrom(session.history()));
+    expect(done.parts.find((p) => p.type === "dynamic-tool")).toMatchObject({
+      state: "output-available",
+      output: "deleted a.txt",
+    });
+  });
+
+  it("a denial with a reason reaches the model as feedback; an approval for no waiting request is a 409", async () => {
+    const { transport } = setup([
+      { toolCalls: [{ id: "call_d", name: "delete_file", arguments: '{"path":"b.txt"}' }] },
+      { text: "Understood, I kept it." },
+    ]);
+    const asked = await lastOf(await send(transport, "chat3", [user("delete b.txt")]));
+    const tool = asked.parts.find((p) => p.type === "dynamic-tool") as Record<string, unknown>;
+    const denied: UIMessage = {
+      ...asked,
+      parts: asked.parts.map((p) =>
+        p === (tool as unknown)
+          ? {
+              ...tool,
+              state: "approval-responded",
+              approval: { ...(tool.approval as object), approved: false, reason: "keep b.txt" },
+            }
+          : p,
+      ) as UIMessage["parts"],
+    };
+    const done = await lastOf(
+      await send(transport, "chat3", [user("delete b.txt"), denied]),
+      structuredClone(denied),
+    );
+    expect(shownIn(done).texts).toEqual(["Understood, I kept it."]);
+    const session = await agent.openSession("chat3");
+    const result = session.history().find((m) => m.role === "tool");
+    expect(result?.role === "tool" && result.content[0].content).toMatch(/keep b\.txt/);
+    await expect(send(transport, "chat3", [user("delete b.txt"), denied])).rejects.toThrow(
+      /REFUSED|no turn/,
+    );
+  });
+
+  it("a resume mid-turn replays the message from its start and goes on live: nothing missed, nothing twice", async () => {
+    let release!: () => void;
+    const released = new Promise<void>((r) => {
+      release = r;
+    });
+    const slow = defineTool({
+      name: "slow",
+      description: "waits",
+      parameters: z.object({}),
+      traits: { risk: "low" },
+      execute: async () => {
+        await released;
+        return "slow done";
+      },
+    });
+    const { transport } = setup(
+      [
+        {
+          text: "Working on it.",
+          chunkSize: 3,
+          toolCalls: [{ id: "call_s", name: "slow", arguments: "{}" }],
+        },
+        { text: "Done now." },
+      ],
+      [slow],
+    );
+    const first = await send(transport, "chat4", [user("work")]);
+    const reader = first.getReader();
+    // Read until the tool runs, then the page goes away (its reader is cancelled).
+    for (;;) {
+      const { value } = await reader.read();
+      if (value?.type === "tool-input-available") break;
+    }
+    await reader.cancel();
+    const none = await handler(
+      new Request("http://keel.test/chat/nochat/stream", {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      }),
+    );
+    expect(none.status).toBe(204);
+    const resumed = await transport.reconnectToStream({ chatId: "chat4", abortSignal: undefined });
+    expect(resumed).not.toBeNull();
+    const chunks: UIMessageChunk[] = [];
+    const copy = resumed!.pipeThrough(
+      new TransformStream<UIMessageChunk, UIMessageChunk>({
+        transform(chunk, c) {
+          chunks.push(chunk);
+          c.enqueue(chunk);
+        },
+      }),
+    );
+    setTimeout(release, 50);
+    const message = await lastOf(copy);
+    const session = await agent.openSession("chat4");
+    expect(shownIn(message)).toEqual(expectedFrom(session.history()));
+    expect(chunks[0]).toMatchObject({ type: "start", messageId: message.id });
+    const deltas = chunks
+      .filter((c) => c.type === "text-delta")
+      .map((c) => (c as { delta: string }).delta);
+    expect(deltas.join("")).toBe("Working on it.Done now.");
+    expect(chunks.filter((c) => c.type === "start")).toHaveLength(1);
+    const after = await handler(
+      new Request("http://keel.test/chat/chat4/stream", {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      }),
+    );
+    expect(after.status).toBe(204);
   });
 });
