@@ -16,6 +16,16 @@ function positiveInt(name: string, max = Number.MAX_SAFE_INTEGER) {
   };
 }
 
+function portOrZero(value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || n > 65_535) {
+    throw new InvalidArgumentError(
+      `--http must be a port from 0 to 65535 (0: a free one), got "${value}"`,
+    );
+  }
+  return n;
+}
+
 /** Builds the `keel` program; each action stores its exit code in `result.code`. */
 export function buildProgram(result: { code: ExitCode }): Command {
   const program = new Command("keel")
@@ -321,6 +331,28 @@ export function buildProgram(result: { code: ExitCode }): Command {
       "serve the control protocol (NDJSON requests and events) to another process; see docs/protocol.md",
     )
     .option("--stdio", "speak on stdin/stdout (logs go to stderr)")
+    .option(
+      "--http <port>",
+      "serve HTTP on this port, routes under /api (0: a free one); see docs/web-apps.md",
+      portOrZero,
+    )
+    .option("--host <address>", "the address --http listens on (default 127.0.0.1)")
+    .option(
+      "--token <token>",
+      "--http's bearer token (default KEEL_HTTP_TOKEN, else a random one, printed)",
+    )
+    .option("--no-token", "--http without a token: only on a loopback address")
+    .option(
+      "--cors-origin <origin>",
+      "a browser origin allowed to call --http (repeatable)",
+      (v: string, all: string[] = []) => [...all, v],
+    )
+    .option("--static <dir>", "with --http: serve this folder's page at / (e.g. examples/web/dist)")
+    .option(
+      "--max-body-bytes <n>",
+      "with --http: the largest request body read (default 1048576)",
+      positiveInt("--max-body-bytes", 1024 * 1024 * 1024),
+    )
     .option("--inspect", "serve the inspector for the sessions it runs (its URL goes to stderr)")
     .option(...port)
     .option("--store <file>", 'session store (default ./.keel/keel.db; "memory" keeps nothing)')
@@ -364,6 +396,12 @@ export function buildProgram(result: { code: ExitCode }): Command {
         maxBufferedBytes?: number;
         controlTimeout?: number;
         permissionTimeout?: number;
+        http?: number;
+        host?: string;
+        token?: string | false;
+        corsOrigin?: string[];
+        static?: string;
+        maxBodyBytes?: number;
       }) => {
         const { runServe } = await import("./serve.ts");
         result.code = await runServe({ ...opts, version: VERSION });
