@@ -403,6 +403,17 @@ export function buildProgram(result: { code: ExitCode }): Command {
         static?: string;
         maxBodyBytes?: number;
       }) => {
+        if (opts.http !== undefined) {
+          if (opts.stdio) {
+            throw new CliError(
+              "keel serve takes one transport: --stdio or --http <port>, not both",
+              EXIT.usage,
+            );
+          }
+          const { runServeHttp } = await import("./serve-http.ts");
+          result.code = await runServeHttp({ ...opts, http: opts.http, version: VERSION });
+          return;
+        }
         const { runServe } = await import("./serve.ts");
         result.code = await runServe({ ...opts, version: VERSION });
       },

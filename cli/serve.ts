@@ -139,16 +139,6 @@ export function guardProcess(server: Server, logger: Logger) {
  * settled and every log flushed: exit code 0.
  */
 export async function runServe(options: ServeOptions): Promise<ExitCode> {
-  if (options.http !== undefined && options.stdio) {
-    throw new CliError(
-      "keel serve takes one transport: --stdio or --http <port>, not both",
-      EXIT.usage,
-    );
-  }
-  if (options.http !== undefined) {
-    const { runServeHttp } = await import("./serve-http.ts");
-    return runServeHttp({ ...options, http: options.http });
-  }
   if (!options.stdio) {
     throw new CliError(
       "keel serve needs a transport: --stdio (NDJSON on stdin/stdout, see docs/protocol.md) or --http <port> (docs/web-apps.md)",

@@ -40,7 +40,9 @@ export interface HttpHandlerOptions {
 
 /** A fetch-style handler; `close()` stops following the agent's sessions (it does not close the agent). */
 export interface HttpHandler {
+  /** Answers one request (errors are JSON responses, never rejections). */
   (request: Request): Promise<Response>;
+  /** Stops following the sessions it opened; their event streams end when their clients leave. */
   close(): Promise<void>;
 }
 
