@@ -3,6 +3,7 @@ import { MAX_TIMER_MS } from "../contracts/clock.ts";
 import { CliError, EXIT, EXIT_CODES_HELP, type ExitCode, oneLine } from "./errors.ts";
 import type { McpOptions } from "./mcp.ts";
 import { outputClosed } from "./output.ts";
+import { checkTransportOptions, portOrZero } from "./serve-options.ts";
 
 const VERSION = "0.1.0";
 
@@ -14,16 +15,6 @@ function positiveInt(name: string, max = Number.MAX_SAFE_INTEGER) {
     }
     return n;
   };
-}
-
-function portOrZero(value: string): number {
-  const n = Number(value);
-  if (!/^\d+$/.test(value) || n > 65_535) {
-    throw new InvalidArgumentError(
-      `--http must be a port from 0 to 65535 (0: a free one), got "${value}"`,
-    );
-  }
-  return n;
 }
 
 /** Builds the `keel` program; each action stores its exit code in `result.code`. */
@@ -371,7 +362,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
     )
     .option(
       "--max-buffered-bytes <n>",
-      "output waiting for the client before model streams pause (default 1048576)",
+      "output waiting for the client before model streams pause (--http: before an event stream is cut); default 1048576",
       positiveInt("--max-buffered-bytes"),
     )
     .option(
@@ -403,13 +394,8 @@ export function buildProgram(result: { code: ExitCode }): Command {
         static?: string;
         maxBodyBytes?: number;
       }) => {
+        checkTransportOptions(opts);
         if (opts.http !== undefined) {
-          if (opts.stdio) {
-            throw new CliError(
-              "keel serve takes one transport: --stdio or --http <port>, not both",
-              EXIT.usage,
-            );
-          }
           const { runServeHttp } = await import("./serve-http.ts");
           result.code = await runServeHttp({ ...opts, http: opts.http, version: VERSION });
           return;

@@ -20,6 +20,7 @@ import {
 } from "../index.ts";
 import { CliError, EXIT, type ExitCode } from "./errors.ts";
 import { staticFiles } from "./http-static.ts";
+import { openInspector } from "./inspect.ts";
 import { workspaceInstructions } from "./instructions.ts";
 import { modelFactory, type ServeOptions } from "./serve.ts";
 import { openStore, storeChoice } from "./store.ts";
@@ -62,7 +63,10 @@ export async function runServeHttp(options: ServeOptions & { http: number }): Pr
     choice.kind === "sqlite" ? ["", "-wal", "-shm", "-journal"].map((s) => choice.path + s) : [];
   const tools = builtinTools({ root: process.cwd(), protect });
   const waitMs = options.permissionTimeout ?? 60_000;
+  const inspector = options.inspect || options.port ? await openInspector(options.port) : undefined;
+  if (inspector) process.stderr.write(`keel inspector: ${inspector.url}\n`);
   const agent = createAgent({
+    ...(inspector ? { inspect: inspector.sink } : {}),
     model,
     tools,
     store,
@@ -82,6 +86,7 @@ export async function runServeHttp(options: ServeOptions & { http: number }): Pr
     basePath: "/api",
     ...(options.corsOrigin?.length ? { cors: { origins: options.corsOrigin } } : {}),
     ...(options.maxBodyBytes ? { maxBodyBytes: options.maxBodyBytes } : {}),
+    ...(options.maxBufferedBytes ? { maxBufferedBytes: options.maxBufferedBytes } : {}),
   });
   const api = toNodeListener(handler);
   const page = options.static ? staticFiles(options.static) : undefined;
@@ -105,6 +110,7 @@ export async function runServeHttp(options: ServeOptions & { http: number }): Pr
   await handler.close();
   await agent.close();
   await store.close();
+  await inspector?.close();
   return EXIT.ok;
 }
 

@@ -80,6 +80,20 @@ describe("keel serve --http", { timeout: 60_000 }, () => {
     expect((await fetch(`${open.api}/sessions`)).status).toBe(200);
   });
 
+  it("refuses options of the other transport instead of ignoring them", async () => {
+    fake = await startFakeOpenAIServer();
+    for (const [args, said] of [
+      [["--http", "0", "--stdio"], /one transport/],
+      [["--http", "0", "--control-timeout", "5"], /--stdio options/],
+      [["--stdio", "--static", "x"], /--http options/],
+      [["--http", "70000"], /port from 0 to 65535/],
+    ] as const) {
+      const run = await runKeel(["serve", ...args, "--store", "memory"], { cwd: dir, env: env() });
+      expect(run.code, args.join(" ")).toBe(2);
+      expect(run.stderr).toMatch(said);
+    }
+  });
+
   it("after the process restarts on the same SQLite file, a resume from any id gets every later entry once", async () => {
     fake = await startFakeOpenAIServer();
     fake.enqueue(
