@@ -6,7 +6,11 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Agent } from "../actors/agent-options.ts";
-import type { PermissionReply } from "../contracts/permission.ts";
+import {
+  PERMISSION_REPLY_SHAPES,
+  type PermissionReply,
+  readPermissionReply,
+} from "../contracts/permission.ts";
 import { HttpError } from "./http-error.ts";
 import { readJsonBody, textField } from "./read-body.ts";
 import { checkSessionId, type Hub, type SessionHubs } from "./session-hubs.ts";
@@ -154,16 +158,12 @@ function reply(
 
 /** A permission reply from a body, checked (the shapes of the protocol's `permission.reply`). */
 export function readReply(value: unknown, route: string): PermissionReply {
-  const r = (typeof value === "object" && value !== null ? value : {}) as Record<string, unknown>;
-  if (r.type === "allow_once" || r.type === "allow_always" || r.type === "deny")
-    return { type: r.type };
-  if (r.type === "deny_with_feedback" && typeof r.feedback === "string" && r.feedback.length > 0) {
-    return { type: r.type, feedback: r.feedback };
-  }
+  const reply = readPermissionReply(value);
+  if (reply) return reply;
   throw new HttpError(
     400,
     "INVALID_BODY",
-    `${route}: "reply" must be {"type":"allow_once"}, {"type":"allow_always"}, {"type":"deny"} or {"type":"deny_with_feedback","feedback":"…"}; got ${JSON.stringify(value)}`,
+    `${route}: "reply" must be ${PERMISSION_REPLY_SHAPES}; got ${JSON.stringify(value)}`,
   );
 }
 
