@@ -113,6 +113,15 @@ export type {
   ToolSuccess,
 } from "./contracts/tool-result.ts";
 export type { TurnResult } from "./contracts/turn-result.ts";
+export type { HttpErrorCode } from "./http/http-error.ts";
+export {
+  createHttpHandler,
+  type HttpHandler,
+  type HttpHandlerOptions,
+} from "./http/http-handler.ts";
+export { toNodeListener } from "./http/node-listener.ts";
+export type { UiChunk } from "./http/ui-chunks.ts";
+export type { UiMessage, UiPart } from "./http/ui-history.ts";
 export { type Inspector, type InspectorOptions, startInspector } from "./inspector/server.ts";
 export type { LoopGuardOptions } from "./machines/policies/loop-guard.ts";
 export type { RetryClassifier, RetryPolicy } from "./machines/policies/retry-policy.ts";

@@ -1,11 +1,12 @@
 import { Command, CommanderError, InvalidArgumentError } from "commander";
-import { MAX_TIMER_MS } from "../contracts/clock.ts";
 import { KEEL_VERSION as VERSION } from "../contracts/version.ts";
 import { CliError, EXIT, EXIT_CODES_HELP, type ExitCode, oneLine } from "./errors.ts";
 import type { McpOptions } from "./mcp.ts";
 import { outputClosed } from "./output.ts";
+import { addServeCommand } from "./serve-command.ts";
 
-function positiveInt(name: string, max = Number.MAX_SAFE_INTEGER) {
+/** A commander parser for an integer option from 1 to `max`, named in its error. */
+export function positiveInt(name: string, max = Number.MAX_SAFE_INTEGER) {
   return (value: string) => {
     const n = Number(value);
     if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1 || n > max) {
@@ -350,60 +351,7 @@ export function buildProgram(result: { code: ExitCode }): Command {
       },
     );
 
-  program
-    .command("serve")
-    .description(
-      "serve the control protocol (NDJSON requests and events) to another process; see docs/protocol.md",
-    )
-    .option("--stdio", "speak on stdin/stdout (logs go to stderr)")
-    .option("--inspect", "serve the inspector for the sessions it runs (its URL goes to stderr)")
-    .option(...port)
-    .option("--store <file>", 'session store (default ./.keel/keel.db; "memory" keeps nothing)')
-    .option(
-      "--provider <name>",
-      "openai-compatible (default) | openai | anthropic | google, as for keel run; or scripted (with --script)",
-    )
-    .option(
-      "--script <file>",
-      "with --provider scripted: a JSON array of model steps, replayed by each session",
-    )
-    .option(
-      "--max-frame-bytes <n>",
-      "longest accepted line (default 8388608)",
-      positiveInt("--max-frame-bytes", 1024 * 1024 * 1024),
-    )
-    .option(
-      "--max-buffered-bytes <n>",
-      "output waiting for the client before model streams pause (default 1048576)",
-      positiveInt("--max-buffered-bytes"),
-    )
-    .option(
-      "--control-timeout <ms>",
-      "default wait for a tool.execute reply (default 300000)",
-      positiveInt("--control-timeout", MAX_TIMER_MS),
-    )
-    .option(
-      "--permission-timeout <ms>",
-      "default wait for a permission.request reply before denying (default 60000)",
-      positiveInt("--permission-timeout", MAX_TIMER_MS),
-    )
-    .action(
-      async (opts: {
-        stdio?: boolean;
-        inspect?: boolean;
-        port?: number;
-        store?: string;
-        provider?: string;
-        script?: string;
-        maxFrameBytes?: number;
-        maxBufferedBytes?: number;
-        controlTimeout?: number;
-        permissionTimeout?: number;
-      }) => {
-        const { runServe } = await import("./serve.ts");
-        result.code = await runServe({ ...opts, version: VERSION });
-      },
-    );
+  addServeCommand(program, result, port, positiveInt);
   return program;
 }
 

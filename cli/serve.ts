@@ -32,6 +32,18 @@ export interface ServeOptions {
   maxBufferedBytes?: number;
   controlTimeout?: number;
   permissionTimeout?: number;
+  /** `--http <port>`: serve HTTP instead (cli/serve-http.ts); 0 picks a free port. */
+  http?: number;
+  /** `--host`: the address `--http` listens on. Default 127.0.0.1. */
+  host?: string;
+  /** `--token`: the bearer token of `--http` (default KEEL_HTTP_TOKEN or a random one); false: `--no-token`. */
+  token?: string | false;
+  /** `--cors-origin` (repeatable): browser origins allowed to call `--http` from another origin. */
+  corsOrigin?: string[];
+  /** `--static <dir>`: a page served at `/` beside `--http`'s `/api`. */
+  static?: string;
+  /** `--max-body-bytes`: the largest request body `--http` reads. */
+  maxBodyBytes?: number;
   version: string;
   env?: NodeJS.ProcessEnv;
 }
@@ -64,7 +76,7 @@ export function readScript(file: string): ScriptStep[] {
 }
 
 /** The model factory the options name: one scripted model per session, or one shared model. */
-function modelFactory(options: ServeOptions): () => Model {
+export function modelFactory(options: ServeOptions): () => Model {
   const env = options.env ?? process.env;
   const provider = options.provider ?? (env.KEEL_PROVIDER || "openai-compatible");
   if (provider === "scripted") {
@@ -129,7 +141,7 @@ export function guardProcess(server: Server, logger: Logger) {
 export async function runServe(options: ServeOptions): Promise<ExitCode> {
   if (!options.stdio) {
     throw new CliError(
-      "keel serve needs a transport: --stdio (NDJSON on stdin/stdout, see docs/protocol.md)",
+      "keel serve needs a transport: --stdio (NDJSON on stdin/stdout, see docs/protocol.md) or --http <port> (docs/web-apps.md)",
       EXIT.usage,
     );
   }

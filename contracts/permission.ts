@@ -60,3 +60,29 @@ export type PermissionDecision =
   | { type: "allow" }
   | { type: "declined"; reason: string }
   | { type: "corrected"; feedback: string };
+
+/** How a permission reply is written, for the messages of the transports that read one. */
+export const PERMISSION_REPLY_SHAPES =
+  '{"type":"allow_once"}, {"type":"allow_always"}, {"type":"deny"} or {"type":"deny_with_feedback","feedback":"…"}';
+
+/**
+ * A permission reply read from untrusted JSON (the control protocol's `permission.reply`, the
+ * HTTP transport's), or undefined when it is not one of {@link PERMISSION_REPLY_SHAPES}.
+ * Unknown fields are dropped. This is a pure function.
+ */
+export function readPermissionReply(value: unknown): PermissionReply | undefined {
+  if (typeof value !== "object" || value === null) return undefined;
+  const r = value as Record<string, unknown>;
+  switch (r.type) {
+    case "allow_once":
+    case "allow_always":
+    case "deny":
+      return { type: r.type };
+    case "deny_with_feedback":
+      return typeof r.feedback === "string" && r.feedback.length > 0
+        ? { type: r.type, feedback: r.feedback }
+        : undefined;
+    default:
+      return undefined;
+  }
+}

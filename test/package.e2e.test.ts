@@ -45,6 +45,7 @@ const SCRIPTS: Record<string, ScriptStep[]> = {
     { text: "Related notes: 3 and 9." },
   ],
   inspector: [{ text: "Hello!" }],
+  "web-apps": [{ text: "Hello!" }],
 };
 
 /**

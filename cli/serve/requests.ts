@@ -1,3 +1,4 @@
+import { PERMISSION_REPLY_SHAPES, readPermissionReply } from "../../contracts/permission.ts";
 import {
   REQUEST_TYPES,
   type RequestFrame,
@@ -100,19 +101,5 @@ export function readRequest(frame: Record<string, unknown>, type: RequestType): 
 
 /** A permission reply, checked; `fail` is called with what was expected. */
 export function readReply(value: unknown, fail: (expected: string) => never): PermissionReply {
-  const expected =
-    'a permission reply: {"type":"allow_once"}, {"type":"allow_always"}, {"type":"deny"} or {"type":"deny_with_feedback","feedback":"…"}';
-  if (typeof value !== "object" || value === null) return fail(expected);
-  const r = value as Record<string, unknown>;
-  switch (r.type) {
-    case "allow_once":
-    case "allow_always":
-    case "deny":
-      return { type: r.type };
-    case "deny_with_feedback":
-      if (typeof r.feedback !== "string" || r.feedback.length === 0) return fail(expected);
-      return { type: r.type, feedback: r.feedback };
-    default:
-      return fail(expected);
-  }
+  return readPermissionReply(value) ?? fail(`a permission reply: ${PERMISSION_REPLY_SHAPES}`);
 }
