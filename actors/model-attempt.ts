@@ -68,6 +68,9 @@ export class ModelAttempts {
   recordAttempt(self: AnyActorRef, { attempt, step }: { attempt: number; step: number }): void {
     this.turn.phase = `while waiting for model response ${step + 1}`;
     this.turn.deps.poll(SAMPLING);
+    // No request goes out over what the model takes (invariant 21 of docs/architecture.md).
+    const { fits, reason = "the request does not fit" } = this.turn.deps.context.fitNow();
+    if (!fits) return void self.send({ type: "attempt.failed", attempt, status: "failed", reason });
     this.turn.deps.retryBudget?.warm?.(this.turn.deps.model.name);
     const { clock } = this.turn.deps;
     const attemptId = attemptIdOf(this.turn.turnId, attempt);

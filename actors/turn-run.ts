@@ -160,13 +160,15 @@ export class TurnRun {
   }
 
   // Before every model request: the first is the turn's start, every later one follows a step.
-  // Then the budget: over the threshold, the chart compacts before the request.
+  // Then the budget: over the threshold, or over what the model takes even with results
+  // offloaded and messages clipped, the chart compacts before the request.
   prepare(self: AnyActorRef, params: { attempt: number; step: number }): void {
     this.foundAtPrepare = this.turn.deps.poll(this.sampled ? BATCH_COMMITTED : TURN_STARTED) > 0;
     this.sampled = true;
     const { context } = this.turn.deps;
-    if (context.compactDue(context.measure())) self.send({ type: "compact.due" });
-    else this.attempts.recordAttempt(self, params);
+    if (context.compactDue(context.measure()) || !context.fitNow().fits) {
+      self.send({ type: "compact.due" });
+    } else this.attempts.recordAttempt(self, params);
   }
 
   compact(self: AnyActorRef, { mode }: { mode: CompactionMode }): void {
