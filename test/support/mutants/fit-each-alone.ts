@@ -2,7 +2,7 @@ import { type FitInput, type FitPlan, planFit } from "../../../session/fit-reque
 
 /**
  * MUTANT — no batch-wide room: each message is judged alone against half of what the model
- * takes (`half`), as the clip of one oversized message did before invariant 21. Results that
+ * takes (`half`), as the clip of one oversized message did before invariant 21 of docs/architecture.md. Results that
  * are only over the window together are never offloaded, so the request goes out too large, or
  * not at all. Tests assert the request-fits property FAILS with it.
  */
