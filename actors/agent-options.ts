@@ -110,6 +110,13 @@ export interface AgentOptions {
   random?: () => number;
   /** A pino logger; default: quiet unless `KEEL_LOG` names a level. */
   logger?: Logger;
+  /**
+   * Told of problems with what the agent's sessions are charged (docs/embedding.md, "Budgets"):
+   * the first response charged by Keel's estimate because the provider reported no usage (once
+   * an agent), and every reported usage replaced as not plausible. Each is also a `log.written`
+   * warning of its session. Contract: must not throw.
+   */
+  onProblem?: (message: string) => void;
   /** The inspector (or any sink): sees every actor's events and every session event. */
   inspect?: InspectSink;
   /**

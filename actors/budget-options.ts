@@ -102,7 +102,13 @@ export function resolveLimits(limits: LimitsOption | undefined, logger: Logger):
 
 /** The agent's budget options, checked: its prices, each prompt's budget, its own spend. */
 export function agentBudgetOptions(
-  options: { model: Model; prices?: PriceTable; budget?: Budget; promptBudget?: Budget },
+  options: {
+    model: Model;
+    prices?: PriceTable;
+    budget?: Budget;
+    promptBudget?: Budget;
+    onProblem?: (message: string) => void;
+  },
   limits: TurnLimits,
 ) {
   const prices = checkPrices(options.prices);
@@ -113,7 +119,7 @@ export function agentBudgetOptions(
     limits,
   );
   checkCostCap("createAgent", [limits, promptBudget.budget, agentBudget], options.model, prices);
-  return { prices, promptBudget, agentSpend: new AgentSpend(agentBudget) };
+  return { prices, promptBudget, agentSpend: new AgentSpend(agentBudget, options.onProblem) };
 }
 
 /** A session's budget options (`agent.session(id, { budget, promptBudget })`), checked. */

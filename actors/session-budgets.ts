@@ -14,8 +14,26 @@ const capped = (b: Budget) => Object.values(b).some((v) => typeof v === "number"
  */
 export class AgentSpend {
   private total: Spend = NO_SPEND;
+  private estimateTold = false;
 
-  constructor(readonly budget: Budget) {}
+  constructor(
+    readonly budget: Budget,
+    private readonly onProblem?: (message: string) => void,
+  ) {}
+
+  /**
+   * Tells `createAgent({ onProblem })` of a charging problem; with `once`, only the first time
+   * this agent tells of one (the first response charged by Keel's estimate).
+   */
+  problem(message: string, once = false): void {
+    if (once && this.estimateTold) return;
+    if (once) this.estimateTold = true;
+    try {
+      this.onProblem?.(message);
+    } catch {
+      // Contract: must not throw; a sink that does loses its message, not the turn.
+    }
+  }
 
   get spent(): Spend {
     return this.total;
@@ -50,6 +68,7 @@ export interface SessionBudgetsOptions {
 export class SessionBudgets {
   private session: Spend | undefined;
   private prompt: { spent: Spend; startedAt: number } | undefined;
+  private estimated = false;
 
   constructor(private readonly o: SessionBudgetsOptions) {}
 
@@ -85,6 +104,18 @@ export class SessionBudgets {
   /** What the current prompt spent so far (its turns), if one runs. */
   get promptSpent(): Spend | undefined {
     return this.prompt?.spent;
+  }
+
+  /** True the first time a response of this session is charged by Keel's estimate. */
+  firstEstimate(): boolean {
+    if (this.estimated) return false;
+    this.estimated = true;
+    return true;
+  }
+
+  /** A charging problem, told to the agent's `onProblem` (see `AgentSpend.problem`). */
+  problem(message: string, once = false): void {
+    this.o.agent?.problem(message, once);
   }
 
   /** A turn's spend (its responses, usage, cost, and wall time) adds to every scope. */

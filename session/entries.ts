@@ -102,7 +102,10 @@ export interface EntryPayloads {
     attemptId: string;
     content: AssistantPart[];
     finishReason: FinishReason;
+    /** What the response is charged: the provider's usage, or Keel's estimate (`usageEstimated`). */
     usage?: Usage;
+    /** Set when `usage` is Keel's estimate: the provider reported none, or none plausible. */
+    usageEstimated?: true;
     /** The response's cost from the embedder's price table (absent without prices). */
     cost?: number;
     /**
