@@ -307,6 +307,7 @@ export function createAgent(options: AgentOptions): Agent {
               emit,
               options: contextOptions,
               clock,
+              ...(price ? { price } : {}),
             }),
           // Each recovery keeps less, then clips (actors/session-context.ts): room for all three.
           maxOverflowRecoveries: contextOptions.overflowRecoveries ?? 3,

@@ -1,3 +1,4 @@
+import type { ModelPrice } from "../contracts/budget.ts";
 import type { Clock } from "../contracts/clock.ts";
 import type { AgentEventBody } from "../contracts/events.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
@@ -19,6 +20,7 @@ import { type FitInput, type FitPlan, planFit } from "../session/fit-request.ts"
 import type { SessionLog } from "../session/log.ts";
 import type { Registry } from "../tools/registry.ts";
 import { modelSummarizer } from "./model-summarizer.ts";
+import { SummaryCharges } from "./summary-charges.ts";
 
 /** Refusals after which the model's summary is replaced by a mechanical one. */
 const MODEL_FAILURES = new Set(["SUMMARY_FAILED", "INVALID_SUMMARY", "CONTEXT_OVERFLOW"]);
@@ -96,6 +98,8 @@ export interface SessionContextDeps {
   options: ContextOptions;
   /** Times a compaction (`context.compacted`'s `durationMs`); absent: not timed. */
   clock?: Clock;
+  /** The model's price (`createAgent({ prices })`): what summary requests cost. */
+  price?: ModelPrice;
 }
 
 /** What `fitNow` did: whether the request fits now, and how many messages it edited. */
@@ -124,6 +128,8 @@ export class SessionContext {
   readonly count: TextCounter;
   /** Tokens per message, with the model's tokenizer (compaction's estimator). */
   readonly estimate: TokenEstimator;
+  /** What compaction's summary requests were charged (the turn and `session.compact()` take it). */
+  readonly summaries: SummaryCharges;
   private readonly deps: SessionContextDeps;
   private lastEmitted: ContextUsage | null = null;
   /** After an automatic compaction that could not help: no new try below this `used`. */
@@ -137,6 +143,12 @@ export class SessionContext {
     this.count = model.countTokens ?? estimateTextTokens;
     const count = this.count;
     this.estimate = (m: Message) => messageTokens(m, count);
+    this.summaries = new SummaryCharges({
+      count,
+      ...(deps.price ? { price: deps.price } : {}),
+      ...(model.contextWindow === undefined ? {} : { window: model.contextWindow }),
+      warn: (message) => deps.emit({ type: "log.written", level: "warn", message }),
+    });
     const window = model.contextWindow ?? Number.POSITIVE_INFINITY;
     this.budget = new ContextBudget({
       source: deps.log,
@@ -327,7 +339,8 @@ export class SessionContext {
   /** The model's summary of the history before the cut, or a mechanical one when it fails. */
   private async summarise(keep: number, signal: AbortSignal): Promise<CompactionResult> {
     const { model, ids, emit } = this.deps;
-    let result = await this.compactWith(modelSummarizer(model, ids), keep, signal);
+    const summarize = modelSummarizer(model, ids, this.summaries.record);
+    let result = await this.compactWith(summarize, keep, signal);
     if (!result.ok && MODEL_FAILURES.has(result.code) && !signal.aborted) {
       const why = `${result.code}: ${result.message}`;
       const chars = this.summaryChars();
@@ -355,6 +368,7 @@ export class SessionContext {
         estimate: this.estimate,
         signal,
         cutPoints: this.deps.options.cutPoints,
+        charge: () => this.summaries.peek(),
       });
     } catch (error) {
       return { ok: false, code: "SUMMARY_FAILED", message: String(error), attempts: [] };

@@ -205,8 +205,13 @@ export class TurnRun {
       if (!ok && written === true && mode === "auto") {
         this.turn.warn(`automatic compaction skipped: ${reason}`);
       }
+      const charge = this.turn.deps.context.summaries.take();
       if (self.getSnapshot().status === "active") {
-        self.send({ type: "compaction.done", ok, reason });
+        self.send(
+          charge
+            ? { type: "compaction.done", ok, reason, charge }
+            : { type: "compaction.done", ok, reason },
+        );
       }
     });
   }

@@ -3,11 +3,13 @@ import type { TurnFailureCode, TurnStatus } from "../contracts/status.ts";
 import { batchMachine } from "./batch.machine.ts";
 import { effect } from "./effect.ts";
 import {
+  addSpend,
   budgetReason,
   earliestDeadline,
   firstExhausted,
   NOTHING_SPENT,
   spendAfter,
+  summarySpend,
   turnScope,
 } from "./policies/budget.ts";
 import {
@@ -256,6 +258,11 @@ export const turnMachine = setup({
       const { code, reason } = event.failure!;
       return { status: "failed" as TurnStatus, code, reason };
     }),
+    /** A compaction's summary requests add their tokens and cost to the turn's spend (no step). */
+    chargeSummaries: assign(({ context, event }) => {
+      if (event.type !== "compaction.done" || !event.charge) return {};
+      return { spent: addSpend(context.spent, summarySpend(event.charge)) };
+    }),
     countStep: assign(({ context, event }) => {
       assertEvent(event, "attempt.done");
       const spent = spendAfter(context.spent, event);
@@ -449,6 +456,7 @@ export const turnMachine = setup({
             type: "compact",
             params: ({ context }) => ({ mode: context.compactMode }),
           },
+          exit: "chargeSummaries",
           initial: "summarizing",
           states: {
             summarizing: {

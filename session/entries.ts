@@ -140,7 +140,17 @@ export interface EntryPayloads {
     source: DecisionSource;
   };
   context_edit: { targetId: string; replacement: string | null };
-  compaction: { summary: string; firstKeptId: string };
+  /**
+   * `usage`, `cost`, `usageEstimated`: what the summary requests of this compaction were
+   * charged (every request counts toward the budgets; absent before this was recorded).
+   */
+  compaction: {
+    summary: string;
+    firstKeptId: string;
+    usage?: Usage;
+    cost?: number;
+    usageEstimated?: true;
+  };
   settings: { settings: Record<string, unknown> };
   /** `parts`: as on `user_message`, only when the input had more than text. */
   inbox: {

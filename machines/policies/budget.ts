@@ -253,6 +253,20 @@ export function spendAfter(
   };
 }
 
+/**
+ * The spend of summary requests: their tokens and cost, no step, no time. This is a pure
+ * function.
+ */
+export function summarySpend(charge: { usage: Usage; cost?: number }): Spend {
+  return {
+    steps: 0,
+    inputTokens: charge.usage.inputTokens,
+    outputTokens: charge.usage.outputTokens,
+    cost: charge.cost ?? 0,
+    timeMs: 0,
+  };
+}
+
 /** What one model response is charged: the usage that counts, and whether Keel estimated it. */
 export interface Charge {
   usage: Usage;
