@@ -18,7 +18,7 @@ import {
 import type { AttemptRecovery } from "../session/entries.ts";
 import { prepareMessageCalls } from "./message-calls.ts";
 import { providerKeyOf, type SlotRelease } from "./provider-slots.ts";
-import { chargeResponse } from "./turn-charge.ts";
+import { chargeResponse, reserveStep } from "./turn-charge.ts";
 import type { TurnScope } from "./turn-scope.ts";
 
 const SAMPLING: PollPoint = { type: "sampling" };
@@ -58,9 +58,6 @@ export class ModelAttempts {
   /** How the next attempt follows the failed one (its `attempt_start` records it). */
   private recovery: AttemptRecovery | undefined;
 
-  /** The context budget's count of the current request (Keel's estimate when none is reported). */
-  private requestTokens = 0;
-
   /** Ends the current attempt's wait for its write-ahead (an interrupt while it is written). */
   private stopWaiting: (() => void) | undefined;
 
@@ -72,7 +69,8 @@ export class ModelAttempts {
     // No request goes out over what the model takes (invariant 21 of docs/architecture.md).
     const { fits, reason = "the request does not fit" } = this.turn.deps.context.fitNow();
     if (!fits) return void self.send({ type: "attempt.failed", attempt, status: "failed", reason });
-    this.requestTokens = this.turn.deps.context.budget.current?.used ?? 0;
+    const refused = reserveStep(this.turn, attempt);
+    if (refused) return void self.send(refused);
     this.turn.deps.retryBudget?.warm?.(this.turn.deps.model.name);
     const { clock } = this.turn.deps;
     const attemptId = attemptIdOf(this.turn.turnId, attempt);
@@ -295,7 +293,7 @@ export class ModelAttempts {
     );
     const text = textOf(content);
     const toolCalls = toolCallsOf(content);
-    const charged = chargeResponse(this.turn, message.usage, content, this.requestTokens);
+    const charged = chargeResponse(this.turn, message.usage, content);
     const { usage, cost } = charged;
     const estimated = charged.estimated ? { usageEstimated: true as const } : {};
     const entry = this.turn.append({
@@ -366,6 +364,7 @@ export class ModelAttempts {
     const { log, emit, clock } = this.turn.deps;
     const partial = assembler.partial();
     const hasOutput = assembler.hasOutput();
+    this.turn.releaseHold?.(); // no response to charge: the hold is given back
     const message = error instanceof Error ? error.message : String(error);
     log.append({
       type: "attempt_end",

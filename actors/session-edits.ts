@@ -27,7 +27,10 @@ export async function compactNow(
     charge: () => charges.peek(),
   });
   const c = charges.take();
-  if (c) s.deps.budgets?.turnEnded(summarySpend(c));
+  if (c) {
+    s.deps.budgets?.turnEnded(summarySpend(c));
+    s.deps.budgets?.charged(summarySpend(c));
+  }
   return result;
 }
 

@@ -4,6 +4,7 @@ import type { UserPart } from "../contracts/messages.ts";
 import type { TurnFailureCode, TurnStatus } from "../contracts/status.ts";
 import { notExecuted } from "../contracts/tool-result.ts";
 import type { TurnResult } from "../contracts/turn-result.ts";
+import { summarySpend } from "../machines/policies/budget.ts";
 import type { PollPoint } from "../machines/policies/inbox.ts";
 import type {
   CompactionMode,
@@ -206,6 +207,7 @@ export class TurnRun {
         this.turn.warn(`automatic compaction skipped: ${reason}`);
       }
       const charge = this.turn.deps.context.summaries.take();
+      if (charge) this.turn.deps.budgets?.charged(summarySpend(charge));
       if (self.getSnapshot().status === "active") {
         self.send(
           charge

@@ -259,10 +259,10 @@ export const turnMachine = setup({
       return { status: "failed" as TurnStatus, code, reason };
     }),
     /** A compaction's summary requests add their tokens and cost to the turn's spend (no step). */
-    chargeSummaries: assign(({ context, event }) => {
-      if (event.type !== "compaction.done" || !event.charge) return {};
-      return { spent: addSpend(context.spent, summarySpend(event.charge)) };
-    }),
+    chargeSummaries: assign(({ context: { spent }, event: e }) => ({
+      spent:
+        e.type === "compaction.done" && e.charge ? addSpend(spent, summarySpend(e.charge)) : spent,
+    })),
     countStep: assign(({ context, event }) => {
       assertEvent(event, "attempt.done");
       const spent = spendAfter(context.spent, event);
@@ -292,7 +292,7 @@ export const turnMachine = setup({
     completeNaturally: assign({ status: "completed" as TurnStatus }),
     failWithReason: assign(({ event }) => {
       assertEvent(event, "attempt.failed");
-      return { status: event.status, reason: event.reason };
+      return { status: event.status, reason: event.reason, budget: event.budget };
     }),
     failOnLoop: assign(({ context }) => {
       const { count: repeats, tool } = context.loop;

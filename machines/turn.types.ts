@@ -122,6 +122,8 @@ export type TurnEvent =
       overflow?: boolean;
       status: TurnStatus;
       reason: string;
+      /** With `budget_exhausted`: the budget that could not cover the request. */
+      budget?: BudgetStop;
     }
   | {
       type: "gate.allowed";
