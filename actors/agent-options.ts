@@ -19,6 +19,7 @@ import type { LimitsOption } from "./budget-options.ts";
 import type { DeletedSessionData } from "./delete-session.ts";
 import type { InspectSink } from "./events.ts";
 import type { PermissionBroker, PermissionOptions } from "./permissions.ts";
+import type { SharedSpend } from "./postgres-agent-budget.ts";
 import type { ProviderSlots } from "./provider-slots.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import type { Session } from "./session.ts";
@@ -117,6 +118,11 @@ export interface AgentOptions {
    * warning of its session. Contract: must not throw.
    */
   onProblem?: (message: string) => void;
+  /**
+   * The agent's spend shared with its other processes (`postgresAgentSpend(pool, { name })`):
+   * the agent's `budget` then counts what every process sharing it spent, and stops them all.
+   */
+  sharedSpend?: SharedSpend;
   /** The inspector (or any sink): sees every actor's events and every session event. */
   inspect?: InspectSink;
   /**

@@ -4,6 +4,7 @@ import { checkDuration } from "../contracts/clock.ts";
 import type { Model } from "../contracts/model.ts";
 import { capsCost, checkBudget } from "../machines/policies/budget.ts";
 import type { TurnLimits } from "../machines/turn.types.ts";
+import type { SharedSpend } from "./postgres-agent-budget.ts";
 import { AgentSpend } from "./session-budgets.ts";
 
 /** `createAgent({ limits })`: each turn's budget. */
@@ -108,6 +109,7 @@ export function agentBudgetOptions(
     budget?: Budget;
     promptBudget?: Budget;
     onProblem?: (message: string) => void;
+    sharedSpend?: SharedSpend;
   },
   limits: TurnLimits,
 ) {
@@ -119,7 +121,11 @@ export function agentBudgetOptions(
     limits,
   );
   checkCostCap("createAgent", [limits, promptBudget.budget, agentBudget], options.model, prices);
-  return { prices, promptBudget, agentSpend: new AgentSpend(agentBudget, options.onProblem) };
+  return {
+    prices,
+    promptBudget,
+    agentSpend: new AgentSpend(agentBudget, options.onProblem, options.sharedSpend),
+  };
 }
 
 /** A session's budget options (`agent.session(id, { budget, promptBudget })`), checked. */

@@ -9,6 +9,7 @@ import type { Clock } from "../contracts/clock.ts";
 import { addSpend, type ScopeBudget } from "../machines/policies/budget.ts";
 import type { SessionLog } from "../session/log.ts";
 import { spendOf } from "../session/spend.ts";
+import type { SharedSpend } from "./postgres-agent-budget.ts";
 
 /** `s` with every count negated (to give a hold back). */
 const negate = (s: Spend): Spend => ({
@@ -45,6 +46,8 @@ export class AgentSpend {
   constructor(
     readonly budget: Budget,
     private readonly onProblem?: (message: string) => void,
+    /** Spend shared with the agent's other processes (`createAgent({ sharedSpend })`). */
+    private readonly shared?: SharedSpend,
   ) {}
 
   /**
@@ -61,12 +64,14 @@ export class AgentSpend {
     }
   }
 
+  /** What the agent spent: in every process sharing its spend, else in this one. */
   get spent(): Spend {
-    return this.total;
+    return this.shared ? this.shared.spent() : this.total;
   }
 
   add(spent: Spend): void {
     this.total = addSpend(this.total, spent);
+    this.shared?.charge(spent);
   }
 
   /**
@@ -77,12 +82,14 @@ export class AgentSpend {
    * `release` gives the hold back (call it once the response is charged, or the request ended).
    */
   reserve(step: Spend): { ok: true; release: () => void } | { ok: false; stop: BudgetStop } {
-    const now = addSpend(this.total, this.held);
+    this.shared?.refresh(); // the next request's check sees the other processes' latest charges
+    const charged = this.spent;
+    const now = addSpend(charged, this.held);
     for (const d of RESERVED) {
       const limit = this.budget[d.field];
       if (limit === undefined || !(limit > 0)) continue;
       if (d.of(now) + d.of(step) > limit || d.of(now) >= limit) {
-        const spent = d.of(this.total);
+        const spent = d.of(charged);
         return {
           ok: false,
           stop: { scope: "agent", kind: d.kind, limit, spent, defaulted: false },
