@@ -9,6 +9,7 @@ import { echo } from "./session-fixtures.ts";
 import { freshSchema } from "./support/postgres-server.ts";
 import { usePostgres } from "./support/use-postgres.ts";
 
+// biome-ignore lint/correctness/useHookAtTopLevel: usePostgres is a vitest fixture, not a React hook
 const db = usePostgres();
 const { mode, stores } = db;
 const STEP = { inputTokens: 200, outputTokens: 100 };
