@@ -26,6 +26,11 @@ export { AGENT_EVENT_TYPES, type InspectSink } from "./actors/events.ts";
 export { type HandoffOptions, handoffMarkdown } from "./actors/handoff.ts";
 export { createIds } from "./actors/ids.ts";
 export type { PermissionOptions } from "./actors/permissions.ts";
+export {
+  type PostgresAgentSpendOptions,
+  postgresAgentSpend,
+  type SharedSpend,
+} from "./actors/postgres-agent-budget.ts";
 export { postgresProviderSlots } from "./actors/postgres-provider-slots.ts";
 export { postgresRetryBudget } from "./actors/postgres-retry-budget.ts";
 export { processSlots } from "./actors/provider-slots.ts";

@@ -19,6 +19,7 @@ import type { LimitsOption } from "./budget-options.ts";
 import type { DeletedSessionData } from "./delete-session.ts";
 import type { InspectSink } from "./events.ts";
 import type { PermissionBroker, PermissionOptions } from "./permissions.ts";
+import type { SharedSpend } from "./postgres-agent-budget.ts";
 import type { ProviderSlots } from "./provider-slots.ts";
 import type { RetryBudget } from "./retry-budget.ts";
 import type { Session } from "./session.ts";
@@ -110,6 +111,20 @@ export interface AgentOptions {
   random?: () => number;
   /** A pino logger; default: quiet unless `KEEL_LOG` names a level. */
   logger?: Logger;
+  /**
+   * Told of problems the agent worked around that its embedder should fix, one line each: a
+   * high-risk call refused for want of a `permissions` option (once an agent), the first response
+   * charged by Keel's estimate because the provider reported no usage (once an agent), and every
+   * reported usage replaced as not plausible (docs/embedding.md, "Budgets"; each is also a
+   * `log.written` warning of its session). Default: the logger's `warn`. Contract: must not
+   * throw (a throw is ignored).
+   */
+  onProblem?: (line: string) => void;
+  /**
+   * The agent's spend shared with its other processes (`postgresAgentSpend(pool, { name })`):
+   * the agent's `budget` then counts what every process sharing it spent, and stops them all.
+   */
+  sharedSpend?: SharedSpend;
   /** The inspector (or any sink): sees every actor's events and every session event. */
   inspect?: InspectSink;
   /**
@@ -125,12 +140,6 @@ export interface AgentOptions {
    * the call's result (docs/permissions.md).
    */
   permissions?: PermissionOptions;
-  /**
-   * Told, once per agent, of a problem the agent worked around that its embedder should fix (a
-   * high-risk call refused for want of a `permissions` option). Default: the logger's `warn`.
-   * Contract: must not throw (a throw is ignored).
-   */
-  onProblem?: (line: string) => void;
   /**
    * Sharing the store with other processes (SQLite file, PostgreSQL): a session runs only in the
    * process holding its lease (docs/stores.md, docs/many-processes.md). On by default when the store has leases; a

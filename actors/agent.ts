@@ -135,7 +135,17 @@ export function createAgent(options: AgentOptions): Agent {
   const random = options.random ?? Math.random;
   const logger = options.logger ?? defaultLogger();
   const limits = resolveLimits(options.limits, logger);
-  const { prices, promptBudget, agentSpend } = agentBudgetOptions(options, limits);
+  const told = (line: string) => {
+    try {
+      (options.onProblem ?? ((l: string) => logger.warn(l)))(line);
+    } catch {
+      // Contract: must not throw; a throw changes nothing here.
+    }
+  };
+  const { prices, promptBudget, agentSpend } = agentBudgetOptions(
+    { ...options, onProblem: told },
+    limits,
+  );
   const price = prices?.[options.model.name];
   checkContextOptions(options.context);
   checkAcceptanceOptions(options.acceptance);
@@ -146,7 +156,7 @@ export function createAgent(options: AgentOptions): Agent {
     );
   }
   const sessions = new Map<string, Session>();
-  const problemOnce = onceOnly(options.onProblem ?? ((line: string) => logger.warn(line)));
+  const problemOnce = onceOnly(told);
   // A store that cannot reopen a log synchronously keeps its sessions in memory.
   const dormancy =
     dormantAfterMs !== Number.POSITIVE_INFINITY && reopensSync(store)
@@ -299,6 +309,7 @@ export function createAgent(options: AgentOptions): Agent {
               emit,
               options: contextOptions,
               clock,
+              ...(price ? { price } : {}),
             }),
           // Each recovery keeps less, then clips (actors/session-context.ts): room for all three.
           maxOverflowRecoveries: contextOptions.overflowRecoveries ?? 3,

@@ -4,6 +4,7 @@ import { checkDuration } from "../contracts/clock.ts";
 import type { Model } from "../contracts/model.ts";
 import { capsCost, checkBudget } from "../machines/policies/budget.ts";
 import type { TurnLimits } from "../machines/turn.types.ts";
+import type { SharedSpend } from "./postgres-agent-budget.ts";
 import { AgentSpend } from "./session-budgets.ts";
 
 /** `createAgent({ limits })`: each turn's budget. */
@@ -102,7 +103,14 @@ export function resolveLimits(limits: LimitsOption | undefined, logger: Logger):
 
 /** The agent's budget options, checked: its prices, each prompt's budget, its own spend. */
 export function agentBudgetOptions(
-  options: { model: Model; prices?: PriceTable; budget?: Budget; promptBudget?: Budget },
+  options: {
+    model: Model;
+    prices?: PriceTable;
+    budget?: Budget;
+    promptBudget?: Budget;
+    onProblem?: (message: string) => void;
+    sharedSpend?: SharedSpend;
+  },
   limits: TurnLimits,
 ) {
   const prices = checkPrices(options.prices);
@@ -113,7 +121,11 @@ export function agentBudgetOptions(
     limits,
   );
   checkCostCap("createAgent", [limits, promptBudget.budget, agentBudget], options.model, prices);
-  return { prices, promptBudget, agentSpend: new AgentSpend(agentBudget) };
+  return {
+    prices,
+    promptBudget,
+    agentSpend: new AgentSpend(agentBudget, options.onProblem, options.sharedSpend),
+  };
 }
 
 /** A session's budget options (`agent.session(id, { budget, promptBudget })`), checked. */

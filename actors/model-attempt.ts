@@ -1,7 +1,6 @@
 import type { AnyActorRef } from "xstate";
 import { type Message, textOf, toolCallsOf } from "../contracts/messages.ts";
 import { ModelError } from "../contracts/model.ts";
-import { costOf } from "../machines/policies/budget.ts";
 import type { PollPoint } from "../machines/policies/inbox.ts";
 import { classifyModelError } from "../machines/policies/retry-classify.ts";
 import {
@@ -19,9 +18,8 @@ import {
 import type { AttemptRecovery } from "../session/entries.ts";
 import { prepareMessageCalls } from "./message-calls.ts";
 import { providerKeyOf, SlotLostError, type SlotRelease } from "./provider-slots.ts";
+import { chargeResponse, reserveStep } from "./turn-charge.ts";
 import type { TurnScope } from "./turn-scope.ts";
-
-const NO_USAGE = Object.freeze({ inputTokens: 0, outputTokens: 0 });
 
 const SAMPLING: PollPoint = { type: "sampling" };
 
@@ -68,6 +66,11 @@ export class ModelAttempts {
   recordAttempt(self: AnyActorRef, { attempt, step }: { attempt: number; step: number }): void {
     this.turn.phase = `while waiting for model response ${step + 1}`;
     this.turn.deps.poll(SAMPLING);
+    // No request goes out over what the model takes (invariant 21 of docs/architecture.md).
+    const { fits, reason = "the request does not fit" } = this.turn.deps.context.fitNow();
+    if (!fits) return void self.send({ type: "attempt.failed", attempt, status: "failed", reason });
+    const refused = reserveStep(this.turn, attempt);
+    if (refused) return void self.send(refused);
     this.turn.deps.retryBudget?.warm?.(this.turn.deps.model.name);
     const { clock } = this.turn.deps;
     const attemptId = attemptIdOf(this.turn.turnId, attempt);
@@ -293,15 +296,17 @@ export class ModelAttempts {
     );
     const text = textOf(content);
     const toolCalls = toolCallsOf(content);
-    const price = this.turn.deps.price;
-    const cost = price ? costOf(message.usage ?? NO_USAGE, price) : undefined;
+    const charged = chargeResponse(this.turn, message.usage, content);
+    const { usage, cost } = charged;
+    const estimated = charged.estimated ? { usageEstimated: true as const } : {};
     const entry = this.turn.append({
       type: "assistant_message",
       turnId: this.turn.turnId,
       attemptId,
       content,
       finishReason: message.finishReason!,
-      usage: message.usage,
+      usage,
+      ...estimated,
       ...(cost !== undefined ? { cost } : {}),
       ...(cont ? { continuation: { from: cont.from, prefixChars: cont.prefix.length } } : {}),
     });
@@ -313,12 +318,13 @@ export class ModelAttempts {
       attemptId,
       text,
       toolCalls,
-      usage: message.usage,
+      usage,
+      ...estimated,
       ...(cost !== undefined ? { cost } : {}),
       finishReason: message.finishReason,
     });
     this.turn.messageEntryId = entry.id;
-    this.turn.deps.context.measured(message.usage);
+    this.turn.deps.context.measured(charged.estimated ? undefined : usage);
     for (const problem of message.problems ?? []) this.turn.warn(`model stream: ${problem}`);
     for (const c of message.toolCalls) {
       for (const problem of c.problems ?? [])
@@ -328,7 +334,6 @@ export class ModelAttempts {
     this.operationStartedAt = undefined;
     this.turn.lastCalls = toolCalls;
     const { specs, invalid, truncated } = prepareMessageCalls(this.turn, message, toolCalls);
-    const usage = message.usage;
     const broker = this.turn.deps.permissions;
     self.send({
       type: "attempt.done",
@@ -338,9 +343,9 @@ export class ModelAttempts {
       finishReason: message.finishReason!,
       callCount: toolCalls.length,
       calls: specs,
-      tokens: usage ? usage.inputTokens + usage.outputTokens : 0,
-      inputTokens: usage?.inputTokens ?? 0,
-      outputTokens: usage?.outputTokens ?? 0,
+      tokens: usage.inputTokens + usage.outputTokens,
+      inputTokens: usage.inputTokens,
+      outputTokens: usage.outputTokens,
       ...(cost !== undefined ? { cost } : {}),
       needsPermission:
         broker !== undefined &&
@@ -362,6 +367,7 @@ export class ModelAttempts {
     const { log, emit, clock } = this.turn.deps;
     const partial = assembler.partial();
     const hasOutput = assembler.hasOutput();
+    this.turn.releaseHold?.(); // no response to charge: the hold is given back
     const message = error instanceof Error ? error.message : String(error);
     log.append({
       type: "attempt_end",

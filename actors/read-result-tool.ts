@@ -18,7 +18,7 @@ export function readResultTool(
   return defineTool({
     name: READ_RESULT_TOOL,
     description:
-      "Reads again a tool result that was cleared from the context to save space. Use it only with the id given in a '[result cleared …]' message.",
+      "Reads again a tool result that was cleared or offloaded from the context to save space. Use it only with the id given in a '[result cleared …]' or '[result offloaded …]' message.",
     parameters: z.object({
       id: z.string().describe("The id named in the cleared result, e.g. e000012ab"),
     }),

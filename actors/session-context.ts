@@ -1,3 +1,4 @@
+import type { ModelPrice } from "../contracts/budget.ts";
 import type { Clock } from "../contracts/clock.ts";
 import type { AgentEventBody } from "../contracts/events.ts";
 import type { IdGenerator } from "../contracts/ids.ts";
@@ -12,17 +13,14 @@ import {
 import type { CompactionMode } from "../machines/turn.types.ts";
 import { type CompactionResult, compactSession } from "../session/compaction.ts";
 import type { CutRule, TokenEstimator } from "../session/compaction-cuts.ts";
-import {
-  clipMiddle,
-  editableText,
-  mechanicalSummary,
-  oversized,
-} from "../session/compaction-fallback.ts";
+import { mechanicalSummary } from "../session/compaction-fallback.ts";
 import type { Summarize } from "../session/compaction-summary.ts";
 import { ContextBudget, type ContextUsage } from "../session/context-budget.ts";
+import { type FitInput, type FitPlan, planFit } from "../session/fit-request.ts";
 import type { SessionLog } from "../session/log.ts";
 import type { Registry } from "../tools/registry.ts";
 import { modelSummarizer } from "./model-summarizer.ts";
+import { SummaryCharges } from "./summary-charges.ts";
 
 /** Refusals after which the model's summary is replaced by a mechanical one. */
 const MODEL_FAILURES = new Set(["SUMMARY_FAILED", "INVALID_SUMMARY", "CONTEXT_OVERFLOW"]);
@@ -59,6 +57,8 @@ export interface ContextOptions {
   readResultTool?: boolean;
   /** @internal Test seam: where compaction may cut (mutation tests only). */
   cutPoints?: CutRule;
+  /** @internal Test seam: how a request is made to fit (mutation tests only). */
+  fitPlan?: (input: FitInput) => FitPlan;
 }
 
 /** Checks `options`; throws a `TypeError` that names the option and the expected value. */
@@ -98,6 +98,19 @@ export interface SessionContextDeps {
   options: ContextOptions;
   /** Times a compaction (`context.compacted`'s `durationMs`); absent: not timed. */
   clock?: Clock;
+  /** The model's price (`createAgent({ prices })`): what summary requests cost. */
+  price?: ModelPrice;
+}
+
+/** What `fitNow` did: whether the request fits now, and how many messages it edited. */
+export interface FitReport {
+  fits: boolean;
+  edits: number;
+  /** The request's tokens after the edits, and what the model takes (when it was over). */
+  used?: number;
+  room?: number;
+  /** Why it does not fit (when it does not). */
+  reason?: string;
 }
 
 /** What a compaction of the turn reports back to the chart. */
@@ -115,6 +128,8 @@ export class SessionContext {
   readonly count: TextCounter;
   /** Tokens per message, with the model's tokenizer (compaction's estimator). */
   readonly estimate: TokenEstimator;
+  /** What compaction's summary requests were charged (the turn and `session.compact()` take it). */
+  readonly summaries: SummaryCharges;
   private readonly deps: SessionContextDeps;
   private lastEmitted: ContextUsage | null = null;
   /** After an automatic compaction that could not help: no new try below this `used`. */
@@ -128,12 +143,19 @@ export class SessionContext {
     this.count = model.countTokens ?? estimateTextTokens;
     const count = this.count;
     this.estimate = (m: Message) => messageTokens(m, count);
+    this.summaries = new SummaryCharges({
+      count,
+      ...(deps.price ? { price: deps.price } : {}),
+      ...(model.contextWindow === undefined ? {} : { window: model.contextWindow }),
+      warn: (message) => deps.emit({ type: "log.written", level: "warn", message }),
+    });
     const window = model.contextWindow ?? Number.POSITIVE_INFINITY;
     this.budget = new ContextBudget({
       source: deps.log,
       count,
       window,
       reserve: model.maxOutputTokens ?? 0,
+      ...(model.maxInputTokens === undefined ? {} : { maxInputTokens: model.maxInputTokens }),
     });
   }
 
@@ -186,8 +208,58 @@ export class SessionContext {
   /** Whether `usage` crossed the automatic compaction threshold. */
   compactDue(usage: ContextUsage): boolean {
     const at = this.deps.options.compactAt ?? 0.85;
-    if (at === false || !Number.isFinite(usage.window)) return false;
-    return usage.used + usage.reserve > at * usage.window && usage.used >= this.quietBelow;
+    if (at === false || usage.used < this.quietBelow) return false;
+    const input = this.deps.model.maxInputTokens;
+    if (input !== undefined && usage.used > at * input) return true;
+    return Number.isFinite(usage.window) && usage.used + usage.reserve > at * usage.window;
+  }
+
+  /**
+   * Makes the next request fit what the model takes (`budget.room`, scaled by `scale` after the
+   * provider counted more than the estimate): the largest tool results are offloaded to a
+   * preview and a note, then the largest messages clipped (`planFit`, session/fit-request.ts),
+   * each a `context_edit`. Synchronous; compacts nothing. Reports whether it fits now.
+   */
+  fitNow(scale = 1): FitReport {
+    const room = Math.floor(this.budget.room * scale);
+    if (!Number.isFinite(room)) return { fits: true, edits: 0 };
+    // Measured without `context.measured`: the step's own measure reports it before the request.
+    const usedNow = () =>
+      this.budget.measure(
+        this.instructions(),
+        this.deps.registry.modelTools(),
+        this.deps.model.name,
+      ).used;
+    const used = usedNow();
+    if (used <= room) return { fits: true, edits: 0 };
+    const { log, emit, options } = this.deps;
+    const plan = (options.fitPlan ?? planFit)({
+      messages: log.history(),
+      sources: log.messageSources(),
+      over: used - room,
+      estimate: this.estimate,
+      previewChars: Math.max(80, Math.min(800, Math.floor((room * 4) / 20))),
+      readBack: options.readResultTool === true,
+      isResult: (id) => log.get(id)?.type === "call_result",
+    });
+    for (const e of plan.edits) {
+      log.append({ type: "context_edit", targetId: e.targetId, replacement: e.replacement });
+    }
+    const after = usedNow();
+    if (plan.edits.length > 0) {
+      const offloaded = plan.edits.filter((e) => e.kind === "offload").length;
+      const clipped = plan.edits.length - offloaded;
+      emit({
+        type: "log.written",
+        level: "warn",
+        message: `the next request was over what the model takes (${used} of ${room} tokens): ${offloaded} tool result(s) offloaded to a preview, ${clipped} message(s) clipped; now ${after} tokens`,
+      });
+    }
+    if (after <= room) return { fits: true, edits: plan.edits.length, used: after, room };
+    const reason =
+      this.headOverRoom() ??
+      `the request does not fit what the model takes (${after} of ${room} tokens) even with every tool result offloaded and the largest messages clipped; compact the session, shorten the instructions or tools, or use a model with a larger context window`;
+    return { fits: false, edits: plan.edits.length, used: after, room, reason };
   }
 
   /**
@@ -204,44 +276,75 @@ export class SessionContext {
 
   /**
    * Compacts the session's history (docs/long-sessions.md) at the latest legal cut that keeps
-   * `keepRecentTokens(mode)`; every failure leaves the old baseline. Emits `context.compacted`.
-   * When the model cannot summarise (the request fails, returns nothing usable, or overflows at
-   * its smallest) the summary is written mechanically (`mechanicalSummary`), so one bad
-   * summarizer does not leave every later turn failing. An overflow recovery escalates: each
-   * one since the last response that fit keeps less (down to nothing), and once nothing more can
-   * be summarised, every message still too large for the window is clipped to its head and tail
-   * with a note (a `context_edit`; the log keeps the whole text).
+   * `keepRecentTokens(mode)`; every failure of the summary leaves the old baseline. Emits
+   * `context.compacted`. When the model cannot summarise (the request fails, returns nothing
+   * usable, or overflows at its smallest) the summary is written mechanically
+   * (`mechanicalSummary`). Then, whatever the summary did, the next request is made to fit
+   * (`fitNow`; after an overflow, within a smaller share of the room each time, since the
+   * provider counted more than the estimate): results offloaded, messages clipped, and when
+   * that is not enough, a mechanical cut keeping nothing but the newest step — a cut that
+   * always fits, so a compaction that cannot help does not fail the turn.
    */
   async compact(mode: CompactionMode, signal: AbortSignal): Promise<CompactionReport> {
-    const { log, model, ids, emit, registry, clock } = this.deps;
+    const { emit, clock } = this.deps;
     const startedAt = clock?.now();
-    // Instructions and tool specs alone over the window: no compaction of the history can help.
-    const { window: size, reserve } = this.budget;
-    const head = headTokens(this.instructions(), registry.modelTools(), this.count);
-    if (Number.isFinite(size) && head + reserve >= size) {
-      const reason = `the instructions and tool specs alone take ${head} tokens, and with the ${reserve} reserved for the answer that is over the model's context window (${size} tokens): no compaction of the history can make the request fit. Shorten the instructions (session.setInstructions), offer fewer tools, or use a model with a larger context window`;
-      emit({ type: "context.compacted", mode, ok: false, reason });
-      return { ok: false, reason };
+    const took = () => (startedAt === undefined ? {} : { durationMs: clock!.now() - startedAt });
+    const headOver = this.headOverRoom();
+    if (headOver) {
+      emit({ type: "context.compacted", mode, ok: false, reason: headOver });
+      return { ok: false, reason: headOver };
     }
     const level = mode === "overflow" ? this.overflowLevel++ : 0;
     const keepRecentTokens = this.keepRecentTokens(mode, level);
-    const run = async (summarize: Summarize): Promise<CompactionResult> => {
-      try {
-        return await compactSession(log, {
-          summarize,
-          keepRecentTokens,
-          estimate: this.estimate,
-          signal,
-          cutPoints: this.deps.options.cutPoints,
-        });
-      } catch (error) {
-        return { ok: false, code: "SUMMARY_FAILED", message: String(error), attempts: [] };
-      }
-    };
-    let result = await run(modelSummarizer(model, ids));
+    const tokensBefore = this.budget.current?.used ?? 0;
+    const result = await this.summarise(keepRecentTokens, signal);
+    const fit = signal.aborted
+      ? { fits: false, edits: 0 }
+      : await this.forceFit(mode, level, signal);
+    if (result.ok) this.quietBelow = 0;
+    if (result.ok || (fit.fits && fit.edits > 0)) {
+      emit({
+        type: "context.compacted",
+        mode,
+        ok: true,
+        tokensBefore: result.ok ? result.tokensBefore : tokensBefore,
+        tokensAfter: sumTokens(this.deps.log.history(), this.estimate),
+        ...took(),
+      });
+      if (result.ok || fit.fits) return { ok: true };
+    }
+    // Do not try again every step: only once the context grew by a tenth of the window.
+    const window = this.budget.window;
+    const used = this.budget.current?.used ?? 0;
+    this.quietBelow = used + (Number.isFinite(window) ? Math.ceil(window / 10) : 0);
+    const why = result.ok
+      ? `the request is still over what the model takes (${fit.used} of ${fit.room} tokens)`
+      : `${result.code}: ${result.message}`;
+    emit({ type: "context.compacted", mode, ok: false, reason: why, ...took() });
+    const reason =
+      mode === "overflow"
+        ? `context overflow (not retried as it was): the request exceeds the model's context window (${window} tokens) and a compaction keeping ${keepRecentTokens} recent tokens did not help (${why}); clear old tool results (session.clearToolResults), compact with a smaller keepRecentTokens, or use a model with a larger window`
+        : why;
+    return { ok: false, reason };
+  }
+
+  /** Why no compaction can help: the instructions and tool specs alone are over the room. */
+  private headOverRoom(): string | undefined {
+    const { window: size, reserve, room } = this.budget;
+    const head = headTokens(this.instructions(), this.deps.registry.modelTools(), this.count);
+    if (!Number.isFinite(room) || head < room) return undefined;
+    return `the instructions and tool specs alone take ${head} tokens, and with the ${reserve} reserved for the answer that is over what the model takes (its context window ${size}${this.deps.model.maxInputTokens === undefined ? "" : `, its input limit ${this.deps.model.maxInputTokens}`} tokens): no compaction of the history can make the request fit. Shorten the instructions (session.setInstructions), offer fewer tools, or use a model with a larger context window`;
+  }
+
+  /** The model's summary of the history before the cut, or a mechanical one when it fails. */
+  private async summarise(keep: number, signal: AbortSignal): Promise<CompactionResult> {
+    const { model, ids, emit } = this.deps;
+    const summarize = modelSummarizer(model, ids, this.summaries.record);
+    let result = await this.compactWith(summarize, keep, signal);
     if (!result.ok && MODEL_FAILURES.has(result.code) && !signal.aborted) {
       const why = `${result.code}: ${result.message}`;
-      result = await run(async (messages) => mechanicalSummary(messages, this.summaryChars()));
+      const chars = this.summaryChars();
+      result = await this.compactWith(async (ms) => mechanicalSummary(ms, chars), keep, signal);
       if (result.ok) {
         emit({
           type: "log.written",
@@ -250,49 +353,40 @@ export class SessionContext {
         });
       }
     }
-    if (mode === "overflow" && !signal.aborted && (level >= 2 || !result.ok)) {
-      const clipped = this.clipOversized();
-      if (clipped > 0) {
-        emit({
-          type: "context.compacted",
-          mode,
-          ok: true,
-          tokensBefore: result.ok ? result.tokensBefore : (this.budget.current?.used ?? 0),
-          tokensAfter: sumTokens(log.history(), this.estimate),
-          ...(startedAt === undefined ? {} : { durationMs: clock!.now() - startedAt }),
-        });
-        return { ok: true };
-      }
-    }
-    const used = this.budget.current?.used ?? 0;
-    const took = startedAt === undefined ? {} : { durationMs: clock!.now() - startedAt };
-    if (result.ok) {
-      this.quietBelow = 0;
-      emit({
-        type: "context.compacted",
-        mode,
-        ok: true,
-        tokensBefore: result.tokensBefore,
-        tokensAfter: result.tokensAfter,
-        ...took,
+    return result;
+  }
+
+  private async compactWith(
+    summarize: Summarize,
+    keepRecentTokens: number,
+    signal: AbortSignal,
+  ): Promise<CompactionResult> {
+    try {
+      return await compactSession(this.deps.log, {
+        summarize,
+        keepRecentTokens,
+        estimate: this.estimate,
+        signal,
+        cutPoints: this.deps.options.cutPoints,
+        charge: () => this.summaries.peek(),
       });
-      return { ok: true };
+    } catch (error) {
+      return { ok: false, code: "SUMMARY_FAILED", message: String(error), attempts: [] };
     }
-    // Do not try again every step: only once the context grew by a tenth of the window.
-    const window = this.budget.window;
-    this.quietBelow = used + (Number.isFinite(window) ? Math.ceil(window / 10) : 0);
-    emit({
-      type: "context.compacted",
-      mode,
-      ok: false,
-      reason: `${result.code}: ${result.message}`,
-      ...took,
-    });
-    const reason =
-      mode === "overflow"
-        ? `context overflow (not retried as it was): the request exceeds the model's context window (${window} tokens) and a compaction keeping ${keepRecentTokens} recent tokens did not help (${result.code}: ${result.message}); clear old tool results (session.clearToolResults), compact with a smaller keepRecentTokens, or use a model with a larger window`
-        : `${result.code}: ${result.message}`;
-    return { ok: false, reason };
+  }
+
+  /**
+   * The cut that always fits (see `compact`): `fitNow`, and when offloading and clipping are
+   * not enough, a mechanical summary of everything before the newest step, then `fitNow` again.
+   */
+  private async forceFit(mode: CompactionMode, level: number, signal: AbortSignal) {
+    const scale = mode === "overflow" ? 0.75 ** (level + 1) : 1;
+    const fit = this.fitNow(scale);
+    if (fit.fits || signal.aborted) return fit;
+    const chars = Math.max(400, Math.floor((this.budget.room * scale) / 2));
+    const cut = await this.compactWith(async (ms) => mechanicalSummary(ms, chars), 0, signal);
+    const after = this.fitNow(scale);
+    return { ...after, edits: after.edits + fit.edits + (cut.ok ? 1 : 0) };
   }
 
   /** The longest mechanical summary (characters): a tenth of the usable window, ≥ 2 000. */
@@ -301,30 +395,5 @@ export class SessionContext {
     return Number.isFinite(window)
       ? Math.max(2000, Math.floor(((window - reserve) * 4) / 10))
       : 8000;
-  }
-
-  /**
-   * Clips every message of the view that costs more than half the usable window to its head and
-   * tail (a `context_edit` per message; the log keeps the original). Returns how many.
-   */
-  private clipOversized(): number {
-    const { log } = this.deps;
-    const { window, reserve } = this.budget;
-    if (!Number.isFinite(window)) return 0;
-    const limit = Math.max(64, Math.floor((window - reserve) / 2));
-    const messages = log.history();
-    const sources = log.messageSources();
-    let clipped = 0;
-    for (const i of oversized(messages, limit, this.estimate)) {
-      const text = editableText(messages[i]);
-      const target = sources[i];
-      if (text === undefined || target === undefined) continue;
-      // Tokens → characters at the estimate's rate (4 a token), with room for the note.
-      const replacement = clipMiddle(text, limit * 4 - 200);
-      if (replacement === text) continue;
-      log.append({ type: "context_edit", targetId: target, replacement });
-      clipped++;
-    }
-    return clipped;
   }
 }

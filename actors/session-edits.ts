@@ -3,6 +3,7 @@
 // and flushes them before it answers. `Session` (actors/session.ts) documents each as a method.
 
 import { type Refusal, refuse } from "../contracts/refusal.ts";
+import { summarySpend } from "../machines/policies/budget.ts";
 import type { BranchResult } from "../session/branches.ts";
 import { READ_RESULT_TOOL, resultsToClear } from "../session/clear-results.ts";
 import { type CompactionResult, compactSession } from "../session/compaction.ts";
@@ -12,16 +13,25 @@ import type { SessionRunner } from "./session-runner.ts";
 import type { SessionScope } from "./session-scope.ts";
 
 /** `session.compact()` once the session is open. */
-export function compactNow(
+export async function compactNow(
   s: SessionScope,
   options: { keepRecentTokens?: number; signal?: AbortSignal },
-): Promise<CompactionResult> | CompactionResult {
+): Promise<CompactionResult> {
   const open = s.turnOpen("compact");
   if (open) return { ...open, attempts: [] };
-  return compactSession(s.log, {
+  // Its summary requests count in the session's budgets like any request.
+  const charges = s.deps.context.summaries;
+  const result = await compactSession(s.log, {
     ...options,
-    summarize: modelSummarizer(s.deps.model, s.options.ids),
+    summarize: modelSummarizer(s.deps.model, s.options.ids, charges.record),
+    charge: () => charges.peek(),
   });
+  const c = charges.take();
+  if (c) {
+    s.deps.budgets?.turnEnded(summarySpend(c));
+    s.deps.budgets?.charged(summarySpend(c));
+  }
+  return result;
 }
 
 /** `session.setInstructions(text)` once the session is open (`text` is checked). */

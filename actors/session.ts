@@ -34,13 +34,7 @@ import {
 import { closeThroughChart } from "./session-effects.ts";
 import { SessionInputs } from "./session-inputs.ts";
 import { SessionLease } from "./session-lease.ts";
-import {
-  type InboxOptions,
-  notRun,
-  type PromptResult,
-  type SessionOptions,
-  type SessionRole,
-} from "./session-options.ts";
+import type { InboxOptions, PromptResult, SessionOptions, SessionRole } from "./session-options.ts";
 import { SessionRunner } from "./session-runner.ts";
 import { SessionScope } from "./session-scope.ts";
 import type { TurnRun } from "./turn-run.ts";

@@ -4,6 +4,7 @@ import type { UserPart } from "../contracts/messages.ts";
 import type { TurnFailureCode, TurnStatus } from "../contracts/status.ts";
 import { notExecuted } from "../contracts/tool-result.ts";
 import type { TurnResult } from "../contracts/turn-result.ts";
+import { summarySpend } from "../machines/policies/budget.ts";
 import type { PollPoint } from "../machines/policies/inbox.ts";
 import type {
   CompactionMode,
@@ -163,13 +164,15 @@ export class TurnRun {
   }
 
   // Before every model request: the first is the turn's start, every later one follows a step.
-  // Then the budget: over the threshold, the chart compacts before the request.
+  // Then the budget: over the threshold, or over what the model takes even with results
+  // offloaded and messages clipped, the chart compacts before the request.
   prepare(self: AnyActorRef, params: { attempt: number; step: number }): void {
     this.foundAtPrepare = this.turn.deps.poll(this.sampled ? BATCH_COMMITTED : TURN_STARTED) > 0;
     this.sampled = true;
     const { context } = this.turn.deps;
-    if (context.compactDue(context.measure())) self.send({ type: "compact.due" });
-    else this.attempts.recordAttempt(self, params);
+    if (context.compactDue(context.measure()) || !context.fitNow().fits) {
+      self.send({ type: "compact.due" });
+    } else this.attempts.recordAttempt(self, params);
   }
 
   compact(self: AnyActorRef, { mode }: { mode: CompactionMode }): void {
@@ -206,8 +209,14 @@ export class TurnRun {
       if (!ok && written === true && mode === "auto") {
         this.turn.warn(`automatic compaction skipped: ${reason}`);
       }
+      const charge = this.turn.deps.context.summaries.take();
+      if (charge) this.turn.deps.budgets?.charged(summarySpend(charge));
       if (self.getSnapshot().status === "active") {
-        self.send({ type: "compaction.done", ok, reason });
+        self.send(
+          charge
+            ? { type: "compaction.done", ok, reason, charge }
+            : { type: "compaction.done", ok, reason },
+        );
       }
     });
   }

@@ -123,6 +123,10 @@ export class TurnScope {
   phase = "before the first model request";
   /** The calls of the current response, as the model sent them. */
   lastCalls: ToolCallPart[] = [];
+  /** Gives back the agent budget the request in flight holds (`reserveStep`); undefined: none. */
+  releaseHold: (() => void) | undefined;
+  /** The context budget's count of the request in flight (its charge when none is reported). */
+  requestTokens = 0;
   /** Each call of the current response, prepared (or refused) once. */
   readonly prepared = new Map<string, PrepareOutcome>();
   /** Each settled call's one result. */

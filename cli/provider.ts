@@ -85,6 +85,20 @@ function windowFromEnv(env: NodeJS.ProcessEnv): number | undefined {
   return tokens;
 }
 
+/** `KEEL_MAX_INPUT_TOKENS`: the model's input limit, when below its window less the reserve. */
+function inputLimitFromEnv(env: NodeJS.ProcessEnv): number | undefined {
+  const limit = env.KEEL_MAX_INPUT_TOKENS;
+  if (!limit) return undefined;
+  const tokens = Number(limit);
+  if (!(Number.isInteger(tokens) && tokens > 0)) {
+    throw new CliError(
+      `KEEL_MAX_INPUT_TOKENS must be a positive integer (tokens), got ${JSON.stringify(limit)}`,
+      EXIT.config,
+    );
+  }
+  return tokens;
+}
+
 function unknownWindow(model: string): CliError {
   return new CliError(
     `the context window of model ${model} is not known: export KEEL_CONTEXT_WINDOW=<tokens> (e.g. 32768)`,
@@ -116,12 +130,14 @@ export function modelFor(provider: ProviderName, env: NodeJS.ProcessEnv = proces
     );
   }
   const given = windowFromEnv(env);
+  const input = inputLimitFromEnv(env);
+  const maxIn = input === undefined ? {} : { maxInputTokens: input };
   switch (provider) {
     case "openai-compatible":
       try {
         // The library reads OPENAI_API_KEY and OPENAI_BASE_URL from `env` by its own rule
         // (openaiEnvironment): the command and an embedder's openaiModel() agree.
-        return openaiModel({ model, env, ...(given ? { contextWindow: given } : {}) });
+        return openaiModel({ model, env, ...(given ? { contextWindow: given } : {}), ...maxIn });
       } catch (err) {
         // An unknown model's window: say which variable sets it.
         if (err instanceof TypeError && /context window/.test(err.message)) {
@@ -133,10 +149,13 @@ export function modelFor(provider: ProviderName, env: NodeJS.ProcessEnv = proces
       const contextWindow = given ?? knownModelLimits(model)?.contextWindow;
       if (contextWindow === undefined) throw unknownWindow(model);
       const countTokens = openaiTokenCounter(model);
+      const known = knownModelLimits(model)?.maxInputTokens;
+      const maxInputTokens = input ?? known;
       // store: false keeps the API stateless: reasoning comes back as encrypted items Keel logs
       // and sends back, instead of references to what OpenAI stored.
       return aiSdkModel(sdk.openai().createOpenAI({ apiKey, baseURL }).responses(model), {
         contextWindow,
+        ...(maxInputTokens === undefined ? {} : { maxInputTokens }),
         ...(countTokens ? { countTokens } : {}),
         providerOptions: { openai: { store: false, include: ["reasoning.encrypted_content"] } },
       });
@@ -150,7 +169,7 @@ export function modelFor(provider: ProviderName, env: NodeJS.ProcessEnv = proces
         provider === "anthropic"
           ? sdk.anthropic().createAnthropic({ apiKey, baseURL })(model)
           : sdk.google().createGoogleGenerativeAI({ apiKey, baseURL })(model);
-      return aiSdkModel(languageModel, { contextWindow });
+      return aiSdkModel(languageModel, { contextWindow, ...maxIn });
     }
   }
 }

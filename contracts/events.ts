@@ -73,6 +73,8 @@ export type AgentEvent = { sessionId: string; at: number } & (
       text: string;
       toolCalls: ToolCallPart[];
       usage?: Usage;
+      /** Set when `usage` is Keel's estimate (the provider reported none, or none plausible). */
+      usageEstimated?: true;
       /** The response's cost from the agent's price table (`prices`); absent without one. */
       cost?: number;
       /** Why the response ended, as the model said. */

@@ -95,6 +95,12 @@ export interface Model {
   /** Tokens kept free for the model's answer (the output reserve of the context budget). */
   readonly maxOutputTokens?: number;
   /**
+   * Tokens the model takes as input in one request, when its provider limits input below
+   * `contextWindow − maxOutputTokens` (some serve a long window but refuse long prompts).
+   * Absent: the window less the reserve is the limit. No request is sent over it.
+   */
+  readonly maxInputTokens?: number;
+  /**
    * Counts the tokens of `text` with the model's own tokenizer. Absent: the runtime estimates
    * from characters (see `session/context-budget.ts`).
    * Contract: pure, deterministic, synchronous, returns an integer ≥ 0.

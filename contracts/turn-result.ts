@@ -19,6 +19,8 @@ export interface TurnResult {
    * `reasoningTokens` are present when a response reported them.
    */
   usage: Usage;
+  /** Set when some of `usage` is Keel's estimate (a response whose provider reported none). */
+  usageEstimated?: true;
   /** Model requests the turn sent (retries included; compaction summaries not). */
   steps: number;
   /** With `status: "budget_exhausted"`: which budget ran out (docs/embedding.md, "Budgets"). */

@@ -3,11 +3,13 @@ import type { TurnFailureCode, TurnStatus } from "../contracts/status.ts";
 import { batchMachine } from "./batch.machine.ts";
 import { effect } from "./effect.ts";
 import {
+  addSpend,
   budgetReason,
   earliestDeadline,
   firstExhausted,
   NOTHING_SPENT,
   spendAfter,
+  summarySpend,
   turnScope,
 } from "./policies/budget.ts";
 import {
@@ -256,6 +258,11 @@ export const turnMachine = setup({
       const { code, reason } = event.failure!;
       return { status: "failed" as TurnStatus, code, reason };
     }),
+    /** A compaction's summary requests add their tokens and cost to the turn's spend (no step). */
+    chargeSummaries: assign(({ context: { spent }, event: e }) => ({
+      spent:
+        e.type === "compaction.done" && e.charge ? addSpend(spent, summarySpend(e.charge)) : spent,
+    })),
     countStep: assign(({ context, event }) => {
       assertEvent(event, "attempt.done");
       const spent = spendAfter(context.spent, event);
@@ -285,7 +292,7 @@ export const turnMachine = setup({
     completeNaturally: assign({ status: "completed" as TurnStatus }),
     failWithReason: assign(({ event }) => {
       assertEvent(event, "attempt.failed");
-      return { status: event.status, reason: event.reason };
+      return { status: event.status, reason: event.reason, budget: event.budget };
     }),
     failOnLoop: assign(({ context }) => {
       const { count: repeats, tool } = context.loop;
@@ -449,6 +456,7 @@ export const turnMachine = setup({
             type: "compact",
             params: ({ context }) => ({ mode: context.compactMode }),
           },
+          exit: "chargeSummaries",
           initial: "summarizing",
           states: {
             summarizing: {

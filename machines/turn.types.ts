@@ -5,6 +5,7 @@
  */
 import type { AnyActorRef } from "xstate";
 import type { BudgetStop, Spend } from "../contracts/budget.ts";
+import type { Usage } from "../contracts/messages.ts";
 import type { TurnFailureCode, TurnStatus } from "../contracts/status.ts";
 import type { BatchEffects } from "./batch.machine.ts";
 import type { BatchCallSpec } from "./policies/batch-schedule.ts";
@@ -121,6 +122,8 @@ export type TurnEvent =
       overflow?: boolean;
       status: TurnStatus;
       reason: string;
+      /** With `budget_exhausted`: the budget that could not cover the request. */
+      budget?: BudgetStop;
     }
   | {
       type: "gate.allowed";
@@ -139,7 +142,13 @@ export type TurnEvent =
   /** Steering drained and the budget measured: it crossed the compaction threshold (no attempt was written). */
   | { type: "compact.due" }
   /** The compaction ended: `ok` when a new baseline replaced the old one. */
-  | { type: "compaction.done"; ok: boolean; reason?: string }
+  | {
+      type: "compaction.done";
+      ok: boolean;
+      reason?: string;
+      /** What its summary requests were charged (every request counts toward the budgets). */
+      charge?: { usage: Usage; cost?: number };
+    }
   | { type: "end.steered" }
   | { type: "end.none" }
   /**

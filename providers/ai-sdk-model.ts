@@ -55,6 +55,11 @@ export interface AiSdkModelOptions {
    * Must be a positive integer below `contextWindow`.
    */
   maxOutputTokens?: number;
+  /**
+   * Tokens the model takes as input, when below `contextWindow` less the reserve
+   * (`Model.maxInputTokens`: no request is sent over it). A positive integer; absent: none.
+   */
+  maxInputTokens?: number;
   temperature?: number;
   /** Extra HTTP headers of every request. */
   headers?: Record<string, string>;
@@ -151,9 +156,11 @@ export function aiSdkModel(languageModel: LanguageModelV3, options: AiSdkModelOp
   const onSkippedPart = options.onSkippedPart ?? skippedPartWarning(languageModel.provider);
   const cw = options.contextWindow;
   const maxOut = options.maxOutputTokens;
+  const maxIn = options.maxInputTokens;
   for (const [name, v] of [
     ["contextWindow", cw],
     ["maxOutputTokens", maxOut],
+    ["maxInputTokens", maxIn],
   ] as const) {
     if (v !== undefined && !(Number.isInteger(v) && v > 0)) {
       throw new RangeError(`aiSdkModel: ${name} must be a positive integer (tokens), got ${v}`);
@@ -251,6 +258,7 @@ export function aiSdkModel(languageModel: LanguageModelV3, options: AiSdkModelOp
     ...(continueFromPartial ? { capabilities: { continueFromPartial } } : {}),
     ...(cw === undefined ? {} : { contextWindow: cw }),
     ...(reserve === undefined ? {} : { maxOutputTokens: reserve }),
+    ...(maxIn === undefined ? {} : { maxInputTokens: maxIn }),
     countTokens,
     stream,
   };

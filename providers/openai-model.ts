@@ -62,6 +62,12 @@ export interface OpenAIModelOptions {
   /** Tokens kept free for the answer (the budget's reserve). Default: known, or 4 096 with `contextWindow`. */
   maxOutputTokens?: number;
   /**
+   * Tokens the model takes as input, when the server's limit is below the window less the
+   * reserve (`Model.maxInputTokens`; no request is sent over it). Default: known (gpt-5: 272 000),
+   * else none. The keel command reads `KEEL_MAX_INPUT_TOKENS`.
+   */
+  maxInputTokens?: number;
+  /**
    * Which assistant messages carry back the reasoning the stream sent in `reasoning_content` /
    * `reasoning` (DeepSeek, Kimi, Qwen thinking modes). Default `"tool-calls"`: those with tool
    * calls, as those providers require; `"all"`; `"off"`.
@@ -221,19 +227,21 @@ export function openaiModel(options: OpenAIModelOptions): Model {
     stream,
     contextWindow: limits.contextWindow,
     maxOutputTokens: limits.maxOutputTokens,
+    ...(limits.maxInputTokens === undefined ? {} : { maxInputTokens: limits.maxInputTokens }),
     countTokens: openaiTokenCounter(model),
   };
 }
 
 /** The model's window and reserve: given, or known for its name; a clear error otherwise. */
 function contextLimits(options: OpenAIModelOptions): ModelLimits {
-  const { model, contextWindow, maxOutputTokens } = options;
+  const { model, contextWindow, maxOutputTokens, maxInputTokens } = options;
   const count = (name: string, v: number | undefined) => {
     if (v !== undefined && !(Number.isInteger(v) && v > 0))
       throw new RangeError(`openaiModel: ${name} must be a positive integer (tokens), got ${v}`);
   };
   count("contextWindow", contextWindow);
   count("maxOutputTokens", maxOutputTokens);
+  count("maxInputTokens", maxInputTokens);
   const known = knownModelLimits(model);
   const window = contextWindow ?? known?.contextWindow;
   if (window === undefined) {
@@ -248,7 +256,10 @@ function contextLimits(options: OpenAIModelOptions): ModelLimits {
       `openaiModel: maxOutputTokens (${reserve}) must be smaller than contextWindow (${window})`,
     );
   }
-  return { contextWindow: window, maxOutputTokens: reserve };
+  const input = maxInputTokens ?? known?.maxInputTokens;
+  return input === undefined
+    ? { contextWindow: window, maxOutputTokens: reserve }
+    : { contextWindow: window, maxOutputTokens: reserve, maxInputTokens: input };
 }
 
 function positive(name: string, value: number): number {

@@ -14,6 +14,8 @@ import { loadPeer } from "../contracts/optional-peer.ts";
 export interface ModelLimits {
   contextWindow: number;
   maxOutputTokens: number;
+  /** The input limit, when the model's is below its window less its reserve (`Model.maxInputTokens`). */
+  maxInputTokens?: number;
 }
 
 type Encoding = "o200k_base" | "cl100k_base";
@@ -24,7 +26,12 @@ type Encoding = "o200k_base" | "cl100k_base";
  * makes compaction start earlier than any ordinary answer needs.
  */
 const KNOWN: readonly [prefix: string, limits: ModelLimits, encoding: Encoding][] = [
-  ["gpt-5", { contextWindow: 400_000, maxOutputTokens: 32_768 }, "o200k_base"],
+  // gpt-5: 400 000 in all, of which at most 272 000 input (128 000 are kept for output).
+  [
+    "gpt-5",
+    { contextWindow: 400_000, maxOutputTokens: 32_768, maxInputTokens: 272_000 },
+    "o200k_base",
+  ],
   ["gpt-4.1", { contextWindow: 1_047_576, maxOutputTokens: 32_768 }, "o200k_base"],
   ["gpt-4.5", { contextWindow: 128_000, maxOutputTokens: 16_384 }, "o200k_base"],
   ["gpt-4o", { contextWindow: 128_000, maxOutputTokens: 16_384 }, "o200k_base"],

@@ -106,6 +106,11 @@ export interface ScriptedModelOptions {
   /** The output reserve the runtime keeps free. Default: 1/8 of `contextWindow`. */
   maxOutputTokens?: number;
   /**
+   * The model's input limit in tokens (`Model.maxInputTokens`). When set, a request whose input
+   * is over it is refused as a provider refuses it: HTTP 400, code `context_length_exceeded`.
+   */
+  maxInputTokens?: number;
+  /**
    * How the model counts tokens (the window check; exposed as `countTokens`). Default: the
    * chars-based estimate (`estimateTextTokens`).
    */
@@ -226,6 +231,12 @@ export function scriptedModel(script: Script, options: ScriptedModelOptions = {}
       `scriptedModel: maxOutputTokens must be an integer ≥ 0 and below contextWindow, got ${String(reserve)}`,
     );
   }
+  const maxInput = options.maxInputTokens;
+  if (maxInput !== undefined && !(Number.isInteger(maxInput) && maxInput > 0)) {
+    throw new TypeError(
+      `scriptedModel: maxInputTokens must be a positive integer (tokens), got ${String(maxInput)}`,
+    );
+  }
   const countTokens = options.countTokens ?? estimateTextTokens;
   const requests: RecordedRequest[] = [];
   let count = 0;
@@ -277,11 +288,12 @@ export function scriptedModel(script: Script, options: ScriptedModelOptions = {}
         else signal.addEventListener("abort", () => reject(aborted()), { once: true });
       });
     if (signal.aborted) throw aborted();
-    if (window !== undefined) {
+    const limit = Math.min(window ?? Infinity, maxInput ?? Infinity);
+    if (limit !== Infinity) {
       const tokens = requestTokens(request, countTokens);
-      if (tokens > window) {
+      if (tokens > limit) {
         throw new ModelError(
-          `This model's maximum context length is ${window} tokens. However, your messages resulted in ${tokens} tokens. Please reduce the length of the messages.`,
+          `This model's maximum ${limit === window ? "context length" : "input length"} is ${limit} tokens. However, your messages resulted in ${tokens} tokens. Please reduce the length of the messages.`,
           {
             kind: "http",
             status: 400,
@@ -327,6 +339,7 @@ export function scriptedModel(script: Script, options: ScriptedModelOptions = {}
     requests,
     contextWindow: window,
     maxOutputTokens: reserve,
+    ...(maxInput === undefined ? {} : { maxInputTokens: maxInput }),
     countTokens: options.countTokens,
     reset() {
       requests.length = 0;

@@ -1,5 +1,6 @@
 import type { Message } from "../contracts/messages.ts";
 import type { TokenEstimator } from "./compaction-cuts.ts";
+import { NO_RESULT_TEXT } from "./projection.ts";
 
 /**
  * What a compaction falls back on when the model cannot help (docs/long-sessions.md, "One oversized input does not break a session"): a summary
@@ -7,45 +8,66 @@ import type { TokenEstimator } from "./compaction-cuts.ts";
  * the log.
  */
 
-/** The head and tail each line of a mechanical summary keeps (characters). */
-const LINE_CHARS = 160;
-
 /**
  * A summary of `messages` written without a model, for when the summary request fails, returns
- * nothing usable or overflows even at its smallest: one line per message, in order, each cut to
- * {@link LINE_CHARS} (who spoke, the text's head, the tools called, each result's head), within
- * `maxChars` (the newest lines kept when it must choose). It says that it is mechanical, so the
- * model knows to check details in the workspace. This is a pure function.
+ * nothing usable or overflows even at its smallest. It keeps the work, verbatim, within
+ * `maxChars`: the last user request (up to a third of the room), the calls left without a
+ * result, then the most recent messages whole, newest first until the room is used (the one
+ * that does not fit is clipped to its head and tail); the older ones are counted, not shown.
+ * It says that it is mechanical, so the model knows to check details in the workspace.
+ * This is a pure function.
  */
 export function mechanicalSummary(messages: readonly Message[], maxChars: number): string {
-  const lines: string[] = [];
-  for (const m of messages) {
-    if (m.role === "system") lines.push(`- note: ${clip(m.content)}`);
-    else if (m.role === "tool") {
-      const r = m.content[0];
-      lines.push(`- result of ${r.name}${r.isError ? " (failed)" : ""}: ${clip(r.content)}`);
-    } else {
-      const text = m.content.map((p) => (p.type === "text" ? p.text : "")).join("");
-      const calls = m.content.flatMap((p) => (p.type === "tool-call" ? [p.name] : []));
-      const images = m.content.filter((p) => p.type === "image").length;
-      lines.push(
-        `- ${m.role}: ${clip(text)}${calls.length ? ` [called ${calls.join(", ")}]` : ""}${images ? ` [${images} image(s)]` : ""}`,
-      );
+  const lastUser = [...messages].reverse().find((m) => m.role === "user");
+  const request = lastUser
+    ? clipMiddle(editableText(lastUser) ?? "", Math.floor(maxChars / 3))
+    : "(none)";
+  const unfinished = messages.flatMap((m) =>
+    m.role === "tool" && m.content[0].content === NO_RESULT_TEXT
+      ? [`- ${m.content[0].name} (${m.content[0].callId}): no result recorded`]
+      : [],
+  );
+  const head = [
+    "Mechanical summary (the summary request failed, so this keeps the last request, the unfinished calls and the most recent messages verbatim; check older details in the workspace or with the user):",
+    "Last user request:",
+    request,
+    "Unfinished calls:",
+    clipMiddle(unfinished.length > 0 ? unfinished.join("\n") : "none", Math.floor(maxChars / 6)),
+    "Most recent messages:",
+  ].join("\n");
+  let room = maxChars - head.length;
+  const recent: string[] = [];
+  let from = messages.length;
+  while (from > 0 && room > 0) {
+    const line = lineOf(messages[from - 1]);
+    if (line.length + 1 > room) {
+      if (recent.length === 0) {
+        recent.unshift(clipMiddle(line, Math.max(0, room - 1)));
+        from--;
+      }
+      break;
     }
+    recent.unshift(line);
+    room -= line.length + 1;
+    from--;
   }
-  const head =
-    "Mechanical summary (the summary request failed, so this lists the earlier messages, each cut short; check details in the workspace or with the user):";
-  let kept = lines;
-  let size = head.length + kept.reduce((t, l) => t + l.length + 1, 0);
-  let from = 0;
-  while (size > maxChars && from < kept.length) size -= kept[from++].length + 1;
-  if (from > 0) kept = [`- (${from} older messages left out)`, ...kept.slice(from)];
-  return [head, ...kept].join("\n");
+  if (from > 0) recent.unshift(`- (${from} older messages left out)`);
+  return [head, ...recent].join("\n");
 }
 
-function clip(text: string): string {
-  const flat = text.replace(/\s+/g, " ").trim();
-  return flat.length <= LINE_CHARS ? flat : `${flat.slice(0, LINE_CHARS - 1)}…`;
+/** One message as a line of the mechanical summary, whole: who, its text, its calls. */
+function lineOf(m: Message): string {
+  if (m.role === "system") return `- note: ${m.content}`;
+  if (m.role === "tool") {
+    const r = m.content[0];
+    return `- result of ${r.name}${r.isError ? " (failed)" : ""}: ${r.content}`;
+  }
+  const text = m.content.map((p) => (p.type === "text" ? p.text : "")).join("");
+  const calls = m.content.flatMap((p) =>
+    p.type === "tool-call" ? [`${p.name}(${p.arguments})`] : [],
+  );
+  const images = m.content.filter((p) => p.type === "image").length;
+  return `- ${m.role}: ${text}${calls.length ? ` [called ${calls.join(", ")}]` : ""}${images ? ` [${images} image(s)]` : ""}`;
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { Message } from "../contracts/messages.ts";
+import type { Message, Usage } from "../contracts/messages.ts";
 import type { Refusal } from "../contracts/refusal.ts";
 import {
   type CutRule,
@@ -32,6 +32,11 @@ export interface CompactOptions {
   signal?: AbortSignal;
   /** Where cuts may fall. Default {@link legalCutPoints}; a replacement may only be stricter. */
   cutPoints?: CutRule;
+  /**
+   * What the summary requests were charged, read when the entry is appended and recorded on it
+   * (`usage`, `cost`, `usageEstimated`). Contract: synchronous, must not throw.
+   */
+  charge?: () => { usage: Usage; cost?: number; usageEstimated?: true } | undefined;
 }
 
 /**
@@ -128,7 +133,7 @@ export async function compactSession(
     const message = `${invalid}; the old baseline stays (check the summarize prompt)`;
     return { ok: false, code: "INVALID_SUMMARY", message, attempts };
   }
-  const committed = commitCompaction(log, plan, summary, cutPoints);
+  const committed = commitCompaction(log, plan, summary, cutPoints, options.charge?.());
   if (!committed.ok) return { ok: false, code: "STALE", message: committed.message, attempts };
   let durable = true;
   let flushError: unknown;
@@ -193,6 +198,7 @@ export function commitCompaction(
   plan: CompactionPlan,
   summary: string,
   cutPoints: CutRule = legalCutPoints,
+  charge?: { usage: Usage; cost?: number; usageEstimated?: true },
 ): { ok: true; entry: EntryOf<"compaction"> } | { ok: false; message: string } {
   const baselineId = log.baseline()?.id ?? null;
   if (baselineId !== plan.baselineId) {
@@ -207,7 +213,12 @@ export function commitCompaction(
       message: `the cut ${plan.firstKeptId} is no longer a legal cut on the active path (the leaf moved or the log changed during the summary request); the summary was discarded, compact again`,
     };
   }
-  const entry = log.append({ type: "compaction", summary, firstKeptId: plan.firstKeptId });
+  const entry = log.append({
+    type: "compaction",
+    summary,
+    firstKeptId: plan.firstKeptId,
+    ...(charge ?? {}),
+  });
   return { ok: true, entry };
 }
 

@@ -48,6 +48,8 @@ export interface ContextBudgetOptions {
   count: TextCounter;
   window: number;
   reserve: number;
+  /** The model's input limit when it has one below its window (`Model.maxInputTokens`). */
+  maxInputTokens?: number;
 }
 
 interface Anchor {
@@ -70,6 +72,12 @@ const ASLEEP: readonly Message[] = Object.freeze([]);
 export class ContextBudget {
   readonly window: number;
   readonly reserve: number;
+  /**
+   * What a request may use before the model answers: the window less the reserve, or the
+   * model's input limit when that is lower (Infinity: unknown). No request is sent over it
+   * (invariant 21 of docs/architecture.md).
+   */
+  readonly room: number;
   private source: ContextSource | null;
   private readonly count: TextCounter;
   private view: readonly Message[] | null = null;
@@ -86,6 +94,10 @@ export class ContextBudget {
     this.count = options.count;
     this.window = options.window;
     this.reserve = options.reserve;
+    this.room = Math.min(
+      options.window - options.reserve,
+      options.maxInputTokens ?? Number.POSITIVE_INFINITY,
+    );
   }
 
   /**

@@ -121,7 +121,10 @@ export interface EntryPayloads {
     attemptId: string;
     content: AssistantPart[];
     finishReason: FinishReason;
+    /** What the response is charged: the provider's usage, or Keel's estimate (`usageEstimated`). */
     usage?: Usage;
+    /** Set when `usage` is Keel's estimate: the provider reported none, or none plausible. */
+    usageEstimated?: true;
     /** The response's cost from the embedder's price table (absent without prices). */
     cost?: number;
     /**
@@ -156,7 +159,17 @@ export interface EntryPayloads {
     source: DecisionSource;
   };
   context_edit: { targetId: string; replacement: string | null };
-  compaction: { summary: string; firstKeptId: string };
+  /**
+   * `usage`, `cost`, `usageEstimated`: what the summary requests of this compaction were
+   * charged (every request counts toward the budgets; absent before this was recorded).
+   */
+  compaction: {
+    summary: string;
+    firstKeptId: string;
+    usage?: Usage;
+    cost?: number;
+    usageEstimated?: true;
+  };
   settings: { settings: Record<string, unknown> };
   /** `parts`: as on `user_message`, only when the input had more than text. */
   inbox: {

@@ -149,6 +149,9 @@ export const callStartedSchema = entry("call_started", {
 export const compactionSchema = entry("compaction", {
   summary: z.string(),
   firstKeptId: z.string(),
+  usage: usage.optional(),
+  cost: z.number().optional(),
+  usageEstimated: z.literal(true).optional(),
 });
 
 /** Every entry type's schema, discriminated on `type`. */
@@ -199,6 +202,7 @@ export const logEntrySchema = z.discriminatedUnion("type", [
     usage: usage.optional(),
     cost: z.number().optional(),
     continuation: z.object({ from: z.string(), prefixChars: z.number() }).optional(),
+    usageEstimated: z.literal(true).optional(),
   }),
   callStartedSchema,
   entry("call_result", {

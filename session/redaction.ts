@@ -166,7 +166,15 @@ export function redactEntry(entry: LogEntry, redaction: Redaction): LogEntry {
         replacement: entry.replacement === null ? null : text,
       };
     case "compaction":
-      return { ...base, type: entry.type, summary: text, firstKeptId: entry.firstKeptId };
+      return {
+        ...base,
+        type: entry.type,
+        summary: text,
+        firstKeptId: entry.firstKeptId,
+        ...(entry.usage ? { usage: entry.usage } : {}),
+        ...(entry.cost !== undefined ? { cost: entry.cost } : {}),
+        ...(entry.usageEstimated ? { usageEstimated: entry.usageEstimated } : {}),
+      };
     case "turn_aborted":
       return { ...base, type: entry.type, turnId: entry.turnId, where: text };
     default:

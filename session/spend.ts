@@ -19,6 +19,11 @@ export function spendOf(entries: readonly LogEntry[]): Spend {
         spent.outputTokens += e.usage?.outputTokens ?? 0;
         spent.cost += e.cost ?? 0;
         break;
+      case "compaction": // its summary requests: tokens and cost, not a step
+        spent.inputTokens += e.usage?.inputTokens ?? 0;
+        spent.outputTokens += e.usage?.outputTokens ?? 0;
+        spent.cost += e.cost ?? 0;
+        break;
       case "turn_start":
         started.set(e.turnId, e.at);
         break;

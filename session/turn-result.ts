@@ -19,6 +19,7 @@ export class TurnTally {
   private usage = { inputTokens: 0, outputTokens: 0 };
   private steps = 0;
   private cost: number | undefined;
+  private estimated = false;
   private end: EntryOf<"turn_end"> | undefined;
 
   constructor(readonly turnId: string) {}
@@ -33,6 +34,7 @@ export class TurnTally {
         if (entry.turnId !== this.turnId) return;
         this.text = textOf(entry.content);
         if (entry.usage) addUsage(this.usage, entry.usage);
+        if (entry.usageEstimated) this.estimated = true;
         if (entry.cost !== undefined) this.cost = (this.cost ?? 0) + entry.cost;
         return;
       case "turn_end":
@@ -60,6 +62,7 @@ export class TurnTally {
     if (end.code !== undefined) r.code = end.code;
     if (end.budget !== undefined) r.budget = end.budget;
     if (this.cost !== undefined) r.cost = this.cost;
+    if (this.estimated) r.usageEstimated = true;
     return r;
   }
 }

@@ -36,6 +36,9 @@ function tool(name: string, ran: string[], traits: Parameters<typeof defineTool>
   });
 }
 
+/** The lines about permissions (a scripted model reports no usage: its estimated charge is told too). */
+const aboutPermissions = (line: string) => /permission/i.test(line);
+
 describe("without a permissions option", () => {
   it("refuses high-risk calls (shell, risk: high, a destructive or open-world MCP tool) with feedback and one onProblem line; the rest run", async () => {
     const ws = mkdtempSync(join(tmpdir(), "keel-perm-default-"));
@@ -70,7 +73,7 @@ describe("without a permissions option", () => {
         tool("plain", ran, undefined),
         tool("medium", ran, { risk: "medium" }),
       ],
-      onProblem: (line) => problems.push(line),
+      onProblem: (line) => aboutPermissions(line) && problems.push(line),
     }).session();
     const out = await session.prompt("go");
     expect(out.status).toBe("completed");
@@ -108,7 +111,7 @@ describe("without a permissions option", () => {
       model,
       tools: [tool("deploy", ran, { risk: "high" })],
       permissions: { defaults: { high: "allow" } },
-      onProblem: (line) => problems.push(line),
+      onProblem: (line) => aboutPermissions(line) && problems.push(line),
     }).session();
     await session.prompt("go");
     expect(ran).toEqual(["deploy"]);
@@ -127,6 +130,7 @@ describe("without a permissions option", () => {
         ]),
         tools: [tool("deploy", ran, { risk: "high" })],
         onProblem: (line) => {
+          if (!aboutPermissions(line)) return;
           problems.push(line);
           throw new Error("a broken problem sink");
         },

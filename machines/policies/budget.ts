@@ -252,3 +252,64 @@ export function spendAfter(
     timeMs: 0,
   };
 }
+
+/**
+ * The spend of summary requests: their tokens and cost, no step, no time. This is a pure
+ * function.
+ */
+export function summarySpend(charge: { usage: Usage; cost?: number }): Spend {
+  return {
+    steps: 0,
+    inputTokens: charge.usage.inputTokens,
+    outputTokens: charge.usage.outputTokens,
+    cost: charge.cost ?? 0,
+    timeMs: 0,
+  };
+}
+
+/** What one model response is charged: the usage that counts, and whether Keel estimated it. */
+export interface Charge {
+  usage: Usage;
+  /** True when `usage` is Keel's estimate (the provider reported none, or none plausible). */
+  estimated: boolean;
+  /** Why the reported usage was not used (absent when it was, or when none was reported). */
+  problem?: string;
+}
+
+/** With no context window known, reported counts above this are not plausible. */
+export const MAX_PLAUSIBLE_TOKENS = 100_000_000;
+
+/**
+ * The usage a response is charged (docs/embedding.md, "Budgets"): the provider's `reported`
+ * usage when it is plausible, else `estimate` (Keel's count of the request and the answer).
+ * Absent or all-zero usage is "not reported"; usage with a negative, fractional or non-finite
+ * count, or a count over `window` (the model's context window: no request or answer is larger;
+ * default {@link MAX_PLAUSIBLE_TOKENS}) is not plausible and is replaced, with a `problem` that
+ * says why. This is a pure function.
+ */
+export function chargeOf(
+  reported: Usage | undefined,
+  estimate: Usage,
+  window: number = MAX_PLAUSIBLE_TOKENS,
+): Charge {
+  if (reported === undefined) return { usage: estimate, estimated: true };
+  const counts = [reported.inputTokens, reported.outputTokens];
+  for (const v of [reported.cachedInputTokens, reported.reasoningTokens]) {
+    if (v !== undefined) counts.push(v);
+  }
+  const bad = counts.find((v) => typeof v !== "number" || !Number.isInteger(v) || v < 0);
+  const absurd = bad === undefined && counts.some((v) => v > window);
+  if (bad !== undefined || absurd) {
+    const shown = JSON.stringify(reported);
+    const why =
+      bad !== undefined ? `a count of ${String(bad)}` : `a count over the ${window}-token window`;
+    return {
+      usage: estimate,
+      estimated: true,
+      problem: `the provider reported usage ${shown}, which is not plausible (${why}); Keel's estimate (${estimate.inputTokens} in, ${estimate.outputTokens} out) is charged instead`,
+    };
+  }
+  if (reported.inputTokens + reported.outputTokens <= 0)
+    return { usage: estimate, estimated: true };
+  return { usage: reported, estimated: false };
+}
