@@ -17,6 +17,7 @@ import {
 } from "../providers/stream-assembler.ts";
 import type { AttemptRecovery } from "../session/entries.ts";
 import { prepareMessageCalls } from "./message-calls.ts";
+import { OperationDeadlineError } from "./operation-deadline-error.ts";
 import { providerKeyOf, SlotLostError, type SlotRelease } from "./provider-slots.ts";
 import { chargeResponse, reserveStep } from "./turn-charge.ts";
 import type { TurnScope } from "./turn-scope.ts";
@@ -28,11 +29,6 @@ const NO_OUTPUT: Pick<StreamAssembler, "partial" | "hasOutput"> = {
   partial: () => ({ text: "", toolCalls: [] }),
   hasOutput: () => false,
 };
-
-/** Why an attempt's request was aborted when its operation's deadline passed (a stable `name`). */
-export class OperationDeadlineError extends Error {
-  override readonly name = "OperationDeadlineError";
-}
 
 /**
  * The model attempts of one turn: each attempt's write-ahead (its start durable before its
