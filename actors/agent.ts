@@ -322,7 +322,7 @@ export function createAgent(options: AgentOptions): Agent {
             ? carried.permissions
             : options.permissions
               ? (options.permissionBroker?.(options.permissions) ??
-                new PermissionBroker(options.permissions))
+                new PermissionBroker(options.permissions, clock))
               : undefined,
         }),
       });

@@ -2,6 +2,7 @@ import { hostname } from "node:os";
 import type { Lease, PostedInput } from "../session/store.ts";
 import { TurnResults } from "../session/turn-result.ts";
 import type { PromptResult, SessionLeaseOptions } from "./session-options.ts";
+import { takePostedAnswer } from "./session-permissions.ts";
 import type { LeasePort, SessionScope } from "./session-scope.ts";
 
 /**
@@ -252,7 +253,11 @@ export class SessionLease implements LeasePort {
         const posted = await store.postedInputs(s.id);
         if (posted.length === 0) continue;
         let woke = false;
-        for (const input of posted) if (await s.inputs.takePosted(input)) woke = true;
+        for (const input of posted) {
+          // An answer to a permission request (actors/durable-permissions.ts), not an input.
+          if (takePostedAnswer(s, input)) continue;
+          if (await s.inputs.takePosted(input)) woke = true;
+        }
         await s.log.flush();
         await store.markTaken(
           s.id,
@@ -308,7 +313,7 @@ export function defaultLeaseOwner(): string {
  * Takes the session's lease: free, released or expired; or held by a process of this host that
  * no longer exists (its `host:pid` owner name says so), by compare-and-set on its token.
  */
-async function takeLease(
+export async function takeLease(
   options: SessionLeaseOptions,
   sessionId: string,
 ): Promise<(Lease & { takeover: boolean }) | null> {

@@ -218,6 +218,20 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
         }
         break;
       }
+      case "permission_request":
+        emit(at, {
+          type: "permission.requested",
+          request: {
+            requestId: entry.requestId,
+            sessionId,
+            callId: entry.callId,
+            tool: entry.tool,
+            args: entry.args,
+            risk: entry.risk,
+            ...(entry.deadlineAt !== undefined ? { deadlineAt: entry.deadlineAt } : {}),
+          },
+        });
+        break;
       case "permission_decision":
         emit(at, {
           type: "permission.decided",
@@ -313,6 +327,7 @@ export function replayRecords(entries: readonly LogEntry[], sessionId: string): 
       case "settings":
       case "leaf":
       case "note":
+      case "turn_continued":
       case "acceptance_spec":
       case "handoff":
         emit(at, {
@@ -404,6 +419,7 @@ type NoLiveCounterpart = Extract<
       | "settings"
       | "leaf"
       | "note"
+      | "turn_continued"
       | "acceptance_spec"
       | "handoff";
   }
@@ -421,6 +437,8 @@ function describe(entry: NoLiveCounterpart): string {
       return `→ ${entry.leafId ?? "root"} (${entry.reason})`;
     case "note":
       return clip(entry.text, 200);
+    case "turn_continued":
+      return `${entry.turnId}, continuation ${entry.continuation}: ${clip(entry.where, 200)}`;
     case "acceptance_spec":
       return `v${entry.version}: ${entry.checks.map((c) => c.name).join(", ")}`;
     case "handoff":

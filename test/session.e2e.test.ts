@@ -298,7 +298,7 @@ describe("session refusals", () => {
       await session.rollback(null),
       await session.fork(null),
       await session.switchLeaf(null),
-      session.replyPermission("nope", { type: "allow_once" }),
+      await session.replyPermission("nope", { type: "allow_once" }),
     ];
     for (const r of refusals) {
       expect(Object.keys(r).filter((k) => k !== "attempts")).toEqual(["ok", "code", "message"]);
@@ -315,7 +315,7 @@ describe("session refusals", () => {
       expect(r.ok ? "" : r.message).toContain(turnId);
       expect(r.ok ? "" : r.message).toMatch(/interrupt it or await session\.awaitIdle\(\)/);
     }
-    expect(refusals[4].ok ? "" : refusals[4].message).toMatch(/asks no permissions/);
+    expect(refusals[4].ok ? "" : refusals[4].message).toMatch(/no permission request nope/);
     expect(session.entries().length).toBe(before);
     gate.resolve();
     expect((await done).status).toBe("completed");

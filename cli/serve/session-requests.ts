@@ -49,7 +49,7 @@ export async function runSessionRequest(
       await session.interrupt(request.reason ?? "interrupted by the client");
       return {};
     case "permission.reply": {
-      const replied = session.replyPermission(request.requestId, request.reply);
+      const replied = await session.replyPermission(request.requestId, request.reply);
       if (!replied.ok) throw new ProtocolError("REFUSED", replied.message, replied.code);
       return {};
     }
