@@ -23,7 +23,7 @@ import { createIds } from "./ids.ts";
 import { PermissionBroker } from "./permissions.ts";
 import { type ProviderSlots, processSlots } from "./provider-slots.ts";
 import { readResultTool } from "./read-result-tool.ts";
-import { recoverCalls } from "./recover-calls.ts";
+import { recoverCalls, resolveRecovery } from "./recover-calls.ts";
 import { Session } from "./session.ts";
 import { SessionBudgets } from "./session-budgets.ts";
 import { checkContextOptions, SessionContext } from "./session-context.ts";
@@ -157,6 +157,7 @@ export function createAgent(options: AgentOptions): Agent {
   const retry = resolveRetryPolicy(options.retry ?? {});
   const slots = resolveSlots(options.concurrency);
   const loopGuard = resolveLoopGuard(options.loopGuard);
+  const continueTurns = resolveRecovery(options.recovery);
   const inspect = options.inspect;
   const traces = options.telemetry?.forAgent(options.model);
   // Every session event goes to the inspector's sink and to telemetry, when either is on.
@@ -244,6 +245,7 @@ export function createAgent(options: AgentOptions): Agent {
             registry: tools,
             logger: sessionLogger(),
             ...(traces ? { onSettled: (entry) => traces.recovered(sessionId, entry) } : {}),
+            ...(continueTurns ? { continueTurns } : {}),
           }),
         lease: shared
           ? {

@@ -34,7 +34,9 @@ export async function recoverCalls(options: {
    * Contract: must not throw.
    */
   onSettled?: (result: EntryOf<"call_result">) => void;
-}): Promise<{ retried: number; unknown: number; notStarted: number }> {
+  /** Continue the cut turn rather than close it (`recovery: "continue"`): see `recoverSession`. */
+  continueTurns?: { maxContinuations: number };
+}): Promise<{ retried: number; unknown: number; notStarted: number; continueTurn?: string }> {
   const { log, registry, logger } = options;
   const settled: EntryOf<"call_result">[] = [];
   const report = await recoverSession(log, {
@@ -42,6 +44,7 @@ export async function recoverCalls(options: {
       const tool = registry.get(name);
       return tool ? resolveTraits(tool.traits).idempotent : undefined;
     },
+    ...(options.continueTurns ? { continueTurns: options.continueTurns } : {}),
   });
   for (const call of report.retry) {
     const argumentsText = rawArguments(log, call.callId) ?? JSON.stringify(call.args ?? {});
@@ -92,8 +95,9 @@ export async function recoverCalls(options: {
   // Calls of the last response that never started (the crash came first): "not executed" is
   // the truth for them. Kept by the projection, so a long session opens without decoding its
   // history. A call with a start record or a result after that response is never among them.
+  // A continued turn decides them at its permission gate again (actors/continue-turn.ts).
   let notStarted = 0;
-  for (const c of log.unstartedCalls()) {
+  for (const c of report.continuedTurn === null ? log.unstartedCalls() : []) {
     settled.push(
       log.append({
         type: "call_result",
@@ -108,7 +112,8 @@ export async function recoverCalls(options: {
   await log.flush();
   if (options.onSettled)
     for (const entry of [...report.unknown, ...settled]) options.onSettled(entry);
-  return { retried: report.retry.length, unknown: report.unknown.length, notStarted };
+  const counts = { retried: report.retry.length, unknown: report.unknown.length, notStarted };
+  return report.continuedTurn === null ? counts : { ...counts, continueTurn: report.continuedTurn };
 }
 
 /** The arguments text the model sent for `callId`, from the last assistant message asking it. */
@@ -121,4 +126,25 @@ function rawArguments(log: SessionLog, callId: string): string | undefined {
     if (call) return call.arguments;
   }
   return undefined;
+}
+
+/** The default bound on a cut turn's continuations (`recovery: "continue"`). */
+export const MAX_CONTINUATIONS = 3;
+
+/**
+ * `createAgent({ recovery })` checked: how recovery continues cut turns (undefined: it closes
+ * them). Throws a TypeError naming what was expected for anything else.
+ */
+export function resolveRecovery(
+  recovery: "continue" | "close" | { maxContinuations: number } | undefined,
+): { maxContinuations: number } | undefined {
+  if (recovery === undefined || recovery === "continue")
+    return { maxContinuations: MAX_CONTINUATIONS };
+  if (recovery === "close") return undefined;
+  const max = (recovery as { maxContinuations?: unknown } | null)?.maxContinuations;
+  if (typeof max === "number" && Number.isInteger(max) && max >= 0)
+    return { maxContinuations: max };
+  throw new TypeError(
+    `createAgent: recovery must be "continue", "close" or { maxContinuations: n } with n an integer ≥ 0, got ${JSON.stringify(recovery)}`,
+  );
 }

@@ -110,15 +110,17 @@ export async function openSessionLog(
   const log = await options.openLog();
   if (held) log.fence(held);
   // Crash recovery only by the lease's holder: a follower never touches a live owner's log.
-  if (!lease || held) await options.recover?.(log);
+  const recovered = !lease || held ? await options.recover?.(log) : undefined;
   await s.adopt(log);
   if (lease) {
     if (held) lease.becomeOwner(held);
     else lease.becomeFollower();
   }
   runner.pendingHandoff = options.handoff;
+  runner.pendingContinue = recovered?.continueTurn;
   s.opened = true;
   options.rested?.();
+  if (runner.pendingContinue) runner.wake(); // a turn a crash cut goes on with no new input
 }
 
 /** Takes a log reopened after a sleep: fenced with the lease still held, then wired. */

@@ -208,10 +208,12 @@ export class SessionLease implements LeasePort {
         await options.store.releaseLease(held, { pending: true });
         return;
       }
+      let continueTurn: string | undefined;
       try {
         const log = await s.options.openLog();
         log.fence(held);
-        await s.options.recover?.(log);
+        continueTurn = (await s.options.recover?.(log))?.continueTurn;
+        s.runner.continueAfterTakeover(continueTurn);
         // Prompts this process forwarded whose turns the old owner ended (recovery ended a
         // crashed one) are answered from the log; the others are this runner's to answer now.
         await this.settleForwarded();
@@ -227,6 +229,7 @@ export class SessionLease implements LeasePort {
       this.becomeOwner(held);
       if (s.closing) return; // close() resumes here: it flushes and releases as the owner
       s.inputs.resume(); // acknowledged inputs the dead owner left queued run now
+      if (continueTurn) s.runner.wake(); // and the turn it was running goes on
     })();
     this.takingOver = run.finally(() => {
       this.takingOver = undefined;

@@ -2,6 +2,7 @@ import type { TurnFailureCode, TurnStatus } from "../contracts/status.ts";
 import type { PollPoint } from "../machines/policies/inbox.ts";
 import type { EntryOf, HandoffRecord } from "../session/entries.ts";
 import type { ToolSet } from "../tools/tool-set.ts";
+import { continueCutTurn } from "./continue-turn.ts";
 import { type Coordinator, createCoordinator } from "./coordinator.ts";
 import { checkHandoff } from "./session-acceptance.ts";
 import type { SessionInputs } from "./session-inputs.ts";
@@ -26,6 +27,10 @@ export class SessionRunner implements RunnerPort {
   private instructionsSynced = false;
   /** A handoff whose regression check has not run yet. */
   pendingHandoff: HandoffRecord | undefined;
+  /** A turn cut by a crash that recovery left open to continue (actors/continue-turn.ts). */
+  pendingContinue: string | undefined;
+  /** Stops a continuation at its permission gate (a close, an interrupt). */
+  private continuing: AbortController | undefined;
   /** Set by `stop()` (a close): no coordinator is made again, no turn starts. */
   private stopped = false;
   /**
@@ -58,6 +63,7 @@ export class SessionRunner implements RunnerPort {
   }
 
   cancelRunning(reason: string, status?: TurnStatus, code?: TurnFailureCode): void {
+    this.continuing?.abort(new Error(reason));
     this.coordinatorRef?.interrupt();
     this.turn?.interrupt(reason, status, code);
     if (this.s.acceptance?.busy) this.s.acceptance.interrupt(reason);
@@ -96,14 +102,19 @@ export class SessionRunner implements RunnerPort {
     return log.append({ type: "settings", settings: { ...log.settings(), instructions: text } });
   }
 
-  async runTurn(inputs: TurnInputs, cancelled?: () => boolean): Promise<TurnResult> {
+  /** Runs one turn; `continueTurnId`: continue that cut turn under its id, with no new input. */
+  async runTurn(
+    inputs: TurnInputs,
+    cancelled?: () => boolean,
+    continueTurnId?: string,
+  ): Promise<TurnResult> {
     // A session's tool set changes between turns only (an MCP server's list change, a
     // reconnection): never under a running turn.
     const set = this.s.deps.registry as Partial<ToolSet>;
     if (set.refresh) await set.refresh();
     if (cancelled?.()) return notRun("cancelled", "interrupted before the turn started");
     while (this.editing) await this.editing; // a redaction begun while the set refreshed
-    const turn = new TurnRun(this.s.deps);
+    const turn = new TurnRun(this.s.deps, continueTurnId);
     this.turn = turn;
     const { budgets, clock } = this.s.deps;
     const startedAt = clock.now();
@@ -171,6 +182,7 @@ export class SessionRunner implements RunnerPort {
       this.pendingHandoff = undefined;
       await checkHandoff(this.s, handoff);
     }
+    if (this.pendingContinue && !signal.aborted) await this.continueCut(this.pendingContinue);
     while (!signal.aborted && this.inputs.hasRunnable()) {
       while (this.editing) await this.editing;
       if (signal.aborted || !this.inputs.hasRunnable()) break;
@@ -198,6 +210,33 @@ export class SessionRunner implements RunnerPort {
       }
       this.s.deps.budgets?.promptEnded();
     }
+  }
+
+  continueAfterTakeover(turnId: string | undefined): void {
+    this.pendingContinue = turnId;
+  }
+
+  /**
+   * Continues the turn a crash cut (recovery left it open), then answers the prompts that wait
+   * on it and lets the inputs queued behind it run: the crash, not the user, stopped them.
+   */
+  private async continueCut(turnId: string): Promise<void> {
+    this.pendingContinue = undefined;
+    const ctl = new AbortController();
+    this.continuing = ctl;
+    let output: PromptResult;
+    try {
+      output = await continueCutTurn(this.s.deps, turnId, ctl.signal, () =>
+        this.runTurn([], undefined, turnId),
+      );
+    } finally {
+      this.continuing = undefined;
+    }
+    for (const e of this.s.log.path()) {
+      if (e.type === "user_message" && e.turnId === turnId && e.inboxId !== undefined)
+        this.inputs.takeWaiter(e.inboxId)?.(output);
+    }
+    this.inputs.resume();
   }
 
   /**

@@ -27,6 +27,8 @@ export interface RunnerPort {
    * `cancelled()` says so just before it would start.
    */
   runTurn(inputs: TurnInputs, cancelled?: () => boolean): Promise<TurnResult>;
+  /** A takeover's recovery left turn `turnId` open: the next run continues it first. */
+  continueAfterTakeover(turnId: string | undefined): void;
 }
 
 /** What the other parts ask of the inbox (actors/session-inputs.ts). */

@@ -202,9 +202,10 @@ describe("session inbox lanes", () => {
     await s1.followUp("survives restart", { id: "f1" });
     await s1.followUp("survives restart", { id: "f1" });
     expect(s1.queued()).toHaveLength(1);
-    // The process "restarts": a new agent opens the same session from the store.
+    // The process "restarts": a new agent opens the same session from the store. The cut turn
+    // is closed (continued turns: test/durable-waits.e2e.test.ts).
     const model2 = scriptedModel([{ text: "ran after restart" }]);
-    const s2 = createAgent({ model: model2, store }).session("persist");
+    const s2 = createAgent({ model: model2, store, recovery: "close" }).session("persist");
     await s2.ready;
     expect(s2.queued().map((q) => q.id)).toEqual(["f1"]);
     s2.resume();
