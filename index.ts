@@ -22,6 +22,11 @@ export type {
 } from "./actors/agent-options.ts";
 export { workspaceVersion } from "./actors/artifact-version.ts";
 export { type DeletedSessionData, deleteStoredSession } from "./actors/delete-session.ts";
+export {
+  type AnswerOptions,
+  type AnswerResult,
+  answerThroughStore,
+} from "./actors/durable-permissions.ts";
 export { AGENT_EVENT_TYPES, type InspectSink } from "./actors/events.ts";
 export { type HandoffOptions, handoffMarkdown } from "./actors/handoff.ts";
 export { createIds } from "./actors/ids.ts";
@@ -149,7 +154,12 @@ export {
   type SqliteStoreOptions,
   sqliteStore,
 } from "./session/sqlite-store.ts";
-export type { SessionStore, SessionSummary } from "./session/store.ts";
+export {
+  hasLeases,
+  type LeaseStore,
+  type SessionStore,
+  type SessionSummary,
+} from "./session/store.ts";
 export { builtinTools } from "./tools/builtin/index.ts";
 export { defineTool, type Tool, ToolDefinitionError } from "./tools/define-tool.ts";
 export { jsonSchemaParameters } from "./tools/json-schema-parameters.ts";
