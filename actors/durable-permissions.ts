@@ -127,13 +127,18 @@ export function applyAnswer(
   if (broker?.has(answer.requestId)) {
     return broker.reply(answer.requestId, answer.reply, answer.answerId);
   }
+  if (broker?.decided(answer.requestId)) return false;
   const entries = decisionsFor(
     loggedRequests(log.entries()),
     answer.requestId,
     answer.reply,
     answer.answerId,
   );
-  for (const entry of entries) log.append(entry);
+  for (const entry of entries) {
+    log.append(entry);
+    const { decision, source, answerId } = entry;
+    broker?.decidedEarly(entry.requestId, { decision, source, ...(answerId ? { answerId } : {}) });
+  }
   return entries.length > 0;
 }
 

@@ -35,6 +35,8 @@ export interface Decided {
   source: DecisionSource;
   /** The id of the answer another process posted, when that answer decided it. */
   answerId?: string;
+  /** The decision is in the log already (written where no turn waited on the request). */
+  logged?: boolean;
 }
 
 interface Pending {
@@ -68,6 +70,9 @@ export class PermissionBroker {
   private readonly options: PermissionOptions;
   private readonly always = new Set<string>();
   private readonly pending = new Map<string, Pending>();
+  private readonly done = new Set<string>();
+  /** Decisions written to the log before the request was asked here (`decidedEarly`). */
+  private readonly early = new Map<string, Decided>();
   private readonly clock: Clock | undefined;
 
   /** `clock` times the requests' deadlines (`timeoutMs`); without one, requests have none. */
@@ -91,6 +96,24 @@ export class PermissionBroker {
   /** Whether the request `requestId` waits for a reply in this broker. */
   has(requestId: string): boolean {
     return this.pending.has(requestId);
+  }
+
+  /**
+   * Whether this broker decided `requestId` already (its decision may not be in the log yet: it
+   * is written as the waiting turn resumes, a microtask later).
+   */
+  decided(requestId: string): boolean {
+    return this.done.has(requestId);
+  }
+
+  /**
+   * A decision of `requestId` written to the log while no turn waited on it here (an answer
+   * taken before the cut turn asked again): the request, when asked, resolves with it at once.
+   */
+  decidedEarly(requestId: string, decided: Decided): void {
+    if (!this.pending.has(requestId) && !this.done.has(requestId)) {
+      this.early.set(requestId, { ...decided, logged: true });
+    }
   }
 
   /** What policy says now, without asking. This is a pure function of the broker's rules. */
@@ -120,6 +143,12 @@ export class PermissionBroker {
         },
         source: POLICY,
       });
+    }
+    const early = this.early.get(request.requestId);
+    if (early) {
+      this.early.delete(request.requestId);
+      this.done.add(request.requestId);
+      return Promise.resolve(early);
     }
     // Asked again with the same id (a request restored from the log): the same wait.
     const waiting = this.pending.get(request.requestId);
@@ -161,6 +190,7 @@ export class PermissionBroker {
     const p = this.pending.get(requestId);
     if (!p) return undefined;
     this.pending.delete(requestId);
+    this.done.add(requestId);
     if (p.timer !== undefined) this.clock?.clearTimeout(p.timer);
     return p;
   }
@@ -262,7 +292,7 @@ export async function decideAll(
         written = await persist?.(request).catch(() => undefined);
         emit({ type: "permission.requested", request });
       }
-      const { decision, source, answerId } = written ?? (await broker.request(request));
+      const { decision, source, answerId, logged } = written ?? (await broker.request(request));
       emit(
         {
           type: "permission.decided",
@@ -272,7 +302,10 @@ export async function decideAll(
           decision,
           source,
         },
-        { ...(answerId !== undefined ? { answerId } : {}), logged: written !== undefined },
+        {
+          ...(answerId !== undefined ? { answerId } : {}),
+          logged: written !== undefined || logged === true,
+        },
       );
       return { call, decision, source };
     }),
