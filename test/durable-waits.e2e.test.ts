@@ -284,6 +284,63 @@ describe.each(backends)("%s: durable waits across processes", (_name, make, runs
   );
 });
 
+/** Runs `keel <args>` (cli/bin.js) to its end. */
+function keel(args: string[]) {
+  const bin = join(import.meta.dirname, "..", "cli", "bin.js");
+  const child = spawn(process.execPath, [bin, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  children.push(child);
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d) => {
+    stdout += d;
+  });
+  child.stderr.on("data", (d) => {
+    stderr += d;
+  });
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
+    child.on("exit", (code) => resolve({ code, stdout, stderr })),
+  );
+}
+
+describe("keel approve / keel deny", () => {
+  it("SQLite: while no process holds the session, keel deny --feedback decides the request; the next process continues the turn with the feedback, the tool never runs, and a second answer is refused", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "keel-durable-"));
+    const backend = sqliteBackend(dir);
+    const owner = spawnChild(backend, dir, "approval");
+    await owner.line("ready");
+    await owner.kill();
+    const denied = await keel([
+      "deny",
+      "durable",
+      "--feedback",
+      "not today",
+      "--store",
+      backend.where(),
+    ]);
+    expect(denied).toMatchObject({ code: 0, stdout: "denied m1.perm in session durable\n" });
+    const again = await keel(["approve", "durable", "m1.perm", "--store", backend.where()]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(
+      /m1\.perm of session durable was decided already by an earlier answer \(deny_with_feedback\)/,
+    );
+    const store = await backend.open();
+    const { agent, model } = agentHere(store, dir);
+    const session = await agent.openSession("durable");
+    await session.awaitIdle();
+    const entries = await store.load("durable");
+    expect(turnEnds(entries)).toMatchObject([{ status: "completed" }]);
+    expect(resultOf(entries, "m1")).toMatchObject({
+      outcome: "not_executed",
+      result: { code: "DENIED" },
+    });
+    expect(JSON.stringify(model.requests[0].messages)).toContain(
+      "the user declined this call: not today",
+    );
+    expect(readLines(join(dir, "marker.log"))).toEqual([]);
+    await agent.closeSession("durable");
+  });
+});
+
 describe("durable waits in one process", () => {
   it("a request that no one answers by its deadline is denied with feedback that says so, and the model sees it", async () => {
     const dir = mkdtempSync(join(tmpdir(), "keel-durable-"));
