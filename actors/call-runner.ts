@@ -8,7 +8,7 @@ import type { CallRef } from "../machines/tool-call.machine.ts";
 import type { TurnCallSpec } from "../machines/turn.types.ts";
 import { truncatedCallResult } from "../tools/prepare/truncated-call.ts";
 import type { PrepareOutcome, ToolContext } from "../tools/types.ts";
-import { decisionEntry, persistRequest } from "./durable-permissions.ts";
+import { decisionEntry, persistRequest, restoreAlways } from "./durable-permissions.ts";
 import { specOf } from "./message-calls.ts";
 import { decideAll } from "./permissions.ts";
 import { runTool, type ToolReport } from "./run-tool.ts";
@@ -267,6 +267,7 @@ export class CallRunner {
     const valid = this.turn.lastCalls
       .map((c) => this.turn.prepared.get(c.id))
       .filter((p): p is Extract<PrepareOutcome, { ok: true }> => p?.ok === true);
+    await restoreAlways(broker, this.turn.deps.log).catch(() => {});
     // Every decision goes to the log as it arrives, with what decided it (log-only entry).
     const decisions = await decideAll(
       broker,

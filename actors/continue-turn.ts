@@ -18,7 +18,7 @@ import { TurnTally } from "../session/turn-result.ts";
 import { truncatedCallResult } from "../tools/prepare/truncated-call.ts";
 import { prepareCall } from "../tools/prepare-call.ts";
 import type { PreparedCall } from "../tools/types.ts";
-import { decisionEntry, persistRequest } from "./durable-permissions.ts";
+import { decisionEntry, persistRequest, restoreAlways } from "./durable-permissions.ts";
 import { decideAll } from "./permissions.ts";
 import { runTool } from "./run-tool.ts";
 import type { TurnDeps } from "./turn-scope.ts";
@@ -44,6 +44,7 @@ export async function continueCutTurn(
   await deps.log.flush();
   deps.emit({ type: "turn.ended", turnId, status: "cancelled", reason });
   const tally = new TurnTally(turnId);
+  await deps.log.loadHistory();
   for (const entry of deps.log.path()) tally.add(entry);
   return tally.result()!;
 }
@@ -58,6 +59,8 @@ async function settleUnstarted(
   signal: AbortSignal,
 ): Promise<string | undefined> {
   const { log } = deps;
+  await log.loadHistory();
+  await restoreAlways(deps.permissions, log);
   const unstarted = log.unstartedCalls();
   const asking = unstarted.length > 0 ? askingMessage(log, unstarted[0]!.callId) : undefined;
   if (!asking) return undefined;

@@ -11,7 +11,7 @@ import type { PermissionReply, PermissionRequest } from "../contracts/permission
 import { type Refusal, refuse } from "../contracts/refusal.ts";
 import type { EntryOf, LogEntry } from "../session/entries.ts";
 import { SessionLog } from "../session/log.ts";
-import { decisionsFor, loggedRequests } from "../session/permission-log.ts";
+import { alwaysAllowedTools, decisionsFor, loggedRequests } from "../session/permission-log.ts";
 import type { LeaseStore, PostedInput, SessionStore } from "../session/store.ts";
 import type { Decided, PermissionBroker, PermissionEvent } from "./permissions.ts";
 import { takeLease } from "./session-lease.ts";
@@ -42,6 +42,7 @@ export async function persistRequest(
   turnId: string,
   request: PermissionRequest,
 ): Promise<Decided | undefined> {
+  await log.loadHistory();
   if (!loggedRequests(log.entries()).some((r) => r.request.requestId === request.requestId)) {
     log.append({
       type: "permission_request",
@@ -56,6 +57,19 @@ export async function persistRequest(
   }
   await log.flush();
   return decidedInLog(log.entries(), request.requestId);
+}
+
+/**
+ * Gives `broker` the tools an `allow_always` answer allowed in the log, in any process and before
+ * a restart, once per broker: before its first gate. Loads the log's history for it.
+ */
+export async function restoreAlways(
+  broker: PermissionBroker | undefined,
+  log: SessionLog,
+): Promise<void> {
+  if (!broker || broker.alwaysRestored) return;
+  await log.loadHistory();
+  broker.restoreAlways(alwaysAllowedTools(log.entries()));
 }
 
 /** The decision of `requestId` the entries hold, as the broker reports one (undefined: none). */

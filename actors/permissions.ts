@@ -88,8 +88,12 @@ export class PermissionBroker {
     return this.clock.now() + timeoutMs;
   }
 
+  /** Whether `restoreAlways` ran (once per broker: actors/durable-permissions.ts). */
+  alwaysRestored = false;
+
   /** Tools an `allow_always` reply allowed in an earlier process (read from the log). */
   restoreAlways(tools: readonly string[]): void {
+    this.alwaysRestored = true;
     for (const tool of tools) this.always.add(tool);
   }
 

@@ -9,7 +9,6 @@ import { refusalCode } from "../session/store-error.ts";
 import { SessionAcceptance } from "./session-acceptance.ts";
 import type { SessionInputs } from "./session-inputs.ts";
 import type { SessionLease } from "./session-lease.ts";
-import { restoreAlways } from "./session-permissions.ts";
 import type { SessionRunner } from "./session-runner.ts";
 import type { SessionScope } from "./session-scope.ts";
 import type { TurnDeps } from "./turn-scope.ts";
@@ -90,8 +89,6 @@ function buildDeps(s: SessionScope, inputs: SessionInputs, log: SessionLog): Tur
     carried,
   );
   deps.wantsPreviews = () => s.listened;
-  // "Allow always" answered in an earlier process holds here too: it is in the log.
-  if (!carried) restoreAlways(deps, log);
   return deps;
 }
 

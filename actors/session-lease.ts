@@ -258,7 +258,7 @@ export class SessionLease implements LeasePort {
         let woke = false;
         for (const input of posted) {
           // An answer to a permission request (actors/durable-permissions.ts), not an input.
-          if (takePostedAnswer(s, input)) continue;
+          if (await takePostedAnswer(s, input)) continue;
           if (await s.inputs.takePosted(input)) woke = true;
         }
         await s.log.flush();

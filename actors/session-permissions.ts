@@ -5,8 +5,7 @@
 import type { PermissionReply, PermissionRequest } from "../contracts/permission.ts";
 import { refuse } from "../contracts/refusal.ts";
 import type { LogEntry } from "../session/entries.ts";
-import type { SessionLog } from "../session/log.ts";
-import { alwaysAllowedTools, loggedRequests, openRequests } from "../session/permission-log.ts";
+import { loggedRequests, openRequests } from "../session/permission-log.ts";
 import type { PostedInput } from "../session/store.ts";
 import {
   type AnswerResult,
@@ -15,7 +14,6 @@ import {
   readAnswer,
 } from "./durable-permissions.ts";
 import type { SessionScope } from "./session-scope.ts";
-import type { TurnDeps } from "./turn-scope.ts";
 
 /** How long a follower waits for the owner to apply its answer before it says so (ms). */
 const FOLLOWER_WAIT_MS = 60_000;
@@ -56,6 +54,7 @@ export async function replyPermission(
     return answered.ok ? { ok: true } : answered;
   }
   const log = s.openLog("replyPermission");
+  await log.loadHistory();
   const logged = loggedRequests(log.entries()).find((r) => r.request.requestId === requestId);
   if (!logged) {
     return refuse(
@@ -80,20 +79,18 @@ export async function replyPermission(
  * Applies an answer another process posted for this owner's session (returns false for an
  * ordinary input). An answer to a request decided already changes nothing.
  */
-export function takePostedAnswer(s: SessionScope, input: PostedInput): boolean {
+export async function takePostedAnswer(s: SessionScope, input: PostedInput): Promise<boolean> {
   const answer = readAnswer(input);
   if (!answer) return false;
+  await s.log.loadHistory();
   applyAnswer(s.log, s.deps?.permissions, answer);
   return true;
-}
-
-/** Gives the session's broker the tools "allow always" allowed in the log (any process). */
-export function restoreAlways(deps: TurnDeps, log: SessionLog): void {
-  if (deps.permissions) deps.permissions.restoreAlways(alwaysAllowedTools(log.entries()));
 }
 
 async function currentEntries(s: SessionScope): Promise<readonly LogEntry[]> {
   const lease = s.options.lease;
   if ((s.follower || !s.awake) && lease) return lease.store.load(s.id);
-  return s.openLog("pendingPermissions").entries();
+  const log = s.openLog("pendingPermissions");
+  await log.loadHistory();
+  return log.entries();
 }

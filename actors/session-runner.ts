@@ -232,6 +232,7 @@ export class SessionRunner implements RunnerPort {
     } finally {
       this.continuing = undefined;
     }
+    await this.s.log.loadHistory().catch(() => {});
     for (const e of this.s.log.path()) {
       if (e.type === "user_message" && e.turnId === turnId && e.inboxId !== undefined)
         this.inputs.takeWaiter(e.inboxId)?.(output);

@@ -109,6 +109,7 @@ export async function recoverSession(
   let endedTurn: string | null = null;
   let continuedTurn: string | null = null;
   if (plan.openTurn !== undefined) {
+    await log.loadHistory(); // the path (continuations, requests) may start before a checkpoint
     const turnId = plan.openTurn;
     const done = continuationsOf(log.path(), turnId);
     const max = options.continueTurns?.maxContinuations;
