@@ -18,6 +18,7 @@ import { usePostgres } from "./support/use-postgres.ts";
 // Durable waits and continued turns across real processes killed with SIGKILL
 // (docs/crashes.md; invariants 19 and 20 of docs/architecture.md), on SQLite and PostgreSQL.
 
+// biome-ignore lint/correctness/useHookAtTopLevel: a vitest fixture named like a hook, not a React hook
 const db = usePostgres();
 const children: ChildProcess[] = [];
 afterAll(() => {
@@ -115,15 +116,6 @@ const turnEnds = (entries: readonly LogEntry[]) =>
   entries.filter((e): e is EntryOf<"turn_end"> => e.type === "turn_end");
 const resultOf = (entries: readonly LogEntry[], callId: string) =>
   entries.find((e): e is EntryOf<"call_result"> => e.type === "call_result" && e.callId === callId);
-
-async function until<T>(read: () => Promise<T | undefined>, what: string): Promise<T> {
-  for (let i = 0; i < 1500; i++) {
-    const value = await read();
-    if (value !== undefined) return value;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 const backends: [string, (dir: string) => Backend, boolean][] = [
   ["SQLite", sqliteBackend, true],

@@ -42,13 +42,23 @@ const agent = createAgent({
   tools: durableTools({
     dir,
     afterEffect:
-      scenario === "approval" ? async () => {} : async () => (say({ ev: "ready" }), hang()),
+      scenario === "approval"
+        ? async () => {}
+        : async () => {
+            say({ ev: "ready" });
+            return hang();
+          },
   }),
   lease: { ttlMs: 3000, pollMs: 50 },
   recovery: { maxContinuations: 1 },
   permissions:
     scenario === "approval" || scenario === "answer"
-      ? { ask: async () => (say({ ev: "ready" }), hang()) }
+      ? {
+          ask: async () => {
+            say({ ev: "ready" });
+            return hang();
+          },
+        }
       : { rules: [{ tool: "*", action: "allow" }] },
 });
 const session = await agent.openSession("durable");
