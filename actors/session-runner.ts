@@ -218,7 +218,8 @@ export class SessionRunner implements RunnerPort {
 
   /**
    * Continues the turn a crash cut (recovery left it open), then answers the prompts that wait
-   * on it and lets the inputs queued behind it run: the crash, not the user, stopped them.
+   * on it and lets the inputs queued behind it run: the crash, not the user, stopped them
+   * (unless a close or an interrupt cut the continuation too).
    */
   private async continueCut(turnId: string): Promise<void> {
     this.pendingContinue = undefined;
@@ -237,7 +238,9 @@ export class SessionRunner implements RunnerPort {
       if (e.type === "user_message" && e.turnId === turnId && e.inboxId !== undefined)
         this.inputs.takeWaiter(e.inboxId)?.(output);
     }
-    this.inputs.resume();
+    // A close or an interrupt that cut the continuation keeps the queue as it holds it.
+    if (output.status !== "cancelled" && !this.stopped && this.s.closing === undefined)
+      this.inputs.resume();
   }
 
   /**
