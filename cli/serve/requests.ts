@@ -86,6 +86,7 @@ export function readRequest(frame: Record<string, unknown>, type: RequestType): 
       break;
     }
     case "messages":
+    case "permissions.pending":
     case "sessions.list":
     case "session.close":
     case "unsubscribe":
