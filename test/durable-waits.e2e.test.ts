@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { createAgent } from "../actors/agent.ts";
 import type { AgentOptions } from "../actors/agent-options.ts";
+import { replayRecords } from "../inspector/replay.ts";
 import { scriptedModel } from "../providers/scripted-model.ts";
 import type { EntryOf, LogEntry } from "../session/entries.ts";
 import { postgresStore } from "../session/postgres-store.ts";
@@ -358,6 +359,10 @@ describe("durable waits in one process", () => {
       /no one answered the request to run mark in time/,
     );
     expect(readLines(join(dir, "marker.log"))).toEqual([]);
+    // The inspector's replay shows the request and its expiry.
+    const replayed = JSON.stringify(replayRecords(session.entries(), "deadline"));
+    expect(replayed).toContain('"permission.requested"');
+    expect(replayed).toMatch(/"permission\.decided".*"expired"/);
     await store.close();
   });
 
