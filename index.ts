@@ -22,6 +22,11 @@ export type {
 } from "./actors/agent-options.ts";
 export { workspaceVersion } from "./actors/artifact-version.ts";
 export { type DeletedSessionData, deleteStoredSession } from "./actors/delete-session.ts";
+export {
+  type AnswerOptions,
+  type AnswerResult,
+  answerThroughStore,
+} from "./actors/durable-permissions.ts";
 export { AGENT_EVENT_TYPES, type InspectSink } from "./actors/events.ts";
 export { type HandoffOptions, handoffMarkdown } from "./actors/handoff.ts";
 export { createIds } from "./actors/ids.ts";
@@ -158,7 +163,12 @@ export {
 export { SessionLog } from "./session/log.ts";
 export { readSession, type StoredSession } from "./session/read-session.ts";
 export type { Divergence } from "./session/replay-compare.ts";
-export type { SessionStore, SessionSummary } from "./session/store.ts";
+export {
+  hasLeases,
+  type LeaseStore,
+  type SessionStore,
+  type SessionSummary,
+} from "./session/store.ts";
 export { type Ledger, type LedgerOptions, memoryLedger } from "./session/stores/ledger.ts";
 export { memoryStore } from "./session/stores/memory-store.ts";
 export { postgresLedger } from "./session/stores/postgres-ledger.ts";

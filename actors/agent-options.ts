@@ -141,6 +141,16 @@ export interface AgentOptions {
    */
   permissions?: PermissionOptions;
   /**
+   * What the process that opens or takes over a session does with a turn a crash cut
+   * (docs/crashes.md). `"continue"` (default): asks the model again under the same turn, with the
+   * original request and everything durable (a cut call is `unknown` and not re-run; an
+   * idempotent one re-ran with its key; a permission request asked before the crash is pending
+   * again), and the turn ends with its real status; a turn cut again after 3 continuations is
+   * closed `failed` with code `CRASH_LOOP` (`{ maxContinuations }` sets the bound and continues).
+   * `"close"`: the cut turn ends `failed` ("process ended during the turn").
+   */
+  recovery?: "continue" | "close" | { maxContinuations: number };
+  /**
    * Sharing the store with other processes (SQLite file, PostgreSQL): a session runs only in the
    * process holding its lease (docs/stores.md, docs/many-processes.md). On by default when the store has leases; a
    * process that opens a session another live runner owns follows it: it reads, its inputs go

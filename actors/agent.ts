@@ -22,13 +22,13 @@ import { createIds } from "./ids.ts";
 import { PermissionBroker } from "./permissions.ts";
 import { type ProviderSlots, processSlots } from "./provider-slots.ts";
 import { readResultTool } from "./read-result-tool.ts";
-import { recoverCalls } from "./recover-calls.ts";
+import { recoverCalls, resolveRecovery } from "./recover-calls.ts";
 import { safeSinks } from "./safe-sinks.ts";
 import { Session } from "./session.ts";
 import { SessionBudgets } from "./session-budgets.ts";
 import { checkContextOptions, SessionContext } from "./session-context.ts";
-import { defaultLeaseOwner } from "./session-lease.ts";
 import { createSpill, sessionSpillDir } from "./spill-output.ts";
+import { defaultLeaseOwner } from "./take-lease.ts";
 
 const isInstructions = (v: unknown) => typeof v === "string" || typeof v === "function";
 
@@ -168,6 +168,7 @@ export function createAgent(options: AgentOptions): Agent {
   const retry = resolveRetryPolicy(options.retry ?? {});
   const slots = resolveSlots(options.concurrency);
   const loopGuard = resolveLoopGuard(options.loopGuard);
+  const continueTurns = resolveRecovery(options.recovery);
   const inspect = options.inspect;
   const traces = options.telemetry?.forAgent(options.model);
   // Every session event goes to the inspector's sink and to telemetry, when either is on; a
@@ -246,6 +247,7 @@ export function createAgent(options: AgentOptions): Agent {
             registry: tools,
             logger: sessionLogger(),
             ...(traces ? { onSettled: (entry) => traces.recovered(sessionId, entry) } : {}),
+            ...(continueTurns ? { continueTurns } : {}),
           }),
         lease: shared
           ? {
@@ -325,14 +327,11 @@ export function createAgent(options: AgentOptions): Agent {
             ? carried.permissions
             : options.permissions
               ? (options.permissionBroker?.(options.permissions) ??
-                new PermissionBroker(options.permissions))
-              : new PermissionBroker(
-                  {},
-                  {
-                    declaresHigh: (name) => tools.get(name)?.traits?.risk === "high",
-                    onProblem: problemOnce,
-                  },
-                ),
+                new PermissionBroker(options.permissions, clock))
+              : new PermissionBroker({}, clock, {
+                  declaresHigh: (name) => tools.get(name)?.traits?.risk === "high",
+                  onProblem: problemOnce,
+                }),
         }),
       });
       sessions.set(sessionId, session);

@@ -8,6 +8,7 @@ import type { CallRef } from "../machines/tool-call.machine.ts";
 import type { TurnCallSpec } from "../machines/turn.types.ts";
 import { truncatedCallResult } from "../tools/prepare/truncated-call.ts";
 import type { PrepareOutcome, ToolContext } from "../tools/types.ts";
+import { decisionEntry, persistRequest, restoreAlways } from "./durable-permissions.ts";
 import { specOf } from "./message-calls.ts";
 import { decideAll } from "./permissions.ts";
 import { runTool, type ToolReport } from "./run-tool.ts";
@@ -266,25 +267,20 @@ export class CallRunner {
     const valid = this.turn.lastCalls
       .map((c) => this.turn.prepared.get(c.id))
       .filter((p): p is Extract<PrepareOutcome, { ok: true }> => p?.ok === true);
+    await restoreAlways(broker, this.turn.deps.log).catch(() => {});
     // Every decision goes to the log as it arrives, with what decided it (log-only entry).
     const decisions = await decideAll(
       broker,
       valid.map((v) => v.call),
       sessionId,
-      (event) => {
-        if (event.type === "permission.decided") {
-          this.turn.deps.log.append({
-            type: "permission_decision",
-            turnId: this.turn.turnId,
-            requestId: event.requestId,
-            callId: event.callId,
-            tool: event.tool,
-            decision: event.decision,
-            source: event.source,
-          });
+      (event, decided) => {
+        // A decision written by another process's answer is in the log already.
+        if (event.type === "permission.decided" && !decided?.logged) {
+          this.turn.deps.log.append(decisionEntry(this.turn.turnId, event, decided?.answerId));
         }
         emit(event);
       },
+      (request) => persistRequest(this.turn.deps.log, this.turn.turnId, request),
     );
     const declined = decisions.find((d) => d.decision.type === "declined");
     if (declined && declined.decision.type === "declined") {

@@ -3,7 +3,7 @@ import { toolCallsOf } from "../contracts/messages.ts";
 import { notExecuted, type ToolResult } from "../contracts/tool-result.ts";
 import type { EntryOf } from "../session/entries.ts";
 import type { SessionLog } from "../session/log.ts";
-import { outcomeUnknown, recoverSession } from "../session/recovery.ts";
+import { outcomeUnknown, recoverSession, type UnknownCall } from "../session/recovery.ts";
 import { prepareCall } from "../tools/prepare-call.ts";
 import type { Registry } from "../tools/registry.ts";
 import { resolveTraits } from "../tools/traits.ts";
@@ -34,7 +34,9 @@ export async function recoverCalls(options: {
    * Contract: must not throw.
    */
   onSettled?: (result: EntryOf<"call_result">) => void;
-}): Promise<{ retried: number; unknown: number; notStarted: number }> {
+  /** Continue the cut turn rather than close it (`recovery: "continue"`): see `recoverSession`. */
+  continueTurns?: { maxContinuations: number };
+}): Promise<{ retried: number; unknown: number; notStarted: number; continueTurn?: string }> {
   const { log, registry, logger } = options;
   const settled: EntryOf<"call_result">[] = [];
   const report = await recoverSession(log, {
@@ -42,58 +44,15 @@ export async function recoverCalls(options: {
       const tool = registry.get(name);
       return tool ? resolveTraits(tool.traits).idempotent : undefined;
     },
+    ...(options.continueTurns ? { continueTurns: options.continueTurns } : {}),
   });
-  for (const call of report.retry) {
-    const argumentsText = rawArguments(log, call.callId) ?? JSON.stringify(call.args ?? {});
-    const prepared = prepareCall({ id: call.callId, name: call.name, argumentsText }, registry);
-    if (!prepared.ok) {
-      // It started and may have run; it cannot be re-run with these arguments any more.
-      const result: ToolResult = {
-        ...outcomeUnknown(call),
-        message: `${outcomeUnknown(call).message} (Its arguments no longer pass preparation: ${prepared.error.message})`,
-      };
-      settled.push(
-        log.append({
-          type: "call_result",
-          callId: call.callId,
-          name: call.name,
-          outcome: "unknown",
-          result,
-        }),
-      );
-      continue;
-    }
-    const { tool, traits, args, repairs } = prepared.call;
-    const report = await runTool(
-      tool,
-      args,
-      {
-        callId: call.callId,
-        signal: new AbortController().signal,
-        idempotencyKey: call.idempotencyKey,
-        sessionId: log.sessionId,
-        onUpdate: () => {},
-        log: logger.child({ callId: call.callId, tool: call.name, recovery: true }),
-      },
-      { name: call.name, budget: traits.outputBudget, repairs },
-    );
-    // Nothing aborts a recovery retry, so the report always carries a result.
-    const result = report.type === "call.aborted" ? neverStarted : report.result;
-    settled.push(
-      log.append({
-        type: "call_result",
-        callId: call.callId,
-        name: call.name,
-        outcome: result.ok ? "completed" : "failed",
-        result,
-      }),
-    );
-  }
+  for (const call of report.retry) settled.push(await retryIdempotent(log, registry, logger, call));
   // Calls of the last response that never started (the crash came first): "not executed" is
   // the truth for them. Kept by the projection, so a long session opens without decoding its
   // history. A call with a start record or a result after that response is never among them.
+  // A continued turn decides them at its permission gate again (actors/continue-turn.ts).
   let notStarted = 0;
-  for (const c of log.unstartedCalls()) {
+  for (const c of report.continuedTurn === null ? log.unstartedCalls() : []) {
     settled.push(
       log.append({
         type: "call_result",
@@ -108,7 +67,60 @@ export async function recoverCalls(options: {
   await log.flush();
   if (options.onSettled)
     for (const entry of [...report.unknown, ...settled]) options.onSettled(entry);
-  return { retried: report.retry.length, unknown: report.unknown.length, notStarted };
+  const counts = { retried: report.retry.length, unknown: report.unknown.length, notStarted };
+  return report.continuedTurn === null ? counts : { ...counts, continueTurn: report.continuedTurn };
+}
+
+/**
+ * Re-runs an idempotent call a crash cut, with its SAME idempotency key and its arguments
+ * prepared again from the model's text; returns its result entry (`unknown` when the arguments
+ * no longer pass preparation).
+ */
+async function retryIdempotent(
+  log: SessionLog,
+  registry: Registry,
+  logger: Logger,
+  call: UnknownCall,
+): Promise<EntryOf<"call_result">> {
+  const argumentsText = rawArguments(log, call.callId) ?? JSON.stringify(call.args ?? {});
+  const prepared = prepareCall({ id: call.callId, name: call.name, argumentsText }, registry);
+  if (!prepared.ok) {
+    // It started and may have run; it cannot be re-run with these arguments any more.
+    const result: ToolResult = {
+      ...outcomeUnknown(call),
+      message: `${outcomeUnknown(call).message} (Its arguments no longer pass preparation: ${prepared.error.message})`,
+    };
+    return log.append({
+      type: "call_result",
+      callId: call.callId,
+      name: call.name,
+      outcome: "unknown",
+      result,
+    });
+  }
+  const { tool, traits, args, repairs } = prepared.call;
+  const report = await runTool(
+    tool,
+    args,
+    {
+      callId: call.callId,
+      signal: new AbortController().signal,
+      idempotencyKey: call.idempotencyKey,
+      sessionId: log.sessionId,
+      onUpdate: () => {},
+      log: logger.child({ callId: call.callId, tool: call.name, recovery: true }),
+    },
+    { name: call.name, budget: traits.outputBudget, repairs },
+  );
+  // Nothing aborts a recovery retry, so the report always carries a result.
+  const result = report.type === "call.aborted" ? neverStarted : report.result;
+  return log.append({
+    type: "call_result",
+    callId: call.callId,
+    name: call.name,
+    outcome: result.ok ? "completed" : "failed",
+    result,
+  });
 }
 
 /** The arguments text the model sent for `callId`, from the last assistant message asking it. */
@@ -121,4 +133,25 @@ function rawArguments(log: SessionLog, callId: string): string | undefined {
     if (call) return call.arguments;
   }
   return undefined;
+}
+
+/** The default bound on a cut turn's continuations (`recovery: "continue"`). */
+export const MAX_CONTINUATIONS = 3;
+
+/**
+ * `createAgent({ recovery })` checked: how recovery continues cut turns (undefined: it closes
+ * them). Throws a TypeError naming what was expected for anything else.
+ */
+export function resolveRecovery(
+  recovery: "continue" | "close" | { maxContinuations: number } | undefined,
+): { maxContinuations: number } | undefined {
+  if (recovery === undefined || recovery === "continue")
+    return { maxContinuations: MAX_CONTINUATIONS };
+  if (recovery === "close") return undefined;
+  const max = (recovery as { maxContinuations?: unknown } | null)?.maxContinuations;
+  if (typeof max === "number" && Number.isInteger(max) && max >= 0)
+    return { maxContinuations: max };
+  throw new TypeError(
+    `createAgent: recovery must be "continue", "close" or { maxContinuations: n } with n an integer ≥ 0, got ${JSON.stringify(recovery)}`,
+  );
 }

@@ -108,16 +108,18 @@ export async function openSessionLog(
   const log = await options.openLog();
   if (held) log.fence(held);
   // Crash recovery only by the lease's holder: a follower never touches a live owner's log.
-  if (!lease || held) await options.recover?.(log);
+  const recovered = !lease || held ? await options.recover?.(log) : undefined;
   await s.adopt(log);
   if (lease) {
     if (held) lease.becomeOwner(held);
     else lease.becomeFollower();
   }
   runner.pendingHandoff = options.handoff;
+  runner.pendingContinue = recovered?.continueTurn;
   s.opened = true;
   const role = s.role === "owner" || s.role === "follower" ? s.role : "solo";
-  s.chart.send({ type: "opened", role, runnable: inputs.runnableCount() });
+  // A turn a crash cut counts as runnable: it goes on with no new input.
+  s.chart.send({ type: "opened", role, runnable: runner.runnable() });
 }
 
 /** Takes a log reopened after a sleep: fenced with the lease still held, then wired. */

@@ -1,8 +1,9 @@
-import { hostname } from "node:os";
 import type { Lease, PostedInput } from "../session/store.ts";
 import { TurnResults } from "../session/turn-result.ts";
 import type { PromptResult, SessionLeaseOptions } from "./session-options.ts";
+import { takePostedAnswer } from "./session-permissions.ts";
 import type { LeasePort, SessionScope } from "./session-scope.ts";
+import { takeLease } from "./take-lease.ts";
 
 /**
  * A session on a store shared by processes (docs/many-processes.md): one runner per session.
@@ -228,11 +229,13 @@ export class SessionLease implements LeasePort {
         await options.store.releaseLease(held, { pending: true });
         return;
       }
+      let continueTurn: string | undefined;
       s.chart.send({ type: "takeover.begin" });
       try {
         const log = await s.options.openLog();
         log.fence(held);
-        await s.options.recover?.(log);
+        continueTurn = (await s.options.recover?.(log))?.continueTurn;
+        s.runner.continueAfterTakeover(continueTurn);
         // Prompts this process forwarded whose turns the old owner ended (recovery ended a
         // crashed one) are answered from the log; the others are this runner's to answer now.
         await this.settleForwarded();
@@ -245,10 +248,10 @@ export class SessionLease implements LeasePort {
       }
       this.becomeOwner(held);
       // Acknowledged inputs the dead owner left queued run now, with the prompts this process
-      // forwarded (the chart adopts them); a close waiting for this takeover flushes and
-      // releases as the owner instead.
+      // forwarded (the chart adopts them) and the turn it was running (continued); a close
+      // waiting for this takeover flushes and releases as the owner instead.
       s.inputs.release();
-      s.chart.send({ type: "takeover.done", runnable: s.inputs.runnableCount() });
+      s.chart.send({ type: "takeover.done", runnable: s.runner.runnable() });
     })();
     this.takingOver = run.finally(() => {
       this.takingOver = undefined;
@@ -275,7 +278,11 @@ export class SessionLease implements LeasePort {
         const posted = await store.postedInputs(s.id);
         if (posted.length === 0) continue;
         let woke = false;
-        for (const input of posted) if (await s.inputs.takePosted(input)) woke = true;
+        for (const input of posted) {
+          // An answer to a permission request (actors/durable-permissions.ts), not an input.
+          if (await takePostedAnswer(s, input)) continue;
+          if (await s.inputs.takePosted(input)) woke = true;
+        }
         await s.log.flush();
         await store.markTaken(
           s.id,
@@ -320,38 +327,5 @@ export class SessionLease implements LeasePort {
       this.readingTail = false;
       this.keepAlive();
     }
-  }
-}
-
-/** `host:pid`: the default lease owner, which lets a process of the same host see a dead holder. */
-export function defaultLeaseOwner(): string {
-  return `${hostname()}:${process.pid}`;
-}
-
-/**
- * Takes the session's lease: free, released or expired; or held by a process of this host that
- * no longer exists (its `host:pid` owner name says so), by compare-and-set on its token.
- */
-async function takeLease(
-  options: SessionLeaseOptions,
-  sessionId: string,
-): Promise<(Lease & { takeover: boolean }) | null> {
-  const { store, owner, ttlMs } = options;
-  const held = await store.acquireLease(sessionId, owner, ttlMs);
-  if (held) return held;
-  const current = await store.readLease(sessionId);
-  const match = current && /^(.*):(\d+)$/.exec(current.owner);
-  if (!current || !match || match[1] !== hostname() || processAlive(Number(match[2]))) return null;
-  const taken = await store.acquireLease(sessionId, owner, ttlMs, { ifToken: current.token });
-  return taken && { ...taken, takeover: true };
-}
-
-function processAlive(pid: number): boolean {
-  if (pid === process.pid) return true;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
   }
 }

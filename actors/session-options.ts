@@ -94,8 +94,11 @@ export interface SessionOptions {
   lanesToDrain?: DrainPolicy;
   /** Sees the coordinator's statechart (its doorbell) like every other actor. */
   inspect?: (event: InspectionEvent) => void;
-  /** Closes what a crash left open in the log before anything else runs. */
-  recover?: (log: SessionLog) => Promise<unknown>;
+  /**
+   * Closes what a crash left open in the log before anything else runs; `continueTurn`: the cut
+   * turn it left open for the runner to continue (actors/continue-turn.ts).
+   */
+  recover?: (log: SessionLog) => Promise<{ continueTurn?: string }>;
   /** Called once when `close()` has finished (the agent forgets the session then). */
   onClosed?: () => void;
   /** A store shared by processes: run only while holding the session's lease (docs/many-processes.md). */

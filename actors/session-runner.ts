@@ -5,6 +5,7 @@ import type { SessionMachine } from "../machines/session.machine.ts";
 import type { SessionEffects } from "../machines/session.types.ts";
 import type { EntryOf, HandoffRecord } from "../session/entries.ts";
 import type { ToolSet } from "../tools/tool-set.ts";
+import { continueCutTurn } from "./continue-turn.ts";
 import { checkHandoff } from "./session-acceptance.ts";
 import type { SessionChartHost } from "./session-chart.ts";
 import { restWhenQuiet, sessionEffects } from "./session-effects.ts";
@@ -42,6 +43,10 @@ export class SessionRunner implements RunnerPort, SessionChartHost {
   private inFlight: Promise<void> | undefined;
   /** What the last chart snapshot was, for `restWhenQuiet` (its bits); idle at first. */
   private rest = 1;
+  /** A turn cut by a crash that recovery left open to continue (actors/continue-turn.ts). */
+  pendingContinue: string | undefined;
+  /** Stops a continuation at its permission gate (a close, an interrupt). */
+  private continuing: AbortController | undefined;
 
   constructor(
     private readonly s: SessionScope,
@@ -72,7 +77,12 @@ export class SessionRunner implements RunnerPort, SessionChartHost {
   wake(): void {
     // A closed session starts nothing: its queued inputs run after it is reopened.
     if (this.s.closing) return;
-    this.s.chart.wake(this.inputs.runnableCount());
+    this.s.chart.wake(this.runnable());
+  }
+
+  /** What the chart counts as runnable: the inbox's next turn, or a cut turn to continue. */
+  runnable(): number {
+    return this.inputs.runnableCount() + (this.pendingContinue ? 1 : 0);
   }
 
   cancelRunning(reason: string, status?: TurnStatus, code?: TurnFailureCode): void {
@@ -83,6 +93,7 @@ export class SessionRunner implements RunnerPort, SessionChartHost {
   /** Interrupts the running turn and acceptance round, without an event to the chart (a close). */
   stopTurn(reason: string, status?: TurnStatus, code?: TurnFailureCode): void {
     this.abort();
+    this.continuing?.abort(new Error(reason));
     this.turn?.interrupt(reason, status, code);
     if (this.s.acceptance?.busy) this.s.acceptance.interrupt(reason);
   }
@@ -145,7 +156,7 @@ export class SessionRunner implements RunnerPort, SessionChartHost {
       this.pendingHandoff = undefined;
       await checkHandoff(this.s, handoff);
     }
-    return signal.aborted ? 0 : this.inputs.runnableCount();
+    return signal.aborted ? 0 : this.runnable();
   }
 
   /**
@@ -164,6 +175,8 @@ export class SessionRunner implements RunnerPort, SessionChartHost {
   }
 
   private async runInputs(): Promise<void> {
+    // A turn a crash cut goes on first, with no new input (docs/crashes.md).
+    if (this.pendingContinue) return this.continueCut(this.pendingContinue);
     const { events, consumedSeq } = this.inputs.takeTurn();
     // A prompt's budget spans its turn and every acceptance round after it.
     this.s.deps.budgets?.promptStarted();
@@ -194,7 +207,7 @@ export class SessionRunner implements RunnerPort, SessionChartHost {
     this.track(async () => {
       let error: string | undefined;
       if (this.s.awake) await this.s.log.flush().catch((err) => (error = String(err)));
-      self.send({ type: "cleanup.done", execution, runnable: this.inputs.runnableCount(), error });
+      self.send({ type: "cleanup.done", execution, runnable: this.runnable(), error });
     });
   }
 
@@ -222,13 +235,18 @@ export class SessionRunner implements RunnerPort, SessionChartHost {
     return log.append({ type: "settings", settings: { ...log.settings(), instructions: text } });
   }
 
-  async runTurn(inputs: TurnInputs, cancelled?: () => boolean): Promise<TurnResult> {
+  /** Runs one turn; `continueTurnId`: continue that cut turn under its id, with no new input. */
+  async runTurn(
+    inputs: TurnInputs,
+    cancelled?: () => boolean,
+    continueTurnId?: string,
+  ): Promise<TurnResult> {
     // A session's tool set changes between turns only (an MCP server's list change, a
     // reconnection): never under a running turn.
     const set = this.s.deps.registry as Partial<ToolSet>;
     if (set.refresh) await set.refresh();
     if (cancelled?.()) return notRun("cancelled", "interrupted before the turn started");
-    const turn = new TurnRun(this.s.deps);
+    const turn = new TurnRun(this.s.deps, continueTurnId);
     this.turn = turn;
     const { budgets, clock } = this.s.deps;
     const startedAt = clock.now();
@@ -243,6 +261,38 @@ export class SessionRunner implements RunnerPort, SessionChartHost {
       // What it spent counts against its prompt, its session and its agent.
       budgets?.turnEnded({ ...turn.spent, timeMs: Math.max(0, clock.now() - startedAt) });
     }
+  }
+
+  /** A takeover's recovery left `turnId` open (undefined: none): the next execution continues it. */
+  continueAfterTakeover(turnId: string | undefined): void {
+    this.pendingContinue = turnId;
+  }
+
+  /**
+   * Continues the turn a crash cut (recovery left it open), then answers the prompts that wait
+   * on it and lets the inputs queued behind it run: the crash, not the user, stopped them
+   * (unless a close or an interrupt cut the continuation too).
+   */
+  private async continueCut(turnId: string): Promise<void> {
+    this.pendingContinue = undefined;
+    const ctl = new AbortController();
+    this.continuing = ctl;
+    let output: PromptResult;
+    try {
+      output = await continueCutTurn(this.s.deps, turnId, ctl.signal, () =>
+        this.runTurn([], undefined, turnId),
+      );
+    } finally {
+      this.continuing = undefined;
+    }
+    await this.s.log.loadHistory().catch(() => {});
+    for (const e of this.s.log.path()) {
+      if (e.type === "user_message" && e.turnId === turnId && e.inboxId !== undefined)
+        this.inputs.takeWaiter(e.inboxId)?.(output);
+    }
+    // A close or an interrupt that cut the continuation keeps the queue as it holds it; else the
+    // inputs queued behind the cut turn are runnable (the chart's cleanup counts them).
+    if (output.status !== "cancelled" && this.s.closing === undefined) this.inputs.release();
   }
 
   /**

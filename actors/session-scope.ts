@@ -28,6 +28,10 @@ export interface RunnerPort {
    * `cancelled()` says so just before it would start.
    */
   runTurn(inputs: TurnInputs, cancelled?: () => boolean): Promise<TurnResult>;
+  /** What the session chart counts as runnable: the inbox's next turn, or a cut turn to continue. */
+  runnable(): number;
+  /** A takeover's recovery left turn `turnId` open: the next run continues it first. */
+  continueAfterTakeover(turnId: string | undefined): void;
 }
 
 /** What the other parts ask of the inbox (actors/session-inputs.ts). */

@@ -3,7 +3,7 @@ import type { ChatMessage } from "../contracts/chat.ts";
 import type { AgentEvent } from "../contracts/events.ts";
 import type { Message } from "../contracts/messages.ts";
 import type { PermissionReply, PermissionRequest } from "../contracts/permission.ts";
-import { type Refusal, refuse } from "../contracts/refusal.ts";
+import type { Refusal } from "../contracts/refusal.ts";
 import type { InboxLane } from "../contracts/status.ts";
 import type { InboxEvent } from "../machines/policies/inbox.ts";
 import {
@@ -35,6 +35,7 @@ import { closeThroughChart } from "./session-effects.ts";
 import { SessionInputs } from "./session-inputs.ts";
 import { SessionLease } from "./session-lease.ts";
 import type { InboxOptions, PromptResult, SessionOptions, SessionRole } from "./session-options.ts";
+import { pendingPermissions, replyPermission } from "./session-permissions.ts";
 import { SessionRunner } from "./session-runner.ts";
 import { SessionScope } from "./session-scope.ts";
 import type { TurnRun } from "./turn-run.ts";
@@ -190,34 +191,23 @@ export class Session {
   }
 
   /**
-   * Answers a permission request (and every other pending one of this session, docs/permissions.md).
-   * Refused with `UNKNOWN_REQUEST` when no request with that id is waiting: it was answered
-   * already, its turn ended, or the session asks no permissions.
+   * Answers a permission request (and, as the reply says, the other pending ones of this session:
+   * docs/permissions.md), from any process on the session: the owner applies it at once, a
+   * follower posts it to the owner through the store (actors/session-permissions.ts). Resolves
+   * once the decision is durable. The first answer wins; refused `UNKNOWN_REQUEST` (no such
+   * request), `ALREADY_DECIDED` (an earlier answer, the deadline or the turn's end decided it) or
+   * `ANSWER_PENDING` (a follower's answer no owner applied within a minute: it stays posted).
    */
   replyPermission(
     requestId: string,
     reply: PermissionReply,
-  ): { ok: true } | Refusal<"UNKNOWN_REQUEST"> {
-    // A session that sleeps has no turn, so no request waits: it is not woken to say so.
-    const broker = this.s.awake ? this.s.deps?.permissions : this.s.opened ? null : undefined;
-    if (broker === undefined || broker?.unasked) {
-      return refuse(
-        "UNKNOWN_REQUEST",
-        `no permission request ${requestId} is waiting: session ${this.id} asks no permissions (createAgent has no \`permissions\` option)`,
-      );
-    }
-    if (!broker?.reply(requestId, reply)) {
-      return refuse(
-        "UNKNOWN_REQUEST",
-        `no permission request ${requestId} is waiting in session ${this.id}: it was answered already or its turn ended; see session.pendingPermissions()`,
-      );
-    }
-    return { ok: true };
+  ): Promise<{ ok: true } | Refusal<"UNKNOWN_REQUEST" | "ALREADY_DECIDED" | "ANSWER_PENDING">> {
+    return replyPermission(this.s, requestId, reply);
   }
 
-  /** Permission requests waiting for a reply. */
-  pendingPermissions(): PermissionRequest[] {
-    return this.s.awake ? (this.s.deps?.permissions?.waiting() ?? []) : [];
+  /** Permission requests waiting for an answer, read from the session's log (any process). */
+  pendingPermissions(): Promise<PermissionRequest[]> {
+    return pendingPermissions(this.s);
   }
 
   /** The queued, not yet consumed inputs. */

@@ -52,8 +52,15 @@ export class TurnRun {
   private readonly done: Promise<TurnResult>;
   private resolveDone!: (output: TurnResult) => void;
 
-  constructor(deps: TurnDeps) {
-    this.turn = new TurnScope(deps);
+  /** The turn this run continues after a crash (its `turn_start` is in the log already). */
+  private readonly continued: boolean;
+
+  /** `continueTurnId`: continue that cut turn (actors/continue-turn.ts) instead of a new one. */
+  constructor(deps: TurnDeps, continueTurnId?: string) {
+    this.turn = new TurnScope(deps, continueTurnId);
+    this.continued = continueTurnId !== undefined;
+    // Its result counts what the turn did before the crash too, as the log holds it.
+    if (this.continued) for (const e of deps.log.path()) this.turn.tally.add(e);
     this.attempts = new ModelAttempts(this.turn);
     this.calls = new CallRunner(this.turn);
     this.done = new Promise((resolve) => {
@@ -77,11 +84,12 @@ export class TurnRun {
     const tools = (this.turn.deps.registry as Partial<ToolSet>).snapshot?.();
     // What each tool looked like to the model, so a replay sees a changed description.
     const offered = toolDigests(this.turn.deps.registry.modelTools());
-    log.append(
-      tools
-        ? { type: "turn_start", turnId: this.turn.turnId, tools, offered }
-        : { type: "turn_start", turnId: this.turn.turnId, offered },
-    );
+    if (!this.continued)
+      log.append(
+        tools
+          ? { type: "turn_start", turnId: this.turn.turnId, tools, offered }
+          : { type: "turn_start", turnId: this.turn.turnId, offered },
+      );
     for (const { text, parts, inboxId } of inputs) {
       log.append(
         parts

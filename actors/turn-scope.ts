@@ -135,8 +135,9 @@ export class TurnScope {
   messageEntryId = "";
   private flushing: Promise<void> | undefined;
 
-  constructor(deps: TurnDeps) {
-    this.turnId = deps.ids("turn");
+  /** `turnId`: a cut turn continued under its own id (actors/continue-turn.ts). */
+  constructor(deps: TurnDeps, turnId?: string) {
+    this.turnId = turnId ?? deps.ids("turn");
     this.tally = new TurnTally(this.turnId);
     this.deps = Object.assign({}, deps, { logger: deps.logger.child({ turnId: this.turnId }) });
   }

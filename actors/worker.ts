@@ -7,7 +7,7 @@ import type { PostgresSessionStore } from "../session/stores/postgres-store.ts";
 import { createAgent } from "./agent.ts";
 import type { AgentOptions } from "./agent-options.ts";
 import type { Session } from "./session.ts";
-import { defaultLeaseOwner } from "./session-lease.ts";
+import { defaultLeaseOwner } from "./take-lease.ts";
 
 /** The graphile-worker task that runs one session. */
 export const SESSION_TASK = "keel_session";

@@ -1,5 +1,6 @@
 import { Command, CommanderError, InvalidArgumentError } from "commander";
 import { KEEL_VERSION as VERSION } from "../contracts/version.ts";
+import type { AnswerCommandOptions } from "./approve.ts";
 import { CliError, EXIT, EXIT_CODES_HELP, type ExitCode, oneLine } from "./errors.ts";
 import type { McpOptions } from "./mcp.ts";
 import { outputClosed } from "./output.ts";
@@ -206,6 +207,32 @@ export function buildProgram(result: { code: ExitCode }): Command {
       const { listSessions } = await import("./sessions.ts");
       result.code = await listSessions(opts);
     });
+
+  for (const kind of ["approve", "deny"] as const) {
+    const cmd = program
+      .command(kind)
+      .description(
+        kind === "approve"
+          ? "approve a pending permission request of a session, from any process (the first answer wins)"
+          : "deny a pending permission request of a session, from any process (the first answer wins)",
+      )
+      .argument("<session>", "session id (see keel sessions)")
+      .argument("[request]", "the request id (see keel show); default: the only pending one")
+      .option(...store)
+      .option(
+        "--wait <ms>",
+        "how long to wait for the session's runner to apply it",
+        positiveInt("--wait", 3_600_000),
+        30_000,
+      )
+      .option("--json", "the result as JSON");
+    if (kind === "approve") cmd.option("--always", "allow the tool for the rest of the session");
+    else cmd.option("--feedback <text>", "tell the model why: the turn goes on with it");
+    cmd.action(async (session: string, request: string | undefined, opts: AnswerCommandOptions) => {
+      const { answerCommand } = await import("./approve.ts");
+      result.code = await answerCommand(kind, session, request, opts);
+    });
+  }
 
   program
     .command("show")

@@ -47,6 +47,10 @@ export function describeEntry(e: LogEntry): string {
             : e.source.type;
       return `permission ${e.tool} (${e.callId}) ${what} by ${by}`;
     }
+    case "permission_request":
+      return `permission ${e.tool} (${e.callId}) asked as ${e.requestId}${e.deadlineAt !== undefined ? ` until ${new Date(e.deadlineAt).toISOString()}` : ""}`;
+    case "turn_continued":
+      return `turn ${e.turnId} continued after a crash (${e.continuation}): ${clip(e.where, 60)}`;
     case "context_edit":
       return `edit ${e.targetId} ${e.replacement === null ? "removed" : "replaced"}`;
     case "compaction":

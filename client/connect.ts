@@ -413,6 +413,10 @@ export class ClientSession {
   async replyPermission(requestId: string, reply: PermissionReply): Promise<void> {
     await this.client.request("permission.reply", { sessionId: this.id, requestId, reply });
   }
+  /** The permission requests waiting for an answer (from the session's log: any process's). */
+  async pendingPermissions(): Promise<Result<"permissions.pending">["requests"]> {
+    return (await this.client.request("permissions.pending", { sessionId: this.id })).requests;
+  }
   /** Replaces older history with a summary, between turns (see `session.compact()`). */
   compact(keepRecentTokens?: number): Promise<Result<"compact">> {
     return this.client.request("compact", {

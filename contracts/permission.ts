@@ -25,6 +25,8 @@ export interface PermissionRequest {
   tool: string;
   args: unknown;
   risk: Risk;
+  /** Clock ms when the request is decided as denied with feedback if no one answered. */
+  deadlineAt?: number;
 }
 
 /**
@@ -44,13 +46,15 @@ export type PermissionReply =
  * Where a request's decision came from: the policy without asking (`policy`), the reply given
  * for this very request (`reply`), a reply given for another pending request of the session
  * that reached this one too (`spread`: a denial, or an `allow_always` whose new rule now allows
- * it; `by` is that request's id), or the turn ending before any reply (`turn_ended`).
+ * it; `by` is that request's id), the turn ending before any reply (`turn_ended`), or its
+ * deadline passing with no answer (`expired`).
  */
 export type DecisionSource =
   | { type: "policy" }
   | { type: "reply"; reply: PermissionReply["type"] }
   | { type: "spread"; reply: PermissionReply["type"]; by: string }
-  | { type: "turn_ended" };
+  | { type: "turn_ended" }
+  | { type: "expired" };
 
 /**
  * How one request ended. `corrected.feedback` says why the call may not run; it becomes the

@@ -116,6 +116,11 @@ export interface RequestMap {
     params: { sessionId: string; requestId: string; reply: PermissionReply };
     result: Record<string, never>;
   };
+  /** The session's permission requests waiting for an answer, as its log holds them. */
+  "permissions.pending": {
+    params: { sessionId: string };
+    result: { requests: PermissionRequest[] };
+  };
   compact: {
     params: { sessionId: string; keepRecentTokens?: number };
     result: {
@@ -150,6 +155,7 @@ export const REQUEST_TYPES = [
   "follow_up",
   "interrupt",
   "permission.reply",
+  "permissions.pending",
   "compact",
   "messages",
   "entries",

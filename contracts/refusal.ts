@@ -29,6 +29,10 @@ export type RefusalCode =
   | "NOT_REDACTABLE"
   /** No permission request with that id is waiting. */
   | "UNKNOWN_REQUEST"
+  /** The request was decided already (an earlier answer, from any process, or its deadline). */
+  | "ALREADY_DECIDED"
+  /** The answer was recorded, but no process running the session applied it in time. */
+  | "ANSWER_PENDING"
   /** No legal cut keeps the recent context and leaves something to summarise. */
   | "NOTHING_TO_COMPACT"
   /** Even the smallest summary request overflowed the model's context. */

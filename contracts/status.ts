@@ -11,8 +11,10 @@ export type TurnStatus = "completed" | "cancelled" | "failed" | "budget_exhauste
  * - `LEASE_LOST`: another runner holds the session now (this runner's lease expired or was
  *   taken over, and the store fenced its write); this runner stopped at once and wrote nothing
  *   more. The session object follows the new owner.
+ * - `CRASH_LOOP`: the turn was cut by a crash and continued (`recovery: "continue"`) as many
+ *   times as `maxContinuations` allows, and cut again: it is closed rather than continued.
  */
-export type TurnFailureCode = "STORE_FAILED" | "LEASE_LOST";
+export type TurnFailureCode = "STORE_FAILED" | "LEASE_LOST" | "CRASH_LOOP";
 /** How one model request ended; an interrupted or failed one never enters the projection. */
 export type AttemptStatus = "completed" | "interrupted" | "failed";
 /** How a call ended. `not_executed`: it never started (cancelled while queued, gated, invalid). */

@@ -78,7 +78,7 @@ async function submit(hub: Hub, parts: unknown[], ctx: ChatRouteContext): Promis
  * or `deny_with_feedback` with its `reason`); the response continues the turn's message from
  * here.
  */
-function approvals(hub: Hub, parts: ToolPartIn[], ctx: ChatRouteContext): Response {
+async function approvals(hub: Hub, parts: ToolPartIn[], ctx: ChatRouteContext): Promise<Response> {
   const responded = parts.filter(
     (p) => p?.state === "approval-responded" && typeof p.approval?.id === "string",
   );
@@ -109,7 +109,7 @@ function approvals(hub: Hub, parts: ToolPartIn[], ctx: ChatRouteContext): Respon
         : typeof reason === "string" && reason.length > 0
           ? { type: "deny_with_feedback" as const, feedback: reason }
           : { type: "deny" as const };
-    const replied = hub.session.replyPermission(id, reply);
+    const replied = await hub.session.replyPermission(id, reply);
     // A reply that reached this request through another one (a deny) was already applied.
     if (!replied.ok && responded.length === 1)
       throw new HttpError(409, "REFUSED", replied.message, replied.code);

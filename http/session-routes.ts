@@ -143,7 +143,7 @@ function entriesAfter(hub: Hub, afterSeq: string | null, route: string) {
   return hub.session.entries().filter((e) => e.seq > after);
 }
 
-function reply(
+async function reply(
   hub: Hub,
   requestId: string,
   body: Record<string, unknown>,
@@ -151,7 +151,7 @@ function reply(
   ctx: SessionRouteContext,
 ) {
   const answer = readReply(body.reply, route);
-  const replied = hub.session.replyPermission(requestId, answer);
+  const replied = await hub.session.replyPermission(requestId, answer);
   if (!replied.ok) throw new HttpError(409, "REFUSED", replied.message, replied.code);
   return json({}, ctx);
 }

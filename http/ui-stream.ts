@@ -57,7 +57,12 @@ export function uiStreamResponse(options: UiStreamOptions): Response {
   // Whenever the turn has been quiet for `quietMs` while a permission request waits, the
   // response ends (one timer, re-armed by every chunk).
   const pauseIfWaiting = () => {
-    if (options.session.pendingPermissions().length > 0) end(true);
+    options.session.pendingPermissions().then(
+      (waiting) => {
+        if (waiting.length > 0) end(true);
+      },
+      () => {}, // a store that cannot be read now: the next quiet spell asks again
+    );
   };
   const after = (chunk: UiChunk, turn: UiTurn) => {
     // The turn's last chunk (its `finish`, `abort` or `error`) ends the message.

@@ -8,7 +8,7 @@ import type {
   UserPart,
 } from "../contracts/messages.ts";
 import type { FinishReason } from "../contracts/model.ts";
-import type { DecisionSource, PermissionDecision } from "../contracts/permission.ts";
+import type { DecisionSource, PermissionDecision, Risk } from "../contracts/permission.ts";
 import type {
   AttemptStatus,
   CallOutcome,
@@ -157,7 +157,33 @@ export interface EntryPayloads {
     tool: string;
     decision: PermissionDecision;
     source: DecisionSource;
+    /**
+     * The id of the answer that decided it, when another process posted it through the store
+     * (`session.replyPermission` on a follower, `keel approve`): that process reads it back to
+     * know whether its answer was the first.
+     */
+    answerId?: string;
   };
+  /**
+   * A permission request asked of a person, written (and made durable) before anyone is asked:
+   * with no `permission_decision` of the same `requestId` after it, it is pending, in any process
+   * and after a restart (session/permission-log.ts). `deadlineAt` (clock ms): at it, the request
+   * is decided as denied with feedback that no one answered in time.
+   */
+  permission_request: {
+    turnId: string;
+    requestId: string;
+    callId: string;
+    tool: string;
+    args: unknown;
+    risk: Risk;
+    deadlineAt?: number;
+  };
+  /**
+   * A turn cut by a crash is continued by the process that recovered it (`recovery: "continue"`):
+   * the `continuation`-th time. Counted to close a crash loop (docs/crashes.md). Log-only.
+   */
+  turn_continued: { turnId: string; continuation: number; where: string };
   context_edit: { targetId: string; replacement: string | null };
   /**
    * `usage`, `cost`, `usageEstimated`: what the summary requests of this compaction were

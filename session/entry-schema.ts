@@ -226,7 +226,23 @@ export const logEntrySchema = z.discriminatedUnion("type", [
       z.object({ type: z.literal("reply"), reply: replyType }),
       z.object({ type: z.literal("spread"), reply: replyType, by: z.string() }),
       z.object({ type: z.literal("turn_ended") }),
+      z.object({ type: z.literal("expired") }),
     ]),
+    answerId: z.string().optional(),
+  }),
+  entry("permission_request", {
+    turnId: z.string(),
+    requestId: z.string(),
+    callId: z.string(),
+    tool: z.string(),
+    args: z.unknown(),
+    risk: z.enum(["low", "medium", "high"]),
+    deadlineAt: z.number().optional(),
+  }),
+  entry("turn_continued", {
+    turnId: z.string(),
+    continuation: z.number(),
+    where: z.string(),
   }),
   entry("context_edit", { targetId: z.string(), replacement: z.string().nullable() }),
   compactionSchema,
@@ -243,7 +259,7 @@ export const logEntrySchema = z.discriminatedUnion("type", [
     turnId: z.string(),
     status: z.enum(["completed", "cancelled", "failed", "budget_exhausted"]),
     reason: z.string().optional(),
-    code: z.enum(["STORE_FAILED", "LEASE_LOST"]).optional(),
+    code: z.enum(["STORE_FAILED", "LEASE_LOST", "CRASH_LOOP"]).optional(),
     budget: z
       .object({
         scope: z.enum(["turn", "prompt", "session", "agent"]),
@@ -317,4 +333,6 @@ type Drifted = {
 }[LogEntry["type"]];
 // A compile error here names the entry type whose schema and `LogEntry` member differ.
 const noDrift: [Drifted] extends [never] ? true : Drifted = true;
+/** @internal The entry types whose schema drifted (never when none), for a probe. */
+export type DriftedTypes = Drifted;
 void noDrift;

@@ -2,6 +2,7 @@ import type { ToolFailure } from "../contracts/tool-result.ts";
 import { activePath } from "./active-path.ts";
 import type { EntryOf, LogEntry } from "./entries.ts";
 import type { SessionLog } from "./log.ts";
+import { loggedRequests } from "./permission-log.ts";
 import { type OpenWork, Projection } from "./projection.ts";
 
 /** A call with a start record and no result. */
@@ -41,6 +42,13 @@ export interface RecoverOptions {
    * A call is retried only when both this and its start record say idempotent.
    */
   isIdempotent: (name: string) => boolean | undefined;
+  /**
+   * Continue an open turn instead of closing it (`recovery: "continue"`, docs/crashes.md): the
+   * turn stays open with a `turn_continued` entry, for the runner to continue; once it was
+   * continued `maxContinuations` times, the next crash closes it `failed` with code
+   * `CRASH_LOOP`. Absent: the turn is closed (`failed`, "process ended during the turn").
+   */
+  continueTurns?: { maxContinuations: number };
 }
 
 export interface RecoveryReport {
@@ -51,6 +59,8 @@ export interface RecoveryReport {
   unknown: EntryOf<"call_result">[];
   /** The turn ended as failed (with a `turn_aborted` note for the model), if one was open. */
   endedTurn: string | null;
+  /** The open turn left open to be continued (with `continueTurns`), if one was open. */
+  continuedTurn: string | null;
 }
 
 /**
@@ -59,8 +69,10 @@ export interface RecoveryReport {
  * with a start and no result is either returned in `retry` (its tool is idempotent: the
  * runtime re-executes it with the same idempotency key) or gets a `call_result` with outcome
  * `unknown` telling the model it may or may not have taken effect and to check before
- * retrying — it is NEVER re-executed (invariant 8 of docs/architecture.md); an open turn gets a
- * `turn_end` (failed, "process ended during the turn") and a `turn_aborted` note.
+ * retrying — it is NEVER re-executed (invariant 8 of docs/architecture.md); an open turn is left
+ * open for the runner to continue (`continueTurns`, with a `turn_continued` entry), or gets a
+ * `turn_end` (failed, "process ended during the turn"; `CRASH_LOOP` past the bound) and a
+ * `turn_aborted` note, its unanswered permission requests decided as declined (`turn_ended`).
  * Running it again on a recovered log changes nothing (except listing pending retries again).
  */
 export async function recoverSession(
@@ -95,18 +107,60 @@ export async function recoverSession(
     unknown.push(entry as EntryOf<"call_result">);
   }
   let endedTurn: string | null = null;
+  let continuedTurn: string | null = null;
   if (plan.openTurn !== undefined) {
-    endedTurn = plan.openTurn;
-    log.append({
-      type: "turn_end",
-      turnId: endedTurn,
-      status: "failed",
-      reason: "process ended during the turn",
-    });
-    log.append({ type: "turn_aborted", turnId: endedTurn, where: whereCut(plan) });
+    await log.loadHistory(); // the path (continuations, requests) may start before a checkpoint
+    const turnId = plan.openTurn;
+    const done = continuationsOf(log.path(), turnId);
+    const max = options.continueTurns?.maxContinuations;
+    if (max !== undefined && done < max) {
+      continuedTurn = turnId;
+      log.append({ type: "turn_continued", turnId, continuation: done + 1, where: whereCut(plan) });
+    } else {
+      endedTurn = turnId;
+      closeRequests(log, turnId);
+      log.append(
+        max !== undefined
+          ? {
+              type: "turn_end",
+              turnId,
+              status: "failed",
+              reason: `process ended during the turn again after ${done} continuation${done === 1 ? "" : "s"} (maxContinuations ${max}): closed as a crash loop`,
+              code: "CRASH_LOOP",
+            }
+          : { type: "turn_end", turnId, status: "failed", reason: "process ended during the turn" },
+      );
+      log.append({ type: "turn_aborted", turnId, where: whereCut(plan) });
+    }
   }
   await log.flush();
-  return { plan, retry, unknown, endedTurn };
+  return { plan, retry, unknown, endedTurn, continuedTurn };
+}
+
+/** How many times turn `turnId` was continued after a crash (its `turn_continued` entries). */
+function continuationsOf(path: readonly LogEntry[], turnId: string): number {
+  let n = 0;
+  for (const e of path) if (e.type === "turn_continued" && e.turnId === turnId) n++;
+  return n;
+}
+
+/** A closed turn's requests that no one answered are decided: the turn ended before a reply. */
+function closeRequests(log: SessionLog, turnId: string): void {
+  for (const { request, decision } of loggedRequests(log.path())) {
+    if (decision || request.turnId !== turnId) continue;
+    log.append({
+      type: "permission_decision",
+      turnId,
+      requestId: request.requestId,
+      callId: request.callId,
+      tool: request.tool,
+      decision: {
+        type: "declined",
+        reason: "the process ended before a reply; the turn was closed",
+      },
+      source: { type: "turn_ended" },
+    });
+  }
 }
 
 /** The failure a call with an unknown outcome reports to the model. */

@@ -174,6 +174,7 @@ export function canErase(
   return typeof store.deleteSession === "function" && typeof store.redactEntries === "function";
 }
 
+/** Whether `store` is shared by processes: it has leases and an inbox (SQLite and PostgreSQL do). */
 export function hasLeases(store: SessionStore): store is SessionStore & LeaseStore {
   const s = store as Partial<LeaseStore>;
   return typeof s.acquireLease === "function" && typeof s.postInput === "function";

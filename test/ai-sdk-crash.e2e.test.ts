@@ -61,7 +61,14 @@ describe.each(WIRES)("reasoning from $kind across a crash", (wire) => {
         throw new Error("a call with a start record must not run again");
       },
     });
-    const agent = createAgent({ model: wire.model(server.baseURL), store, tools: [never] });
+    // The cut turn is closed, so the next request is the new prompt's (continued turns send the
+    // same history: test/durable-waits.e2e.test.ts).
+    const agent = createAgent({
+      model: wire.model(server.baseURL),
+      store,
+      tools: [never],
+      recovery: "close",
+    });
     const session = agent.session("crash");
     expect(await session.prompt("go on")).toMatchObject({ status: "completed", steps: 1 });
     expect(server.requests).toHaveLength(2);

@@ -40,7 +40,10 @@ async function crash(scenario: string) {
   return { dir, dbPath };
 }
 
-/** Reopens the crashed session in this process, as a restarted program would. */
+/**
+ * Reopens the crashed session in this process, as a restarted program would, closing the cut
+ * turn (`recovery: "close"`; continued turns: test/durable-waits.e2e.test.ts).
+ */
 async function reopen(dir: string, dbPath: string) {
   const store = sqliteStore(dbPath, { durability: "process" });
   const ledger = sqliteLedger(store, {
@@ -48,7 +51,7 @@ async function reopen(dir: string, dbPath: string) {
   });
   const tools = crashTools({ dir, ledger, afterEffect: async () => {} });
   const model = scriptedModel([{ text: "carrying on" }]);
-  const session = createAgent({ model, store, tools }).session("crash");
+  const session = createAgent({ model, store, tools, recovery: "close" }).session("crash");
   await session.ready;
   return { store, session, model };
 }

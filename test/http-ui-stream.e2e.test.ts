@@ -208,7 +208,7 @@ describe("approvals and resume on the UI message stream", () => {
       input: { path: "a.txt" },
     });
     const session = await agent.openSession("chat2");
-    expect(session.pendingPermissions().map((r) => r.requestId)).toEqual([
+    expect((await session.pendingPermissions()).map((r) => r.requestId)).toEqual([
       (tool.approval as { id: string }).id,
     ]);
     // What useChat's addToolApprovalResponse does to the part, then sends.

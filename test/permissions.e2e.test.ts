@@ -156,10 +156,10 @@ describe("permissions", () => {
     answers.get("b")!({ type: "allow_once" });
     await new Promise((r) => setTimeout(r, 10));
     // Only b was approved: a and c still wait for their own replies.
-    expect(session.pendingPermissions().map((r) => r.callId)).toEqual(["a", "c"]);
+    expect((await session.pendingPermissions()).map((r) => r.callId)).toEqual(["a", "c"]);
     answers.get("a")!({ type: "deny" });
     expect((await turn).status).toBe("cancelled");
-    expect(session.pendingPermissions()).toEqual([]);
+    expect(await session.pendingPermissions()).toEqual([]);
     expect(ran).toEqual([]);
     const decided = events.filter((e) => e.type === "permission.decided");
     expect(decided.map((e) => [e.callId, e.decision.type, e.source])).toEqual([
@@ -211,7 +211,7 @@ describe("permissions", () => {
     await vi.waitFor(() => expect(answers.size).toBe(3));
     answers.get("a")!({ type: "allow_always" });
     await new Promise((r) => setTimeout(r, 10));
-    expect(session.pendingPermissions().map((r) => r.callId)).toEqual(["o"]);
+    expect((await session.pendingPermissions()).map((r) => r.callId)).toEqual(["o"]);
     answers.get("o")!({ type: "deny_with_feedback", feedback: "not now" });
     expect((await turn).status).toBe("completed");
     expect(ran.sort()).toEqual(["danger 1", "danger 2"]);
@@ -223,7 +223,7 @@ describe("permissions", () => {
     ]);
   });
 
-  it("replyPermission refuses an id that is not waiting (answered already) with UNKNOWN_REQUEST", async () => {
+  it("replyPermission refuses a request answered already with ALREADY_DECIDED, and an id never asked with UNKNOWN_REQUEST", async () => {
     const ran: string[] = [];
     const model = scriptedModel([
       { toolCalls: [{ id: "d1", name: "danger", arguments: '{"n":1}' }] },
@@ -235,10 +235,15 @@ describe("permissions", () => {
       permissions: { ask: async () => ({ type: "allow_once" }) },
     }).session();
     expect((await session.prompt("go")).status).toBe("completed");
-    expect(session.replyPermission("d1.perm", { type: "allow_once" })).toEqual({
+    expect(await session.replyPermission("d1.perm", { type: "allow_once" })).toEqual({
+      ok: false,
+      code: "ALREADY_DECIDED",
+      message: expect.stringMatching(/d1\.perm.*decided already \(allow, by reply\)/),
+    });
+    expect(await session.replyPermission("d9.perm", { type: "allow_once" })).toEqual({
       ok: false,
       code: "UNKNOWN_REQUEST",
-      message: expect.stringMatching(/d1\.perm.*answered already.*pendingPermissions/),
+      message: expect.stringMatching(/d9\.perm.*pendingPermissions/),
     });
   });
 

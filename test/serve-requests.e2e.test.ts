@@ -507,6 +507,45 @@ describe("keel serve --stdio: one reply decides several permission requests", ()
     await stop(server);
   });
 
+  it("permissions.pending lists the requests from the log; the first permission.reply decides, a second is refused ALREADY_DECIDED", async () => {
+    const server = await start(twoDeletes());
+    const { a, b } = await twoAsks(server);
+    const pending = (await ask(server, {
+      type: "permissions.pending",
+      id: "l",
+      sessionId: "p",
+    })) as {
+      result: { requests: { requestId: string }[] };
+    };
+    expect(pending.result.requests.map((r) => r.requestId).sort()).toEqual(
+      [a.request.requestId, b.request.requestId].sort(),
+    );
+    const reply = (id: string, requestId: string) =>
+      ask(server, {
+        type: "permission.reply",
+        id,
+        sessionId: "p",
+        requestId,
+        reply: { type: "deny" },
+      });
+    expect(await reply("r1", a.request.requestId)).toEqual({ type: "ok", id: "r1", result: {} });
+    expect(await reply("r2", a.request.requestId)).toMatchObject({
+      type: "error",
+      id: "r2",
+      refusal: "ALREADY_DECIDED",
+    });
+    await server.waitFor(responseTo("go"));
+    const after = (await ask(server, {
+      type: "permissions.pending",
+      id: "l2",
+      sessionId: "p",
+    })) as {
+      result: { requests: unknown[] };
+    };
+    expect(after.result.requests).toEqual([]);
+    await stop(server);
+  });
+
   it("an interrupt withdraws the permission.requests of the turn it cancels", async () => {
     const server = await start(twoDeletes());
     const { a, b } = await twoAsks(server);

@@ -202,9 +202,10 @@ describe("session inbox lanes", () => {
     await s1.followUp("survives restart", { id: "f1" });
     await s1.followUp("survives restart", { id: "f1" });
     expect(s1.queued()).toHaveLength(1);
-    // The process "restarts": a new agent opens the same session from the store.
+    // The process "restarts": a new agent opens the same session from the store. The cut turn
+    // is closed (continued turns: test/durable-waits.e2e.test.ts).
     const model2 = scriptedModel([{ text: "ran after restart" }]);
-    const s2 = createAgent({ model: model2, store }).session("persist");
+    const s2 = createAgent({ model: model2, store, recovery: "close" }).session("persist");
     await s2.ready;
     expect(s2.queued().map((q) => q.id)).toEqual(["f1"]);
     s2.resume();
@@ -298,7 +299,7 @@ describe("session refusals", () => {
       await session.rollback(null),
       await session.fork(null),
       await session.switchLeaf(null),
-      session.replyPermission("nope", { type: "allow_once" }),
+      await session.replyPermission("nope", { type: "allow_once" }),
     ];
     for (const r of refusals) {
       expect(Object.keys(r).filter((k) => k !== "attempts")).toEqual(["ok", "code", "message"]);
@@ -315,7 +316,7 @@ describe("session refusals", () => {
       expect(r.ok ? "" : r.message).toContain(turnId);
       expect(r.ok ? "" : r.message).toMatch(/interrupt it or await session\.awaitIdle\(\)/);
     }
-    expect(refusals[4].ok ? "" : refusals[4].message).toMatch(/asks no permissions/);
+    expect(refusals[4].ok ? "" : refusals[4].message).toMatch(/no permission request nope/);
     expect(session.entries().length).toBe(before);
     gate.resolve();
     expect((await done).status).toBe("completed");

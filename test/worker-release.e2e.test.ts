@@ -158,7 +158,8 @@ describe.skipIf(!mode.run)(
       crashed.child.kill("SIGKILL");
       await crashed.exited;
       // Another process opens c: it takes over at once (its host:pid holder is gone), recovers
-      // (the tool call is marked unknown), does not resume (restored inputs wait), and closes.
+      // (the tool call is marked unknown) and starts continuing the cut turn; its close cancels
+      // that turn, and the input queued behind it stays queued (a close does not run it).
       const reader = createAgent({ model: model(), store, lease: { ttlMs: 1500, pollMs: 100 } });
       const session = await reader.openSession("c");
       expect(session.role).toBe("owner");

@@ -87,6 +87,7 @@ export function readRequest(frame: Record<string, unknown>, type: RequestType): 
       break;
     }
     case "messages":
+    case "permissions.pending":
     case "sessions.list":
     case "session.close":
     case "unsubscribe":

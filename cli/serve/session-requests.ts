@@ -1,6 +1,6 @@
 /**
  * The requests that read or change one open session (prompt, steer, follow_up, interrupt,
- * permission.reply, compact, messages, entries, subscribe, unsubscribe), apart from the
+ * permission.reply, permissions.pending, compact, messages, entries, subscribe, unsubscribe), apart from the
  * connection's dispatcher in server.ts: each needs only the session's table row and a way to
  * send frames, not the connection's state, so the protocol's per-session surface reads in one
  * place. Opening, closing and listing sessions change the table itself and live in
@@ -49,10 +49,14 @@ export async function runSessionRequest(
       await session.interrupt(request.reason ?? "interrupted by the client");
       return {};
     case "permission.reply": {
-      const replied = session.replyPermission(request.requestId, request.reply);
+      const replied = await session.replyPermission(request.requestId, request.reply);
       if (!replied.ok) throw new ProtocolError("REFUSED", replied.message, replied.code);
       return {};
     }
+    case "permissions.pending":
+      return {
+        requests: await session.pendingPermissions(),
+      } satisfies RequestMap["permissions.pending"]["result"];
     case "compact": {
       const result = await session.compact(
         request.keepRecentTokens !== undefined
