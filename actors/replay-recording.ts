@@ -234,7 +234,8 @@ function* answer(message: EntryOf<"assistant_message">): Generator<ModelEvent> {
     } else parts.push(part);
   }
   yield* partsOf(parts);
-  if (message.usage) yield { type: "usage", usage: message.usage };
+  // A usage Keel estimated (the provider reported none) is estimated again, not reported.
+  if (message.usage && !message.usageEstimated) yield { type: "usage", usage: message.usage };
   yield { type: "finish", reason: message.finishReason };
 }
 

@@ -359,10 +359,15 @@ describe("durable waits in one process", () => {
       /no one answered the request to run mark in time/,
     );
     expect(readLines(join(dir, "marker.log"))).toEqual([]);
-    // The inspector's replay shows the request and its expiry.
-    const replayed = JSON.stringify(replayRecords(session.entries(), "deadline"));
-    expect(replayed).toContain('"permission.requested"');
-    expect(replayed).toMatch(/"permission\.decided".*"expired"/);
+    // The log holds the request and its expiry (the inspector shows both as it replays the
+    // session through the charts with its tools and rules: test/replay.e2e.test.ts).
+    const types = session.entries().map((e) => e.type);
+    expect(types).toContain("permission_request");
+    expect(
+      session
+        .entries()
+        .some((e) => e.type === "permission_decision" && e.source.type === "expired"),
+    ).toBe(true);
     await store.close();
   });
 

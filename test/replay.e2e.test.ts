@@ -217,15 +217,16 @@ describe("replaySession with permissions", () => {
       agent: { permissions: {} },
     });
     expect(same.divergence, JSON.stringify(same.divergence)).toBeUndefined();
-    // A rule that now allows the tool without asking: the first decision's source differs.
+    // A rule that now allows the tool without asking: the request the log recorded (asked before
+    // its decision) is never written.
     const allowed = await replaySession({
       sessionId: "s_perm",
       entries: log,
       tools: [risky],
       agent: { permissions: { rules: [{ tool: "risky", action: "allow" }] } },
     });
-    const first = log.find((e) => e.type === "permission_decision")!;
-    expect(allowed.divergence).toMatchObject({ seq: first.seq, type: "permission_decision" });
+    const first = log.find((e) => e.type === "permission_request")!;
+    expect(allowed.divergence).toMatchObject({ seq: first.seq, type: "permission_request" });
   }, 30_000);
 });
 
