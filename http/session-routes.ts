@@ -76,7 +76,7 @@ export async function sessionAction(
     case "GET messages":
       return json({ messages: hub.session.history() }, ctx);
     case "GET permissions":
-      return json({ requests: hub.session.pendingPermissions() }, ctx);
+      return json({ requests: await hub.session.pendingPermissions() }, ctx);
     case "POST permissions/:id":
       return reply(hub, action[1], await readJsonBody(request, ctx.maxBodyBytes), route, ctx);
     default:

@@ -335,9 +335,9 @@ describe("the HTTP transport", () => {
     const again = await post(`${s.url}/sessions/s1/permissions/${requestId}`, {
       reply: { type: "allow_once" },
     });
-    expect(again.status).toBe(409);
+    expect(again.status).toBe(409); // the first answer decided it: a second is refused
     expect(await again.json()).toMatchObject({
-      error: { code: "REFUSED", refusal: "UNKNOWN_REQUEST" },
+      error: { code: "REFUSED", refusal: "ALREADY_DECIDED" },
     });
     await post(`${s.url}/sessions/s1/prompt`, { text: "delete b" });
     await events.until(
