@@ -203,6 +203,7 @@ describe("keel eval", () => {
             throw err;
           }
           if (task === "tokens") yield { type: "usage", usage: { inputTokens: 100, outputTokens: 10 } };
+          if (task === "steps") yield { type: "usage", usage: { inputTokens: 1, outputTokens: 1 } };
           yield { type: "call.start", index: 0, id: "c" + Math.random(), name: "list_dir" };
           yield { type: "call.delta", index: 0, argumentsDelta: '{"path":"."}' };
           yield { type: "call.end", index: 0 };
@@ -235,8 +236,9 @@ describe("keel eval", () => {
       ms: number;
     }[];
     const byTask = Object.fromEntries(runs.map((r) => [r.task, r]));
-    // No usage reported: only the step budget ends it, after maxSteps requests.
-    expect(byTask.steps).toMatchObject({ status: "budget_exhausted", steps: 3, tokens: 0 });
+    // 2 tokens a request (a model that reported none would be charged Keel's estimate, which
+    // the token cap would stop first): only the step budget ends it, after maxSteps requests.
+    expect(byTask.steps).toMatchObject({ status: "budget_exhausted", steps: 3, tokens: 6 });
     // 110 tokens a request: under 150 after one, over it after two.
     expect(byTask.tokens).toMatchObject({ status: "budget_exhausted", steps: 2, tokens: 220 });
     // No answer at all: the time budget interrupts the run.
