@@ -48,7 +48,8 @@ const MAX_SHOWN = 300;
  * first divergence (undefined when they agree). What is compared: each entry's type and every
  * field of its payload, nested content included (messages, tool calls with their ids and
  * arguments, results, statuses, reasons), and the links between entries (`parentId`, edit
- * targets). What is not: `at` (time), `seq` (the order is compared instead), and the value of ids
+ * targets). What is not: `at` (time), `seq` (the order is compared instead), a usage and cost Keel
+ * estimated on both sides (`usageEstimated`), and the value of ids
  * that are random by nature: the first time a recorded id meets a replayed one at the same place
  * they are paired, and from then on every occurrence (inside other strings too) must agree with
  * that pairing, both ways. This is a pure function.
@@ -75,18 +76,34 @@ export function firstDivergence(
     if (want.type !== got.type) {
       return { seq: want.seq, type: want.type, path: "", expected: shown(want), got: shown(got) };
     }
-    const path = differ(want, got, ids, "", false);
+    const path = differ(estimateless(want, got), estimateless(got, want), ids, "", false);
     if (path !== undefined) {
       return {
         seq: want.seq,
         type: want.type,
         path,
-        expected: shown(at(want, path)),
-        got: shown(at(got, path)),
+        expected: shown(at(estimateless(want, got), path)),
+        got: shown(at(estimateless(got, want), path)),
       };
     }
   }
   return undefined;
+}
+
+/**
+ * `entry` without the usage and cost Keel estimated, when both sides estimated them (a provider
+ * that reported none): an estimate counts the request's text, whose random ids differ in length
+ * between a run and its replay; that both were estimated is still compared.
+ */
+function estimateless(entry: LogEntry, other: LogEntry): LogEntry {
+  const estimated = (e: LogEntry) => "usageEstimated" in e && e.usageEstimated === true;
+  if (!estimated(entry) || !estimated(other)) return entry;
+  const {
+    usage: _usage,
+    cost: _cost,
+    ...rest
+  } = entry as LogEntry & { usage?: unknown; cost?: unknown };
+  return rest as LogEntry;
 }
 
 /** The path of the first field where `a` and `b` differ, or undefined. */

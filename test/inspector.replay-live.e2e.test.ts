@@ -36,7 +36,15 @@ function statesByActor(records: readonly InspectRecord[]): Record<string, string
       counts.set(machine, n + 1);
       names.set(r.sid, machine === "toolCall" ? `toolCall:${r.id}` : `${machine}#${n}`);
     } else if (r.k === "snap") {
-      const name = names.get(r.sid) ?? `?${r.sid}`;
+      let name = names.get(r.sid) ?? `?${r.sid}`;
+      // The session chart: one actor per execution (a session at rest holds none), and whether a
+      // turn's successor starts from cleaning or after a rest at idle depends on when an input
+      // arrived, which a replay delivers at its recorded time, not to the microtask. Compared
+      // as one sequence of its working states: the same turns, started and stopped in order.
+      if (name.startsWith("session#")) {
+        if (r.status === "stopped" || r.state.includes("work.idle")) continue;
+        name = "session";
+      }
       out[name] ??= [];
       const list = out[name];
       const state = `${r.state} (${r.status})`;
