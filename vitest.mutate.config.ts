@@ -28,6 +28,7 @@ export default defineConfig({
         "test/compaction.{unit,model,race}.test.ts",
         "test/context-budget.unit.test.ts",
         "test/session.model.test.ts",
+        "test/compaction-fallback.unit.test.ts",
         "test/crash.race.test.ts",
         "test/inbox.{unit,race}.test.ts",
         "test/inspector-chart.unit.test.ts",

@@ -130,7 +130,7 @@ export const LONG_FUNCTIONS = {
   },
   "tools/prepare-call.ts:prepare": {
     max: 110,
-    why: "the preparation steps in their documented order (DESIGN §4: parse, split, unwrap, wrap, remap, alias, validate), each a call",
+    why: "the preparation steps in their documented order (docs/tools.md: parse, split, unwrap, wrap, remap, alias, validate), each a call",
   },
   "tools/builtin/grep.ts:execute": {
     max: 100,
