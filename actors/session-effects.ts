@@ -46,7 +46,13 @@ export function sessionEffects(parts: SessionParts): SessionEffects {
     leaseLost: () => runner.stopForLeaseLost(),
     adoptForwarded: () => lease?.adoptForwarded(),
     startClose: (self) => {
-      closeSession(parts).finally(() => self.send({ type: "close.done" }));
+      closeSession(parts).then(
+        () => self.send({ type: "close.done" }),
+        (err: unknown) => {
+          closeErrors.set(s, err); // close() rejects with it once every waiter is answered
+          self.send({ type: "close.done" });
+        },
+      );
     },
     settleWaiters: () => {
       const closed = (id: string) =>
@@ -131,17 +137,23 @@ export async function closeSession({ s, inputs, runner, lease }: SessionParts): 
  */
 export function closeThroughChart(parts: SessionParts): Promise<void> {
   const { s } = parts;
-  return new Promise<void>((resolve) => {
+  return new Promise<void>((resolve, reject) => {
     const finish = () => {
       s.listeners.clear();
       s.options.onClosed?.();
-      resolve();
+      // The store refused the close's flush (a full disk): the caller learns it, as before.
+      const failed = closeErrors.get(s);
+      closeErrors.delete(s);
+      if (failed === undefined) resolve();
+      else reject(failed);
     };
     if (s.chart.closed) {
-      closeSession(parts).finally(() => {
-        sessionEffects(parts).settleWaiters(undefined as never);
-        finish();
-      });
+      closeSession(parts)
+        .catch((err: unknown) => void closeErrors.set(s, err))
+        .then(() => {
+          sessionEffects(parts).settleWaiters(undefined as never);
+          finish();
+        });
       return;
     }
     const previous = s.chart.onSnapshot;
@@ -152,6 +164,9 @@ export function closeThroughChart(parts: SessionParts): Promise<void> {
     s.chart.send({ type: "close" });
   });
 }
+
+/** Why a session's close failed, from its `startClose` effect to `close()`'s caller. */
+const closeErrors = new WeakMap<SessionScope, unknown>();
 
 /** What `restWhenQuiet` remembers of the last snapshot, as bits: the work was idle … */
 const WAS_IDLE = 1;
