@@ -25,15 +25,7 @@ export interface WorkState {
   lastError: string | null;
 }
 
-/** Rejection of `awaitSettlement`/`awaitIdle` when the session closed first. */
-export class SessionClosedError extends Error {
-  override readonly name = "SessionClosedError";
-  constructor() {
-    super("the session closed before the awaited state was reached");
-  }
-}
-
-/** The session a chart belongs to (its facade, so a session at rest holds no closure for it). */
+/** Who hosts a session's chart (its runner, so a session at rest holds no closure for it). */
 export interface SessionChartHost {
   /** The effects to bind to a new actor of the chart. Contract: must not throw. */
   chartEffects(): SessionEffects;
@@ -246,7 +238,7 @@ function atRest(snapshot: Snapshot): boolean {
 }
 
 /** The work region's state name in `snapshot` (`opening`, `closing` outside `open`). */
-export function workValue(snapshot: Snapshot): string {
+function workValue(snapshot: Snapshot): string {
   const value = snapshot.value;
   if (typeof value === "string") return value === "opening" ? "idle" : value;
   if ("open" in value) {

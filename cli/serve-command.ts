@@ -2,6 +2,7 @@ import type { Command } from "commander";
 import { MAX_TIMER_MS } from "../contracts/clock.ts";
 import { KEEL_VERSION as VERSION } from "../contracts/version.ts";
 import type { ExitCode } from "./errors.ts";
+import type { ServeOptions } from "./serve.ts";
 import { checkTransportOptions, portOrZero } from "./serve-options.ts";
 
 /**
@@ -74,33 +75,14 @@ export function addServeCommand(
       "default wait for a permission.request reply before denying (default 60000)",
       positiveInt("--permission-timeout", MAX_TIMER_MS),
     )
-    .action(
-      async (opts: {
-        stdio?: boolean;
-        inspect?: boolean;
-        port?: number;
-        store?: string;
-        provider?: string;
-        script?: string;
-        maxFrameBytes?: number;
-        maxBufferedBytes?: number;
-        controlTimeout?: number;
-        permissionTimeout?: number;
-        http?: number;
-        host?: string;
-        token?: string | false;
-        corsOrigin?: string[];
-        static?: string;
-        maxBodyBytes?: number;
-      }) => {
-        checkTransportOptions(opts);
-        if (opts.http !== undefined) {
-          const { runServeHttp } = await import("./serve-http.ts");
-          result.code = await runServeHttp({ ...opts, http: opts.http, version: VERSION });
-          return;
-        }
-        const { runServe } = await import("./serve.ts");
-        result.code = await runServe({ ...opts, version: VERSION });
-      },
-    );
+    .action(async (opts: Omit<ServeOptions, "version" | "env">) => {
+      checkTransportOptions(opts);
+      if (opts.http !== undefined) {
+        const { runServeHttp } = await import("./serve-http.ts");
+        result.code = await runServeHttp({ ...opts, http: opts.http, version: VERSION });
+        return;
+      }
+      const { runServe } = await import("./serve.ts");
+      result.code = await runServe({ ...opts, version: VERSION });
+    });
 }

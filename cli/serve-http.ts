@@ -22,7 +22,7 @@ import { CliError, EXIT, type ExitCode } from "./errors.ts";
 import { staticFiles } from "./http-static.ts";
 import { openInspector } from "./inspect.ts";
 import { workspaceInstructions } from "./instructions.ts";
-import { modelFactory, type ServeOptions } from "./serve.ts";
+import { modelFactory, openServeStore, type ServeOptions } from "./serve.ts";
 import { openStore, storeChoice } from "./store.ts";
 
 const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"]);
@@ -52,13 +52,7 @@ export async function runServeHttp(options: ServeOptions & { http: number }): Pr
   const host = options.host ?? "127.0.0.1";
   const token = tokenOf(options, host);
   const model = modelFactory(options)();
-  const choice = storeChoice(options.store);
-  const store =
-    choice.kind === "memory" ? memoryStore() : (await openStore(choice, { create: true }))!;
-  const logger = pino(
-    { level: process.env.KEEL_LOG || "silent", base: undefined },
-    pino.destination({ fd: 2, sync: true }),
-  );
+  const { choice, store, logger } = await openServeStore(options.store);
   const protect =
     choice.kind === "sqlite" ? ["", "-wal", "-shm", "-journal"].map((s) => choice.path + s) : [];
   const tools = builtinTools({ root: process.cwd(), protect });

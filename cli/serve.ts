@@ -134,6 +134,22 @@ export function guardProcess(server: Server, logger: Logger) {
 }
 
 /**
+ * What both transports of `keel serve` run on: the store `--store` names (created if missing;
+ * "memory" keeps nothing), where `choice` says it is, and a logger quiet by default on stderr
+ * (`KEEL_LOG=warn`, `info`, `debug` … for the runtime's logs).
+ */
+export async function openServeStore(named: string | undefined) {
+  const choice = storeChoice(named);
+  const store =
+    choice.kind === "memory" ? memoryStore() : (await openStore(choice, { create: true }))!;
+  const logger = pino(
+    { level: process.env.KEEL_LOG || "silent", base: undefined },
+    pino.destination({ fd: 2, sync: true }),
+  );
+  return { choice, store, logger };
+}
+
+/**
  * `keel serve --stdio`: the control protocol on stdin/stdout (docs/protocol.md), logs on stderr.
  * Returns when the connection ended (stdin ended, stdout broke, SIGTERM/SIGINT) and every turn
  * settled and every log flushed: exit code 0.
@@ -146,14 +162,7 @@ export async function runServe(options: ServeOptions): Promise<ExitCode> {
     );
   }
   const model = modelFactory(options);
-  const choice = storeChoice(options.store);
-  const store =
-    choice.kind === "memory" ? memoryStore() : (await openStore(choice, { create: true }))!;
-  // Quiet by default, as every command (KEEL_LOG=warn, info, debug … for the runtime's logs).
-  const logger = pino(
-    { level: process.env.KEEL_LOG || "silent", base: undefined },
-    pino.destination({ fd: 2, sync: true }),
-  );
+  const { store, logger } = await openServeStore(options.store);
   let inspector: Inspector | undefined;
   try {
     inspector = options.inspect || options.port ? await openInspector(options.port) : undefined;
